@@ -1,0 +1,32 @@
+# Every target bootstraps .venv itself (re-installs when pyproject.toml changes).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8765
+
+.PHONY: demo test dev bench emulator clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/batch-assets demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+dev: $(STAMP)
+	$(BIN)/batch-assets dev --port $(PORT)
+
+bench: $(STAMP)
+	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
+
+emulator: $(STAMP)
+	$(BIN)/batch-assets emulator --port $(PORT)
+
+clean:
+	rm -rf data/warehouse.duckdb* data/manifests data/shards data/raw data/emulator data/dagster_home data/bench

@@ -1,0 +1,1 @@
+"""batch_assets: LLM Batch API work as Dagster software-defined assets."""

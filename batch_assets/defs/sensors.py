@@ -1,0 +1,45 @@
+"""The provider status sensor: one for all tasks (SPEC §3.4).
+
+Each tick polls the non-terminal provider jobs (bounded time), records every transition in the
+ledger, and requests one collect run (raw_results -> parsed_results -> applied) per task partition
+with newly terminal jobs. The cursor is the ledger's terminal sequence number already handed out;
+Dagster stores it only after the tick's runs are launched, and run keys are deterministic.
+"""
+
+
+import json
+
+import dagster as dg
+
+from batch_assets.components.task_assets import collect_asset_keys
+from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
+from batch_assets.resources import ProvidersResource, WarehouseResource
+
+POLL_BUDGET_S = 20.0
+
+
+@dg.sensor(
+    name="provider_status_sensor",
+    target=dg.AssetSelection.all(),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Polls provider batches, records state transitions, requests collection of finished partitions.",
+)
+def provider_status_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
+                           providers: ProvidersResource) -> dg.SensorResult:
+    wh = warehouse.warehouse()
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S)
+    for job_key, old, new in polled.transitions:
+        context.log.info(f"{job_key}: {old} -> {new}")
+    for job_key, err in polled.errors.items():
+        context.log.warning(f"{job_key}: poll failed, retried next tick: {err}")
+    for job_key in polled.stuck:
+        context.log.warning(f"{job_key}: no progress for a long time; consider cancelling it (batch-assets cancel)")
+    requests, high_water = collect_requests_after(wh, int(cursor.get("terminal_seq", 0)))
+    run_requests = [
+        dg.RunRequest(run_key=r.run_key, partition_key=r.partition_date, asset_selection=collect_asset_keys(r.task_name),
+                      tags={"batch_assets/task": r.task_name, "batch_assets/jobs": ",".join(r.job_keys)[:1000]})
+        for r in requests
+    ]
+    return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))

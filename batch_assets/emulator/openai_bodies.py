@@ -1,0 +1,232 @@
+"""The response body of one batch request, in the shape the real endpoint returns (reference §1.6)."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from batch_assets.emulator import faults, ids
+from batch_assets.emulator.answers import (
+    CONTENT_FILTER,
+    LENGTH,
+    Answer,
+    embedding_vector,
+    generate_answer,
+    request_seed,
+)
+from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.openai_flavors import Flavor
+from batch_assets.emulator.openai_requests import (
+    DS_TEST,
+    EMBEDDINGS,
+    RESPONSES,
+    embedding_inputs,
+    output_format,
+    prompt_of,
+    request_error,
+)
+
+DS_TEST_ANSWER = "This is a test result."
+_ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
+
+
+@dataclass(frozen=True)
+class Result:
+    status_code: int
+    body: dict[str, Any]
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def respond(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: str, seed_id: str, created: int) -> Result:
+    """The answer to one request whose injected outcome (see `faults`) is `outcome`."""
+    if outcome in faults.FAILURES:
+        return _error_result(flavor, endpoint, body, outcome)
+    if endpoint == EMBEDDINGS:
+        return _embeddings(flavor, body)
+    fault = _ANSWER_FAULTS.get(outcome)
+    if endpoint == RESPONSES:
+        return _responses(body, fault, seed_id, created)
+    return _chat(flavor, endpoint, body, fault, seed_id, created)
+
+
+def _error_result(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: str) -> Result:
+    model = body.get("model", "the model")
+    if outcome == faults.RATE_LIMITED:
+        error = ApiError(
+            429,
+            f"Rate limit reached for {model} in organization org-emulator on requests per min (RPM): "
+            "Limit 500, Used 500, Requested 1. Please try again in 120ms.",
+            kind="requests",
+            code="rate_limit_exceeded",
+        )
+    elif outcome == faults.SERVER_ERROR:
+        message = "The server had an error while processing your request. Sorry about that!"
+        error = ApiError(500, message, kind="server_error")
+    elif outcome == faults.INVALID_REQUEST:
+        found = request_error(endpoint, body, flavor.max_embedding_dimensions)
+        assert found is not None, "outcome INVALID_REQUEST is only given to bodies request_error rejects"
+        error = found
+    else:
+        error = ApiError(400, "Invalid request (injected by the emulator's item_error_rate).", code="invalid_value")
+    return Result(error.status, error_body(error))
+
+
+def error_body(error: ApiError) -> dict[str, Any]:
+    return {"error": {"message": error.message, "type": error.kind, "param": error.param, "code": error.code}}
+
+
+def _answers(endpoint: str, body: dict[str, Any], fault: str | None, topic: str) -> list[Answer]:
+    fmt = output_format(endpoint, body)
+    n = body.get("n") if isinstance(body.get("n"), int) and body.get("n", 0) > 1 else 1
+    seed = request_seed(body)
+    return [
+        generate_answer(
+            seed if i == 0 else f"{seed}:{i}",
+            topic,
+            schema=fmt.schema,
+            json_mode=fmt.json_mode,
+            max_tokens=fmt.max_tokens,
+            fault=fault,
+        )
+        for i in range(n)
+    ]
+
+
+def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
+    prompt = prompt_of(endpoint, body)
+    if endpoint == DS_TEST:
+        answers = [Answer(DS_TEST_ANSWER, "stop", 6)]
+    else:
+        answers = _answers(endpoint, body, fault, prompt.topic)
+    completion = sum(a.completion_tokens for a in answers)
+    model = body["model"]
+    if flavor.dashscope:
+        body = _dashscope_chat(endpoint, answers, prompt.tokens, completion, model, seed_id, created)
+        return Result(200, body, prompt.tokens, completion)
+    chat = {
+        "id": f"chatcmpl-{ids.derived_base62(29, 'chatcmpl', seed_id)}",
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": a.content, "refusal": None, "annotations": []},
+                "logprobs": None,
+                "finish_reason": a.finish_reason,
+            }
+            for i, a in enumerate(answers)
+        ],
+        "usage": {
+            "prompt_tokens": prompt.tokens,
+            "completion_tokens": completion,
+            "total_tokens": prompt.tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": f"fp_{ids.derived_hex(10, 'fingerprint', model)}",
+    }
+    return Result(200, chat, prompt.tokens, completion)
+
+
+def _dashscope_chat(
+    endpoint: str, answers: list[Answer], prompt_tokens: int, completion: int, model: str, seed_id: str, created: int
+) -> dict[str, Any]:
+    # DashScope's key order, no system_fingerprint/service_tier; its test model omits the role.
+    def message(answer: Answer) -> dict[str, Any]:
+        return {"content": answer.content} if endpoint == DS_TEST else {"role": "assistant", "content": answer.content}
+
+    return {
+        "created": created,
+        "usage": {
+            "completion_tokens": completion,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens_details": {"text_tokens": completion},
+            "prompt_tokens_details": {"text_tokens": prompt_tokens},
+            "total_tokens": prompt_tokens + completion,
+        },
+        "model": model,
+        "id": f"chatcmpl-{seed_id}",
+        "choices": [
+            {"finish_reason": a.finish_reason, "index": i, "message": message(a)} for i, a in enumerate(answers)
+        ],
+        "object": "chat.completion",
+    }
+
+
+def _responses(body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
+    prompt = prompt_of(RESPONSES, body)
+    answer = _answers(RESPONSES, body, fault, prompt.topic)[0]
+    incomplete = {CONTENT_FILTER: "content_filter", LENGTH: "max_output_tokens"}.get(answer.finish_reason)
+    status = "incomplete" if incomplete else "completed"
+    output = []
+    if answer.content is not None:
+        output.append(
+            {
+                "id": f"msg_{ids.derived_hex(48, 'msg', seed_id)}",
+                "type": "message",
+                "status": status,
+                "content": [{"type": "output_text", "annotations": [], "text": answer.content}],
+                "role": "assistant",
+            }
+        )
+    fmt = body.get("text") if isinstance(body.get("text"), dict) else {"format": {"type": "text"}}
+    response = {
+        "id": f"resp_{ids.derived_hex(48, 'resp', seed_id)}",
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": body["model"],
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": True,
+        "temperature": body.get("temperature", 1.0),
+        "text": fmt,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": prompt.tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": answer.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt.tokens + answer.completion_tokens,
+        },
+        "user": None,
+        "metadata": {},
+    }
+    return Result(200, response, prompt.tokens, answer.completion_tokens)
+
+
+def _embeddings(flavor: Flavor, body: dict[str, Any]) -> Result:
+    model = body["model"]
+    dims = body.get("dimensions") or flavor.default_embedding_dimensions
+    as_base64 = body.get("encoding_format") == "base64"
+    data = []
+    for index, text in enumerate(embedding_inputs(body)):
+        vector: Any = embedding_vector(request_seed([model, text, dims]), dims)
+        if as_base64:
+            # Little-endian float32, as OpenAI sends them.
+            vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    tokens = prompt_of(EMBEDDINGS, body).tokens
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return Result(200, {"object": "list", "data": data, "model": model, "usage": usage}, tokens, 0)

@@ -1,0 +1,191 @@
+"""HTTP routes of the OpenAI Batch wire format, under `/v1` and under DashScope's
+`/compatible-mode/v1` (reference §1.3, §4).
+
+Routes are flat (no catch-all Mount) so that other wire formats can add their own `/v1/...`
+paths to the same app.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
+from batch_assets.emulator.multipart import parse_form
+from batch_assets.emulator.openai_batches import BatchService
+from batch_assets.emulator.openai_bodies import error_body
+from batch_assets.emulator.openai_files import FileService
+from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
+from batch_assets.emulator.settings import RuntimeSettings
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(error), status_code=error.status, headers=headers)
+
+
+def _injected(status: int) -> JSONResponse:
+    if status == 429:
+        message = "Rate limit reached (injected by the emulator)."
+        error = ApiError(429, message, kind="requests", code="rate_limit_exceeded")
+    elif status >= 500:
+        message = "The server had an error while processing your request (injected by the emulator)."
+        error = ApiError(status, message, kind="server_error")
+    else:
+        error = ApiError(status, f"Request failed with status {status} (injected by the emulator).")
+    # A short retry-after-ms keeps the SDK's automatic retries fast in tests.
+    retryable = status in (408, 409, 429) or status >= 500
+    return error_response(error, {"retry-after-ms": "10"} if retryable else None)
+
+
+def _authorized(request: Request) -> bool:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def _int_query(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value: int | None = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise invalid_value(name, f"Invalid value for '{name}': must be an integer from {low} to {high}.")
+    return value
+
+
+class _Routes:
+    """The handlers for one flavor (OpenAI or DashScope), all sharing one store.
+
+    Service calls run in the thread pool: they take the store lock, which a batch writing its
+    result files may hold for a while, and the event loop must not wait on it.
+    """
+
+    def __init__(self, flavor: Flavor, files: FileService, batches: BatchService, runtime: RuntimeSettings) -> None:
+        self.flavor = flavor
+        self.files = files
+        self.batches = batches
+        self.runtime = runtime
+
+    def guarded(self, handler: Handler) -> Handler:
+        """Auth, injected failures and error rendering around one handler."""
+
+        async def endpoint(request: Request) -> Response:
+            if not _authorized(request):
+                return error_response(
+                    ApiError(
+                        401,
+                        "You didn't provide an API key. You need to provide your API key in an Authorization "
+                        "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                    )
+                )
+            injected = self.runtime.take_injected_failure()
+            if injected is not None:
+                return _injected(injected)
+            try:
+                return await handler(request)
+            except ApiError as error:
+                return error_response(error)
+
+        return endpoint
+
+    async def create_file(self, request: Request) -> Response:
+        body = await request.body()
+        return JSONResponse(await run_in_threadpool(self._upload, request.headers.get("content-type", ""), body))
+
+    def _upload(self, content_type: str, body: bytes) -> dict[str, Any]:
+        try:
+            fields, uploads = parse_form(content_type, body)
+        except ValueError as exc:
+            raise ApiError(400, f"Invalid multipart/form-data body: {exc}.") from exc
+        if "purpose" not in fields:
+            raise missing_parameter("purpose")
+        if "file" not in uploads:
+            raise missing_parameter("file")
+        anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
+        expires_after = None if anchor is None and seconds is None else {"anchor": anchor, "seconds": seconds}
+        upload = uploads["file"]
+        return self.files.upload(self.flavor, upload.filename, fields["purpose"], upload.data, expires_after)
+
+    async def retrieve_file(self, request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(self.files.retrieve, self.flavor, request.path_params["file_id"]))
+
+    async def file_content(self, request: Request) -> Response:
+        data = await run_in_threadpool(self.files.content, self.flavor, request.path_params["file_id"])
+        return Response(data, media_type="application/octet-stream")
+
+    async def delete_file(self, request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(self.files.delete, self.flavor, request.path_params["file_id"]))
+
+    async def list_files(self, request: Request) -> Response:
+        order = request.query_params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise invalid_value("order", "Invalid value for 'order': must be 'asc' or 'desc'.")
+        listing = await run_in_threadpool(
+            self.files.list_files,
+            self.flavor,
+            request.query_params.get("after"),
+            _int_query(request, "limit", 10_000, 1, 10_000),
+            order,
+            request.query_params.get("purpose"),
+        )
+        return JSONResponse(listing)
+
+    async def create_batch(self, request: Request) -> Response:
+        params = await _json_object(request)
+        return JSONResponse(await run_in_threadpool(self.batches.create, self.flavor, params))
+
+    async def retrieve_batch(self, request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        return JSONResponse(await run_in_threadpool(self.batches.retrieve, self.flavor, batch_id))
+
+    async def cancel_batch(self, request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        return JSONResponse(await run_in_threadpool(self.batches.cancel, self.flavor, batch_id))
+
+    async def list_batches(self, request: Request) -> Response:
+        after = request.query_params.get("after")
+        limit = _int_query(request, "limit", 20, 1, 100)
+        return JSONResponse(await run_in_threadpool(self.batches.list_batches, self.flavor, after, limit))
+
+    def routes(self) -> list[Route]:
+        p, g = self.flavor.prefix, self.guarded
+        return [
+            Route(f"{p}/files", g(self.create_file), methods=["POST"]),
+            Route(f"{p}/files", g(self.list_files), methods=["GET"]),
+            Route(f"{p}/files/{{file_id}}", g(self.retrieve_file), methods=["GET"]),
+            Route(f"{p}/files/{{file_id}}", g(self.delete_file), methods=["DELETE"]),
+            Route(f"{p}/files/{{file_id}}/content", g(self.file_content), methods=["GET"]),
+            Route(f"{p}/batches", g(self.create_batch), methods=["POST"]),
+            Route(f"{p}/batches", g(self.list_batches), methods=["GET"]),
+            Route(f"{p}/batches/{{batch_id}}", g(self.retrieve_batch), methods=["GET"]),
+            Route(f"{p}/batches/{{batch_id}}/cancel", g(self.cancel_batch), methods=["POST"]),
+        ]
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        params = json.loads(await request.body())
+    except ValueError:
+        params = None
+    if not isinstance(params, dict):
+        raise ApiError(
+            400,
+            "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
+            "HTTP library correctly. The OpenAI API expects a JSON payload.)",
+        )
+    return params
+
+
+def openai_routes(files: FileService, batches: BatchService, runtime: RuntimeSettings) -> list[Route]:
+    """The routes of both flavors: `/v1` (OpenAI) and `/compatible-mode/v1` (DashScope)."""
+    return [route for flavor in FLAVORS.values() for route in _Routes(flavor, files, batches, runtime).routes()]

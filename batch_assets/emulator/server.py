@@ -1,0 +1,105 @@
+"""Running the emulator: `serve(...)` blocks; `main(argv)` backs `batch-assets emulator`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import ipaddress
+import logging
+import typing
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from batch_assets.emulator.app import create_app
+from batch_assets.emulator.settings import FORCED_STATUSES, EmulatorSettings, load_settings
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_STATE_DIR = Path("data/emulator")
+
+
+def check_loopback(host: str) -> None:
+    """The emulator accepts any bearer token, so it must never listen beyond this machine."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ValueError(f"the emulator binds to loopback addresses only, not {host!r}")
+
+
+def uvicorn_server(app: Starlette, host: str, port: int, *, quiet: bool = False) -> uvicorn.Server:
+    check_loopback(host)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="off",
+        ws="none",
+        access_log=False,  # the app logs requests itself, without headers
+        log_config=None if quiet else uvicorn.config.LOGGING_CONFIG,
+        log_level="warning" if quiet else "info",
+        timeout_graceful_shutdown=5,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    state_dir: Path = DEFAULT_STATE_DIR,
+    settings: EmulatorSettings | None = None,
+) -> None:
+    """Serve until interrupted; `settings` default to `state_dir/settings.json`, else built-ins."""
+    uvicorn_server(create_app(state_dir, settings), host, port).run()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="batch-assets emulator",
+        description="Local provider emulator (OpenAI Batch at /v1, DashScope at /compatible-mode/v1), "
+        "bound to 127.0.0.1. Knob flags override <state-dir>/settings.json.",
+    )
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    hints = typing.get_type_hints(EmulatorSettings)
+    for knob in dataclasses.fields(EmulatorSettings):
+        flag = f"--{knob.name.replace('_', '-')}"
+        kind = next((a for a in typing.get_args(hints[knob.name]) if a is not type(None)), hints[knob.name])
+        extra: dict[str, typing.Any] = {
+            "default": argparse.SUPPRESS,
+            "help": f"{knob.metadata['help']} (default: {knob.default})",
+        }
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **extra)
+        elif knob.name == "force_batch_status":
+            parser.add_argument(flag, choices=FORCED_STATUSES, **extra)
+        else:
+            parser.add_argument(flag, type=kind, **extra)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = vars(parser.parse_args(argv))
+    port, state_dir = args.pop("port"), args.pop("state_dir")
+    try:
+        settings = load_settings(state_dir).replace(**args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger(__name__).info(
+        "emulator state in %s; OpenAI base URL http://%s:%d/v1, DashScope http://%s:%d/compatible-mode/v1",
+        state_dir,
+        DEFAULT_HOST,
+        port,
+        DEFAULT_HOST,
+        port,
+    )
+    serve(port=port, state_dir=state_dir, settings=settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The DuckDB ledger: versioned schema, migrations and short-lived connections."""

@@ -1,0 +1,81 @@
+"""Short-lived DuckDB connections to the warehouse file, with lock-contention retry.
+
+DuckDB lets one process at a time open a database file for writing, while Dagster runs steps,
+sensors and the webserver in separate processes. So every unit of work opens the file, does its
+set-based SQL and closes it again; a process that finds the file locked waits and retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from batch_assets.ledger.migrations import migrate
+
+# How long a writer waits for another process to release the file before giving up.
+DEFAULT_LOCK_TIMEOUT_S = 300.0
+
+
+def _is_lock_conflict(exc: BaseException) -> bool:
+    text = str(exc)
+    return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """Where the DuckDB file and the run-time files (manifests, shards, raw outputs) live."""
+
+    database: Path
+    data_dir: Path
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+
+    @classmethod
+    def at(cls, database: str | Path, data_dir: str | Path | None = None) -> Warehouse:
+        database = Path(database)
+        return cls(database=database, data_dir=Path(data_dir) if data_dir else database.parent)
+
+    def path(self, *parts: str) -> Path:
+        """A run-time file path under data_dir; parent folders are created."""
+        p = self.data_dir.joinpath(*parts)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    @contextlib.contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Open the file (waiting out other writers), migrate the ledger, yield, close."""
+        self.database.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                conn = duckdb.connect(str(self.database), read_only=read_only)
+                break
+            except (duckdb.IOException, duckdb.ConnectionException) as exc:
+                if not _is_lock_conflict(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+        try:
+            if not read_only:
+                migrate(conn)
+            yield conn
+        finally:
+            conn.close()
+
+
+def fetch_dicts(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> list[dict]:
+    """Run a query and return its rows as dicts (for small result sets only)."""
+    cur = conn.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None):
+    row = conn.execute(sql, params or []).fetchone()
+    return row[0] if row else None

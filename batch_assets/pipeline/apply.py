@@ -1,0 +1,116 @@
+"""Stage 7 — write usable answers into the business table exactly once (SPEC §3.7).
+
+The business table is keyed by (business key, output_version). Before writing, the live source is
+re-read and each candidate's input is re-hashed: a result whose input hash no longer matches the
+current source row is marked stale and never written over newer data. Every decision is recorded in
+ledger.applied_result in the same transaction as the write, so applying twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.manifest import load_source
+from batch_assets.pipeline.render import input_hash_sql, quote_ident, sql_literal
+from batch_assets.spec.resolve import ResolvedTask
+
+SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",
+             "array": "JSON", "object": "JSON"}
+
+
+@dataclass(frozen=True)
+class ApplySummary:
+    task_id: str
+    applied: int
+    stale: int
+    target_table: str
+
+
+def _column_type(task: ResolvedTask, field: str) -> str:
+    types = task.output_schema["properties"][field].get("type")
+    types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
+    return SQL_TYPES[types[0]] if len(types) == 1 else "JSON"
+
+
+def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> None:
+    apply = task.spec.apply
+    cols = ", ".join(f"{quote_ident(c)} {_column_type(task, f)}" for c, f in apply.columns.items())
+    conn.execute(f"""
+        CREATE TABLE IF NOT EXISTS main.{quote_ident(apply.table)} (
+            {quote_ident(apply.key)} VARCHAR NOT NULL,
+            {cols},
+            output_version VARCHAR NOT NULL,
+            custom_id VARCHAR NOT NULL,
+            input_hash VARCHAR NOT NULL,
+            task_id VARCHAR NOT NULL,
+            applied_at TIMESTAMP NOT NULL,
+            PRIMARY KEY ({quote_ident(apply.key)}, output_version)
+        )
+    """)
+
+
+def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
+    spec, apply = task.spec, task.spec.apply
+    task_id = task.task_id(partition_date)
+    tid = sql_literal(task_id)
+    with wh.connect() as conn:
+        ensure_target_table(conn, task)
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _cand AS
+            SELECT p.custom_id, m.business_id, m.input_hash, p.output_json::JSON AS answer
+            FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
+            WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
+              AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
+        """)
+        n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
+        if n_cand == 0:
+            conn.execute("DROP TABLE _cand")
+            return ApplySummary(task_id, 0, 0, apply.table)
+        # The stale-input guard: hash what the source holds now for these business ids.
+        load_source(conn, task, partition_date)
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _live AS
+            SELECT business_id, {input_hash_sql(task)} AS live_hash, count(*) OVER (PARTITION BY business_id) AS n
+            FROM _src WHERE business_id IN (SELECT business_id FROM _cand)
+        """)
+        conn.execute("""
+            CREATE OR REPLACE TEMP TABLE _decided AS
+            SELECT c.*, CASE WHEN l.n = 1 AND l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
+            FROM _cand c LEFT JOIN (SELECT DISTINCT business_id, live_hash, n FROM _live) l
+              ON l.business_id = c.business_id AND l.live_hash = c.input_hash
+        """)
+        targets = ", ".join(quote_ident(c) for c in apply.columns)
+        values = ", ".join(
+            f"CAST(answer ->> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if _column_type(task, f) != "JSON"
+            else f"answer -> {sql_literal('$.' + f)}"
+            for f in apply.columns.values()
+        )
+        updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
+        key = quote_ident(apply.key)
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(f"""
+                INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
+                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
+                FROM _decided WHERE outcome = 'applied'
+                ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
+                    custom_id = excluded.custom_id, input_hash = excluded.input_hash,
+                    task_id = excluded.task_id, applied_at = excluded.applied_at
+            """)
+            conn.execute(f"""
+                INSERT INTO ledger.applied_result
+                SELECT custom_id, {tid}, business_id, outcome, {sql_literal(apply.table)},
+                       {sql_literal(spec.output.version)}, now()::TIMESTAMP
+                FROM _decided
+            """)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied, stale = conn.execute(
+            "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
+        conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided; DROP TABLE _src;")
+    return ApplySummary(task_id, applied, stale, apply.table)

@@ -1,0 +1,164 @@
+"""Stage 5 — download terminal jobs' result files and load every line by custom_id (SPEC §3.5).
+
+Files are streamed to disk under data/raw/ and kept (audit, re-parsing). Each line is keyed by the
+provider request id it carries, mapped back to its custom_id through ledger.shard_line — never by
+line order. Lines that match no request of the job are orphans; a custom_id seen again is a
+duplicate; lines that are not JSON are malformed (copied verbatim into the ledger). All are
+recorded, none dropped. A file is ingested once: re-importing it adds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.pipeline.render import sql_literal
+from batch_assets.pipeline.shards import file_sha256
+from batch_assets.providers.base import BatchAdapter
+from batch_assets.providers.openai_batch import RESULT_COLUMNS, result_fields_sql
+from batch_assets.spec.resolve import ResolvedTask
+
+SLOW_PATH_BATCH_LINES = 100_000
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    task_id: str
+    downloaded_files: int
+    ingested_files: int
+    lines: int
+    by_status: dict[str, int]
+
+
+def _safe_name(job_key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_key)
+
+
+def download_results(wh: Warehouse, task_id: str, adapter: BatchAdapter) -> int:
+    """Download output and error files of the task's terminal jobs not downloaded yet."""
+    with wh.connect() as conn:
+        jobs = fetch_dicts(conn, """
+            SELECT job_key, output_file_id, error_file_id FROM ledger.provider_job
+            WHERE task_id = ? AND terminal_at IS NOT NULL AND downloaded_at IS NULL ORDER BY job_key
+        """, [task_id])
+    count = 0
+    for job in jobs:
+        files = []
+        for kind in ("output", "error"):
+            file_id = job[f"{kind}_file_id"]
+            if not file_id:
+                continue
+            dest = wh.path("raw", task_id, f"{_safe_name(job['job_key'])}.{kind}.jsonl")
+            size = adapter.download(file_id, dest)
+            files.append((f"{job['job_key']}:{kind}", kind, file_id, str(dest), file_sha256(dest), size))
+        with wh.connect() as conn:
+            for file_key, kind, file_id, path, sha, size in files:
+                conn.execute("""
+                    INSERT INTO ledger.raw_file VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, now()::TIMESTAMP, NULL)
+                    ON CONFLICT (file_key) DO NOTHING
+                """, [file_key, job["job_key"], task_id, kind, file_id, path, sha, size])
+            conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP WHERE job_key = ?", [job["job_key"]])
+        count += len(files)
+    return count
+
+
+def _line_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """Slow path for damaged files: every non-blank line with its number, streamed in batches."""
+    numbers: list[int] = []
+    lines: list[str] = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if not text.strip():
+                continue
+            numbers.append(n)
+            lines.append(text)
+            if len(lines) >= SLOW_PATH_BATCH_LINES:
+                yield pa.RecordBatch.from_pydict({"line_no": numbers, "line": lines})
+                numbers, lines = [], []
+    yield pa.RecordBatch.from_pydict({"line_no": pa.array(numbers, pa.int64()), "line": pa.array(lines, pa.string())})
+
+
+def _stage_file(conn: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Load a result file into temp table _in (line_no, request_id, envelope fields, malformed_line)."""
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in RESULT_COLUMNS.items()) + "}"
+    try:
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _in AS
+            SELECT row_number() OVER () AS line_no, {result_fields_sql('l')}, NULL::VARCHAR AS malformed_line
+            FROM read_json({sql_literal(path)}, format='newline_delimited', columns={columns}) l
+        """)
+        return
+    except duckdb.Error:
+        pass  # a malformed or truncated line: take the line-by-line path below
+    reader = pa.RecordBatchReader.from_batches(
+        pa.schema([("line_no", pa.int64()), ("line", pa.string())]), _line_batches(Path(path))
+    )
+    fields = ", ".join(
+        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" for k, v in RESULT_COLUMNS.items()
+    )
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _in AS
+        SELECT line_no, {result_fields_sql('l')}, CASE WHEN j IS NULL THEN line END AS malformed_line
+        FROM (SELECT line_no, line, j, {fields}
+              FROM (SELECT line_no, line,
+                           CASE WHEN json_valid(line) AND json_type(line) = 'OBJECT' THEN line::JSON END AS j
+                    FROM reader)) l
+    """)
+
+
+def ingest_files(wh: Warehouse, task_id: str) -> tuple[int, int]:
+    """Ingest every downloaded, not yet ingested file of the task. Returns (files, lines)."""
+    files_done = lines_done = 0
+    with wh.connect() as conn:
+        files = fetch_dicts(conn, """
+            SELECT f.file_key, f.job_key, f.path, j.shard_id FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key)
+            WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
+        """, [task_id])
+        for f in files:
+            _stage_file(conn, f["path"])
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                n = conn.execute(f"""
+                    INSERT INTO ledger.raw_result
+                    SELECT {sql_literal(f['file_key'])}, i.line_no, {sql_literal(f['job_key'])}, {sql_literal(task_id)},
+                           i.request_id, sl.custom_id,
+                           CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
+                                WHEN sl.custom_id IS NULL THEN 'orphan'
+                                WHEN row_number() OVER (PARTITION BY sl.custom_id ORDER BY i.line_no) > 1
+                                  OR sl.custom_id IN (SELECT custom_id FROM ledger.raw_result
+                                                      WHERE task_id = {sql_literal(task_id)} AND status = 'ok')
+                                THEN 'duplicate'
+                                ELSE 'ok' END,
+                           i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line,
+                           now()::TIMESTAMP
+                    FROM _in i
+                    LEFT JOIN ledger.shard_line sl
+                      ON sl.shard_id = {sql_literal(f['shard_id'])} AND sl.request_id = i.request_id
+                """).fetchone()[0]
+                conn.execute("UPDATE ledger.raw_file SET ingested_at = now()::TIMESTAMP, line_count = ? WHERE file_key = ?",
+                             [n, f["file_key"]])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            files_done += 1
+            lines_done += n
+        conn.execute("DROP TABLE IF EXISTS _in")
+    return files_done, lines_done
+
+
+def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchAdapter) -> IngestSummary:
+    task_id = task.task_id(partition_date)
+    downloaded = download_results(wh, task_id, adapter)
+    files, lines = ingest_files(wh, task_id)
+    with wh.connect() as conn:
+        by_status = dict(conn.execute(
+            "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]).fetchall())
+    return IngestSummary(task_id, downloaded, files, lines, by_status)

@@ -1,0 +1,173 @@
+"""Stage 1 — freeze a partition's source rows into the input manifest (SPEC §3.1).
+
+A frozen partition is reused as is; only an explicit `refreeze` re-queries the source, and then
+items whose input hash is unchanged keep their custom_id while new or changed ones get new ones
+(changed ones supersede the old item). The prompt texts go to a Parquet file (the manifest URI);
+the ledger keeps one row per item with its identifiers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline.render import (
+    blank_columns_sql,
+    estimated_tokens_sql,
+    input_hash_sql,
+    prompt_sql,
+    quote_ident,
+    sql_literal,
+)
+from batch_assets.spec.resolve import ResolvedTask
+
+
+class SourceQueryError(ValueError):
+    """The task's source query failed or lacks a column the task needs."""
+
+
+@dataclass(frozen=True)
+class ManifestSummary:
+    task_id: str
+    manifest_uri: str
+    manifest_version: int
+    items: int
+    new_items: int
+    superseded_items: int
+    rejected_business_ids: int
+    reused: bool
+
+
+def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
+    """Run the source query once into a temp table `_src` (business_id, prompt_text, ...)."""
+    spec = task.spec
+    try:
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
+                     {"partition_date": partition_date})
+    except duckdb.Error as exc:
+        raise SourceQueryError(
+            f"task {spec.name!r}: the source query (source.sql in {task.yaml_path}) failed for partition "
+            f"{partition_date}: {exc}"
+        ) from exc
+    columns = {row[0] for row in conn.execute("DESCRIBE _raw_src").fetchall()}
+    needed = {spec.source.business_id, *task.template_columns, *(spec.source.required_columns or [])}
+    missing = sorted(needed - columns)
+    if missing:
+        raise SourceQueryError(
+            f"task {spec.name!r}: the source query returns no column(s) {missing} (needed by source.business_id, "
+            f"the prompt template or source.required_columns in {task.yaml_path}); it returns {sorted(columns)}. "
+            "Fix: select those columns or correct the names."
+        )
+    bid = quote_ident(spec.source.business_id)
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _src AS
+        SELECT trim(CAST({bid} AS VARCHAR)) AS business_id,
+               {prompt_sql(task)} AS prompt_text,
+               {blank_columns_sql(task)} AS blank_columns
+        FROM _raw_src
+    """)
+    conn.execute("DROP TABLE _raw_src")
+
+
+def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
+    spec = task.spec
+    task_id = task.task_id(partition_date)
+    with wh.connect() as conn:
+        existing = conn.execute(
+            "SELECT manifest_version, manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id]
+        ).fetchone()
+        if existing and existing[0] > 0 and not refreeze:
+            items = scalar(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id])
+            rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
+            return ManifestSummary(task_id, existing[1], existing[0], items, 0, 0, rejects, reused=True)
+
+        version = (existing[0] if existing else 0) + 1
+        load_source(conn, task, partition_date)
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            summary = _freeze(conn, wh, task, partition_date, task_id, version)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return summary
+
+
+def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_id: str, version: int) -> ManifestSummary:
+    spec = task.spec
+    # Business ids that are missing or occur more than once cannot be keyed: record them, keep the rest.
+    conn.execute("DELETE FROM ledger.source_reject WHERE task_id = ?", [task_id])
+    conn.execute(f"""
+        INSERT INTO ledger.source_reject
+        SELECT {sql_literal(task_id)}, business_id, count(*),
+               CASE WHEN business_id IS NULL OR business_id = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END,
+               CASE WHEN business_id IS NULL OR business_id = ''
+                    THEN 'source rows without a value in ' || {sql_literal(spec.source.business_id)}
+                         || '; fix the source data or filter such rows out in source.sql'
+                    ELSE 'business id ' || business_id || ' appears ' || count(*) || ' times in the source; '
+                         || 'none of its rows was sent. Fix: deduplicate the source (source.sql) so each '
+                         || {sql_literal(spec.source.business_id)} || ' appears once'
+               END,
+               now()::TIMESTAMP
+        FROM _src
+        GROUP BY business_id
+        HAVING business_id IS NULL OR business_id = '' OR count(*) > 1
+    """)
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _items AS
+        SELECT business_id, prompt_text, blank_columns,
+               {input_hash_sql(task)} AS input_hash,
+               {estimated_tokens_sql('prompt_text')} AS est_input_tokens
+        FROM _src
+        WHERE business_id IS NOT NULL AND business_id <> ''
+          AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL)
+    """)
+    conn.execute(f"""
+        ALTER TABLE _items ADD COLUMN custom_id VARCHAR;
+        UPDATE _items SET custom_id = {sql_literal(task_id + ':' + spec.item_type + ':')} || business_id || ':' || substr(input_hash, 1, 8);
+    """)
+    # Items of an earlier freeze whose input changed (or that left the source) are superseded.
+    superseded = conn.execute("""
+        UPDATE ledger.manifest_item SET superseded_at = now()::TIMESTAMP
+        WHERE task_id = ? AND superseded_at IS NULL
+          AND custom_id NOT IN (SELECT custom_id FROM _items)
+    """, [task_id]).fetchone()[0]
+    new_items = conn.execute(f"""
+        INSERT INTO ledger.manifest_item
+        SELECT i.custom_id, {sql_literal(task_id)}, i.business_id, {sql_literal(spec.item_type)}, i.input_hash,
+               {sql_literal(spec.prompt.version)}, {sql_literal(spec.model)}, {sql_literal(task.params_json)},
+               {sql_literal(spec.output.version)}, {version}, now()::TIMESTAMP, NULL
+        FROM _items i
+        WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE superseded_at IS NULL)
+    """).fetchone()[0]
+    # A changed input that flips back to an earlier text reuses its old custom_id: revive it.
+    conn.execute("""
+        UPDATE ledger.manifest_item SET superseded_at = NULL
+        WHERE task_id = ? AND superseded_at IS NOT NULL AND custom_id IN (SELECT custom_id FROM _items)
+    """, [task_id])
+
+    manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
+    conn.execute(f"""
+        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, prompt_text
+              FROM _items ORDER BY custom_id)
+        TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
+    """)
+    items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
+    conn.execute(f"""
+        INSERT INTO ledger.batch_task AS t VALUES (
+            {sql_literal(task_id)}, {sql_literal(spec.name)}, {sql_literal(partition_date)}::DATE,
+            {sql_literal(spec.item_type)}, {sql_literal(spec.provider)}, {sql_literal(spec.model)},
+            {sql_literal(spec.endpoint)}, {sql_literal(spec.prompt.version)}, {sql_literal(spec.output.version)},
+            {sql_literal(str(manifest_path))}, {version}, 'FROZEN', {items}, {tokens},
+            {items * spec.params.max_tokens}, now()::TIMESTAMP, now()::TIMESTAMP)
+        ON CONFLICT (task_id) DO UPDATE SET
+            manifest_uri = excluded.manifest_uri, manifest_version = excluded.manifest_version,
+            total_items = excluded.total_items, est_input_tokens = excluded.est_input_tokens,
+            est_output_tokens = excluded.est_output_tokens, prompt_version = excluded.prompt_version,
+            model = excluded.model, updated_at = excluded.updated_at
+    """)
+    rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
+    conn.execute("DROP TABLE _items; DROP TABLE _src;")
+    return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False)

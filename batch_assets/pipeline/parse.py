@@ -1,0 +1,96 @@
+"""Stage 6 — extract and check every answer; classify every failure (SPEC §3.6, §6).
+
+One parsed_result per item that got an outcome: provider success with a schema-valid answer,
+provider success whose answer is unusable (parse_error / content_policy_error), or a provider
+failure by class. Items of jobs that ended FAILED / EXPIRED / CANCELLED without a line of their
+own get the job's outcome, so nothing stays silently unaccounted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.render import sql_literal
+from batch_assets.providers.openai_batch import PROVIDER_FAILURE_CLASS_SQL, answer_fields_sql
+from batch_assets.spec.output_schema import schema_violation_sql
+from batch_assets.spec.resolve import ResolvedTask
+
+
+@dataclass(frozen=True)
+class ParseSummary:
+    task_id: str
+    parsed: int
+    synthesized: int
+    by_class: dict[str, int]
+
+
+def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
+    task_id = task.task_id(partition_date)
+    tid = sql_literal(task_id)
+    version = sql_literal(task.spec.output.version)
+    violation = schema_violation_sql(task.output_schema, "answer")
+    with wh.connect() as conn:
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _ans AS
+            SELECT r.custom_id, r.job_key, r.status_code, r.provider_request_id, {answer_fields_sql('r')}
+            FROM ledger.raw_result r
+            WHERE r.task_id = {tid} AND r.status = 'ok'
+              AND r.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
+        """)
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _checked AS
+            SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
+            FROM (SELECT *, CASE WHEN json_valid(content) THEN content::JSON END AS answer FROM _ans)
+        """)
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            parsed = conn.execute(f"""
+                INSERT INTO ledger.parsed_result
+                SELECT custom_id, {tid}, job_key, ok,
+                       CASE WHEN NOT ok THEN {PROVIDER_FAILURE_CLASS_SQL}
+                            WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
+                            WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
+                       END AS error_class,
+                       CASE WHEN NOT ok THEN error_code
+                            WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_filter'
+                            WHEN finish_reason = 'length' THEN 'finish_reason_length'
+                            WHEN answer IS NULL THEN 'invalid_json'
+                            WHEN violation IS NOT NULL THEN 'schema_mismatch' END,
+                       CASE WHEN NOT ok THEN error_message
+                            WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN coalesce(refusal, 'answer blocked by the provider content filter')
+                            WHEN finish_reason = 'length' THEN 'answer cut off at max_tokens; raise params.max_tokens'
+                            WHEN answer IS NULL THEN 'answer is not valid JSON'
+                            ELSE violation END,
+                       status_code,
+                       CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
+                            THEN CAST(answer AS VARCHAR) END,
+                       finish_reason, input_tokens, output_tokens, provider_request_id, {version}, now()::TIMESTAMP
+                FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
+            """).fetchone()[0]
+            # Items of batches that ended without a line of their own take the batch's outcome.
+            synthesized = conn.execute(f"""
+                INSERT INTO ledger.parsed_result
+                SELECT sl.custom_id, {tid}, j.job_key, false,
+                       CASE j.state WHEN 'FAILED' THEN 'validation_error' WHEN 'EXPIRED' THEN 'expired' ELSE 'canceled' END,
+                       CASE j.state WHEN 'FAILED' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
+                                    WHEN 'EXPIRED' THEN 'batch_expired' ELSE 'batch_cancelled' END,
+                       CASE j.state WHEN 'FAILED' THEN 'the provider rejected the whole batch: '
+                                                       || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
+                                    ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END,
+                       NULL, NULL, NULL, NULL, NULL, NULL, {version}, now()::TIMESTAMP
+                FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
+                WHERE j.task_id = {tid} AND j.state IN ('FAILED', 'EXPIRED', 'CANCELLED') AND j.downloaded_at IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
+                  AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
+                  AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok')
+            """).fetchone()[0]
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        by_class = dict(conn.execute(f"""
+            SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
+        """).fetchall())
+        conn.execute("DROP TABLE _ans; DROP TABLE _checked;")
+    return ParseSummary(task_id, parsed, synthesized, by_class)

@@ -1,0 +1,103 @@
+"""Stage 4 — poll provider jobs and hand newly terminal partitions to collection (SPEC §3.4).
+
+Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
+first, within a time budget per tick; records every transition; reports jobs stuck in one state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.pipeline.jobs import record_snapshot
+from batch_assets.providers.base import BatchAdapter, JobSnapshot
+
+
+@dataclass
+class PollResult:
+    polled: int = 0
+    transitions: list[tuple[str, str, str]] = field(default_factory=list)  # (job_key, from, to)
+    errors: dict[str, str] = field(default_factory=dict)                   # job_key -> error text
+    stuck: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    task_name: str
+    partition_date: str
+    job_keys: tuple[str, ...]
+
+    @property
+    def run_key(self) -> str:
+        digest = hashlib.sha256("|".join(sorted(self.job_keys)).encode()).hexdigest()[:16]
+        return f"collect:{self.task_name}:{self.partition_date}:{digest}"
+
+
+def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchAdapter], budget_s: float = 20.0,
+              max_workers: int = 8, stuck_after_s: float = 6 * 3600) -> PollResult:
+    with wh.connect() as conn:
+        jobs = fetch_dicts(conn, """
+            SELECT job_key, provider, provider_batch_id, state,
+                   epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
+            FROM ledger.provider_job
+            WHERE state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED') AND provider_batch_id IS NOT NULL
+            ORDER BY last_polled_at NULLS FIRST, job_key
+        """)
+    result = PollResult()
+    deadline = time.monotonic() + budget_s
+    snapshots: dict[str, JobSnapshot] = {}
+    adapters: dict[str, BatchAdapter] = {}
+    for provider in {j["provider"] for j in jobs}:
+        adapters[provider] = adapter_for(provider)
+
+    def poll_one(job: dict) -> JobSnapshot | None:
+        if time.monotonic() > deadline:  # the rest waits for the next tick (round-robin by last_polled_at)
+            return None
+        return adapters[job["provider"]].poll(job["provider_batch_id"])
+
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        futures = {pool.submit(poll_one, job): job for job in jobs}
+        for fut in as_completed(futures):
+            job = futures[fut]
+            try:
+                snap = fut.result()
+            except Exception as exc:  # one failing poll never hides the others
+                result.errors[job["job_key"]] = f"{type(exc).__name__}: {exc}"
+                continue
+            if snap is not None:
+                snapshots[job["job_key"]] = snap
+    if snapshots:
+        with wh.connect() as conn:
+            for job in jobs:
+                snap = snapshots.get(job["job_key"])
+                if snap is None:
+                    continue
+                result.polled += 1
+                if record_snapshot(conn, job["job_key"], snap):
+                    result.transitions.append((job["job_key"], job["state"], snap.state.value))
+                elif job["seconds_in_state"] > stuck_after_s:
+                    result.stuck.append(job["job_key"])
+    return result
+
+
+def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectRequest], int]:
+    """Task partitions with jobs that became terminal after `after_seq` (the sensor's cursor).
+
+    Returns one request per partition and the new high-water mark. The cursor only advances when
+    Dagster has launched the tick's runs, and run keys are deterministic, so nothing is lost or
+    requested twice.
+    """
+    with wh.connect(read_only=False) as conn:
+        rows = fetch_dicts(conn, """
+            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date,
+                   list(j.job_key ORDER BY j.job_key) AS job_keys, max(j.terminal_seq) AS max_seq
+            FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
+            WHERE j.terminal_seq > ?
+            GROUP BY t.task_name, t.partition_date ORDER BY 1, 2
+        """, [after_seq])
+    requests = [CollectRequest(r["task_name"], r["partition_date"], tuple(r["job_keys"])) for r in rows]
+    return requests, max([after_seq, *(int(r["max_seq"]) for r in rows)])

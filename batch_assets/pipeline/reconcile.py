@@ -1,0 +1,124 @@
+"""The reconciliation equation (SPEC §3), every term an independent query over the ledger.
+
+    manifest items = succeeded + failed (by class) + expired + canceled + quarantined + missing
+    applied + stale + failed-to-parse = succeeded
+    shard lines = manifest items - quarantined
+    provider request counts = lines submitted
+
+Each term is counted from its own table (not derived from the others), so a lost, duplicated or
+tampered ledger row makes the equation fail instead of being absorbed by a remainder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import duckdb
+
+from batch_assets.ledger.warehouse import Warehouse
+
+FAILURE_CLASSES = ("validation_error", "rate_or_capacity_error", "content_policy_error", "internal_error")
+
+
+@dataclass
+class Reconciliation:
+    task_id: str
+    manifest_items: int = 0
+    source_rejects: int = 0
+    quarantined: int = 0
+    shard_lines: int = 0
+    submitted_lines: int = 0
+    provider_request_total: int = 0
+    succeeded: int = 0
+    failed: dict[str, int] = field(default_factory=dict)
+    expired: int = 0
+    canceled: int = 0
+    missing: int = 0
+    in_flight: int = 0
+    applied: int = 0
+    stale: int = 0
+    failed_to_parse: int = 0
+    orphan_lines: int = 0
+    duplicate_lines: int = 0
+    malformed_lines: int = 0
+    jobs: int = 0
+    jobs_terminal: int = 0
+
+    @property
+    def failed_total(self) -> int:
+        return sum(self.failed.values())
+
+    def problems(self, require_applied: bool = True) -> list[str]:
+        """Every equation that does not balance, spelled out with its numbers."""
+        out = []
+        outcome = self.succeeded + self.failed_total + self.expired + self.canceled + self.quarantined + self.missing
+        if self.manifest_items != outcome:
+            out.append(f"manifest items {self.manifest_items} != succeeded {self.succeeded} + failed {self.failed_total} "
+                       f"+ expired {self.expired} + canceled {self.canceled} + quarantined {self.quarantined} "
+                       f"+ missing {self.missing} (= {outcome})")
+        if self.shard_lines != self.manifest_items - self.quarantined:
+            out.append(f"shard lines {self.shard_lines} != manifest items {self.manifest_items} - quarantined {self.quarantined}")
+        if self.provider_request_total != self.submitted_lines:
+            out.append(f"provider request counts {self.provider_request_total} != lines submitted {self.submitted_lines}")
+        if require_applied and self.applied + self.stale + self.failed_to_parse != self.succeeded:
+            out.append(f"applied {self.applied} + stale {self.stale} + failed to parse {self.failed_to_parse} "
+                       f"!= succeeded {self.succeeded}")
+        return out
+
+    def as_metadata(self) -> dict:
+        d = asdict(self)
+        failed = d.pop("failed")
+        d.update({f"failed_{k}": v for k, v in failed.items()})
+        d["failed_total"] = self.failed_total
+        return d
+
+
+def _one(conn: duckdb.DuckDBPyConnection, sql: str, task_id: str) -> int:
+    return int(conn.execute(sql, [task_id]).fetchone()[0] or 0)
+
+
+def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str) -> Reconciliation:
+    r = Reconciliation(task_id)
+    r.manifest_items = _one(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", task_id)
+    r.source_rejects = _one(conn, "SELECT coalesce(sum(row_count), 0) FROM ledger.source_reject WHERE task_id = ?", task_id)
+    r.quarantined = _one(conn, "SELECT count(*) FROM ledger.quarantine WHERE task_id = ?", task_id)
+    r.shard_lines = _one(conn, "SELECT count(*) FROM ledger.shard_line WHERE task_id = ?", task_id)
+    r.submitted_lines = _one(conn, """
+        SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
+        WHERE s.task_id = ? AND j.request_total IS NOT NULL AND j.request_total > 0""", task_id)
+    r.provider_request_total = _one(conn, """
+        SELECT coalesce(sum(request_total), 0) FROM ledger.provider_job WHERE task_id = ? AND request_total > 0""", task_id)
+    rows = conn.execute("""
+        SELECT coalesce(error_class, 'succeeded') AS cls, provider_succeeded, count(*)
+        FROM ledger.parsed_result WHERE task_id = ? GROUP BY ALL""", [task_id]).fetchall()
+    for cls, provider_ok, n in rows:
+        if provider_ok:
+            r.succeeded += n
+            if cls != "succeeded":
+                r.failed_to_parse += n
+        elif cls == "expired":
+            r.expired += n
+        elif cls == "canceled":
+            r.canceled += n
+        else:
+            r.failed[cls] = r.failed.get(cls, 0) + n
+    r.missing = _one(conn, """
+        SELECT count(*) FROM ledger.shard_line sl WHERE sl.task_id = ?
+          AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p WHERE p.custom_id = sl.custom_id)""", task_id)
+    r.in_flight = _one(conn, """
+        SELECT coalesce(sum(s.line_count), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+        WHERE j.task_id = ? AND j.terminal_at IS NULL""", task_id)
+    applied = dict(conn.execute("SELECT outcome, count(*) FROM ledger.applied_result WHERE task_id = ? GROUP BY 1",
+                                [task_id]).fetchall())
+    r.applied, r.stale = applied.get("applied", 0), applied.get("stale", 0)
+    lines = dict(conn.execute("SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY 1",
+                              [task_id]).fetchall())
+    r.orphan_lines, r.duplicate_lines, r.malformed_lines = (lines.get(k, 0) for k in ("orphan", "duplicate", "malformed"))
+    r.jobs, r.jobs_terminal = conn.execute(
+        "SELECT count(*), count(terminal_at) FROM ledger.provider_job WHERE task_id = ?", [task_id]).fetchone()
+    return r
+
+
+def reconcile(wh: Warehouse, task_id: str) -> Reconciliation:
+    with wh.connect() as conn:
+        return reconcile_conn(conn, task_id)

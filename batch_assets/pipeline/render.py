@@ -1,0 +1,91 @@
+"""SQL expressions that render prompts and provider request lines for a task (set-based)."""
+
+from __future__ import annotations
+
+import json
+
+from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
+
+
+def sql_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def prompt_sql(task: ResolvedTask) -> str:
+    """concat() of the template's literal text and its {{ column }} values (NULL renders as '')."""
+    parts: list[str] = []
+    pos = 0
+    for m in PLACEHOLDER_RE.finditer(task.template):
+        if m.start() > pos:
+            parts.append(sql_literal(task.template[pos:m.start()]))
+        parts.append(f"coalesce(CAST({quote_ident(m.group(1))} AS VARCHAR), '')")
+        pos = m.end()
+    if pos < len(task.template):
+        parts.append(sql_literal(task.template[pos:]))
+    return "concat(" + ", ".join(parts) + ")"
+
+
+def blank_columns_sql(task: ResolvedTask) -> str:
+    """A list of the required columns that are NULL or blank for the row (empty list when fine)."""
+    required = task.spec.source.required_columns or list(task.template_columns)
+    items = ", ".join(
+        f"CASE WHEN trim(coalesce(CAST({quote_ident(c)} AS VARCHAR), '')) = '' THEN {sql_literal(c)} END"
+        for c in required
+    )
+    return f"list_filter([{items}], lambda c: c IS NOT NULL)"
+
+
+def input_hash_sql(task: ResolvedTask, prompt_col: str = "prompt_text") -> str:
+    """SPEC §2: sha256 of the canonical request (text + prompt version + model + params + schema version)."""
+    canonical = [
+        task.spec.provider, task.spec.endpoint, task.spec.model, task.spec.prompt.version,
+        task.params_json, task.spec.output.version, task.spec.prompt.system or "",
+    ]
+    fixed = "\x1f".join(canonical) + "\x1f"
+    return f"sha256({sql_literal(fixed)} || {prompt_col})"
+
+
+def estimated_tokens_sql(text_sql: str) -> str:
+    """Offline token estimate (no tokenizer download): ~4 bytes per token, at least 1 per CJK char.
+
+    UTF-8 CJK characters are 3 bytes, so bytes/3 bounds them; Latin text is ~4 chars per token.
+    """
+    return f"CAST(ceil(greatest(strlen({text_sql}) / 4.0, (strlen({text_sql}) - length({text_sql})) / 2.0)) AS BIGINT)"
+
+
+def request_line_sql(task: ResolvedTask, request_id_col: str = "request_id", prompt_col: str = "prompt_text") -> str:
+    """The provider's JSONL request line as compact JSON text (OpenAI Batch wire format, reference §1.5)."""
+    spec = task.spec
+    messages = []
+    if spec.prompt.system:
+        messages.append(f"json_object('role', 'system', 'content', {sql_literal(spec.prompt.system)})")
+    messages.append(f"json_object('role', 'user', 'content', {prompt_col})")
+    response_format = json.dumps(
+        {"type": "json_schema",
+         "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}},
+        ensure_ascii=False, separators=(",", ":"),
+    )
+    body = (
+        f"json_object('model', {sql_literal(spec.model)}, 'messages', json_array({', '.join(messages)}), "
+        f"'temperature', {float(spec.params.temperature)!r}, 'max_tokens', {int(spec.params.max_tokens)}, "
+        f"'response_format', {sql_literal(response_format)}::JSON)"
+    )
+    return (
+        f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "
+        f"'url', {sql_literal(spec.endpoint)}, 'body', {body}) AS VARCHAR)"
+    )
+
+
+def request_id_sql(task: ResolvedTask, custom_id_col: str = "custom_id") -> str:
+    """The provider-safe request id: the custom_id itself when the provider accepts it, else a
+    stable hash-based id (the mapping is stored in ledger.shard_line)."""
+    limits = task.limits
+    return (
+        f"CASE WHEN length({custom_id_col}) <= {limits.request_id_max_len} "
+        f"AND regexp_full_match({custom_id_col}, {sql_literal(limits.request_id_pattern)}) "
+        f"THEN {custom_id_col} ELSE 'bx_' || substr(sha256({custom_id_col}), 1, 40) END"
+    )

@@ -1,0 +1,207 @@
+"""Stage 2 — render, validate and cut provider-ready JSONL shards (SPEC §3.2).
+
+Every manifest item not yet in a shard is rendered into the provider's request line and validated
+on its own; a bad line is quarantined with its reason and fix instead of failing the file. Valid
+lines are cut into shards that respect the provider's limits (requests, bytes, enqueued tokens).
+
+Cutting is set-based: a line's shard is the rank of (line index // max_requests,
+start byte // B, start token // T) where B = max_bytes - longest_line + 1 (same for tokens). Any
+group of lines starting within one B-wide window ends at most longest_line - 1 bytes past it, so
+every shard stays within the byte limit without a sequential bin-packing loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.pipeline.render import request_id_sql, request_line_sql, sql_literal
+from batch_assets.spec.resolve import ResolvedTask
+
+FIRST_ATTEMPT = 1
+
+
+@dataclass(frozen=True)
+class ShardSummary:
+    task_id: str
+    new_shards: list[dict]
+    lines: int
+    quarantined: int
+    total_shards: int
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
+    """(reason_code, condition over _lines, reason text SQL) in priority order."""
+    limits = task.limits
+    line_cap = min(limits.max_line_bytes, limits.max_shard_bytes - 1)
+    return [
+        ("empty_input", "len(blank_columns) > 0",
+         "'required column(s) ' || array_to_string(blank_columns, ', ') || ' empty for ' || business_id "
+         "|| '; fix the source row or adjust source.required_columns'"),
+        ("over_token_budget", f"est_input_tokens > {task.spec.max_input_tokens}",
+         f"'estimated ' || est_input_tokens || ' input tokens > max_input_tokens {task.spec.max_input_tokens}; "
+         "shorten the input or raise max_input_tokens in the task spec'"),
+        ("line_too_large", f"line_bytes > {line_cap}",
+         f"'request line of ' || line_bytes || ' bytes > provider limit {line_cap} bytes; "
+         "shorten the input or override limits.max_line_bytes'"),
+        ("over_enqueued_token_limit", f"est_tokens > {limits.max_enqueued_tokens}",
+         f"'estimated ' || est_tokens || ' tokens > max_enqueued_tokens {limits.max_enqueued_tokens}; "
+         "shorten the input or lower params.max_tokens'"),
+        ("invalid_line", "NOT json_valid(line)",
+         "'rendered request line is not valid JSON; report this as a bug with the custom_id'"),
+    ]
+
+
+def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: int = FIRST_ATTEMPT) -> ShardSummary:
+    spec, limits = task.spec, task.limits
+    task_id = task.task_id(partition_date)
+    with wh.connect() as conn:
+        uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
+        if uri is None:
+            raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _pending AS
+            SELECT m.custom_id, m.business_id, p.prompt_text, p.blank_columns, p.est_input_tokens
+            FROM ledger.manifest_item m
+            JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)
+            WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
+              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
+              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE attempt = {attempt})
+        """)
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _lines AS
+            SELECT custom_id, business_id, request_id, blank_columns, est_input_tokens,
+                   est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
+                   line, strlen(line) AS line_bytes
+            FROM (SELECT *, {request_line_sql(task)} AS line
+                  FROM (SELECT *, {request_id_sql(task)} AS request_id FROM _pending))
+        """)
+        conn.execute("DROP TABLE _pending")
+        rules = _quarantine_rules(task)
+        reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
+        reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
+        conn.execute(f"ALTER TABLE _lines ADD COLUMN reason_code VARCHAR; ALTER TABLE _lines ADD COLUMN reason VARCHAR;"
+                     f"UPDATE _lines SET reason_code = {reason_code}, reason = {reason}")
+
+        next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
+                               [task_id, attempt])
+        longest, most_tokens = conn.execute(
+            "SELECT coalesce(max(line_bytes) + 1, 1), coalesce(max(est_tokens), 1) FROM _lines WHERE reason_code IS NULL"
+        ).fetchone()
+        byte_window = max(limits.max_shard_bytes - longest + 1, 1)
+        token_window = max(limits.max_enqueued_tokens - most_tokens + 1, 1)
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _cut AS
+            WITH ordered AS (
+                SELECT custom_id, request_id, line, line_bytes, est_tokens,
+                       row_number() OVER w - 1 AS idx,
+                       coalesce(sum(line_bytes + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS start_byte,
+                       coalesce(sum(est_tokens) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS start_token
+                FROM _lines WHERE reason_code IS NULL
+                WINDOW w AS (ORDER BY custom_id)
+            )
+            SELECT *, {next_shard_no} - 1 + dense_rank() OVER (
+                       ORDER BY idx // {limits.max_requests_per_shard}, start_byte // {byte_window}, start_token // {token_window}
+                   ) AS shard_no
+            FROM ordered
+        """)
+        conn.execute("""
+            CREATE OR REPLACE TEMP TABLE _cut2 AS
+            SELECT *, row_number() OVER (PARTITION BY shard_no ORDER BY idx) AS line_no FROM _cut
+        """)
+        conn.execute("DROP TABLE _cut")
+        shards = fetch_dicts(conn, """
+            SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens
+            FROM _cut2 GROUP BY shard_no ORDER BY shard_no
+        """)
+        for s in shards:
+            s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
+            path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
+            # Raw lines out: CSV with no quoting and a delimiter JSON always escapes.
+            conn.execute(f"""
+                COPY (SELECT line FROM _cut2 WHERE shard_no = {s['shard_no']} ORDER BY line_no)
+                TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
+            """)
+            s["path"] = str(path)
+            s["sha256"] = file_sha256(path)
+
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            quarantined = conn.execute(f"""
+                INSERT INTO ledger.quarantine
+                SELECT custom_id, {sql_literal(task_id)}, reason_code, reason, now()::TIMESTAMP
+                FROM _lines WHERE reason_code IS NOT NULL
+            """).fetchone()[0]
+            for s in shards:
+                conn.execute(
+                    "INSERT INTO ledger.shard VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+                    [s["shard_id"], task_id, spec.provider, spec.endpoint, spec.model, attempt, s["shard_no"],
+                     s["path"], s["line_count"], s["byte_count"], s["est_tokens"], s["sha256"]],
+                )
+            conn.execute(f"""
+                INSERT INTO ledger.shard_line
+                SELECT printf('%s_a%d_s%04d', {sql_literal(task_id)}, {attempt}, shard_no),
+                       line_no, custom_id, request_id, {sql_literal(task_id)}, {attempt}, line_bytes, est_tokens
+                FROM _cut2
+            """)
+            conn.execute("UPDATE ledger.batch_task SET status = 'SHARDED', updated_at = now()::TIMESTAMP WHERE task_id = ?",
+                         [task_id])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        lines = sum(s["line_count"] for s in shards)
+        total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
+        conn.execute("DROP TABLE _cut2; DROP TABLE _lines;")
+        return ShardSummary(task_id, shards, lines, quarantined, total)
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tuple[list[str], dict]:
+    """The pre-submission gate: every shard file intact and within limits, and every manifest item
+    either in a shard or quarantined. Returns (problems, counts)."""
+    limits = task.limits
+    task_id = task.task_id(partition_date)
+    problems: list[str] = []
+    with wh.connect() as conn:
+        shards = fetch_dicts(conn, """
+            SELECT s.*, (SELECT count(*) FROM ledger.shard_line l WHERE l.shard_id = s.shard_id) AS ledger_lines
+            FROM ledger.shard s WHERE task_id = ? ORDER BY shard_no""", [task_id])
+        items = scalar(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id])
+        quarantined = scalar(conn, "SELECT count(*) FROM ledger.quarantine WHERE task_id = ?", [task_id])
+    for s in shards:
+        path, sid = Path(s["path"]), s["shard_id"]
+        if not path.is_file():
+            problems.append(f"{sid}: file {path} is missing; re-materialize shards after restoring it")
+            continue
+        if file_sha256(path) != s["sha256"]:
+            problems.append(f"{sid}: file {path} changed after it was cut (sha256 mismatch)")
+        if path.stat().st_size != s["byte_count"] or s["byte_count"] > limits.max_shard_bytes:
+            problems.append(f"{sid}: {path.stat().st_size} bytes on disk, {s['byte_count']} recorded, limit {limits.max_shard_bytes}")
+        lines = _count_lines(path)
+        if not (lines == s["line_count"] == s["ledger_lines"]) or lines > limits.max_requests_per_shard:
+            problems.append(f"{sid}: {lines} lines on disk, {s['line_count']} recorded, {s['ledger_lines']} in shard_line, "
+                            f"limit {limits.max_requests_per_shard}")
+        if s["est_tokens"] > limits.max_enqueued_tokens:
+            problems.append(f"{sid}: {s['est_tokens']} estimated tokens > max_enqueued_tokens {limits.max_enqueued_tokens}")
+    shard_lines = sum(s["ledger_lines"] for s in shards)
+    if shard_lines + quarantined != items:
+        problems.append(f"shard lines {shard_lines} + quarantined {quarantined} != manifest items {items}")
+    return problems, {"manifest_items": items, "shard_lines": shard_lines, "quarantined": quarantined, "shards": len(shards)}

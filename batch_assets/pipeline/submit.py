@@ -1,0 +1,96 @@
+"""Stage 3 — submit shards as provider batches, idempotently (SPEC §3.3).
+
+Per shard: record the intent (provider_job row in state CREATED) → upload → record the file id →
+create the batch (tagged with the job_key in its metadata) → record the batch id. Each step is
+committed before the next network call, so after a crash anywhere the job is found again
+(`find_job` by metadata) instead of being created twice: a duplicate submission is duplicate billing.
+At most `max_concurrent_jobs` batches per provider are in flight; the rest wait for a later run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.pipeline.jobs import record_snapshot
+from batch_assets.providers.base import BatchAdapter
+from batch_assets.providers.openai_batch import JOB_KEY_METADATA
+from batch_assets.spec.resolve import ResolvedTask
+
+NON_TERMINAL_SQL = "state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED')"
+
+
+@dataclass(frozen=True)
+class SubmitSummary:
+    task_id: str
+    submitted: list[str]
+    recovered: list[str]
+    waiting_for_capacity: int
+    already_submitted: int
+
+
+def job_key_for(shard_id: str) -> str:
+    return f"{shard_id}:job1"
+
+
+def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchAdapter) -> SubmitSummary:
+    spec = task.spec
+    task_id = task.task_id(partition_date)
+    with wh.connect() as conn:
+        shards = fetch_dicts(conn, """
+            SELECT s.shard_id, s.path, s.line_count, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
+                   epoch(j.created_at)::BIGINT AS intent_unix
+            FROM ledger.shard s LEFT JOIN ledger.provider_job j USING (shard_id)
+            WHERE s.task_id = ? ORDER BY s.shard_no
+        """, [task_id])
+        in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {NON_TERMINAL_SQL} "
+                                 "AND provider_batch_id IS NOT NULL", [spec.provider])
+    capacity = max(task.limits.max_concurrent_jobs - in_flight, 0)
+    submitted, recovered, waiting, already = [], [], 0, 0
+    for shard in shards:
+        if shard["provider_batch_id"]:
+            already += 1
+            continue
+        job_key = shard["job_key"] or job_key_for(shard["shard_id"])
+        if shard["job_key"] is not None:
+            # Intent recorded by an earlier run that may have crashed after the create call.
+            found = adapter.find_job(job_key, not_before_unix=int(shard["intent_unix"]) - 3600)
+            if found is not None:
+                with wh.connect() as conn:
+                    record_snapshot(conn, job_key, found, submitted=True)
+                recovered.append(job_key)
+                continue
+        if capacity <= 0:
+            waiting += 1
+            continue
+        if shard["job_key"] is None:
+            with wh.connect() as conn:
+                conn.execute("""
+                    INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, state,
+                                                     created_at, state_changed_at)
+                    VALUES (?, ?, ?, ?, ?, 'CREATED', now()::TIMESTAMP, now()::TIMESTAMP)
+                """, [job_key, task_id, shard["shard_id"], spec.provider, spec.endpoint])
+                conn.execute("INSERT INTO ledger.status_event VALUES (?, NULL, 'CREATED', NULL, NULL, NULL, NULL, now()::TIMESTAMP)",
+                             [job_key])
+        file_id = shard["input_file_id"]
+        if not file_id:
+            file_id = adapter.upload_shard(Path(shard["path"]), job_key)
+            with wh.connect() as conn:
+                conn.execute("UPDATE ledger.provider_job SET input_file_id = ? WHERE job_key = ?", [file_id, job_key])
+        snapshot = adapter.create_job(
+            input_file_id=file_id, endpoint=spec.endpoint, model=spec.model,
+            metadata={JOB_KEY_METADATA: job_key, "task_id": task_id, "shard_id": shard["shard_id"],
+                      "lines": str(shard["line_count"])},
+            completion_window=task.limits.completion_window,
+        )
+        with wh.connect() as conn:
+            record_snapshot(conn, job_key, snapshot, submitted=True)
+        submitted.append(job_key)
+        capacity -= 1
+    if submitted or recovered:
+        with wh.connect() as conn:
+            conn.execute("UPDATE ledger.batch_task SET status = 'SUBMITTED', updated_at = now()::TIMESTAMP WHERE task_id = ?",
+                         [task_id])
+    return SubmitSummary(task_id, submitted, recovered, waiting, already)
+

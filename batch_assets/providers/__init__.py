@@ -1,0 +1,1 @@
+"""Provider adapters behind one interface, and the provider limits configuration."""

@@ -1,0 +1,139 @@
+"""OpenAI Batch API adapter on the official `openai` SDK (reference §1; status mapping §6).
+
+Also serves any OpenAI-compatible batch endpoint (the local emulator; DashScope's compatible mode).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+
+from batch_assets.providers.base import ClientSettings, JobSnapshot, JobState
+
+# Metadata key under which every batch carries its ledger job_key: how a crashed submission is
+# found again instead of being created twice.
+JOB_KEY_METADATA = "batch_assets_job"
+
+STATUS_MAP = {
+    "validating": JobState.VALIDATING,
+    "in_progress": JobState.RUNNING,
+    "finalizing": JobState.FINALIZING,
+    "completed": JobState.COMPLETED,
+    "failed": JobState.FAILED,
+    "expired": JobState.EXPIRED,
+    "cancelled": JobState.CANCELLED,
+    # Transitional cancel: stay RUNNING with the cancel flag (reference §6 notes).
+    "cancelling": JobState.RUNNING,
+}
+
+
+def snapshot_from_batch(batch) -> JobSnapshot:
+    counts = batch.request_counts
+    errors = [e.model_dump() for e in (batch.errors.data or [])] if batch.errors and batch.errors.data else []
+    return JobSnapshot(
+        provider_batch_id=batch.id,
+        raw_status=batch.status,
+        state=STATUS_MAP.get(batch.status, JobState.RUNNING),
+        request_total=counts.total if counts else None,
+        request_completed=counts.completed if counts else None,
+        request_failed=counts.failed if counts else None,
+        output_file_id=batch.output_file_id,
+        error_file_id=batch.error_file_id,
+        errors=errors,
+        cancel_requested=batch.status == "cancelling" or batch.cancelling_at is not None,
+        metadata=dict(batch.metadata or {}),
+    )
+
+
+class OpenAIBatchAdapter:
+    provider = "openai"
+
+    def __init__(self, settings: ClientSettings):
+        self._client = openai.OpenAI(
+            api_key=settings.api_key, base_url=settings.base_url,
+            max_retries=settings.max_retries, timeout=settings.timeout_s,
+        )
+
+    def upload_shard(self, path: Path, job_key: str) -> str:
+        with open(path, "rb") as f:
+            return self._client.files.create(file=(path.name, f, "application/jsonl"), purpose="batch").id
+
+    def create_job(self, input_file_id: str, endpoint: str, model: str, metadata: dict[str, str],
+                   completion_window: str) -> JobSnapshot:
+        batch = self._client.batches.create(
+            input_file_id=input_file_id, endpoint=endpoint, completion_window=completion_window, metadata=metadata,
+        )
+        return snapshot_from_batch(batch)
+
+    def find_job(self, job_key: str, not_before_unix: int) -> JobSnapshot | None:
+        # Newest first; stop paging once batches are older than the recorded intent.
+        for batch in self._client.batches.list(limit=100):
+            if (batch.metadata or {}).get(JOB_KEY_METADATA) == job_key:
+                return snapshot_from_batch(batch)
+            if batch.created_at < not_before_unix:
+                return None
+        return None
+
+    def poll(self, provider_batch_id: str) -> JobSnapshot:
+        return snapshot_from_batch(self._client.batches.retrieve(provider_batch_id))
+
+    def cancel(self, provider_batch_id: str) -> JobSnapshot:
+        return snapshot_from_batch(self._client.batches.cancel(provider_batch_id))
+
+    def download(self, file_id: str, dest: Path) -> int:
+        """Stream a provider file to disk (never whole in memory); returns bytes written."""
+        tmp = dest.with_suffix(dest.suffix + ".part")
+        written = 0
+        with self._client.files.with_streaming_response.content(file_id) as response, open(tmp, "wb") as out:
+            for chunk in response.iter_bytes(1 << 20):
+                out.write(chunk)
+                written += len(chunk)
+        tmp.replace(dest)
+        return written
+
+    def delete_file(self, file_id: str) -> None:
+        self._client.files.delete(file_id)
+
+
+# --- Result files (reference §1.6) ------------------------------------------------------------
+# Columns read from every output/error line; anything else in a line stays in the kept file.
+RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR", "response": "JSON", "error": "JSON"}
+
+
+def result_fields_sql(line: str = "l") -> str:
+    """SELECT list turning one parsed result line into the raw_result envelope."""
+    return (
+        f"{line}.custom_id AS request_id, {line}.id AS line_id, "
+        f"TRY_CAST({line}.response ->> '$.status_code' AS INTEGER) AS status_code, "
+        f"{line}.response ->> '$.request_id' AS provider_request_id, "
+        f"json_extract({line}.response, '$.body') AS body, "
+        f"CASE WHEN json_type({line}.error) IN ('OBJECT', 'VARCHAR') THEN {line}.error END AS error"
+    )
+
+
+def answer_fields_sql(raw: str = "r") -> str:
+    """SELECT list extracting the answer, usage and error details from a raw_result row."""
+    return (
+        f"{raw}.body -> '$.choices[0].message.content' ->> '$' AS content, "
+        f"{raw}.body ->> '$.choices[0].finish_reason' AS finish_reason, "
+        f"{raw}.body ->> '$.choices[0].message.refusal' AS refusal, "
+        f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, "
+        f"TRY_CAST({raw}.body ->> '$.usage.completion_tokens' AS BIGINT) AS output_tokens, "
+        f"coalesce({raw}.error ->> '$.code', {raw}.body ->> '$.error.code', {raw}.body ->> '$.error.type') AS error_code, "
+        f"coalesce({raw}.error ->> '$.message', {raw}.body ->> '$.error.message') AS error_message"
+    )
+
+
+# SPEC §6 failure class of a provider-level failure (the answer's own checks come in parse).
+PROVIDER_FAILURE_CLASS_SQL = """
+    CASE
+        WHEN status_code IS NULL AND error_code = 'batch_expired' THEN 'expired'
+        WHEN status_code IS NULL AND error_code = 'batch_cancelled' THEN 'canceled'
+        WHEN status_code = 429 OR error_code IN ('rate_limit_exceeded', 'insufficient_quota', 'token_limit_exceeded')
+            THEN 'rate_or_capacity_error'
+        WHEN error_code IN ('content_policy_violation', 'content_filter') THEN 'content_policy_error'
+        WHEN status_code BETWEEN 400 AND 499 AND status_code <> 408 THEN 'validation_error'
+        ELSE 'internal_error'
+    END
+"""

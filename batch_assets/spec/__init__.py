@@ -1,0 +1,1 @@
+"""Task specs: one YAML file (+ a versioned prompt template and output schema) per task."""

@@ -1,0 +1,148 @@
+"""The task spec model: what a team declares in a task's `defs.yaml` (under `attributes:`).
+
+Dagster-free. Field errors name the field and the fix; file references (prompt template, output
+schema) are resolved relative to the YAML file by `spec.resolve`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+SQL_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSpec(_Strict):
+    sql: str = Field(description="DuckDB SELECT over business tables; `$partition_date` is the partition's DATE.")
+    business_id: str = Field(description="Column of the query that identifies the business record.")
+    required_columns: list[str] | None = Field(
+        default=None,
+        description="Columns that must be non-blank for an item to be sent (default: every template column).",
+    )
+
+    @field_validator("sql")
+    @classmethod
+    def _select_only(cls, v: str) -> str:
+        head = v.strip().split(None, 1)[0].upper() if v.strip() else ""
+        if head not in ("SELECT", "WITH", "FROM"):
+            raise ValueError("must be a single SELECT (or WITH … SELECT) query; the manifest only reads the source")
+        if "$partition_date" not in v:
+            raise ValueError(
+                "must filter by the partition: reference `$partition_date` (a DATE), "
+                "e.g. `WHERE created_date = $partition_date`"
+            )
+        return v
+
+
+class PromptSpec(_Strict):
+    template: str = Field(description="Template file (relative to defs.yaml) with {{ column }} placeholders.")
+    version: str = Field(description="Bump whenever the template's meaning changes; part of input_hash.")
+    system: str | None = Field(default=None, description="Optional system message.")
+
+
+class ParamsSpec(_Strict):
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=256, ge=1, le=65536)
+
+
+class OutputSpec(_Strict):
+    schema_file: str = Field(description="JSON Schema file (relative to defs.yaml) the answer must match.")
+    version: str = Field(description="Version of the output schema; stored with every result.")
+    name: str = Field(default="result", description="Schema name sent to the provider.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v):
+            raise ValueError("use 1-64 letters, digits, '_' or '-'")
+        return v
+
+
+class ApplySpec(_Strict):
+    table: str = Field(description="Business table the results are written to (created if missing).")
+    key: str = Field(description="Key column of the business table; receives the business id.")
+    columns: dict[str, str] = Field(description="target column -> output field of the answer")
+
+    @field_validator("table", "key")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        if not SQL_IDENT_RE.match(v):
+            raise ValueError(f"{v!r} is not a plain SQL identifier; use letters, digits and '_'")
+        return v
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, v: dict[str, str]) -> dict[str, str]:
+        if not v:
+            raise ValueError("map at least one target column to an output field")
+        for col in v:
+            if not SQL_IDENT_RE.match(col):
+                raise ValueError(f"target column {col!r} is not a plain SQL identifier")
+        return v
+
+
+class LimitsSpec(_Strict):
+    """Per-task overrides of the provider's limits (providers/providers.yaml)."""
+
+    max_requests_per_shard: int | None = Field(default=None, ge=1)
+    max_shard_bytes: int | None = Field(default=None, ge=1)
+    max_line_bytes: int | None = Field(default=None, ge=1)
+    max_enqueued_tokens: int | None = Field(default=None, ge=1)
+    max_concurrent_jobs: int | None = Field(default=None, ge=1)
+
+
+class TaskSpec(_Strict):
+    name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
+    description: str = ""
+    item_type: str = Field(description="Kind of business record, part of custom_id (e.g. ticket).")
+    source: SourceSpec
+    prompt: PromptSpec
+    provider: str = "openai"
+    model: str
+    endpoint: str = "/v1/chat/completions"
+    params: ParamsSpec = ParamsSpec()
+    output: OutputSpec
+    apply: ApplySpec
+    max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
+    limits: LimitsSpec = LimitsSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _task_name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("use lower-case letters, digits and '_' (start with a letter, at most 48 chars)")
+        return v
+
+    @field_validator("item_type")
+    @classmethod
+    def _item_type(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", v):
+            raise ValueError("use lower-case letters, digits and '_' (at most 32 chars)")
+        return v
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        from batch_assets.providers.config import known_providers
+
+        if v not in known_providers():
+            raise ValueError(f"unknown provider {v!r}; use one of: {', '.join(known_providers())}")
+        return v
+
+    @model_validator(mode="after")
+    def _endpoint_supported(self) -> TaskSpec:
+        from batch_assets.providers.config import provider_config
+
+        supported = provider_config(self.provider).endpoints
+        if self.endpoint not in supported:
+            raise ValueError(
+                f"endpoint {self.endpoint!r} is not supported for provider {self.provider!r}; "
+                f"use one of: {', '.join(supported)}"
+            )
+        return self

@@ -1,0 +1,142 @@
+"""Output JSON Schemas compiled to DuckDB SQL, so a million answers validate in one query.
+
+Supported subset (the structured-output subset providers accept): an object root; properties typed
+string / number / integer / boolean / array / object (nullable via ["type", "null"]); `required`,
+`additionalProperties: false`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`, `pattern`,
+`minItems`/`maxItems`, array `items` of a primitive type (with `enum`), nested objects.
+`check_supported_schema` rejects anything else at load time, so validation can never be skipped.
+"""
+
+from __future__ import annotations
+
+import json
+
+_TYPE_TESTS = {
+    "string": "{t} = 'VARCHAR'",
+    "number": "{t} IN ('BIGINT', 'UBIGINT', 'HUGEINT', 'DOUBLE')",
+    "integer": "({t} IN ('BIGINT', 'UBIGINT', 'HUGEINT') OR ({t} = 'DOUBLE' AND {v}::DOUBLE = round({v}::DOUBLE)))",
+    "boolean": "{t} = 'BOOLEAN'",
+    "array": "{t} = 'ARRAY'",
+    "object": "{t} = 'OBJECT'",
+    "null": "{t} = 'NULL'",
+}
+_ALLOWED = {
+    "type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems",
+    "maxItems", "description", "title", "$schema", "$id", "default", "examples",
+}
+
+
+def _types(schema: dict) -> list[str]:
+    t = schema.get("type")
+    return [t] if isinstance(t, str) else list(t or [])
+
+
+def check_supported_schema(schema: dict, where: str = "the schema root") -> str | None:
+    """None if the schema is within the supported subset, else what is not."""
+    if where == "the schema root" and _types(schema) != ["object"]:
+        return "the root must be {\"type\": \"object\", \"properties\": {...}}"
+    unknown = set(schema) - _ALLOWED
+    if unknown:
+        return f"keyword(s) {sorted(unknown)} at {where} are not supported"
+    types = _types(schema)
+    if not types or any(t not in _TYPE_TESTS for t in types):
+        return f"{where} needs a 'type' among {sorted(_TYPE_TESTS)}"
+    if "object" in types:
+        for name, sub in (schema.get("properties") or {}).items():
+            problem = check_supported_schema(sub, f"property '{name}'")
+            if problem:
+                return problem
+        missing = set(schema.get("required", [])) - set(schema.get("properties") or {})
+        if missing:
+            return f"required field(s) {sorted(missing)} at {where} have no property definition"
+    if "array" in types and "items" in schema:
+        items = schema["items"]
+        if set(_types(items)) & {"array", "object"}:
+            return f"arrays of arrays/objects at {where} are not supported"
+        problem = check_supported_schema(items, f"the items of {where}")
+        if problem:
+            return problem
+    return None
+
+
+def _lit(value) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _path_lit(path: str) -> str:
+    return _lit(path)
+
+
+def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> list[tuple[str, str]]:
+    """(condition that must hold, message) pairs for one JSON value."""
+    checks: list[tuple[str, str]] = []
+    types = _types(schema)
+    nullable = "null" in types
+    concrete = [t for t in types if t != "null"]
+    tests = " OR ".join(_TYPE_TESTS[t].format(t=type_sql, v=value_sql) for t in types)
+    checks.append((f"({tests})", f"{label}: expected {'/'.join(types)}"))
+    guard = f"{type_sql} = 'NULL' OR " if nullable else ""
+    str_sql = f"({value_sql} ->> '$')"
+    if "enum" in schema:
+        allowed = ", ".join(_lit(v) for v in schema["enum"] if v is not None)
+        checks.append((f"({guard}{str_sql} IN ({allowed}))", f"{label}: not one of {schema['enum']}"))
+    if "string" in concrete:
+        if "minLength" in schema:
+            checks.append((f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
+                           f"{label}: shorter than {schema['minLength']}"))
+        if "maxLength" in schema:
+            checks.append((f"({guard}length({str_sql}) <= {int(schema['maxLength'])})",
+                           f"{label}: longer than {schema['maxLength']}"))
+        if "pattern" in schema:
+            checks.append((f"({guard}regexp_matches({str_sql}, {_lit(schema['pattern'])}))",
+                           f"{label}: does not match {schema['pattern']}"))
+    num = f"TRY_CAST({str_sql} AS DOUBLE)"
+    for key, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+        if key in schema:
+            checks.append((f"({guard}{num} {op} {float(schema[key])!r})", f"{label}: {key} {schema[key]}"))
+    if "array" in concrete:
+        length = f"json_array_length({value_sql})"
+        if "minItems" in schema:
+            checks.append((f"({guard}{length} >= {int(schema['minItems'])})", f"{label}: fewer than {schema['minItems']} items"))
+        if "maxItems" in schema:
+            checks.append((f"({guard}{length} <= {int(schema['maxItems'])})", f"{label}: more than {schema['maxItems']} items"))
+        if "items" in schema:
+            item_checks = _value_checks(schema["items"], "x", "json_type(x)", f"{label}[]")
+            every = " AND ".join(cond for cond, _ in item_checks)
+            checks.append((f"({guard}coalesce(list_bool_and(list_transform(json_extract({value_sql}, '$[*]'), lambda x: {every})), true))",
+                           f"{label}: an item is not {json.dumps(schema['items'], ensure_ascii=False)}"))
+    if "object" in concrete:
+        checks.extend(_object_checks(schema, value_sql, label, guard))
+    return checks
+
+
+def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "") -> list[tuple[str, str]]:
+    checks: list[tuple[str, str]] = []
+    props = schema.get("properties") or {}
+    for name in schema.get("required", []):
+        checks.append((f"({guard}json_type({value_sql}, {_path_lit('$.' + json.dumps(name))}) IS NOT NULL)",
+                       f"{label}.{name}: required field missing"))
+    if schema.get("additionalProperties") is False:
+        allowed = ", ".join(_lit(p) for p in props) or "NULL"
+        checks.append((f"({guard}coalesce(list_bool_and(list_transform(json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
+                       f"{label}: has fields not in the schema (allowed: {', '.join(props)})"))
+    for name, sub in props.items():
+        sub_value = f"json_extract({value_sql}, {_path_lit('$.' + json.dumps(name))})"
+        sub_type = f"json_type({sub_value})"
+        # A missing optional field is fine; only present values are checked.
+        for cond, msg in _value_checks(sub, sub_value, sub_type, f"{label}.{name}"):
+            checks.append((f"({sub_value} IS NULL OR {cond})", msg))
+    return checks
+
+
+def schema_violation_sql(schema: dict, json_sql: str) -> str:
+    """A SQL expression: NULL when `json_sql` (a JSON value) matches the schema, else the first violation."""
+    checks = [(f"json_type({json_sql}) = 'OBJECT'", "answer is not a JSON object")]
+    checks += _object_checks(schema, json_sql, "answer")
+    whens = " ".join(f"WHEN NOT coalesce({cond}, false) THEN {_lit(msg)}" for cond, msg in checks)
+    return f"CASE {whens} ELSE NULL END"

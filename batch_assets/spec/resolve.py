@@ -1,0 +1,129 @@
+"""Turns a validated TaskSpec plus its YAML location into a ResolvedTask (files read, checked).
+
+Errors raise TaskSpecError naming the YAML file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from batch_assets.providers.config import ProviderLimits, provider_config
+from batch_assets.spec.model import TaskSpec
+from batch_assets.spec.output_schema import check_supported_schema
+
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+COMPONENT_TYPE = "batch_assets.components.BatchTask"
+
+
+class TaskSpecError(ValueError):
+    """A task spec that cannot be used; the message names the file, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class ResolvedTask:
+    spec: TaskSpec
+    yaml_path: Path
+    template: str
+    template_columns: tuple[str, ...]
+    output_schema: dict
+    limits: ProviderLimits
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def task_id(self, partition_date: str) -> str:
+        """SPEC §2: task_id = {task_name}_{YYYYMMDD}."""
+        return f"{self.spec.name}_{partition_date.replace('-', '')}"
+
+    @property
+    def params_json(self) -> str:
+        """Canonical (sorted, compact) model params: part of every input hash."""
+        return json.dumps(self.spec.params.model_dump(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def output_schema_json(self) -> str:
+        return json.dumps(self.output_schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _fail(yaml_path: Path, field: str, problem: str, fix: str) -> TaskSpecError:
+    return TaskSpecError(f"{yaml_path}: field '{field}': {problem}. Fix: {fix}")
+
+
+def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
+    base = yaml_path.parent
+    template_path = base / spec.prompt.template
+    if not template_path.is_file():
+        raise _fail(yaml_path, "prompt.template", f"file {template_path} not found",
+                    "create the template file or correct the path (relative to defs.yaml)")
+    template = template_path.read_text(encoding="utf-8")
+    columns = tuple(dict.fromkeys(PLACEHOLDER_RE.findall(template)))
+    if not columns:
+        raise _fail(yaml_path, "prompt.template", f"{template_path.name} has no {{{{ column }}}} placeholder",
+                    "reference at least one column of the source query, e.g. {{ body }}")
+    leftover = PLACEHOLDER_RE.sub("", template)
+    if "{{" in leftover or "}}" in leftover:
+        raise _fail(yaml_path, "prompt.template", f"{template_path.name} has a malformed placeholder",
+                    "write placeholders as {{ column_name }} (letters, digits, '_')")
+
+    schema_path = base / spec.output.schema_file
+    if not schema_path.is_file():
+        raise _fail(yaml_path, "output.schema_file", f"file {schema_path} not found",
+                    "create the JSON Schema file or correct the path (relative to defs.yaml)")
+    try:
+        schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name} is not valid JSON ({exc})",
+                    "fix the JSON syntax") from exc
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name} is not a valid JSON Schema ({exc.message})",
+                    "fix the schema so it validates against JSON Schema draft 2020-12") from exc
+    problem = check_supported_schema(schema)
+    if problem:
+        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name}: {problem}",
+                    "use the structured-output subset: an object of typed properties "
+                    "(string/number/integer/boolean/array/object, enum, min/max, lengths)")
+    props = schema.get("properties", {})
+    for target, field in spec.apply.columns.items():
+        if field not in props:
+            raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} is not in {schema_path.name}",
+                        f"map to one of: {', '.join(props)}")
+    limits = provider_config(spec.provider).with_overrides(spec.limits)
+    return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
+                        output_schema=schema, limits=limits)
+
+
+def load_task_file(yaml_path: Path) -> ResolvedTask:
+    """Load one task's defs.yaml outside Dagster (CLI, demo, benchmark)."""
+    doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+    if doc.get("type") != COMPONENT_TYPE:
+        raise TaskSpecError(f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: set `type: {COMPONENT_TYPE}`")
+    try:
+        spec = TaskSpec.model_validate(doc.get("attributes") or {})
+    except Exception as exc:  # pydantic.ValidationError: keep its per-field lines
+        raise TaskSpecError(f"{yaml_path}: invalid task spec:\n{exc}") from exc
+    return resolve_task(spec, yaml_path)
+
+
+def tasks_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "defs" / "tasks"
+
+
+def load_all_tasks(root: Path | None = None) -> dict[str, ResolvedTask]:
+    """Every task declared under defs/tasks/*/defs.yaml, by name."""
+    found: dict[str, ResolvedTask] = {}
+    for path in sorted((root or tasks_dir()).glob("*/defs.yaml")):
+        task = load_task_file(path)
+        if task.name in found:
+            raise TaskSpecError(f"{path}: field 'name': task {task.name!r} is also declared in "
+                                f"{found[task.name].yaml_path}. Fix: give each task a unique name")
+        found[task.name] = task
+    return found
