@@ -1,0 +1,46 @@
+"""Export a task partition's results merged with its inputs, as CSV for spreadsheets (SPEC §10)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline.render import sql_literal
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
+    """One row per manifest item: its outcome, answer and input text. Returns rows written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = out.with_suffix(out.suffix + ".part")
+    with wh.connect(read_only=True) as conn:
+        uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
+        if uri is None:
+            raise ValueError(f"no batch task {task_id!r}; list them with `batch-assets report`")
+        n = conn.execute(f"""
+            COPY (
+                SELECT m.custom_id, m.business_id, m.input_hash,
+                       CASE WHEN q.custom_id IS NOT NULL THEN 'quarantined'
+                            WHEN a.outcome IS NOT NULL THEN a.outcome
+                            WHEN p.custom_id IS NULL THEN 'no result yet'
+                            WHEN p.error_class IS NOT NULL THEN p.error_class
+                            ELSE 'not applied yet' END AS outcome,
+                       coalesce(q.reason, p.error_message) AS detail,
+                       p.output_json AS answer, p.finish_reason, p.input_tokens, p.output_tokens,
+                       src.prompt_text AS input_text
+                FROM ledger.manifest_item m
+                LEFT JOIN ledger.quarantine q USING (custom_id)
+                LEFT JOIN ledger.parsed_result p USING (custom_id)
+                LEFT JOIN ledger.applied_result a USING (custom_id)
+                LEFT JOIN read_parquet({sql_literal(uri)}) src USING (custom_id)
+                WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
+                ORDER BY m.business_id
+            ) TO {sql_literal(str(body))} (FORMAT csv, HEADER true)
+        """).fetchone()[0]
+    with open(out, "wb") as dst, open(body, "rb") as src:
+        dst.write(UTF8_BOM)
+        shutil.copyfileobj(src, dst, 1 << 20)
+    body.unlink()
+    return int(n)

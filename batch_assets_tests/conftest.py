@@ -1,0 +1,68 @@
+"""Shared fixtures: a real DuckDB file per test, the emulator on a free loopback port, the demo task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from batch_assets.demo.seed import seed_support_tickets
+from batch_assets.emulator.testing import EmulatorHandle, running_emulator
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.providers.base import ClientSettings
+from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+from batch_assets.resources import EMULATOR_API_KEY
+from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+
+# Emulator clock knobs that finish a small batch in well under a second.
+FAST_EMULATOR = {"queue_delay_s": 0.02, "seconds_per_request": 0.0005, "finalize_delay_s": 0.02,
+                 "cancel_delay_s": 0.02, "log_requests": False}
+DAY1, DAY2 = "2026-11-20", "2026-11-21"
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Warehouse:
+    return Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path / "data")
+
+
+@pytest.fixture
+def seeded_warehouse(warehouse: Warehouse) -> Warehouse:
+    """Two days of demo tickets, 60 a day (with every edge case of the seed data)."""
+    with warehouse.connect() as conn:
+        seed_support_tickets(conn, days=2, per_day=60)
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def ticket_task() -> ResolvedTask:
+    return load_all_tasks()["ticket_triage"]
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp_path / "emulator", **FAST_EMULATOR) as handle:
+        yield handle
+
+
+@pytest.fixture
+def adapter(emulator: EmulatorHandle) -> OpenAIBatchAdapter:
+    return OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emulator.openai_base_url, max_retries=2))
+
+
+@pytest.fixture
+def dagster_env(monkeypatch: pytest.MonkeyPatch, seeded_warehouse: Warehouse, emulator: EmulatorHandle) -> Warehouse:
+    """Environment the project's Definitions read: this test's warehouse and emulator, no real keys."""
+    monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(seeded_warehouse.database))
+    monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(seeded_warehouse.data_dir))
+    monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    return seeded_warehouse
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
