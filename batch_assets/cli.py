@@ -60,6 +60,9 @@ def cmd_dev(args) -> int:
     env.update({"DAGSTER_HOME": str(prepare_dagster_home(data_dir)), "BATCH_ASSETS_EMULATOR_URL": emulator_url,
                 "BATCH_ASSETS_DATABASE": str(data_dir / "warehouse.duckdb"), "BATCH_ASSETS_DATA_DIR": str(data_dir)})
     bin_dir = Path(sys.executable).parent
+    # dg wants to see the project's virtualenv as the active one.
+    env["VIRTUAL_ENV"] = str(bin_dir.parent)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     emulator = subprocess.Popen([str(bin_dir / "batch-assets"), "emulator", "--port", str(args.emulator_port),
                                  "--state-dir", str(data_dir / "emulator")], env=env)
     print(f"emulator: {emulator_url}   Dagster UI: http://127.0.0.1:{args.port}", flush=True)

@@ -29,21 +29,43 @@ def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
     return [dg.AssetKey([task_name, stage]) for stage in COLLECT_STAGES]
 
 
+def _totals(summaries: list, *fields: str) -> dict:
+    return {f: sum(getattr(s, f) for s in summaries) for f in fields}
+
+
+def _summed_dicts(dicts, prefix: str) -> dict:
+    total: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            total[prefix + k] = total.get(prefix + k, 0) + v
+    return total
+
+
+def _per_partition(summaries: list, fields) -> dict:
+    if len(summaries) == 1:
+        return {"task_id": summaries[0].task_id, **fields(summaries[0])}
+    return {s.task_id: dg.MetadataValue.json(fields(s)) for s in summaries}
+
+
 def build_task_defs(task: ResolvedTask) -> dg.Definitions:
+    """Every asset handles all partition keys of its run, so a single-run date-range backfill works."""
     spec = task.spec
     name = spec.name
     key = lambda stage: dg.AssetKey([name, stage])  # noqa: E731
-    common = dict(group_name=name, partitions_def=daily_partitions)
+    # single_run: a date range (UI backfill or `dg launch --partition-range`) runs as one run; every
+    # asset loops over context.partition_keys.
+    common = dict(group_name=name, partitions_def=daily_partitions, backfill_policy=dg.BackfillPolicy.single_run())
 
     @dg.asset(key=key("manifest"), kinds={"duckdb", "parquet"},
               description=f"Frozen input manifest of {name} for the partition (reused unless refreeze).", **common)
     def manifest(context: dg.AssetExecutionContext, config: ManifestConfig, warehouse: WarehouseResource):
-        s = freeze_manifest(warehouse.warehouse(), task, context.partition_key, refreeze=config.refreeze)
+        wh = warehouse.warehouse()
+        out = [freeze_manifest(wh, task, pk, refreeze=config.refreeze) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
-            "task_id": s.task_id, "manifest_uri": dg.MetadataValue.path(s.manifest_uri),
-            "manifest_version": s.manifest_version, "items": s.items, "new_items": s.new_items,
-            "superseded_items": s.superseded_items, "rejected_business_ids": s.rejected_business_ids,
-            "reused": s.reused, "dagster/row_count": s.items,
+            **_per_partition(out, lambda s: {"manifest_version": s.manifest_version, "reused": s.reused}),
+            "manifest_uri": dg.MetadataValue.path(out[-1].manifest_uri),
+            **_totals(out, "items", "new_items", "superseded_items", "rejected_business_ids"),
+            "dagster/row_count": sum(s.items for s in out),
         })
 
     @dg.asset(key=key("shards"), deps=[key("manifest")], kinds={"duckdb", "json"},
@@ -53,11 +75,14 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               **common)
     def shards(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         wh = warehouse.warehouse()
-        s = cut_shards(wh, task, context.partition_key)
-        problems, counts = verify_shards(wh, task, context.partition_key)
+        out = [cut_shards(wh, task, pk) for pk in context.partition_keys]
+        verified = [verify_shards(wh, task, pk) for pk in context.partition_keys]
+        problems = [f"{pk}: {p}" for pk, (found, _) in zip(context.partition_keys, verified) for p in found]
+        counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]}
         return dg.MaterializeResult(
-            metadata={"task_id": s.task_id, "new_shards": len(s.new_shards), "new_lines": s.lines,
-                      "newly_quarantined": s.quarantined, "total_shards": s.total_shards, **counts},
+            metadata={"task_ids": ", ".join(s.task_id for s in out), "new_shards": sum(len(s.new_shards) for s in out),
+                      "new_lines": sum(s.lines for s in out), "newly_quarantined": sum(s.quarantined for s in out),
+                      **counts},
             check_results=[dg.AssetCheckResult(check_name=SHARDS_CHECK, passed=not problems,
                                                metadata={"problems": "\n".join(problems) or "none", **counts})],
         )
@@ -65,28 +90,33 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
     @dg.asset(key=key("submissions"), deps=[key("shards")], kinds={spec.provider},
               description=f"One {spec.provider} batch per shard; intent recorded before every create call.", **common)
     def submissions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
-        s = submit_pending(warehouse.warehouse(), task, context.partition_key, providers.adapter(spec.provider))
+        adapter = providers.adapter(spec.provider)
+        out = [submit_pending(warehouse.warehouse(), task, pk, adapter) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
-            "task_id": s.task_id, "submitted": len(s.submitted), "recovered_after_crash": len(s.recovered),
-            "waiting_for_capacity": s.waiting_for_capacity, "already_submitted": s.already_submitted,
+            "task_ids": ", ".join(s.task_id for s in out),
+            "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
+            **_totals(out, "waiting_for_capacity", "already_submitted"),
         })
 
     @dg.asset(key=key("raw_results"), deps=[key("submissions")], kinds={spec.provider, "duckdb"},
               description="Output and error files of terminal jobs, downloaded, kept and loaded by custom_id.", **common)
     def raw_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
-        s = collect_raw_results(warehouse.warehouse(), task, context.partition_key, providers.adapter(spec.provider))
+        adapter = providers.adapter(spec.provider)
+        out = [collect_raw_results(warehouse.warehouse(), task, pk, adapter) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
-            "task_id": s.task_id, "downloaded_files": s.downloaded_files, "ingested_files": s.ingested_files,
-            "new_lines": s.lines, **{f"lines_{k}": v for k, v in s.by_status.items()},
+            "task_ids": ", ".join(s.task_id for s in out),
+            **_totals(out, "downloaded_files", "ingested_files", "lines"),
+            **_summed_dicts((s.by_status for s in out), "lines_"),
         })
 
     @dg.asset(key=key("parsed_results"), deps=[key("raw_results")], kinds={"duckdb"},
               description="Answers checked against the output schema; failures classified (SPEC §6).", **common)
     def parsed_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-        s = parse_results(warehouse.warehouse(), task, context.partition_key)
+        out = [parse_results(warehouse.warehouse(), task, pk) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
-            "task_id": s.task_id, "new_parsed": s.parsed, "job_outcomes_applied_to_items": s.synthesized,
-            **{f"outcome_{k}": v for k, v in s.by_class.items()},
+            "task_ids": ", ".join(s.task_id for s in out),
+            "new_parsed": sum(s.parsed for s in out), "job_outcomes_applied_to_items": sum(s.synthesized for s in out),
+            **_summed_dicts((s.by_class for s in out), "outcome_"),
         })
 
     @dg.asset(key=key("applied"), deps=[key("parsed_results")], kinds={"duckdb", "table"},
@@ -96,16 +126,17 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               **common)
     def applied(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         wh = warehouse.warehouse()
-        s = apply_results(wh, task, context.partition_key)
-        r = reconcile(wh, s.task_id)
-        problems = r.problems()
+        out = [apply_results(wh, task, pk) for pk in context.partition_keys]
+        recs = [reconcile(wh, s.task_id) for s in out]
+        problems = [f"{r.task_id}: {p}" for r in recs for p in r.problems()]
+        recon_meta = recs[0].as_metadata() if len(recs) == 1 else {
+            r.task_id: dg.MetadataValue.json(r.as_metadata()) for r in recs}
         return dg.MaterializeResult(
-            metadata={"task_id": s.task_id, "target_table": s.target_table, "newly_applied": s.applied,
-                      "newly_stale": s.stale},
+            metadata={"task_ids": ", ".join(s.task_id for s in out), "target_table": spec.apply.table,
+                      "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out)},
             check_results=[dg.AssetCheckResult(
-                check_name=RECONCILIATION_CHECK, passed=not problems,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"problems": "\n".join(problems) or "balanced", **r.as_metadata()},
+                check_name=RECONCILIATION_CHECK, passed=not problems, severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"problems": "\n".join(problems) or "balanced", **recon_meta},
             )],
         )
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.render import sql_literal
+from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.providers.base import BatchAdapter
 from batch_assets.providers.openai_batch import RESULT_COLUMNS, result_fields_sql
@@ -156,6 +157,8 @@ def ingest_files(wh: Warehouse, task_id: str) -> tuple[int, int]:
 
 def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchAdapter) -> IngestSummary:
     task_id = task.task_id(partition_date)
+    # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
+    poll_jobs(wh, lambda _provider: adapter, task_id=task_id)
     downloaded = download_results(wh, task_id, adapter)
     files, lines = ingest_files(wh, task_id)
     with wh.connect() as conn:

@@ -38,15 +38,17 @@ class CollectRequest:
 
 
 def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchAdapter], budget_s: float = 20.0,
-              max_workers: int = 8, stuck_after_s: float = 6 * 3600) -> PollResult:
+              max_workers: int = 8, stuck_after_s: float = 6 * 3600, task_id: str | None = None) -> PollResult:
+    """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, """
             SELECT job_key, provider, provider_batch_id, state,
                    epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
             FROM ledger.provider_job
             WHERE state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED') AND provider_batch_id IS NOT NULL
+              AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
-        """)
+        """, [task_id, task_id])
     result = PollResult()
     deadline = time.monotonic() + budget_s
     snapshots: dict[str, JobSnapshot] = {}
