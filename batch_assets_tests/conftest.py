@@ -66,3 +66,57 @@ def dagster_env(monkeypatch: pytest.MonkeyPatch, seeded_warehouse: Warehouse, em
 def instance() -> Iterator[dg.DagsterInstance]:
     with dg.instance_for_test() as inst:
         yield inst
+
+
+# --- Core-pipeline helpers (shared by test_submit, test_ingest_parse_apply, test_reconcile, test_sensor) ---
+
+def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> None:
+    """Poll every submitted, non-terminal provider job until all are terminal (or fail the test)."""
+    import time
+
+    from batch_assets.pipeline.poll import poll_jobs
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        poll_jobs(warehouse, lambda _provider: adapter)
+        with warehouse.connect() as conn:
+            left = conn.execute("SELECT count(*) FROM ledger.provider_job "
+                                "WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL").fetchone()[0]
+        if left == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{left} provider job(s) still not terminal after {timeout_s}s")
+        time.sleep(0.03)
+
+
+def _run_partition(warehouse: Warehouse, task: ResolvedTask, partition: str, adapter, *, apply: bool = True):
+    """freeze -> cut -> submit -> wait -> collect -> parse (-> apply); returns the reconciliation."""
+    from batch_assets.pipeline.apply import apply_results
+    from batch_assets.pipeline.ingest import collect_raw_results
+    from batch_assets.pipeline.manifest import freeze_manifest
+    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.reconcile import reconcile
+    from batch_assets.pipeline.shards import cut_shards
+    from batch_assets.pipeline.submit import submit_pending
+
+    freeze_manifest(warehouse, task, partition)
+    cut_shards(warehouse, task, partition)
+    submit_pending(warehouse, task, partition, adapter)
+    _wait_for_jobs(warehouse, adapter)
+    collect_raw_results(warehouse, task, partition, adapter)
+    parse_results(warehouse, task, partition)
+    if apply:
+        apply_results(warehouse, task, partition)
+    return reconcile(warehouse, task.task_id(partition))
+
+
+@pytest.fixture
+def wait_for_jobs():
+    """`wait_for_jobs(warehouse, adapter)`: poll until every submitted provider job is terminal."""
+    return _wait_for_jobs
+
+
+@pytest.fixture
+def run_partition():
+    """`run_partition(warehouse, task, partition, adapter, apply=True)`: the whole pipeline for one partition."""
+    return _run_partition

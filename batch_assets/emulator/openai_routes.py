@@ -17,7 +17,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
-from batch_assets.emulator.multipart import parse_form
 from batch_assets.emulator.openai_batches import BatchService
 from batch_assets.emulator.openai_bodies import error_body
 from batch_assets.emulator.openai_files import FileService
@@ -99,22 +98,24 @@ class _Routes:
         return endpoint
 
     async def create_file(self, request: Request) -> Response:
-        body = await request.body()
-        return JSONResponse(await run_in_threadpool(self._upload, request.headers.get("content-type", ""), body))
-
-    def _upload(self, content_type: str, body: bytes) -> dict[str, Any]:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "multipart/form-data":
+            raise ApiError(400, "Invalid body: expected multipart/form-data with fields 'purpose' and 'file'.")
         try:
-            fields, uploads = parse_form(content_type, body)
-        except ValueError as exc:
+            async with request.form(max_part_size=1 << 30) as form:
+                upload = form.get("file")
+                fields = {k: v for k, v in form.items() if isinstance(v, str)}
+                data = await upload.read() if upload is not None and not isinstance(upload, str) else None
+                filename = upload.filename if data is not None else None
+        except Exception as exc:  # python-multipart's parse errors
             raise ApiError(400, f"Invalid multipart/form-data body: {exc}.") from exc
         if "purpose" not in fields:
             raise missing_parameter("purpose")
-        if "file" not in uploads:
+        if data is None:
             raise missing_parameter("file")
         anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
         expires_after = None if anchor is None and seconds is None else {"anchor": anchor, "seconds": seconds}
-        upload = uploads["file"]
-        return self.files.upload(self.flavor, upload.filename, fields["purpose"], upload.data, expires_after)
+        return JSONResponse(await run_in_threadpool(
+            self.files.upload, self.flavor, filename or "upload.jsonl", fields["purpose"], data, expires_after))
 
     async def retrieve_file(self, request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(self.files.retrieve, self.flavor, request.path_params["file_id"]))

@@ -1,0 +1,168 @@
+"""The benchmark report: per-stage numbers against their DuckDB floors, targets, text/Markdown/JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STAGE_VS_FLOOR_MAX = 3.0       # SPEC §9 target: each stage within 3x its plain-DuckDB floor
+TOTAL_WALL_MAX_S = 60.0        # whole local pipeline at 1M items
+PEAK_RSS_MAX_MB = 3 * 1024.0   # 3 GiB
+
+
+def _fmt_int(n: float | int | None) -> str:
+    return "-" if n is None else f"{n:,.0f}"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+@dataclass
+class StageResult:
+    stage: str                # manifest | shards | ingest | parse | apply | reconcile
+    function: str             # the product function measured
+    wall_s: float
+    cpu_s: float
+    items_per_s: float
+    peak_rss_mb: float
+    base_rss_mb: float
+    floor: str                # what the floor statement is
+    floor_wall_s: float
+    floor_peak_rss_mb: float
+    result: dict = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return self.wall_s / self.floor_wall_s if self.floor_wall_s > 0 else float("inf")
+
+    @property
+    def within_target(self) -> bool:
+        return self.ratio <= STAGE_VS_FLOOR_MAX
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(ratio=round(self.ratio, 2), target_ratio=STAGE_VS_FLOOR_MAX, verdict=_verdict(self.within_target))
+        return d
+
+
+@dataclass
+class BenchReport:
+    items: int
+    workdir: str
+    environment: dict
+    rss_method: str
+    setup: dict                      # setup step -> {wall_s, ...}
+    stages: list[StageResult]
+    outputs: dict                    # generated provider files and their counts
+    reconciliation: dict
+    checks: list[dict]
+    report_path: str | None = None
+
+    # --- totals and targets ---
+    @property
+    def total_wall_s(self) -> float:
+        return sum(s.wall_s for s in self.stages)
+
+    @property
+    def max_peak_rss_mb(self) -> float:
+        return max((s.peak_rss_mb for s in self.stages), default=0.0)
+
+    @property
+    def total_within_target(self) -> bool:
+        return self.total_wall_s < TOTAL_WALL_MAX_S
+
+    @property
+    def peak_within_target(self) -> bool:
+        return self.max_peak_rss_mb < PEAK_RSS_MAX_MB
+
+    @property
+    def correct(self) -> bool:
+        return all(c["ok"] for c in self.checks)
+
+    @property
+    def targets_met(self) -> bool:
+        return self.total_within_target and self.peak_within_target and all(s.within_target for s in self.stages)
+
+    def stage(self, name: str) -> StageResult:
+        return next(s for s in self.stages if s.stage == name)
+
+    # --- renderings ---
+    def as_dict(self) -> dict:
+        return {
+            "items": self.items, "workdir": self.workdir, "environment": self.environment,
+            "rss_method": self.rss_method, "setup": self.setup,
+            "stages": [s.as_dict() for s in self.stages],
+            "total_wall_s": round(self.total_wall_s, 3), "total_target_s": TOTAL_WALL_MAX_S,
+            "total_verdict": _verdict(self.total_within_target),
+            "max_peak_rss_mb": round(self.max_peak_rss_mb, 1), "peak_target_mb": PEAK_RSS_MAX_MB,
+            "peak_verdict": _verdict(self.peak_within_target),
+            "targets_met": self.targets_met, "correct": self.correct,
+            "outputs": self.outputs, "reconciliation": self.reconciliation, "checks": self.checks,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2, ensure_ascii=False, default=str)
+
+    def _rows(self) -> list[list[str]]:
+        rows = []
+        for s in self.stages:
+            rows.append([s.stage, f"{s.wall_s:.2f}", _fmt_int(s.items_per_s), f"{s.peak_rss_mb:,.0f}",
+                         f"{s.floor_wall_s:.2f}", f"{s.ratio:.1f}x", f"<= {STAGE_VS_FLOOR_MAX:g}x",
+                         _verdict(s.within_target)])
+        rows.append(["total", f"{self.total_wall_s:.2f}", _fmt_int(self.items / self.total_wall_s if self.total_wall_s else None),
+                     f"{self.max_peak_rss_mb:,.0f}", f"{sum(s.floor_wall_s for s in self.stages):.2f}", "", "",
+                     f"time < {TOTAL_WALL_MAX_S:g} s: {_verdict(self.total_within_target)}; "
+                     f"peak < {PEAK_RSS_MAX_MB / 1024:g} GiB: {_verdict(self.peak_within_target)}"])
+        return rows
+
+    HEADER = ["stage", "wall s", "items/s", "peak RSS MB", "floor s", "stage/floor", "target", "verdict"]
+
+    def markdown(self) -> str:
+        lines = [
+            f"Benchmark at {self.items:,} items ({self.environment.get('cpus')} cores, DuckDB "
+            f"{self.environment.get('duckdb')}); floors are plain DuckDB statements over the same data in the same run.",
+            "",
+            "| " + " | ".join(self.HEADER) + " |",
+            "|" + "|".join(["---"] + ["---:"] * 6 + ["---"]) + "|",
+        ]
+        for r in self._rows():
+            lines.append("| " + " | ".join(r) + " |")
+        lines += ["", "Floors:"] + [f"- {s.stage}: {s.floor}" for s in self.stages]
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        rows = [self.HEADER] + self._rows()
+        widths = [max(len(r[i]) for r in rows[:-1]) for i in range(len(self.HEADER))]
+        out = [f"batch_assets benchmark: {self.items:,} items, workdir {self.workdir}"]
+        for name, info in self.setup.items():
+            out.append(f"  setup {name}: {info['wall_s']:.2f} s")
+        out.append("")
+        for i, r in enumerate(rows):
+            if i == len(rows) - 1:
+                cells = [c.rjust(widths[j]) if j else c.ljust(widths[j]) for j, c in enumerate(r[:-1])]
+                out.append("  ".join(cells) + "  " + r[-1])
+            else:
+                out.append("  ".join(c.ljust(widths[j]) if j in (0, 7) else c.rjust(widths[j]) for j, c in enumerate(r)))
+            if i == 0:
+                out.append("  ".join("-" * w for w in widths))
+        out.append("")
+        out.append(f"peak RSS: {self.rss_method}")
+        rec = self.reconciliation
+        out.append(f"reconciliation: items {rec.get('manifest_items')}, succeeded {rec.get('succeeded')}, "
+                   f"failed {rec.get('failed_total')}, quarantined {rec.get('quarantined')}, applied {rec.get('applied')}, "
+                   f"failed to parse {rec.get('failed_to_parse')}, stale {rec.get('stale')}, missing {rec.get('missing')}")
+        for c in self.checks:
+            out.append(f"  [{'ok' if c['ok'] else 'FAILED'}] {c['check']}: {c['detail']}")
+        if self.report_path:
+            out.append(f"report: {self.report_path}")
+        return "\n".join(out)
+
+    def write(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "bench_report.json"
+        self.report_path = str(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        (directory / "bench_report.md").write_text(self.markdown() + "\n", encoding="utf-8")
+        return path

@@ -1,0 +1,140 @@
+"""Orchestrates the benchmark: setup, each stage and its floor in fresh child processes, checks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from batch_assets.bench.proc import RSS_METHOD, Measured, remove_paths, run_child
+from batch_assets.bench.report import BenchReport, StageResult
+
+DEFAULT_ITEMS = 1_000_000
+DEFAULT_WORKDIR = Path("data") / "bench"
+# What the benchmark creates under its workdir (and removes again unless keep=True).
+_OWNED = ("warehouse.duckdb", "warehouse.duckdb.wal", "warehouse.duckdb.tmp", "data", "floor")
+
+# (stage, product function, floor work fn, stage work fn). Floors run first, in their own child, so
+# both see the same (warm) page cache; a floor only reads what the stage will read.
+STAGES: list[tuple[str, str, str, str]] = [
+    ("manifest", "pipeline.manifest.freeze_manifest", "floor_manifest", "stage_manifest"),
+    ("shards", "pipeline.shards.cut_shards", "floor_shards", "stage_shards"),
+    ("ingest", "pipeline.ingest.ingest_files", "floor_ingest", "stage_ingest"),
+    ("parse", "pipeline.parse.parse_results", "floor_parse", "stage_parse"),
+    ("apply", "pipeline.apply.apply_results", "floor_apply", "stage_apply"),
+    ("reconcile", "pipeline.reconcile.reconcile", "floor_reconcile", "stage_reconcile"),
+]
+_SETUP_AFTER = {"shards": "setup_provider_outputs"}  # provider output files are setup, not a stage
+
+
+class BenchmarkError(AssertionError):
+    """The pipeline produced a wrong result: a fast wrong pipeline is worthless."""
+
+
+def _environment() -> dict:
+    import platform
+
+    import duckdb
+
+    return {"cpus": os.cpu_count(), "duckdb": duckdb.__version__, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
+                  log: Callable[[str], None] | None = None) -> BenchReport:
+    """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
+
+    Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
+    Batch format, registered in the ledger as downloaded results of completed jobs. Raises
+    BenchmarkError if the reconciliation does not balance or any correctness check fails. The
+    report is also written to `<workdir>/bench_report.json` (and `.md`); the warehouse and data
+    files are removed afterwards unless `keep`.
+    """
+    if items < 1:
+        raise ValueError(f"items must be >= 1, got {items}")
+    say = log or (lambda _msg: None)
+    root = Path(workdir if workdir is not None else DEFAULT_WORKDIR).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    remove_paths(*(root / p for p in _OWNED))
+    wd = str(root)
+
+    def step(label: str, fn: str, **kwargs) -> Measured:
+        m = run_child(fn, **kwargs)
+        rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
+        say(f"  {label:<28} {m.wall_s:8.2f} s{rss}")
+        return m
+
+    say(f"benchmark: {items:,} items in {root}")
+    setup: dict[str, dict] = {}
+    src = step("setup: source table", "setup_source", workdir=wd, items=items)
+    setup["source_table"] = {"wall_s": round(src.wall_s, 3), **src.result}
+    outputs: dict = {}
+    stages: list[StageResult] = []
+    try:
+        for stage, function, floor_fn, stage_fn in STAGES:
+            floor = step(f"floor: {stage}", floor_fn, workdir=wd)
+            measured = step(f"stage: {stage}", stage_fn, workdir=wd)
+            from batch_assets.bench.work import FLOOR_SQL
+
+            stages.append(StageResult(
+                stage=stage, function=f"batch_assets.{function}", wall_s=measured.wall_s, cpu_s=measured.cpu_s,
+                items_per_s=items / measured.wall_s if measured.wall_s else 0.0,
+                peak_rss_mb=measured.peak_rss_mb, base_rss_mb=measured.base_rss_mb,
+                floor=FLOOR_SQL[stage], floor_wall_s=floor.wall_s, floor_peak_rss_mb=floor.peak_rss_mb,
+                result=measured.result,
+            ))
+            if stage in _SETUP_AFTER:
+                gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
+                setup["provider_outputs"] = {"wall_s": round(gen.wall_s, 3), "files": len(gen.result["files"]),
+                                             "bytes": gen.result["bytes"], "jobs": gen.result["jobs"]}
+                outputs = gen.result
+        expected = {"rows": src.result["rows"], "empty_bodies": src.result["empty_bodies"],
+                    "error_lines": outputs["error_lines"],
+                    "bad_answers": outputs["schema_breaks"] + outputs["length_cuts"]}
+        checked = run_child("verify", workdir=wd, expected=expected).result
+        report = BenchReport(
+            items=items, workdir=wd, environment=_environment(), rss_method=RSS_METHOD, setup=setup, stages=stages,
+            outputs=outputs, reconciliation=checked["reconciliation"], checks=checked["checks"],
+        )
+        report.write(root)
+    finally:
+        if not keep:
+            remove_paths(*(root / p for p in _OWNED))
+    if not report.correct:
+        failed = [f"{c['check']}: {c['detail']}" for c in report.checks if not c["ok"]]
+        raise BenchmarkError("the benchmark run is wrong, so its timings mean nothing:\n  " + "\n  ".join(failed)
+                             + f"\n(report: {report.report_path})")
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="batch-assets bench", description=(
+        "SPEC §9 benchmark: the local pipeline at N items against plain-DuckDB floors, offline."))
+    p.add_argument("--items", type=int, default=DEFAULT_ITEMS, help=f"items in the partition (default {DEFAULT_ITEMS:,})")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help=f"where the warehouse, files and report go (default {DEFAULT_WORKDIR}); "
+                        "1M items need ~8 GB of disk")
+    p.add_argument("--keep", action="store_true", help="keep the warehouse and files after the run")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.perf_counter()
+    try:
+        report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True))
+    except BenchmarkError as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(report.text())
+    print()
+    print(report.markdown())
+    print(f"\n(benchmark wall time incl. setup and floors: {time.perf_counter() - started:.1f} s)")
+    if args.strict and not report.targets_met:
+        return 1
+    return 0
