@@ -100,9 +100,9 @@ class ChildFailed(RuntimeError):
 
 
 def _child_main(conn, fn_name: str, kwargs: dict) -> None:
-    from batch_assets.bench import work
-
     try:
+        from batch_assets.bench import work
+
         probe = Probe()
         result = getattr(work, fn_name)(probe, **kwargs)
         conn.send(("ok", (result, probe.wall_s, probe.cpu_s, probe.base_rss_mb, probe.peak_rss_mb, probe.peak_reset)))

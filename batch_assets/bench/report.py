@@ -148,6 +148,11 @@ class BenchReport:
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
         out.append("")
+        for s in self.stages:
+            if s.result.get("statements"):
+                out.append(f"slowest statements of {s.stage} ({s.wall_s:.2f} s):")
+                for st in s.result["statements"]:
+                    out.append(f"  {st['seconds']:8.2f} s  x{st['calls']:<4} {st['sql']}")
         out.append(f"peak RSS: {self.rss_method}")
         rec = self.reconciliation
         out.append(f"reconciliation: items {rec.get('manifest_items')}, succeeded {rec.get('succeeded')}, "

@@ -44,14 +44,15 @@ def _environment() -> dict:
 
 
 def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
-                  log: Callable[[str], None] | None = None) -> BenchReport:
+                  log: Callable[[str], None] | None = None, profile: bool = False) -> BenchReport:
     """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
 
     Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
     Batch format, registered in the ledger as downloaded results of completed jobs. Raises
     BenchmarkError if the reconciliation does not balance or any correctness check fails. The
     report is also written to `<workdir>/bench_report.json` (and `.md`); the warehouse and data
-    files are removed afterwards unless `keep`.
+    files are removed afterwards unless `keep`. `profile` records each stage's slowest SQL
+    statements (per-execute wall time) in the report.
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
@@ -76,7 +77,7 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     try:
         for stage, function, floor_fn, stage_fn in STAGES:
             floor = step(f"floor: {stage}", floor_fn, workdir=wd)
-            measured = step(f"stage: {stage}", stage_fn, workdir=wd)
+            measured = step(f"stage: {stage}", stage_fn, workdir=wd, profile=profile)
             from batch_assets.bench.work import FLOOR_SQL
 
             stages.append(StageResult(
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "1M items need ~8 GB of disk")
     p.add_argument("--keep", action="store_true", help="keep the warehouse and files after the run")
     p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
+    p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
     return p
 
 
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
     try:
-        report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True))
+        report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True),
+                               profile=args.profile)
     except BenchmarkError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2

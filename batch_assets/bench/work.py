@@ -16,23 +16,32 @@ import duckdb
 
 from batch_assets.bench import synth
 from batch_assets.bench.proc import Probe
+from batch_assets.bench.profile import ProfilingWarehouse
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import ingest_files
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.render import sql_literal
+from batch_assets.pipeline.sqltext import sql_literal
 from batch_assets.pipeline.shards import cut_shards
+from batch_assets.providers.formats import wire_format
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 TASK_NAME = "ticket_triage"
 FLOOR_SCHEMA = "bench_floor"
 
 
-def warehouse(workdir: str) -> Warehouse:
+def warehouse(workdir: str, profile: bool = False) -> Warehouse:
     root = Path(workdir)
-    return Warehouse.at(root / "warehouse.duckdb", root / "data")
+    cls = ProfilingWarehouse if profile else Warehouse
+    return cls.at(root / "warehouse.duckdb", root / "data")
+
+
+def _profiled(wh: Warehouse, result: dict) -> dict:
+    if isinstance(wh, ProfilingWarehouse):
+        result["statements"] = wh.top()
+    return result
 
 
 def bench_task() -> ResolvedTask:
@@ -79,47 +88,48 @@ def setup_provider_outputs(probe: Probe, workdir: str) -> dict:
 
 # --- stages: the product's functions ----------------------------------------------------------------
 
-def stage_manifest(probe: Probe, workdir: str) -> dict:
-    wh, task = warehouse(workdir), bench_task()
+def stage_manifest(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
     with probe.measure():
         summary = freeze_manifest(wh, task, synth.PARTITION_DATE)
-    return _asdict(summary)
+    return _profiled(wh, _asdict(summary))
 
 
-def stage_shards(probe: Probe, workdir: str) -> dict:
-    wh, task = warehouse(workdir), bench_task()
+def stage_shards(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
     with probe.measure():
         summary = cut_shards(wh, task, synth.PARTITION_DATE)
-    return {"task_id": summary.task_id, "lines": summary.lines, "quarantined": summary.quarantined,
-            "shards": summary.total_shards, "bytes": sum(int(s["byte_count"]) for s in summary.new_shards)}
+    return _profiled(wh, {"task_id": summary.task_id, "lines": summary.lines, "quarantined": summary.quarantined,
+                          "shards": summary.total_shards, "bytes": sum(int(s["byte_count"]) for s in summary.new_shards)})
 
 
-def stage_ingest(probe: Probe, workdir: str) -> dict:
-    wh = warehouse(workdir)
+def stage_ingest(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
+    fmt = wire_format(task.spec.provider, task.spec.endpoint)
     with probe.measure():
-        files, lines = ingest_files(wh, _task_id())
-    return {"files": files, "lines": lines}
+        files, lines = ingest_files(wh, _task_id(), fmt)
+    return _profiled(wh, {"files": files, "lines": lines})
 
 
-def stage_parse(probe: Probe, workdir: str) -> dict:
-    wh, task = warehouse(workdir), bench_task()
+def stage_parse(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
     with probe.measure():
         summary = parse_results(wh, task, synth.PARTITION_DATE)
-    return _asdict(summary)
+    return _profiled(wh, _asdict(summary))
 
 
-def stage_apply(probe: Probe, workdir: str) -> dict:
-    wh, task = warehouse(workdir), bench_task()
+def stage_apply(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
     with probe.measure():
         summary = apply_results(wh, task, synth.PARTITION_DATE)
-    return _asdict(summary)
+    return _profiled(wh, _asdict(summary))
 
 
-def stage_reconcile(probe: Probe, workdir: str) -> dict:
-    wh = warehouse(workdir)
+def stage_reconcile(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh = warehouse(workdir, profile)
     with probe.measure():
         rec = reconcile(wh, _task_id())
-    return {"metadata": rec.as_metadata(), "problems": rec.problems()}
+    return _profiled(wh, {"metadata": rec.as_metadata(), "problems": rec.problems()})
 
 
 # --- floors: plain DuckDB over the same data --------------------------------------------------------

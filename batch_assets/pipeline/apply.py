@@ -30,6 +30,8 @@ class ApplySummary:
 
 
 def _column_type(task: ResolvedTask, field: str) -> str:
+    if task.spec.output.kind == "embedding" and field == "embedding":
+        return f"FLOAT[{int(task.spec.output.dimensions)}]"  # a fixed-size array: array_cosine_similarity works on it
     types = task.output_schema["properties"][field].get("type")
     types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
     return SQL_TYPES[types[0]] if len(types) == 1 else "JSON"
@@ -84,8 +86,9 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         """)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
         values = ", ".join(
-            f"CAST(answer ->> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if _column_type(task, f) != "JSON"
-            else f"answer -> {sql_literal('$.' + f)}"
+            f"answer -> {sql_literal('$.' + f)}" if _column_type(task, f) == "JSON"
+            else f"CAST(answer -> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if "[" in _column_type(task, f)
+            else f"CAST(answer ->> {sql_literal('$.' + f)} AS {_column_type(task, f)})"
             for f in apply.columns.values()
         )
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)

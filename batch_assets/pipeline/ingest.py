@@ -22,7 +22,7 @@ from batch_assets.pipeline.render import sql_literal
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.providers.base import BatchAdapter
-from batch_assets.providers.openai_batch import RESULT_COLUMNS, result_fields_sql
+from batch_assets.providers.formats import WireFormat, wire_format
 from batch_assets.spec.resolve import ResolvedTask
 
 SLOW_PATH_BATCH_LINES = 100_000
@@ -86,13 +86,13 @@ def _line_batches(path: Path) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"line_no": pa.array(numbers, pa.int64()), "line": pa.array(lines, pa.string())})
 
 
-def _stage_file(conn: duckdb.DuckDBPyConnection, path: str) -> None:
+def _stage_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireFormat) -> None:
     """Load a result file into temp table _in (line_no, request_id, envelope fields, malformed_line)."""
-    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in RESULT_COLUMNS.items()) + "}"
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
     try:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _in AS
-            SELECT row_number() OVER () AS line_no, {result_fields_sql('l')}, NULL::VARCHAR AS malformed_line
+            SELECT row_number() OVER () AS line_no, {fmt.envelope_sql('l')}, NULL::VARCHAR AS malformed_line
             FROM read_json({sql_literal(path)}, format='newline_delimited', columns={columns}) l
         """)
         return
@@ -102,11 +102,11 @@ def _stage_file(conn: duckdb.DuckDBPyConnection, path: str) -> None:
         pa.schema([("line_no", pa.int64()), ("line", pa.string())]), _line_batches(Path(path))
     )
     fields = ", ".join(
-        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" for k, v in RESULT_COLUMNS.items()
+        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" for k, v in fmt.result_columns.items()
     )
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _in AS
-        SELECT line_no, {result_fields_sql('l')}, CASE WHEN j IS NULL THEN line END AS malformed_line
+        SELECT line_no, {fmt.envelope_sql('l')}, CASE WHEN j IS NULL THEN line END AS malformed_line
         FROM (SELECT line_no, line, j, {fields}
               FROM (SELECT line_no, line,
                            CASE WHEN json_valid(line) AND json_type(line) = 'OBJECT' THEN line::JSON END AS j
@@ -114,16 +114,22 @@ def _stage_file(conn: duckdb.DuckDBPyConnection, path: str) -> None:
     """)
 
 
-def ingest_files(wh: Warehouse, task_id: str) -> tuple[int, int]:
-    """Ingest every downloaded, not yet ingested file of the task. Returns (files, lines)."""
+def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> tuple[int, int]:
+    """Ingest every downloaded, not yet ingested file of the task. Returns (files, lines).
+
+    The result line format is the task's (from the ledger) unless given."""
     files_done = lines_done = 0
     with wh.connect() as conn:
+        if fmt is None:
+            provider, endpoint = conn.execute(
+                "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
+            fmt = wire_format(provider, endpoint)
         files = fetch_dicts(conn, """
             SELECT f.file_key, f.job_key, f.path, j.shard_id FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """, [task_id])
         for f in files:
-            _stage_file(conn, f["path"])
+            _stage_file(conn, f["path"], fmt)
             conn.execute("BEGIN TRANSACTION")
             try:
                 n = conn.execute(f"""
@@ -160,7 +166,7 @@ def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, 
     # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
     poll_jobs(wh, lambda _provider: adapter, task_id=task_id)
     downloaded = download_results(wh, task_id, adapter)
-    files, lines = ingest_files(wh, task_id)
+    files, lines = ingest_files(wh, task_id, wire_format(task.spec.provider, task.spec.endpoint))
     with wh.connect() as conn:
         by_status = dict(conn.execute(
             "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]).fetchall())

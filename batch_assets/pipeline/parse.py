@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.render import sql_literal
-from batch_assets.providers.openai_batch import PROVIDER_FAILURE_CLASS_SQL, answer_fields_sql
+from batch_assets.providers.formats import FAILURE_CLASS_SQL, wire_format
 from batch_assets.spec.output_schema import schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -25,15 +25,33 @@ class ParseSummary:
     by_class: dict[str, int]
 
 
+_EMPTY_ANSWER = {"json": "answer is not valid JSON", "text": "answer has no text",
+                 "embedding": "answer has no embedding vector"}
+
+
+def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
+    """(SQL of the answer as JSON, SQL of its first violation) for the task's output kind."""
+    kind = task.spec.output.kind
+    if kind == "json":
+        return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(task.output_schema, "answer")
+    if kind == "text":
+        return "CASE WHEN trim(coalesce(content, '')) <> '' THEN json_object('text', content) END", "NULL"
+    dims = int(task.spec.output.dimensions)
+    return ("CASE WHEN json_type(vector) = 'ARRAY' THEN json_object('embedding', vector) END",
+            f"CASE WHEN json_array_length(answer, '$.embedding') <> {dims} "
+            f"THEN 'answer.embedding: ' || json_array_length(answer, '$.embedding') || ' values, expected {dims}' END")
+
+
 def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
     version = sql_literal(task.spec.output.version)
-    violation = schema_violation_sql(task.output_schema, "answer")
+    fmt = wire_format(task.spec.provider, task.spec.endpoint)
+    answer_sql, violation = _answer_checks(task)
     with wh.connect() as conn:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _ans AS
-            SELECT r.custom_id, r.job_key, r.status_code, r.provider_request_id, {answer_fields_sql('r')}
+            SELECT r.custom_id, r.job_key, r.status_code, r.provider_request_id, {fmt.answer_sql('r')}
             FROM ledger.raw_result r
             WHERE r.task_id = {tid} AND r.status = 'ok'
               AND r.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
@@ -41,26 +59,26 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _checked AS
             SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
-            FROM (SELECT *, CASE WHEN json_valid(content) THEN content::JSON END AS answer FROM _ans)
+            FROM (SELECT *, {answer_sql} AS answer FROM _ans)
         """)
         conn.execute("BEGIN TRANSACTION")
         try:
             parsed = conn.execute(f"""
                 INSERT INTO ledger.parsed_result
                 SELECT custom_id, {tid}, job_key, ok,
-                       CASE WHEN NOT ok THEN {PROVIDER_FAILURE_CLASS_SQL}
+                       CASE WHEN NOT ok THEN {FAILURE_CLASS_SQL}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
                             WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
                        END AS error_class,
                        CASE WHEN NOT ok THEN error_code
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_filter'
                             WHEN finish_reason = 'length' THEN 'finish_reason_length'
-                            WHEN answer IS NULL THEN 'invalid_json'
+                            WHEN answer IS NULL THEN 'no_answer'
                             WHEN violation IS NOT NULL THEN 'schema_mismatch' END,
                        CASE WHEN NOT ok THEN error_message
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN coalesce(refusal, 'answer blocked by the provider content filter')
                             WHEN finish_reason = 'length' THEN 'answer cut off at max_tokens; raise params.max_tokens'
-                            WHEN answer IS NULL THEN 'answer is not valid JSON'
+                            WHEN answer IS NULL THEN {sql_literal(_EMPTY_ANSWER[task.spec.output.kind])}
                             ELSE violation END,
                        status_code,
                        CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'

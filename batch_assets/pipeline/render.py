@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
+from batch_assets.pipeline.sqltext import quote_ident, sql_literal
+from batch_assets.providers.formats import wire_format
 from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
 
-
-def sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+__all__ = ["quote_ident", "sql_literal"]
 
 
 def prompt_sql(task: ResolvedTask) -> str:
@@ -58,26 +52,8 @@ def estimated_tokens_sql(text_sql: str) -> str:
 
 
 def request_line_sql(task: ResolvedTask, request_id_col: str = "request_id", prompt_col: str = "prompt_text") -> str:
-    """The provider's JSONL request line as compact JSON text (OpenAI Batch wire format, reference §1.5)."""
-    spec = task.spec
-    messages = []
-    if spec.prompt.system:
-        messages.append(f"json_object('role', 'system', 'content', {sql_literal(spec.prompt.system)})")
-    messages.append(f"json_object('role', 'user', 'content', {prompt_col})")
-    response_format = json.dumps(
-        {"type": "json_schema",
-         "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}},
-        ensure_ascii=False, separators=(",", ":"),
-    )
-    body = (
-        f"json_object('model', {sql_literal(spec.model)}, 'messages', json_array({', '.join(messages)}), "
-        f"'temperature', {float(spec.params.temperature)!r}, 'max_tokens', {int(spec.params.max_tokens)}, "
-        f"'response_format', {sql_literal(response_format)}::JSON)"
-    )
-    return (
-        f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "
-        f"'url', {sql_literal(spec.endpoint)}, 'body', {body}) AS VARCHAR)"
-    )
+    """The provider's JSONL request line as compact JSON text (the task's wire format)."""
+    return wire_format(task.spec.provider, task.spec.endpoint).request_line_sql(task, request_id_col, prompt_col)
 
 
 def request_id_sql(task: ResolvedTask, custom_id_col: str = "custom_id") -> str:

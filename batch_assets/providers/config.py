@@ -11,12 +11,13 @@ import yaml
 CONFIG_PATH = Path(__file__).with_name("providers.yaml")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProviderLimits:
-    endpoints: tuple[str, ...]
+    endpoints: dict[str, tuple[str, ...]]   # endpoint -> output kinds
     max_requests_per_shard: int
     max_shard_bytes: int
     max_line_bytes: int
+    max_inline_bytes: int
     max_enqueued_tokens: int
     max_concurrent_jobs: int
     request_id_max_len: int
@@ -33,7 +34,8 @@ class ProviderLimits:
 def _all_configs() -> dict[str, ProviderLimits]:
     raw = yaml.safe_load(CONFIG_PATH.read_text(encoding="utf-8"))
     return {
-        name: ProviderLimits(**{**cfg, "endpoints": tuple(cfg["endpoints"])}) for name, cfg in raw.items()
+        name: ProviderLimits(**{**cfg, "endpoints": {e: tuple(k) for e, k in cfg["endpoints"].items()}})
+        for name, cfg in raw.items()
     }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -52,9 +54,14 @@ class ParamsSpec(_Strict):
 
 
 class OutputSpec(_Strict):
-    schema_file: str = Field(description="JSON Schema file (relative to defs.yaml) the answer must match.")
-    version: str = Field(description="Version of the output schema; stored with every result.")
+    kind: Literal["json", "text", "embedding"] = Field(
+        default="json",
+        description="json: an answer matching schema_file; text: free text (field 'text'); "
+                    "embedding: a vector (field 'embedding').")
+    schema_file: str | None = Field(default=None, description="JSON Schema file (relative to defs.yaml), kind json only.")
+    version: str = Field(description="Version of the output; stored with every result and in the business table.")
     name: str = Field(default="result", description="Schema name sent to the provider.")
+    dimensions: int | None = Field(default=None, ge=1, le=8192, description="Vector size, kind embedding only.")
 
     @field_validator("name")
     @classmethod
@@ -62,6 +69,18 @@ class OutputSpec(_Strict):
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v):
             raise ValueError("use 1-64 letters, digits, '_' or '-'")
         return v
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> OutputSpec:
+        if self.kind == "json" and not self.schema_file:
+            raise ValueError("kind json needs schema_file: a JSON Schema the answer must match")
+        if self.kind != "json" and self.schema_file:
+            raise ValueError(f"schema_file applies to kind json only; remove it or set kind: json (kind is {self.kind})")
+        if self.kind == "embedding" and not self.dimensions:
+            raise ValueError("kind embedding needs dimensions (the vector size, e.g. 768)")
+        if self.kind != "embedding" and self.dimensions:
+            raise ValueError("dimensions applies to kind embedding only")
+        return self
 
 
 class ApplySpec(_Strict):
@@ -139,10 +158,16 @@ class TaskSpec(_Strict):
     def _endpoint_supported(self) -> TaskSpec:
         from batch_assets.providers.config import provider_config
 
-        supported = provider_config(self.provider).endpoints
-        if self.endpoint not in supported:
+        endpoints = provider_config(self.provider).endpoints
+        if self.endpoint not in endpoints:
             raise ValueError(
                 f"endpoint {self.endpoint!r} is not supported for provider {self.provider!r}; "
-                f"use one of: {', '.join(supported)}"
+                f"use one of: {', '.join(endpoints)}"
+            )
+        kinds = endpoints[self.endpoint]
+        if self.output.kind not in kinds:
+            raise ValueError(
+                f"output kind {self.output.kind!r} is not available on {self.provider} {self.endpoint}; "
+                f"that endpoint gives: {', '.join(kinds)}"
             )
         return self

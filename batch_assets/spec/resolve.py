@@ -72,7 +72,27 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
         raise _fail(yaml_path, "prompt.template", f"{template_path.name} has a malformed placeholder",
                     "write placeholders as {{ column_name }} (letters, digits, '_')")
 
-    schema_path = base / spec.output.schema_file
+    schema = _output_schema(spec, yaml_path)
+    props = schema.get("properties", {})
+    for target, field in spec.apply.columns.items():
+        if field not in props:
+            raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} does not exist",
+                        f"map to one of: {', '.join(props)}")
+    limits = provider_config(spec.provider).with_overrides(spec.limits)
+    return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
+                        output_schema=schema, limits=limits)
+
+
+def _output_schema(spec: TaskSpec, yaml_path: Path) -> dict:
+    """The schema of the answer: the task's JSON Schema, or the fixed shape of text / embedding answers."""
+    if spec.output.kind == "text":
+        return {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    if spec.output.kind == "embedding":
+        return {"type": "object", "properties": {"embedding": {"type": "array", "items": {"type": "number"},
+                                                               "minItems": spec.output.dimensions,
+                                                               "maxItems": spec.output.dimensions}},
+                "required": ["embedding"]}
+    schema_path = yaml_path.parent / spec.output.schema_file
     if not schema_path.is_file():
         raise _fail(yaml_path, "output.schema_file", f"file {schema_path} not found",
                     "create the JSON Schema file or correct the path (relative to defs.yaml)")
@@ -91,14 +111,7 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
         raise _fail(yaml_path, "output.schema_file", f"{schema_path.name}: {problem}",
                     "use the structured-output subset: an object of typed properties "
                     "(string/number/integer/boolean/array/object, enum, min/max, lengths)")
-    props = schema.get("properties", {})
-    for target, field in spec.apply.columns.items():
-        if field not in props:
-            raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} is not in {schema_path.name}",
-                        f"map to one of: {', '.join(props)}")
-    limits = provider_config(spec.provider).with_overrides(spec.limits)
-    return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
-                        output_schema=schema, limits=limits)
+    return schema
 
 
 def load_task_file(yaml_path: Path) -> ResolvedTask:

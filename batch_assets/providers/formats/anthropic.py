@@ -1,0 +1,66 @@
+"""Anthropic Message Batches formats (reference §2.5): request `{custom_id, params}`, result
+`{custom_id, result: {type: succeeded | errored | canceled | expired, …}}`.
+
+Shards are still written as JSONL (one request per line); the adapter sends them as the
+`requests` array of one create call.
+"""
+
+from __future__ import annotations
+
+from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
+
+# Anthropic reports error *types*; the HTTP status each stands for (their API error docs).
+ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+    "timeout_error": 504, "overloaded_error": 529,
+}
+
+
+class Messages(WireFormat):
+    result_columns = {"custom_id": "VARCHAR", "result": "JSON"}
+
+    def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
+        spec = task.spec
+        system, user = system_and_user(task, prompt_col)
+        params = [f"'model', {sql_literal(spec.model)}", f"'max_tokens', {int(spec.params.max_tokens)}",
+                  f"'temperature', {float(spec.params.temperature)!r}",
+                  f"'messages', json_array(json_object('role', 'user', 'content', {user}))"]
+        if system:
+            params.append(f"'system', {system}")
+        if spec.output.kind == "json":
+            params.append("'output_config', " + json_const(
+                {"format": {"type": "json_schema", "schema": task.output_schema}}))
+        return f"CAST(json_object('custom_id', {request_id_col}, 'params', json_object({', '.join(params)})) AS VARCHAR)"
+
+    def envelope_sql(self, line: str) -> str:
+        kind = f"({line}.result ->> '$.type')"
+        err_type = f"({line}.result ->> '$.error.error.type')"
+        statuses = " ".join(f"WHEN {sql_literal(t)} THEN {code}" for t, code in ERROR_TYPE_STATUS.items())
+        return (
+            f"{line}.custom_id AS request_id, {line}.result ->> '$.message.id' AS line_id, "
+            f"CASE {kind} WHEN 'succeeded' THEN 200 WHEN 'errored' THEN (CASE {err_type} {statuses} ELSE 500 END) END AS status_code, "
+            f"coalesce({line}.result ->> '$.error.request_id', {line}.result ->> '$.message.id') AS provider_request_id, "
+            f"json_extract({line}.result, '$.message') AS body, "
+            f"CASE {kind} "
+            f"WHEN 'errored' THEN json_object('code', {err_type}, 'message', {line}.result ->> '$.error.error.message') "
+            f"WHEN 'canceled' THEN json_object('code', 'batch_cancelled', 'message', 'request canceled with its batch') "
+            f"WHEN 'expired' THEN json_object('code', 'batch_expired', 'message', 'batch expired before this request ran') "
+            f"WHEN 'succeeded' THEN NULL "
+            f"ELSE json_object('code', 'unknown_result_type', 'message', 'result type ' || coalesce({kind}, 'missing')) END AS error"
+        )
+
+    def answer_sql(self, raw: str) -> str:
+        blocks = f"CAST(json_extract({raw}.body, '$.content[*]') AS JSON[])"
+        text = f"array_to_string(list_transform(list_filter({blocks}, lambda b: b ->> '$.type' = 'text'), lambda b: b ->> '$.text'), '')"
+        stop = f"({raw}.body ->> '$.stop_reason')"
+        return (
+            f"{text} AS content, NULL::JSON AS vector, "
+            f"CASE {stop} WHEN 'end_turn' THEN 'stop' WHEN 'stop_sequence' THEN 'stop' WHEN 'max_tokens' THEN 'length' "
+            f"WHEN 'refusal' THEN 'content_filter' ELSE {stop} END AS finish_reason, "
+            f"CASE WHEN {stop} = 'refusal' THEN coalesce(nullif({text}, ''), 'refused') END AS refusal, "
+            f"TRY_CAST({raw}.body ->> '$.usage.input_tokens' AS BIGINT) AS input_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
+            f"{raw}.error ->> '$.code' AS error_code, {raw}.error ->> '$.message' AS error_message"
+        )

@@ -1,0 +1,122 @@
+"""OpenAI Batch line formats (reference §1.5, §1.6): chat completions, responses, embeddings.
+
+DashScope's OpenAI-compatible batch uses the same shapes (reference §4).
+"""
+
+from __future__ import annotations
+
+from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
+
+OPENAI_RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR", "response": "JSON", "error": "JSON"}
+
+
+class OpenAIFormat(WireFormat):
+    """Shared envelope: {id, custom_id, response: {status_code, request_id, body} | null, error | null}."""
+
+    result_columns = OPENAI_RESULT_COLUMNS
+
+    def _line(self, task, request_id_col: str, body: str) -> str:
+        return (f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "
+                f"'url', {sql_literal(task.spec.endpoint)}, 'body', {body}) AS VARCHAR)")
+
+    def envelope_sql(self, line: str) -> str:
+        return (
+            f"{line}.custom_id AS request_id, {line}.id AS line_id, "
+            f"TRY_CAST({line}.response ->> '$.status_code' AS INTEGER) AS status_code, "
+            f"{line}.response ->> '$.request_id' AS provider_request_id, "
+            f"json_extract({line}.response, '$.body') AS body, "
+            f"CASE WHEN json_type({line}.error) IN ('OBJECT', 'VARCHAR') THEN {line}.error END AS error"
+        )
+
+    @staticmethod
+    def _errors(raw: str) -> str:
+        return (
+            f"coalesce({raw}.error ->> '$.code', {raw}.error ->> '$.type', {raw}.body ->> '$.error.code', "
+            f"{raw}.body ->> '$.error.type') AS error_code, "
+            f"coalesce({raw}.error ->> '$.message', {raw}.body ->> '$.error.message') AS error_message"
+        )
+
+
+def _finish(expr: str) -> str:
+    return (f"CASE {expr} WHEN 'stop' THEN 'stop' WHEN 'length' THEN 'length' "
+            f"WHEN 'content_filter' THEN 'content_filter' ELSE {expr} END")
+
+
+class ChatCompletions(OpenAIFormat):
+    def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
+        spec = task.spec
+        system, user = system_and_user(task, prompt_col)
+        messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
+            f"json_object('role', 'user', 'content', {user})"]
+        fields = [f"'model', {sql_literal(spec.model)}", f"'messages', json_array({', '.join(messages)})",
+                  f"'temperature', {float(spec.params.temperature)!r}", f"'max_tokens', {int(spec.params.max_tokens)}"]
+        if spec.output.kind == "json":
+            fields.append("'response_format', " + json_const(
+                {"type": "json_schema",
+                 "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}}))
+        return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
+
+    def answer_sql(self, raw: str) -> str:
+        finish = f"({raw}.body ->> '$.choices[0].finish_reason')"
+        return (
+            f"{raw}.body -> '$.choices[0].message.content' ->> '$' AS content, NULL::JSON AS vector, "
+            f"{_finish(finish)} AS finish_reason, "
+            f"{raw}.body ->> '$.choices[0].message.refusal' AS refusal, "
+            f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.completion_tokens' AS BIGINT) AS output_tokens, "
+            + self._errors(raw)
+        )
+
+
+class Responses(OpenAIFormat):
+    """/v1/responses: `input` messages, `text.format` for structured output, `output[].content[]`."""
+
+    def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
+        spec = task.spec
+        system, user = system_and_user(task, prompt_col)
+        messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
+            f"json_object('role', 'user', 'content', {user})"]
+        fields = [f"'model', {sql_literal(spec.model)}", f"'input', json_array({', '.join(messages)})",
+                  f"'temperature', {float(spec.params.temperature)!r}",
+                  f"'max_output_tokens', {int(spec.params.max_tokens)}"]
+        if spec.output.kind == "json":
+            fields.append("'text', " + json_const(
+                {"format": {"type": "json_schema", "name": spec.output.name, "strict": True,
+                            "schema": task.output_schema}}))
+        return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
+
+    def answer_sql(self, raw: str) -> str:
+        # The text is the output_text part of the (last) message item of `output`.
+        text = (f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
+                f"lambda c: c ->> '$.type' = 'output_text')")
+        incomplete = f"({raw}.body ->> '$.incomplete_details.reason')"
+        refusal = (f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
+                   f"lambda c: c ->> '$.type' = 'refusal')")
+        return (
+            f"{text}[-1] ->> '$.text' AS content, NULL::JSON AS vector, "
+            f"CASE WHEN {incomplete} = 'max_output_tokens' THEN 'length' "
+            f"WHEN {incomplete} = 'content_filter' THEN 'content_filter' "
+            f"WHEN ({raw}.body ->> '$.status') = 'completed' THEN 'stop' ELSE {raw}.body ->> '$.status' END AS finish_reason, "
+            f"{refusal}[-1] ->> '$.refusal' AS refusal, "
+            f"TRY_CAST({raw}.body ->> '$.usage.input_tokens' AS BIGINT) AS input_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
+            + self._errors(raw)
+        )
+
+
+class Embeddings(OpenAIFormat):
+    def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
+        spec = task.spec
+        fields = [f"'model', {sql_literal(spec.model)}", f"'input', {prompt_col}", "'encoding_format', 'float'"]
+        if spec.output.dimensions:
+            fields.append(f"'dimensions', {int(spec.output.dimensions)}")
+        return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
+
+    def answer_sql(self, raw: str) -> str:
+        return (
+            f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.data[0].embedding') AS vector, "
+            f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
+            f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
+            + self._errors(raw)
+        )

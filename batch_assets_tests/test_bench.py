@@ -1,0 +1,119 @@
+"""The SPEC §9 benchmark harness at a small size: it runs, measures every stage, and checks itself.
+
+No assertion on speed here: the benchmark is run at 1,000,000 items by `make bench`, not in tests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from batch_assets.bench import BenchReport, main, run_benchmark
+from batch_assets.bench.runner import STAGES
+
+ITEMS = 3000
+STAGE_NAMES = [s[0] for s in STAGES]
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "provider_samples"
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[BenchReport, Path]:
+    workdir = tmp_path_factory.mktemp("bench")
+    return run_benchmark(items=ITEMS, workdir=workdir, keep=True), workdir
+
+
+def test_every_stage_measured_against_its_floor(bench):
+    report, _ = bench
+    assert [s.stage for s in report.stages] == STAGE_NAMES
+    for s in report.stages:
+        assert s.wall_s > 0 and s.cpu_s >= 0 and s.items_per_s > 0, s
+        assert s.floor_wall_s > 0 and s.ratio > 0, s
+        assert s.peak_rss_mb > 0 and s.base_rss_mb > 0 and s.peak_rss_mb >= s.base_rss_mb * 0.9, s
+        assert s.function.startswith("batch_assets.pipeline."), s
+    assert report.total_wall_s == pytest.approx(sum(s.wall_s for s in report.stages))
+    assert report.max_peak_rss_mb == max(s.peak_rss_mb for s in report.stages)
+    assert report.stage("manifest").result["items"] == ITEMS
+    assert report.stage("ingest").result["lines"] == report.stage("shards").result["lines"]
+
+
+def test_pipeline_result_is_correct(bench):
+    report, _ = bench
+    assert report.correct, report.checks
+    rec = report.reconciliation
+    assert rec["manifest_items"] == ITEMS
+    assert rec["applied"] == rec["succeeded"] - rec["failed_to_parse"]
+    assert rec["failed_to_parse"] > 0 and rec["failed_total"] > 0 and rec["quarantined"] > 0
+    assert not report.stage("reconcile").result["problems"]
+
+
+def test_report_written_as_json_and_markdown(bench):
+    report, workdir = bench
+    data = json.loads((workdir / "bench_report.json").read_text(encoding="utf-8"))
+    assert data["items"] == ITEMS and data["correct"] is True
+    assert [s["stage"] for s in data["stages"]] == STAGE_NAMES
+    assert {"wall_s", "items_per_s", "peak_rss_mb", "floor_wall_s", "ratio", "verdict"} <= set(data["stages"][0])
+    assert data["total_verdict"] in ("PASS", "MISS") and data["peak_verdict"] in ("PASS", "MISS")
+    md = (workdir / "bench_report.md").read_text(encoding="utf-8")
+    for name in STAGE_NAMES:
+        assert f"| {name} |" in md
+    assert "stage/floor" in report.text()
+
+
+def _keys(obj, prefix=""):
+    """Every key path of a JSON object (list items under '[]')."""
+    out = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.add(prefix + k)
+            out |= _keys(v, prefix + k + ".")
+    elif isinstance(obj, list):
+        for v in obj:
+            out |= _keys(v, prefix + "[].")
+    return out
+
+
+def test_generated_output_lines_have_the_openai_batch_format(bench, ticket_task):
+    report, _ = bench
+    files = report.outputs["files"]
+    outputs = [f for f in files if f["kind"] == "output"]
+    errors = [f for f in files if f["kind"] == "error"]
+    assert outputs and errors
+    ok_lines = [json.loads(line) for line in Path(outputs[0]["path"]).read_text(encoding="utf-8").splitlines()[:20]]
+    err_lines = [json.loads(line) for line in Path(errors[0]["path"]).read_text(encoding="utf-8").splitlines()[:5]]
+    for line in ok_lines:
+        assert list(line) == ["id", "custom_id", "response", "error"]
+        assert line["id"].startswith("batch_req_") and line["error"] is None
+        resp = line["response"]
+        assert set(resp) == {"status_code", "request_id", "body"} and resp["status_code"] == 200
+        body = resp["body"]
+        assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+        choice = body["choices"][0]
+        assert choice["message"]["role"] == "assistant" and choice["finish_reason"] in ("stop", "length")
+        assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(body["usage"])
+        if choice["finish_reason"] == "stop":
+            answer = json.loads(choice["message"]["content"])
+            if answer["category"] in ticket_task.output_schema["properties"]["category"]["enum"]:
+                assert set(answer) == set(ticket_task.output_schema["required"])
+    # Same key structure as the real recorded OpenAI output lines (chat completions).
+    real = [json.loads(line) for line in (SAMPLES / "openai_output.jsonl").read_text(encoding="utf-8").splitlines()]
+    real_chat = [r for r in real if r["response"]["body"].get("object") == "chat.completion"]
+    if real_chat:
+        assert _keys(real_chat[0]) - {"response.body.choices.[].message.annotations"} <= _keys(ok_lines[0]) | {
+            "response.body.choices.[].logprobs"}
+    # Lines are not in input (shard) order.
+    custom_ids = [line["custom_id"] for line in ok_lines]
+    assert custom_ids != sorted(custom_ids)
+    for line in err_lines:
+        assert list(line) == ["id", "custom_id", "response", "error"] and line["error"] is None
+        assert line["response"]["status_code"] in (429, 500)
+        assert set(line["response"]["body"]["error"]) == {"message", "type", "param", "code"}
+
+
+def test_main_prints_the_table_and_cleans_up(tmp_path, capsys):
+    assert main(["--items", "200", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "stage/floor" in out and "| manifest |" in out
+    assert (tmp_path / "bench_report.json").is_file()
+    assert not (tmp_path / "warehouse.duckdb").exists() and not (tmp_path / "data").exists()

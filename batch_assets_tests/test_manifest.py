@@ -1,0 +1,264 @@
+"""Stage 1, the input manifest (SPEC §2, §3.1): frozen once, reused without re-querying, refrozen
+explicitly with stable custom_ids; identifiers per SPEC §2; bad source rows named, nothing else lost."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import duckdb
+import pytest
+
+from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest
+from batch_assets.spec.model import SourceSpec
+
+from .conftest import DAY1, DAY2
+
+TASK_ID1 = "ticket_triage_20261120"
+# Per seeded day: 60 rows, one ticket_id twice -> 58 distinct keyable ids, 1 rejected id (2 rows).
+ITEMS_PER_DAY = 58
+
+
+def manifest_rows(wh, task_id: str = TASK_ID1, current_only: bool = True) -> dict[str, dict]:
+    """business_id -> manifest row (the current items by default)."""
+    with wh.connect() as conn:
+        cur = conn.execute(
+            "SELECT * FROM ledger.manifest_item WHERE task_id = ?"
+            + (" AND superseded_at IS NULL" if current_only else ""), [task_id])
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+    return {r["business_id"]: r for r in rows} if current_only else rows
+
+
+def parquet_rows(path: str) -> dict[str, dict]:
+    with duckdb.connect() as conn:
+        cur = conn.execute("SELECT * FROM read_parquet(?)", [path])
+        cols = [d[0] for d in cur.description]
+        return {r[0]: dict(zip(cols, r)) for r in cur.fetchall()}
+
+
+def duplicated_id(wh, day: str = DAY1) -> str:
+    with wh.connect() as conn:
+        return conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
+                            "GROUP BY 1 HAVING count(*) > 1", [day]).fetchone()[0]
+
+
+def with_spec(task, **changes):
+    return dataclasses.replace(task, spec=task.spec.model_copy(update=changes))
+
+
+# --- freezing -------------------------------------------------------------------------------------------
+
+def test_freeze_writes_ledger_rows_and_parquet(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    assert (s.task_id, s.manifest_version, s.items, s.new_items, s.reused) == (TASK_ID1, 1, ITEMS_PER_DAY, ITEMS_PER_DAY, False)
+    rows = manifest_rows(wh)
+    assert len(rows) == ITEMS_PER_DAY
+    # The Parquet file at manifest_uri holds the same items with their rendered prompts.
+    with wh.connect() as conn:
+        uri, status, total, version = conn.execute(
+            "SELECT manifest_uri, status, total_items, manifest_version FROM ledger.batch_task WHERE task_id = ?",
+            [TASK_ID1]).fetchone()
+    assert uri == s.manifest_uri and uri.endswith(".parquet") and uri.startswith(str(wh.data_dir))
+    assert (status, total, version) == ("FROZEN", ITEMS_PER_DAY, 1)
+    pq = parquet_rows(uri)
+    assert set(pq) == {r["custom_id"] for r in rows.values()}
+    some = rows["TK-20261120-000001"]
+    assert pq[some["custom_id"]]["input_hash"] == some["input_hash"]
+    with wh.connect() as conn:
+        subject, body, lang = conn.execute("SELECT subject, body, language FROM support_tickets "
+                                           "WHERE ticket_id = 'TK-20261120-000001'").fetchone()
+    prompt = pq[some["custom_id"]]["prompt_text"]
+    assert f"Subject: {subject}" in prompt and body in prompt and f"Ticket language: {lang}" in prompt
+    # Only the partition's rows: day 2 is untouched.
+    assert all(b.startswith("TK-20261120-") for b in rows)
+
+
+def test_identifiers_follow_spec_section_2(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    freeze_manifest(wh, ticket_task, DAY1)
+    rows = manifest_rows(wh)
+    assert ticket_task.task_id(DAY1) == TASK_ID1
+    for bid, r in rows.items():
+        assert re.fullmatch(r"[0-9a-f]{64}", r["input_hash"])
+        assert r["custom_id"] == f"{TASK_ID1}:ticket:{bid}:{r['input_hash'][:8]}"
+        assert (r["task_id"], r["item_type"], r["prompt_version"], r["model"], r["output_schema_version"]) == (
+            TASK_ID1, "ticket", "v1", "gpt-4o-mini", "v1")
+        assert r["params_json"] == ticket_task.params_json
+    assert len({r["input_hash"] for r in rows.values()}) == len(rows)
+
+
+# --- reuse, no live re-query ------------------------------------------------------------------------------
+
+def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    first = freeze_manifest(wh, ticket_task, DAY1)
+    before = manifest_rows(wh, current_only=False)
+    pq_before = parquet_rows(first.manifest_uri)
+    # The live source changes: a body edited, a row deleted, a row added.
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = 'changed' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000002'")
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+                     "VALUES ('TK-NEW-1', DATE '2026-11-20', 'new', 'a new ticket', 'en')")
+    again = freeze_manifest(wh, ticket_task, DAY1)
+    assert again.reused and again.manifest_version == 1 and again.manifest_uri == first.manifest_uri
+    assert (again.items, again.new_items, again.superseded_items) == (ITEMS_PER_DAY, 0, 0)
+    assert manifest_rows(wh, current_only=False) == before
+    assert parquet_rows(first.manifest_uri) == pq_before
+
+
+def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    freeze_manifest(wh, ticket_task, DAY1)
+    before = manifest_rows(wh)
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+                     "VALUES ('TK-NEW-1', DATE '2026-11-20', 'Refund', 'please refund my invoice', 'en')")
+    s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    assert (s.reused, s.manifest_version, s.items, s.new_items, s.superseded_items) == (
+        False, 2, ITEMS_PER_DAY + 1, 2, 1)
+    after = manifest_rows(wh)
+    unchanged = set(before) - {"TK-20261120-000001"}
+    assert all(after[b]["custom_id"] == before[b]["custom_id"] for b in unchanged)
+    assert all(after[b]["manifest_version"] == 1 for b in unchanged)  # rows not rewritten
+    old, new = before["TK-20261120-000001"], after["TK-20261120-000001"]
+    assert new["custom_id"] != old["custom_id"] and new["input_hash"] != old["input_hash"]
+    assert new["manifest_version"] == 2
+    everything = {r["custom_id"]: r for r in manifest_rows(wh, current_only=False)}
+    assert everything[old["custom_id"]]["superseded_at"] is not None
+    assert "TK-NEW-1" in after and after["TK-NEW-1"]["manifest_version"] == 2
+    # The new Parquet file holds exactly the current items.
+    assert s.manifest_uri.endswith("v2.parquet")
+    assert set(parquet_rows(s.manifest_uri)) == {r["custom_id"] for r in after.values()}
+
+
+def test_refreeze_with_no_source_change_adds_nothing(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    freeze_manifest(wh, ticket_task, DAY1)
+    before = manifest_rows(wh, current_only=False)
+    s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    assert (s.new_items, s.superseded_items, s.items) == (0, 0, ITEMS_PER_DAY)
+    assert manifest_rows(wh, current_only=False) == before
+
+
+# --- input_hash: what is sent, and only that ---------------------------------------------------------------
+
+def hashes(wh, task) -> dict[str, str]:
+    freeze_manifest(wh, task, DAY1, refreeze=True)
+    return {b: r["input_hash"] for b, r in manifest_rows(wh).items()}
+
+
+@pytest.mark.parametrize(("label", "change", "changes_hash"), [
+    ("prompt_version", lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"version": "v2"})), True),
+    ("system_prompt", lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"system": "Be brief."})), True),
+    ("model", lambda t: with_spec(t, model="gpt-4o"), True),
+    ("temperature", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"temperature": 0.5})), True),
+    ("max_tokens", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"max_tokens": 300})), True),
+    ("output_schema_version", lambda t: with_spec(t, output=t.spec.output.model_copy(update={"version": "v2"})), True),
+    ("description", lambda t: with_spec(t, description="something else"), False),
+    ("apply_table", lambda t: with_spec(t, apply=t.spec.apply.model_copy(update={"table": "other_labels"})), False),
+    ("max_input_tokens", lambda t: with_spec(t, max_input_tokens=100), False),
+    ("limits", lambda t: dataclasses.replace(t, limits=dataclasses.replace(t.limits, max_requests_per_shard=3)), False),
+])
+def test_input_hash_changes_exactly_when_the_request_changes(seeded_warehouse, ticket_task, label, change, changes_hash):
+    wh = seeded_warehouse
+    base = hashes(wh, ticket_task)
+    other = hashes(wh, change(ticket_task))
+    if changes_hash:
+        assert all(other[b] != base[b] for b in base), label
+    else:
+        assert other == base, label
+
+
+def test_input_hash_changes_with_the_text_of_that_item_only(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    base = hashes(wh, ticket_task)
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET subject = subject || '!' WHERE ticket_id = 'TK-20261120-000003'")
+        # A column the prompt does not use is not part of the request.
+        conn.execute("UPDATE support_tickets SET channel = 'phone', customer_name = 'X' "
+                     "WHERE ticket_id = 'TK-20261120-000004'")
+    after = hashes(wh, ticket_task)
+    changed = {b for b in base if after[b] != base[b]}
+    assert changed == {"TK-20261120-000003"}
+
+
+# --- bad source rows -------------------------------------------------------------------------------------
+
+def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    dup = duplicated_id(wh)
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    assert s.rejected_business_ids == 1
+    with wh.connect() as conn:
+        rejects = conn.execute("SELECT business_id, row_count, reason_code, reason FROM ledger.source_reject "
+                               "WHERE task_id = ?", [TASK_ID1]).fetchall()
+        distinct_ids = conn.execute("SELECT count(DISTINCT ticket_id) FROM support_tickets "
+                                    "WHERE created_date = ?::DATE", [DAY1]).fetchone()[0]
+    assert len(rejects) == 1
+    bid, rows, code, reason = rejects[0]
+    assert (bid, rows, code) == (dup, 2, "duplicate_business_id")
+    assert dup in reason and "2 times" in reason and "Fix: deduplicate the source" in reason and "ticket_id" in reason
+    items = manifest_rows(wh)
+    assert dup not in items
+    assert len(items) == distinct_ids - 1 == ITEMS_PER_DAY
+
+
+def test_missing_business_id_is_rejected_and_named(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+                     "(NULL, DATE '2026-11-20', 's', 'b', 'en'), ('  ', DATE '2026-11-20', 's', 'b', 'en')")
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    assert s.items == ITEMS_PER_DAY
+    with wh.connect() as conn:
+        rows = conn.execute("SELECT reason_code, sum(row_count), any_value(reason) FROM ledger.source_reject "
+                            "WHERE task_id = ? AND reason_code = 'missing_business_id' GROUP BY 1", [TASK_ID1]).fetchall()
+    assert rows and rows[0][1] == 2, rows
+    assert "ticket_id" in rows[0][2] and "fix the source data" in rows[0][2]
+
+
+def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+                     "('工单-7', DATE '2026-11-20', '退款', '请退款 \"引号\" \\ 反斜杠 👨‍👩‍👧', 'zh')")
+    freeze_manifest(wh, ticket_task, DAY1)
+    row = manifest_rows(wh)["工单-7"]
+    assert row["custom_id"] == f"{TASK_ID1}:ticket:工单-7:{row['input_hash'][:8]}"
+    with wh.connect() as conn:
+        uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
+    assert '请退款 "引号" \\ 反斜杠 👨‍👩‍👧' in parquet_rows(uri)[row["custom_id"]]["prompt_text"]
+
+
+def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    bad = with_spec(ticket_task, source=SourceSpec(
+        sql="SELECT ticket_id, subject, body FROM support_tickets WHERE created_date = $partition_date",
+        business_id="ticket_id"))
+    with pytest.raises(SourceQueryError) as info:
+        freeze_manifest(wh, bad, DAY1)
+    message = str(info.value)
+    assert "'language'" in message and str(ticket_task.yaml_path) in message and "Fix:" in message
+    with wh.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM ledger.manifest_item").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM ledger.batch_task").fetchone()[0] == 0
+
+
+def test_failing_source_query_names_the_task_file(seeded_warehouse, ticket_task):
+    bad = with_spec(ticket_task, source=SourceSpec(
+        sql="SELECT * FROM no_such_table WHERE created_date = $partition_date", business_id="ticket_id"))
+    with pytest.raises(SourceQueryError, match=r"source\.sql in .*defs\.yaml.*no_such_table"):
+        freeze_manifest(seeded_warehouse, bad, DAY1)
+
+
+def test_partitions_are_frozen_independently(seeded_warehouse, ticket_task):
+    wh = seeded_warehouse
+    freeze_manifest(wh, ticket_task, DAY1)
+    s2 = freeze_manifest(wh, ticket_task, DAY2)
+    assert s2.task_id == "ticket_triage_20261121" and s2.items == ITEMS_PER_DAY and not s2.reused
+    assert all(b.startswith("TK-20261121-") for b in manifest_rows(wh, "ticket_triage_20261121"))
+    assert len(manifest_rows(wh)) == ITEMS_PER_DAY
