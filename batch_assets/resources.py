@@ -31,20 +31,35 @@ class WarehouseResource(dg.ConfigurableResource):
         return Warehouse.at(self.database, self.data_dir)
 
 
+# Where each provider lives on the emulator, and its live default base URL (None: the SDK's own).
+EMULATOR_PATHS = {"openai": "/v1", "dashscope": "/compatible-mode/v1", "anthropic": "", "gemini": ""}
+LIVE_BASE_URLS = {"dashscope": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"}
+
+
 class ProvidersResource(dg.ConfigurableResource):
     """Provider clients. A provider with an API key set goes live; otherwise the emulator answers."""
 
     emulator_url: str = DEFAULT_EMULATOR_URL
     openai_api_key: str | None = None
     openai_base_url: str | None = None
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    gemini_api_key: str | None = None
+    gemini_base_url: str | None = None
+    dashscope_api_key: str | None = None
+    dashscope_base_url: str | None = None
     max_retries: int = 4
 
+    def is_live(self, provider: str) -> bool:
+        return bool(getattr(self, f"{provider}_api_key"))
+
     def settings_for(self, provider: str) -> ClientSettings:
-        if provider == "openai":
-            if self.openai_api_key:
-                return ClientSettings(self.openai_api_key, self.openai_base_url, self.max_retries)
-            return ClientSettings(EMULATOR_API_KEY, self.emulator_url.rstrip("/") + "/v1", self.max_retries)
-        raise ValueError(f"no client settings for provider {provider!r}")
+        if provider not in EMULATOR_PATHS:
+            raise ValueError(f"no client settings for provider {provider!r}; known: {', '.join(EMULATOR_PATHS)}")
+        if self.is_live(provider):
+            base_url = getattr(self, f"{provider}_base_url") or LIVE_BASE_URLS.get(provider)
+            return ClientSettings(getattr(self, f"{provider}_api_key"), base_url, self.max_retries)
+        return ClientSettings(EMULATOR_API_KEY, self.emulator_url.rstrip("/") + EMULATOR_PATHS[provider], self.max_retries)
 
     def adapter(self, provider: str) -> BatchAdapter:
         return build_adapter(provider, self.settings_for(provider))
@@ -63,7 +78,7 @@ def default_resources() -> dict:
         ),
         "providers": ProvidersResource(
             emulator_url=os.environ.get("BATCH_ASSETS_EMULATOR_URL", DEFAULT_EMULATOR_URL),
-            openai_api_key=_env_secret("OPENAI_API_KEY"),
-            openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
+            **{f"{p}_api_key": _env_secret(f"{p.upper()}_API_KEY") for p in EMULATOR_PATHS},
+            **{f"{p}_base_url": os.environ.get(f"{p.upper()}_BASE_URL") or None for p in EMULATOR_PATHS},
         ),
     }

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.jobs import record_snapshot
-from batch_assets.providers.base import BatchAdapter
-from batch_assets.providers.openai_batch import JOB_KEY_METADATA
+from batch_assets.providers.base import JOB_KEY_METADATA, BatchAdapter
 from batch_assets.spec.resolve import ResolvedTask
 
 NON_TERMINAL_SQL = "state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED')"
@@ -55,7 +54,12 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
         job_key = shard["job_key"] or job_key_for(shard["shard_id"])
         if shard["job_key"] is not None:
             # Intent recorded by an earlier run that may have crashed after the create call.
-            found = adapter.find_job(job_key, not_before_unix=int(shard["intent_unix"]) - 3600)
+            with wh.connect() as conn:
+                known = frozenset(r[0] for r in conn.execute(
+                    "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
+                    [spec.provider]).fetchall())
+            found = adapter.find_job(job_key, not_before_unix=int(shard["intent_unix"]) - 3600,
+                                     line_count=int(shard["line_count"]), known_batch_ids=known)
             if found is not None:
                 with wh.connect() as conn:
                     record_snapshot(conn, job_key, found, submitted=True)
@@ -75,7 +79,7 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
                              [job_key])
         file_id = shard["input_file_id"]
         if not file_id:
-            file_id = adapter.upload_shard(Path(shard["path"]), job_key)
+            file_id = adapter.upload_shard(Path(shard["path"]), job_key, task.limits.max_inline_bytes)
             with wh.connect() as conn:
                 conn.execute("UPDATE ledger.provider_job SET input_file_id = ? WHERE job_key = ?", [file_id, job_key])
         snapshot = adapter.create_job(

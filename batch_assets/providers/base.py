@@ -62,17 +62,28 @@ class BatchAdapter(Protocol):
 
     provider: str
 
-    def upload_shard(self, path: Path, job_key: str) -> str: ...
+    def upload_shard(self, path: Path, job_key: str, inline_max_bytes: int = 0) -> str:
+        """Make the shard available to the provider; returns the id the create call takes."""
 
     def create_job(self, input_file_id: str, endpoint: str, model: str, metadata: dict[str, str],
-                   completion_window: str) -> JobSnapshot: ...
+                   completion_window: str) -> JobSnapshot:
+        """Create the batch; `metadata` carries the ledger job_key (JOB_KEY_METADATA)."""
 
-    def find_job(self, job_key: str, not_before_unix: int) -> JobSnapshot | None: ...
+    def find_job(self, job_key: str, not_before_unix: int, line_count: int,
+                 known_batch_ids: frozenset[str]) -> JobSnapshot | None:
+        """After a crash between create and record: the batch created for job_key, if any."""
 
     def poll(self, provider_batch_id: str) -> JobSnapshot: ...
 
     def cancel(self, provider_batch_id: str) -> JobSnapshot: ...
 
-    def download(self, file_id: str, dest: Path) -> int: ...
+    def download(self, file_id: str, dest: Path) -> int:
+        """Stream a result file (output_file_id / error_file_id of a snapshot) to dest; bytes written."""
 
-    def delete_file(self, file_id: str) -> None: ...
+    def delete_file(self, file_id: str) -> None:
+        """Delete a provider-side file (inputs and results, after download)."""
+
+
+# Metadata key (or display name) under which every batch carries its ledger job_key: how a crashed
+# submission is found again instead of being created twice.
+JOB_KEY_METADATA = "batch_assets_job"

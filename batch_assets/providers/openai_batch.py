@@ -9,11 +9,7 @@ from pathlib import Path
 
 import openai
 
-from batch_assets.providers.base import ClientSettings, JobSnapshot, JobState
-
-# Metadata key under which every batch carries its ledger job_key: how a crashed submission is
-# found again instead of being created twice.
-JOB_KEY_METADATA = "batch_assets_job"
+from batch_assets.providers.base import JOB_KEY_METADATA, ClientSettings, JobSnapshot, JobState
 
 STATUS_MAP = {
     "validating": JobState.VALIDATING,
@@ -55,7 +51,7 @@ class OpenAIBatchAdapter:
             max_retries=settings.max_retries, timeout=settings.timeout_s,
         )
 
-    def upload_shard(self, path: Path, job_key: str) -> str:
+    def upload_shard(self, path: Path, job_key: str, inline_max_bytes: int = 0) -> str:
         with open(path, "rb") as f:
             return self._client.files.create(file=(path.name, f, "application/jsonl"), purpose="batch").id
 
@@ -66,10 +62,14 @@ class OpenAIBatchAdapter:
         )
         return snapshot_from_batch(batch)
 
-    def find_job(self, job_key: str, not_before_unix: int) -> JobSnapshot | None:
+    def _job_key_of(self, batch) -> str | None:
+        return (batch.metadata or {}).get(JOB_KEY_METADATA)
+
+    def find_job(self, job_key: str, not_before_unix: int, line_count: int = 0,
+                 known_batch_ids: frozenset[str] = frozenset()) -> JobSnapshot | None:
         # Newest first; stop paging once batches are older than the recorded intent.
         for batch in self._client.batches.list(limit=100):
-            if (batch.metadata or {}).get(JOB_KEY_METADATA) == job_key:
+            if self._job_key_of(batch) == job_key:
                 return snapshot_from_batch(batch)
             if batch.created_at < not_before_unix:
                 return None
@@ -95,3 +95,23 @@ class OpenAIBatchAdapter:
     def delete_file(self, file_id: str) -> None:
         self._client.files.delete(file_id)
 
+
+
+class DashScopeBatchAdapter(OpenAIBatchAdapter):
+    """Alibaba Bailian / DashScope batch through its OpenAI-compatible base URL (reference §4).
+
+    DashScope documents only ds_name / ds_description / ds_batch_finish_callback as metadata, so the
+    job_key travels as ds_name (<= 100 chars) rather than under our own key [GUESS: other keys
+    may be rejected by the live service].
+    """
+
+    provider = "dashscope"
+
+    def create_job(self, input_file_id: str, endpoint: str, model: str, metadata: dict[str, str],
+                   completion_window: str) -> JobSnapshot:
+        ds_metadata = {"ds_name": metadata[JOB_KEY_METADATA][:100],
+                       "ds_description": f"batch_assets {metadata.get('task_id', '')} {metadata.get('shard_id', '')}"[:200]}
+        return super().create_job(input_file_id, endpoint, model, ds_metadata, completion_window)
+
+    def _job_key_of(self, batch) -> str | None:
+        return (batch.metadata or {}).get("ds_name")
