@@ -86,7 +86,7 @@ def _line_batches(path: Path) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"line_no": pa.array(numbers, pa.int64()), "line": pa.array(lines, pa.string())})
 
 
-def _stage_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireFormat) -> None:
+def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireFormat) -> None:
     """Load a result file into temp table _in (line_no, request_id, envelope fields, malformed_line)."""
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
     try:
@@ -129,7 +129,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """, [task_id])
         for f in files:
-            _stage_file(conn, f["path"], fmt)
+            stage_result_file(conn, f["path"], fmt)
             conn.execute("BEGIN TRANSACTION")
             try:
                 n = conn.execute(f"""
