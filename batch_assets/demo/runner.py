@@ -17,13 +17,16 @@ from pathlib import Path
 import dagster as dg
 
 from batch_assets.demo.seed import seed_support_tickets
+from batch_assets.demo.seed_kb import seed_kb_articles
+from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.reporting import reconciliation_table
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
-DEMO_TASKS = ("ticket_triage",)
+# Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
+DEMO_TASKS = ("ticket_triage", "ticket_summary", "kb_embeddings", "review_sentiment", "ticket_triage_anthropic")
 # A realistic sprinkle of per-item failures so the table shows every column at work.
 DEMO_EMULATOR_KNOBS = {"speed": 20.0, "item_error_rate": 0.01, "content_filter_rate": 0.004,
                        "truncate_rate": 0.004, "shuffle_output": True, "log_requests": False}
@@ -55,8 +58,8 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     with wh.connect() as conn:
-        rows = seed_support_tickets(conn)
-    _say(f"seeded {rows} support tickets into {wh.database}")
+        counts = (seed_support_tickets(conn), seed_kb_articles(conn), seed_product_reviews(conn))
+    _say("seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, wh.database))
 
     with running_emulator(data_dir / "emulator", **DEMO_EMULATOR_KNOBS) as emulator:
         _say(f"provider emulator on {emulator.base_url}")
@@ -64,8 +67,9 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
                            "BATCH_ASSETS_EMULATOR_URL": emulator.base_url,
                            "DAGSTER_HOME": str(prepare_dagster_home(data_dir))})
         # Keys in the environment would send the demo to real providers: the demo is keyless.
-        for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-            os.environ.pop(key, None)
+        for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):
+            os.environ.pop(f"{provider}_API_KEY", None)
+            os.environ.pop(f"{provider}_BASE_URL", None)
         from batch_assets.definitions import defs
         from batch_assets.resources import default_resources
 

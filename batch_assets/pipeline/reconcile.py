@@ -27,7 +27,8 @@ class Reconciliation:
     source_rejects: int = 0
     quarantined: int = 0
     shard_lines: int = 0
-    submitted_lines: int = 0
+    submitted_lines: int = 0          # lines of shards the provider accepted as a batch
+    provider_counted_lines: int = 0   # of those, lines of batches whose provider reports request counts
     provider_request_total: int = 0
     succeeded: int = 0
     failed: dict[str, int] = field(default_factory=dict)
@@ -58,8 +59,9 @@ class Reconciliation:
                        f"+ missing {self.missing} (= {outcome})")
         if self.shard_lines != self.manifest_items - self.quarantined:
             out.append(f"shard lines {self.shard_lines} != manifest items {self.manifest_items} - quarantined {self.quarantined}")
-        if self.provider_request_total != self.submitted_lines:
-            out.append(f"provider request counts {self.provider_request_total} != lines submitted {self.submitted_lines}")
+        if self.provider_request_total != self.provider_counted_lines:
+            out.append(f"provider request counts {self.provider_request_total} != lines submitted "
+                       f"{self.provider_counted_lines} (batches whose provider reports counts)")
         if require_applied and self.applied + self.stale + self.failed_to_parse != self.succeeded:
             out.append(f"applied {self.applied} + stale {self.stale} + failed to parse {self.failed_to_parse} "
                        f"!= succeeded {self.succeeded}")
@@ -85,7 +87,11 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str) -> Reconciliat
     r.shard_lines = _one(conn, "SELECT count(*) FROM ledger.shard_line WHERE task_id = ?", task_id)
     r.submitted_lines = _one(conn, """
         SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
-        WHERE s.task_id = ? AND j.request_total IS NOT NULL AND j.request_total > 0""", task_id)
+        WHERE s.task_id = ? AND j.provider_batch_id IS NOT NULL""", task_id)
+    # Gemini reports no request counts to the SDK; batches still validating report 0.
+    r.provider_counted_lines = _one(conn, """
+        SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
+        WHERE s.task_id = ? AND j.request_total > 0""", task_id)
     r.provider_request_total = _one(conn, """
         SELECT coalesce(sum(request_total), 0) FROM ledger.provider_job WHERE task_id = ? AND request_total > 0""", task_id)
     rows = conn.execute("""
