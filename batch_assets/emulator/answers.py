@@ -43,10 +43,12 @@ def generate_answer(
     json_mode: bool = False,
     max_tokens: int | None = None,
     fault: str | None = None,
+    sentences: int | None = None,
 ) -> Answer:
     """A text answer: JSON conforming to `schema`, a small JSON object in `json_mode`, else prose.
 
     `fault` is None, "content_filter" (no content) or "length" (cut off mid-way, so JSON breaks).
+    `sentences` asks prose for exactly that many sentences (see `text.requested_sentences`).
     A `max_tokens` smaller than the answer also cuts it off, as a real model would.
     """
     if fault == CONTENT_FILTER:
@@ -58,7 +60,7 @@ def generate_answer(
     elif json_mode:
         content = json.dumps({"answer": topic.sentence(rng)}, ensure_ascii=False, separators=(",", ":"))
     else:
-        content = topic.paragraph(rng)
+        content = topic.paragraph(rng, sentences)
     finish_reason = STOP
     if fault == LENGTH:
         content = content[: max(1, len(content) // 2)]

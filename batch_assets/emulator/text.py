@@ -16,7 +16,7 @@ _STOPWORDS = frozenset(
     down during each from further have having here into just more most much must only other over
     own same should some such than that their theirs them then there these they this those through
     under until very what when where which while will with would your yours please answer reply
-    return json following given text user assistant""".split()
+    return json following given text user assistant summarize summarise summary sentence sentences""".split()
 )
 _MAX_KEYWORDS = 8
 
@@ -38,6 +38,13 @@ _EN_FILLERS = (
     "The tone of the message is clear.",
 )
 _ZH_FILLERS = ("文中信息前后一致。", "无需更多信息即可判断。", "语气比较明确。")
+# Follow-up sentences of a summary asked for in so many sentences.
+_EN_MORE = {1: "It also touches on {}.", 2: "It also mentions {} and {}.", 3: "It also mentions {}, {} and {}."}
+_ZH_MORE = {1: "另外还提到{}。", 2: "另外还提到{}和{}。", 3: "另外还提到{}、{}和{}。"}
+_NUMBERS = {"one": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+_SENTENCE_COUNT = re.compile(r"\b(one|single|two|three|four|five|[1-5])[ -]sentences?\b", re.IGNORECASE)
+_ZH_SENTENCE_COUNT = re.compile(r"([一两二三四五1-5])句话")
+_ZH_NUMBERS = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5}
 
 
 def count_tokens(text: str) -> int:
@@ -56,6 +63,19 @@ def cut_to_tokens(text: str, budget: int) -> str:
         if math.ceil(cost) > budget:
             return text[:index]
     return text
+
+
+def requested_sentences(text: str) -> int | None:
+    """How many sentences a prompt asks for ("summarize in two sentences", "用两句话"), if it says."""
+    match = _SENTENCE_COUNT.search(text)
+    if match:
+        word = match.group(1).lower()
+        return int(word) if word.isdigit() else _NUMBERS[word]
+    match = _ZH_SENTENCE_COUNT.search(text)
+    if match:
+        word = match.group(1)
+        return int(word) if word.isdigit() else _ZH_NUMBERS[word]
+    return None
 
 
 class Topic:
@@ -82,7 +102,21 @@ class Topic:
         count = rng.randint(1, min(3, len(self.keywords)))
         return rng.choice(templates[count]).format(*rng.sample(self.keywords, k=count))
 
-    def paragraph(self, rng: random.Random) -> str:
+    def paragraph(self, rng: random.Random, sentences: int | None = None) -> str:
+        """A few sentences about the prompt; with `sentences`, exactly that many, sharing out its keywords."""
         fillers = _ZH_FILLERS if self.chinese else _EN_FILLERS
-        sentences = [self.sentence(rng), *rng.sample(fillers, k=rng.randint(0, 2))]
-        return ("" if self.chinese else " ").join(sentences)
+        if sentences is None:
+            chosen = [self.sentence(rng), *rng.sample(fillers, k=rng.randint(0, 2))]
+        else:
+            words = self.keywords[: 3 * sentences]
+            per = math.ceil(len(words) / sentences)
+            chunks = [words[i : i + per] for i in range(0, len(words), per)]
+            templates = _ZH_TEMPLATES if self.chinese else _EN_TEMPLATES
+            more = _ZH_MORE if self.chinese else _EN_MORE
+            chosen = [rng.choice(templates[len(chunks[0])]).format(*chunks[0])]
+            chosen += [more[len(chunk)].format(*chunk) for chunk in chunks[1:]]
+            # Fewer keywords than sentences asked for: pad with neutral ones.
+            missing = sentences - len(chosen)
+            chosen += rng.sample(fillers, k=min(len(fillers), missing))
+            chosen += [fillers[0]] * (sentences - len(chosen))
+        return ("" if self.chinese else " ").join(chosen)

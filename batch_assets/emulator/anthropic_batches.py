@@ -1,0 +1,266 @@
+"""Anthropic Message Batches: create, retrieve, list, cancel, delete, and the one-time write of results.
+
+Built on the shared simulated clock (`clock.Timeline`): its queued, running and finalizing phases
+all read `in_progress` here (processing starts on create, as on the real API), a cancel reads
+`canceling`, and every terminal phase reads `ended`. As on the real API, only `processing` moves
+in `request_counts` until the batch ends. Anthropic has no batch-level failure (reference §2.4),
+so there is no `failed` state; see `_outcomes` for what `force_batch_status: failed` does instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from batch_assets.emulator import clock, faults, ids
+from batch_assets.emulator.anthropic_messages import result_for
+from batch_assets.emulator.anthropic_requests import MAX_REQUESTS, invalid, parse_create, request_error
+from batch_assets.emulator.clock import Phase, Timeline
+from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
+from batch_assets.emulator.store import Record, Store
+
+KIND = "anthropic_batches"
+WINDOW_S = 24 * 3600  # processing expires 24 h after creation
+RESULTS_PATH = "/v1/messages/batches/{batch_id}/results"
+_DEFAULT_MAX_REQUESTS = EmulatorSettings().max_requests_per_batch
+_UNFINISHED = {clock.CANCELLED: "canceled", clock.EXPIRED: "expired"}
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, what, kind="not_found_error")
+
+
+def rfc3339(instant: float) -> str:
+    """`2024-08-20T18:37:24.100435Z`, as recorded MessageBatch timestamps."""
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def max_requests(settings: EmulatorSettings) -> int:
+    """Anthropic's 100,000, or fewer when `max_requests_per_batch` was changed from its default."""
+    if settings.max_requests_per_batch == _DEFAULT_MAX_REQUESTS:
+        return MAX_REQUESTS
+    return min(MAX_REQUESTS, settings.max_requests_per_batch)
+
+
+class MessageBatchService:
+    def __init__(self, store: Store, runtime: RuntimeSettings) -> None:
+        self.store = store
+        self.runtime = runtime
+
+    # --- create -------------------------------------------------------------------------------
+
+    def create(self, body: bytes, origin: str) -> dict[str, Any]:
+        try:
+            parsed_body = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise invalid(f"There was an issue with your request body: invalid JSON ({exc}).") from exc
+        requests = parse_create(parsed_body, max_requests(self.runtime.current))
+        # Requests as sent, canonically serialised: their hash seeds the fault draws and output order.
+        canonical = json.dumps(requests, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        seed_sha = hashlib.sha256(canonical.encode()).hexdigest()
+        with self.store.locked():
+            settings = self.runtime.take_batch_settings()
+            created = clock.now()
+            batch_id = f"msgbatch_01{ids.random_base62(22)}"
+            order = faults.processing_order(len(requests), seed_sha, settings.shuffle_output)
+            outcomes = _outcomes(requests, seed_sha, settings)
+            timeline = Timeline.plan(created, len(requests), settings, settings.completion_window_s or WINDOW_S)
+            record = {
+                "id": batch_id,
+                "timeline": timeline.to_dict(),
+                "outcomes": "".join(outcomes[i] for i in order),  # in processing order
+                "seed_sha": seed_sha,
+                "shuffle_output": settings.shuffle_output,
+                "duplicate_output_lines": settings.duplicate_output_lines,
+                "cancel_requested_at": None,
+                "finalized": False,
+            }
+            # The requests go to a blob before the record exists, so a record never lacks them.
+            self.store.put_blob(_requests_blob(batch_id), canonical.encode())
+            self.store.add(KIND, record)
+            return self._view(record, created, origin)
+
+    # --- read ---------------------------------------------------------------------------------
+
+    def retrieve(self, batch_id: str, origin: str) -> dict[str, Any]:
+        with self.store.locked():
+            return self._refresh(self._record(batch_id), origin)
+
+    def list_batches(self, after_id: str | None, before_id: str | None, limit: int, origin: str) -> dict[str, Any]:
+        """Newest first; `after_id` pages towards older batches, `before_id` towards newer ones."""
+        if after_id is not None and before_id is not None:
+            raise invalid("Only one of after_id and before_id may be given.")  # [GUESS] the wording
+        with self.store.locked():
+            records = list(reversed(self.store.all(KIND)))
+            positions = {r["id"]: i for i, r in enumerate(records)}
+            cursor = after_id if after_id is not None else before_id
+            if cursor is not None and cursor not in positions:
+                name = "after_id" if after_id is not None else "before_id"
+                raise invalid(f"{name}: no message batch with id '{cursor}'.")  # [GUESS] the wording
+            if before_id is not None:
+                end = positions[before_id]
+                start = max(0, end - limit)
+                has_more = start > 0
+            else:
+                start = positions[after_id] + 1 if after_id is not None else 0
+                end = start + limit
+                has_more = end < len(records)
+            data = [self._refresh(r, origin) for r in records[start:end]]
+            return {
+                "data": data,
+                "has_more": has_more,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+            }
+
+    def results(self, batch_id: str) -> bytes:
+        with self.store.locked():
+            record = self._record(batch_id)
+            if not record["finalized"]:
+                self._refresh(record, "")
+            if not record["finalized"]:
+                # [GUESS] the real API's status and wording for results requested too early.
+                raise not_found(f"Results for message batch '{batch_id}' are not available: it has not ended yet.")
+            return self.store.read_blob(_results_blob(batch_id))
+
+    # --- change -------------------------------------------------------------------------------
+
+    def cancel(self, batch_id: str, origin: str) -> dict[str, Any]:
+        with self.store.locked():
+            record = self._record(batch_id)
+            at = clock.now()
+            phase = _phase(record, at)
+            if phase.state in clock.TERMINAL:
+                # [GUESS] the real API's answer to canceling an ended batch.
+                raise invalid(f"Message batch '{batch_id}' has already ended and can no longer be canceled.")
+            if record["cancel_requested_at"] is None:
+                record["cancel_requested_at"] = at
+                self.store.save(KIND, record)
+            return self._refresh(record, origin, at)
+
+    def delete(self, batch_id: str) -> dict[str, Any]:
+        with self.store.locked():
+            record = self._record(batch_id)
+            self._refresh(record, "")
+            if not record["finalized"]:
+                # Documented rule (SDK docstring); [GUESS] the wording.
+                raise invalid(
+                    f"Message batch '{batch_id}' cannot be deleted while it is still processing; "
+                    "cancel it first and delete it once it has ended."
+                )
+            self.store.remove(KIND, batch_id)
+            self.store.drop_blob(_results_blob(batch_id))
+            self.store.drop_blob(_requests_blob(batch_id))
+            return {"id": batch_id, "type": "message_batch_deleted"}
+
+    # --- state --------------------------------------------------------------------------------
+
+    def _record(self, batch_id: str) -> Record:
+        found = self.store.get(KIND, batch_id)
+        if found is None:
+            raise not_found(f"No message batch found with id '{batch_id}'.")
+        return found
+
+    def _refresh(self, record: Record, origin: str, at: float | None = None) -> dict[str, Any]:
+        """The batch as of now, writing its results first if it has just ended."""
+        at = clock.now() if at is None else at
+        phase = _phase(record, at)
+        if phase.state in clock.TERMINAL and not record["finalized"]:
+            self._finalize(record, phase)
+        return self._view(record, at, origin)
+
+    def _finalize(self, record: Record, phase: Phase) -> None:
+        batch_id = record["id"]
+        requests = json.loads(self.store.read_blob(_requests_blob(batch_id)))
+        order = faults.processing_order(len(requests), record["seed_sha"], record["shuffle_output"])
+        lines: list[str] = []
+        duplicates: list[str] = []
+        for position, index in enumerate(order):
+            custom_id, params = requests[index]
+            if position >= phase.processed:
+                result: dict[str, Any] = {"type": _UNFINISHED[phase.state]}
+            else:
+                result = result_for(params, record["outcomes"][position], batch_id, index)
+            line = _line(custom_id, result)
+            lines.append(line)
+            if position < phase.processed and faults.duplicated(
+                record["seed_sha"], custom_id, record["duplicate_output_lines"]
+            ):
+                duplicates.append(line)
+        # One JSON object per line and never a blank line: the SDK's JSONL decoder parses every line.
+        self.store.put_blob(_results_blob(batch_id), "".join(f"{line}\n" for line in lines + duplicates).encode())
+        record["finalized"] = True
+        self.store.save(KIND, record)
+        self.store.drop_blob(_requests_blob(batch_id))
+
+    # --- wire shape ---------------------------------------------------------------------------
+
+    def _view(self, record: Record, at: float, origin: str) -> dict[str, Any]:
+        timeline = Timeline.from_dict(record["timeline"])
+        cancel_at = record["cancel_requested_at"]
+        phase = _phase(record, at)
+        ended = phase.state in clock.TERMINAL
+        if ended:
+            status = "ended"
+        else:
+            status = "canceling" if cancel_at is not None else "in_progress"
+        return {
+            "id": record["id"],
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": _counts(record, phase, ended),
+            "ended_at": rfc3339(phase.since) if ended else None,
+            "created_at": rfc3339(timeline.created),
+            "expires_at": rfc3339(timeline.expires),
+            "archived_at": None,
+            "cancel_initiated_at": rfc3339(cancel_at) if cancel_at is not None else None,
+            "results_url": origin + RESULTS_PATH.format(batch_id=record["id"]) if ended else None,
+        }
+
+
+def _outcomes(requests: list[tuple[str, dict[str, Any]]], seed_sha: str, settings: EmulatorSettings) -> list[str]:
+    """Each request's outcome, in input order.
+
+    `force_batch_status: failed` has no Anthropic counterpart (no batch-level failure): the
+    nearest thing, a batch that ends with every request `errored` (api_error/overloaded_error),
+    is what it gives.
+    """
+    if settings.force_batch_status == "failed":
+        return [faults.SERVER_ERROR] * len(requests)
+    plan = faults.FaultPlan(seed_sha, settings)
+    outcomes = []
+    for custom_id, params in requests:
+        injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order
+        outcomes.append(faults.INVALID_REQUEST if request_error(params) else injected)
+    return outcomes
+
+
+def _phase(record: Record, at: float) -> Phase:
+    return Timeline.from_dict(record["timeline"]).phase(at, record["cancel_requested_at"])
+
+
+def _counts(record: Record, phase: Phase, ended: bool) -> dict[str, int]:
+    outcomes = record["outcomes"]
+    total = len(outcomes)
+    counts = {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    if ended:
+        errored = sum(outcomes.count(code, 0, phase.processed) for code in faults.FAILURES)
+        counts.update(processing=0, succeeded=phase.processed - errored, errored=errored)
+        if phase.state in _UNFINISHED:
+            counts[_UNFINISHED[phase.state]] = total - phase.processed
+    return counts
+
+
+def _line(custom_id: str, result: dict[str, Any]) -> str:
+    return json.dumps({"custom_id": custom_id, "result": result}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _requests_blob(batch_id: str) -> str:
+    return f"{batch_id}.requests.json"
+
+
+def _results_blob(batch_id: str) -> str:
+    return f"{batch_id}.results.jsonl"

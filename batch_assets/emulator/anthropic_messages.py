@@ -1,0 +1,122 @@
+"""The `result` of one Message Batch request, in the shapes of recorded results (reference §2.5).
+
+Outcomes come from the shared fault plan (`faults`): item errors become `errored` results whose
+error type rotates rate_limit_error -> api_error/overloaded_error -> invalid_request_error;
+content filtering becomes a `refusal`; truncation a `max_tokens` stop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batch_assets.emulator import faults, ids
+from batch_assets.emulator.anthropic_requests import output_schema, prompt_of, request_error
+from batch_assets.emulator.answers import LENGTH, generate_answer, request_seed
+from batch_assets.emulator.text import count_tokens
+
+REFUSAL_TEXT = "I can't help with that request."
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+
+
+def message_id(batch_id: str, index: int) -> str:
+    """`msg_01` + 22 base62 characters, like recorded message ids; stable for a given batch line."""
+    return f"msg_01{ids.derived_base62(22, 'msg', batch_id, str(index))}"
+
+
+def request_id(*parts: str) -> str:
+    """`req_011C` + 20 base62 characters, like recorded request ids; derived from `parts`, else random."""
+    return f"req_011C{ids.derived_base62(20, 'req', *parts) if parts else ids.random_base62(20)}"
+
+
+def error_envelope(kind: str, message: str, request: str | None, details: dict[str, Any] | None = None) -> Any:
+    """Anthropic's error body: the HTTP error response and the `error` of an errored result alike."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if details is not None:
+        error = {"details": details, **error}
+    return {"type": "error", "error": error, "request_id": request}
+
+
+def result_for(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> dict[str, Any]:
+    """The result of input line `index` whose injected outcome (see `faults`) is `outcome`."""
+    if outcome in faults.FAILURES:
+        return {"type": "errored", "error": _error(params, outcome, batch_id, index)}
+    return {"type": "succeeded", "message": _message(params, outcome, message_id(batch_id, index))}
+
+
+def _error(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> dict[str, Any]:
+    line_request = request_id("line", batch_id, str(index))
+    model = params.get("model", "the model")
+    if outcome == faults.RATE_LIMITED:
+        message = (
+            f"This request would exceed the rate limit for your organization of 50 requests per minute for {model}. "
+            "Please reduce the request rate or try again later (injected by the emulator)."
+        )
+        return error_envelope("rate_limit_error", message, line_request)
+    if outcome == faults.SERVER_ERROR:
+        # Server-side failures are split between the two 5xx types by a stable per-line draw.
+        if faults.unit_draw("server_error_kind", batch_id, str(index)) < 0.5:
+            return error_envelope("api_error", "Internal server error", line_request)
+        return error_envelope("overloaded_error", "Overloaded", line_request)
+    if outcome == faults.INVALID_REQUEST:
+        message = request_error(params)
+        assert message is not None, "outcome INVALID_REQUEST is only given to params request_error rejects"
+    else:
+        message = "Invalid request (injected by the emulator's item_error_rate)."
+    # Recent recorded invalid_request_error results carry this `details` object.
+    return error_envelope("invalid_request_error", message, line_request, {"error_visibility": "user_facing"})
+
+
+def _message(params: dict[str, Any], outcome: str, msg_id: str) -> dict[str, Any]:
+    prompt = prompt_of(params)
+    refused = outcome == faults.CONTENT_FILTERED
+    stop_details = None
+    stop_sequence = None
+    if refused:
+        text, stop_reason = REFUSAL_TEXT, "refusal"
+        stop_details = {"type": "refusal", "category": None, "explanation": None}
+    else:
+        answer = generate_answer(
+            request_seed(params),
+            prompt.topic,
+            schema=output_schema(params),
+            max_tokens=params["max_tokens"],
+            fault=LENGTH if outcome == faults.TRUNCATED else None,
+            sentences=prompt.sentences,
+        )
+        text, stop_reason = answer.content or "", _STOP_REASONS[answer.finish_reason]
+        if stop_reason == "end_turn":
+            text, stop_sequence = _apply_stop_sequences(text, params.get("stop_sequences"))
+            if stop_sequence is not None:
+                stop_reason = "stop_sequence"
+    message: dict[str, Any] = {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": params["model"],
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
+    }
+    if stop_details is not None:
+        message["stop_details"] = stop_details
+    message["usage"] = {
+        "input_tokens": prompt.tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        # Never zero, even for an empty text, as the real API counts.
+        "output_tokens": max(1, count_tokens(text)),
+        "service_tier": "batch",
+    }
+    return message
+
+
+def _apply_stop_sequences(text: str, stop_sequences: Any) -> tuple[str, str | None]:
+    """`text` cut before the earliest custom stop sequence in it, and that sequence."""
+    if not isinstance(stop_sequences, list):
+        return text, None
+    found = [(text.find(s), s) for s in stop_sequences if isinstance(s, str) and s and s in text]
+    if not found:
+        return text, None
+    position, sequence = min(found)
+    return text[:position], sequence

@@ -1,0 +1,162 @@
+"""HTTP routes of the Anthropic Message Batches wire format, under `/v1/messages/batches` (reference §2, §5).
+
+Flat routes, like the OpenAI ones: they share the app's `/v1` prefix without colliding with
+`/v1/batches` or `/v1/files`. Every response carries a `request-id` header, as the real API's do,
+and error bodies repeat it: `{"type":"error","error":{"type","message"},"request_id"}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from batch_assets.emulator.anthropic_batches import MessageBatchService
+from batch_assets.emulator.anthropic_messages import error_envelope, request_id
+from batch_assets.emulator.anthropic_requests import MAX_BODY_BYTES, invalid
+from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.emulator.store import Store
+
+Handler = Callable[[Request], Awaitable[Response]]
+PREFIX = "/v1/messages/batches"
+_LIST_LIMIT = (1, 1000, 20)  # min, max, default
+_INJECTED_KINDS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def _error_response(error: ApiError, rid: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = error_envelope(error.kind, error.message, rid)
+    return JSONResponse(body, status_code=error.status, headers={"request-id": rid, **(headers or {})})
+
+
+def _injected(status: int, rid: str) -> JSONResponse:
+    kind = _INJECTED_KINDS.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    if status == 429:
+        message = "Number of requests has exceeded your rate limit (injected by the emulator)."
+    elif status == 529:
+        message = "Overloaded (injected by the emulator)."
+    else:
+        message = f"Request failed with status {status} (injected by the emulator)."
+    # `retry-after` as the real API sends it; `retry-after-ms`, which the SDK prefers, keeps its
+    # automatic retries fast in tests.
+    retryable = status in (408, 409, 429) or status >= 500
+    headers = {"retry-after": "1", "retry-after-ms": "10"} if retryable else None
+    return _error_response(ApiError(status, message, kind=kind), rid, headers)
+
+
+def _authorized(request: Request) -> bool:
+    """anthropic 2.x sends `Authorization: Bearer <key>`; the REST docs and older SDKs `x-api-key`."""
+    if request.headers.get("x-api-key", "").strip():
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def _origin(request: Request) -> str:
+    """This emulator as the client reached it (`http://127.0.0.1:<port>`), for `results_url`."""
+    return str(request.base_url).rstrip("/")
+
+
+def _limit(request: Request) -> int:
+    low, high, default = _LIST_LIMIT
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise invalid("limit: Input should be a valid integer") from None
+    if value < low:
+        raise invalid(f"limit: Input should be greater than or equal to {low}")
+    if value > high:
+        raise invalid(f"limit: Input should be less than or equal to {high}")
+    return value
+
+
+class _Routes:
+    """Service calls run in the thread pool: they take the store lock, which a batch writing its
+    results may hold for a while, and the event loop must not wait on it."""
+
+    def __init__(self, service: MessageBatchService, runtime: RuntimeSettings) -> None:
+        self.service = service
+        self.runtime = runtime
+
+    def guarded(self, handler: Handler) -> Handler:
+        """Auth, the version header, injected failures, request ids and error rendering."""
+
+        async def endpoint(request: Request) -> Response:
+            rid = request_id()
+            if not _authorized(request):
+                return _error_response(ApiError(401, "x-api-key header is required", kind="authentication_error"), rid)
+            if not request.headers.get("anthropic-version", "").strip():
+                return _error_response(invalid("anthropic-version: header is required"), rid)
+            injected = self.runtime.take_injected_failure()
+            if injected is not None:
+                return _injected(injected, rid)
+            try:
+                response = await handler(request)
+            except ApiError as error:
+                return _error_response(error, rid)
+            response.headers["request-id"] = rid
+            return response
+
+        return endpoint
+
+    async def create(self, request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large")
+        return JSONResponse(await run_in_threadpool(self.service.create, body, _origin(request)))
+
+    async def retrieve(self, request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        return JSONResponse(await run_in_threadpool(self.service.retrieve, batch_id, _origin(request)))
+
+    async def list_batches(self, request: Request) -> Response:
+        query = request.query_params
+        listing = await run_in_threadpool(
+            self.service.list_batches, query.get("after_id"), query.get("before_id"), _limit(request), _origin(request)
+        )
+        return JSONResponse(listing)
+
+    async def cancel(self, request: Request) -> Response:
+        batch_id = request.path_params["batch_id"]
+        return JSONResponse(await run_in_threadpool(self.service.cancel, batch_id, _origin(request)))
+
+    async def delete(self, request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(self.service.delete, request.path_params["batch_id"]))
+
+    async def results(self, request: Request) -> Response:
+        data = await run_in_threadpool(self.service.results, request.path_params["batch_id"])
+        # The SDK asks with `Accept: application/binary`; the real content type is not recorded.
+        return Response(data, media_type="application/binary")
+
+    def routes(self) -> list[Route]:
+        g = self.guarded
+        return [
+            Route(PREFIX, g(self.create), methods=["POST"]),
+            Route(PREFIX, g(self.list_batches), methods=["GET"]),
+            Route(f"{PREFIX}/{{batch_id}}", g(self.retrieve), methods=["GET"]),
+            Route(f"{PREFIX}/{{batch_id}}", g(self.delete), methods=["DELETE"]),
+            Route(f"{PREFIX}/{{batch_id}}/cancel", g(self.cancel), methods=["POST"]),
+            Route(f"{PREFIX}/{{batch_id}}/results", g(self.results), methods=["GET"]),
+        ]
+
+
+def anthropic_routes(store: Store, runtime: RuntimeSettings) -> list[Route]:
+    """The Message Batches routes, persisting through the app's shared `store`."""
+    return _Routes(MessageBatchService(store, runtime), runtime).routes()
