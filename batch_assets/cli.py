@@ -41,12 +41,14 @@ def cmd_bench(args, rest: list[str]) -> int:
 
 
 def cmd_seed(args) -> int:
-    from batch_assets.demo.seed import seed_support_tickets
+    from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 
     wh = _warehouse(args)
     with wh.connect() as conn:
-        n = seed_support_tickets(conn, days=args.days, per_day=args.per_day)
-    print(f"seeded {n} rows into support_tickets in {wh.database}")
+        counts = {"support_tickets": seed_support_tickets(conn, days=args.days),
+                  "kb_articles": seed_kb_articles(conn, days=args.days),
+                  "product_reviews": seed_product_reviews(conn, days=args.days)}
+    print(", ".join(f"{n} rows in {t}" for t, n in counts.items()) + f" ({wh.database})")
     return 0
 
 
@@ -160,9 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("emulator", help="the local provider emulator (flags: --port N, --state-dir, knobs; see --help)",
                    add_help=False)
     sub.add_parser("bench", help="the SPEC §9 benchmark (flags: --items N, --workdir, --keep)", add_help=False)
-    s = sub.add_parser("seed", help="(re)create the demo support_tickets table")
+    s = sub.add_parser("seed", help="(re)create the demo business tables (tickets, KB articles, reviews)")
     s.add_argument("--days", type=int, default=7)
-    s.add_argument("--per-day", type=int, default=1200)
     j = sub.add_parser("jobs", help="provider jobs with status and counts")
     j.add_argument("--task", help="task name or task_id prefix")
     r = sub.add_parser("report", help="per-partition reconciliation table")
