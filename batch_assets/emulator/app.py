@@ -11,6 +11,10 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch_assets.emulator.admin_routes import admin_routes
+from batch_assets.emulator.anthropic_routes import anthropic_routes
+from batch_assets.emulator.gemini_batches import GeminiBatchService
+from batch_assets.emulator.gemini_files import GeminiFileService
+from batch_assets.emulator.gemini_routes import gemini_routes
 from batch_assets.emulator.openai_batches import BatchService
 from batch_assets.emulator.openai_files import FileService
 from batch_assets.emulator.openai_routes import openai_routes
@@ -56,8 +60,16 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     store = Store(state_dir)
     files = FileService(store)
     batches = BatchService(store, files, runtime)
+    gemini_files = GeminiFileService(store)
+    # Gemini before OpenAI: on the /v1 paths both serve, Gemini's routes claim only Gemini requests.
+    gemini = gemini_routes(gemini_files, GeminiBatchService(store, gemini_files, runtime), runtime)
     app = Starlette(
-        routes=[*admin_routes(runtime), *openai_routes(files, batches, runtime)],
+        routes=[
+            *admin_routes(runtime),
+            *gemini,
+            *openai_routes(files, batches, runtime),
+            *anthropic_routes(store, runtime),
+        ],
         middleware=[Middleware(RequestLog, runtime=runtime)],
         max_body_size=MAX_UPLOAD_BYTES,
     )

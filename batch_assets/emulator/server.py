@@ -59,7 +59,8 @@ def serve(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batch-assets emulator",
-        description="Local provider emulator (OpenAI Batch at /v1, DashScope at /compatible-mode/v1), "
+        description="Local provider emulator (OpenAI Batch at /v1, DashScope at /compatible-mode/v1, "
+        "Gemini Batch at /v1 and /v1beta with the bare address as the SDK's base_url), "
         "bound to 127.0.0.1. Knob flags override <state-dir>/settings.json.",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -91,8 +92,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger(__name__).info(
-        "emulator state in %s; OpenAI base URL http://%s:%d/v1, DashScope http://%s:%d/compatible-mode/v1",
+        "emulator state in %s; OpenAI base URL http://%s:%d/v1, DashScope http://%s:%d/compatible-mode/v1, "
+        "Gemini http://%s:%d",
         state_dir,
+        DEFAULT_HOST,
+        port,
         DEFAULT_HOST,
         port,
         DEFAULT_HOST,

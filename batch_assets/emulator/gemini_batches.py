@@ -1,0 +1,473 @@
+"""Gemini batches (`batches/<id>` long-running operations): create, get, list, cancel, delete.
+
+Both job types share everything but the per-request answer: `batchGenerateContent` (answers are
+GenerateContentResponses) and `asyncBatchEmbedContent` (answers are embeddings). Input comes from
+an uploaded JSONL file (`inputConfig.fileName`) or inline (`inputConfig.requests.requests[]`).
+
+The simulated clock is the shared one (`clock.Timeline`), mapped onto Gemini's states:
+queued -> PENDING, running/finalizing -> RUNNING, done -> SUCCEEDED, expired -> EXPIRED,
+cancelled -> CANCELLED (a pending cancel still shows the state it interrupted), and a batch with
+batch-level errors turns FAILED when its queue delay ends. Results are written once, on the first
+read after the batch succeeded: to `files/batch-<id>` for file input, inline for inline input,
+always in input order (see `processing_order` below). EXPIRED and CANCELLED batches expose no
+results ("no results can be retrieved", reference §3.4); their `batchStats` still count what was
+processed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from batch_assets.emulator import clock, faults
+from batch_assets.emulator.clock import Phase, Timeline
+from batch_assets.emulator.gemini_bodies import respond
+from batch_assets.emulator.gemini_files import GeminiFileService
+from batch_assets.emulator.gemini_requests import EMBED, GENERATE, is_embedding_model, prompt_of, request_error
+from batch_assets.emulator.gemini_wire import (
+    GRPC_CODES,
+    counts,
+    failed_precondition,
+    field as get_field,
+    google_error,
+    invalid_argument,
+    page_after,
+    page_token,
+    random_id,
+    resource_id,
+    rfc3339,
+)
+from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
+from batch_assets.emulator.store import Record, Store
+
+KIND = "gemini_batches"
+DEFAULT_WINDOW_S = 48 * 3600  # batches still pending or running after 48 hours expire
+_TYPE_PREFIX = "type.googleapis.com/google.ai.generativelanguage.v1main."
+_TYPES = {
+    GENERATE: ("GenerateContentBatch", "GenerateContentBatchOutput"),
+    EMBED: ("EmbedContentBatch", "EmbedContentBatchOutput"),
+}
+_VERBS = {GENERATE: "batchGenerateContent", EMBED: "asyncBatchEmbedContent"}
+PENDING, RUNNING, SUCCEEDED = "BATCH_STATE_PENDING", "BATCH_STATE_RUNNING", "BATCH_STATE_SUCCEEDED"
+FAILED, CANCELLED, EXPIRED = "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED", "BATCH_STATE_EXPIRED"
+_STATES = {
+    clock.QUEUED: PENDING,
+    clock.RUNNING: RUNNING,
+    clock.FINALIZING: RUNNING,  # Gemini has no finalizing state
+    clock.DONE: SUCCEEDED,
+    clock.EXPIRED: EXPIRED,
+    clock.CANCELLED: CANCELLED,
+}
+_ENDED = {SUCCEEDED: None, CANCELLED: "The batch was cancelled.", EXPIRED: "The batch expired before it finished."}
+
+
+@dataclass
+class Item:
+    key: str | None
+    metadata: dict[str, Any] | None  # inline requests' metadata, echoed in their responses
+    request: dict[str, Any]
+
+
+@dataclass
+class ParsedInput:
+    items: list[Item] = field(default_factory=list)
+    error: str | None = None  # why the whole batch fails
+
+
+def processing_order(count: int) -> list[int]:
+    """Gemini writes results in input order (the API reference says so for both the responses
+    file and inlined responses, and inlined embeddings carry no key to match them by), so the
+    `shuffle_output` knob, which imitates OpenAI, does not apply here."""
+    return faults.processing_order(count, "", shuffle=False)
+
+
+class GeminiBatchService:
+    def __init__(self, store: Store, files: GeminiFileService, runtime: RuntimeSettings) -> None:
+        self.store = store
+        self.files = files
+        self.runtime = runtime
+
+    # --- create -------------------------------------------------------------------------------
+
+    def create(self, kind: str, model: str, body: Any) -> dict[str, Any]:
+        """Create a batch from a `models/{model}:batchGenerateContent` (or embed) request body;
+        returns its Operation."""
+        model = _check_model(kind, model)
+        batch = body.get("batch") if isinstance(body, dict) else None
+        if not isinstance(batch, dict):
+            raise invalid_argument(f"* {_request_name(kind)}.batch: batch is required.\n")
+        config = get_field(batch, "inputConfig")
+        file_name = get_field(config, "fileName")
+        requests = get_field(get_field(config, "requests"), "requests")
+        if (file_name is None) == (requests is None):
+            raise invalid_argument(
+                f"* {_request_name(kind)}.batch.input_config: exactly one of file_name or requests must be set.\n"
+            )
+        display_name = get_field(batch, "displayName")
+        if display_name is not None and not isinstance(display_name, str):
+            raise invalid_argument(f"* {_request_name(kind)}.batch.display_name: must be a string.\n")
+        priority = get_field(batch, "priority")
+        with self.store.locked():
+            if file_name is not None:
+                named = isinstance(file_name, str) and file_name.startswith("files/")
+                if not named or not resource_id(file_name, "files"):
+                    raise invalid_argument(
+                        f"* {_request_name(kind)}.batch.input_config.file_name: must be a file name like files/abc.\n"
+                    )
+                _, data = self.files.read_input(file_name)
+                parsed = parse_file(data)
+            else:
+                items = _inline_items(kind, requests)
+                data = json.dumps(requests, sort_keys=True, ensure_ascii=False).encode()
+                parsed = ParsedInput(items)
+            settings = self.runtime.take_batch_settings()
+            record, created = self._create(kind, model, display_name, file_name, priority, data, parsed, settings)
+            return self._view(record, created)
+
+    def _create(
+        self,
+        kind: str,
+        model: str,
+        display_name: str | None,
+        file_name: str | None,
+        priority: Any,
+        data: bytes,
+        parsed: ParsedInput,
+        settings: EmulatorSettings,
+    ) -> tuple[Record, float]:
+        created = clock.now()
+        input_sha = hashlib.sha256(data).hexdigest()
+        plan = faults.FaultPlan(input_sha, settings)
+        outcomes = []
+        prompt_tokens = 0
+        for index, item in enumerate(parsed.items):
+            invalid = request_error(kind, item.request)
+            injected = plan.outcome(item.key if item.key is not None else f"#{index}")
+            outcomes.append(faults.INVALID_REQUEST if invalid else injected)
+            prompt_tokens += prompt_of(kind, item.request).tokens
+        error = ("INVALID_ARGUMENT", parsed.error) if parsed.error else None
+        error = error or self._capacity_error(model, len(outcomes), prompt_tokens, settings)
+        batch_id = random_id(36)
+        window = settings.completion_window_s or DEFAULT_WINDOW_S
+        record = {
+            "id": batch_id,
+            "kind": kind,
+            "model": model,
+            "display_name": display_name or f"batch-{batch_id}",
+            "input_file": file_name,
+            "priority": str(priority) if priority is not None else None,
+            "timeline": Timeline.plan(created, len(outcomes), settings, window).to_dict(),
+            "outcomes": "".join(outcomes),  # input order, which is also processing order
+            "input_sha": input_sha,
+            "prompt_tokens": prompt_tokens,
+            "duplicate_output_lines": settings.duplicate_output_lines,
+            "error": error[1] if error else None,
+            "error_status": error[0] if error else None,
+            "cancel_requested_at": None,
+            "finalized": False,
+            "output_file": None,
+        }
+        if error is None:
+            # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
+            self.store.put_blob(_input_blob(batch_id), data)
+        return self.store.add(KIND, record), created
+
+    def _capacity_error(
+        self, model: str, total: int, prompt_tokens: int, settings: EmulatorSettings
+    ) -> tuple[str, str] | None:
+        """(status, message) of a batch-level failure the input itself does not cause."""
+        if settings.force_batch_status == "failed":
+            return "INTERNAL", "The batch failed (forced by the emulator's force_batch_status)."
+        if total > settings.max_requests_per_batch:
+            message = f"The batch has {total} requests; a batch may hold at most {settings.max_requests_per_batch}."
+            return "INVALID_ARGUMENT", message
+        limit = settings.enqueued_token_limit
+        if limit is not None and prompt_tokens + self._enqueued_tokens(model) > limit:
+            return "RESOURCE_EXHAUSTED", (
+                f"Enqueued token limit reached for {model}: the batch has {prompt_tokens} tokens and the limit "
+                f"is {limit} enqueued tokens. Try again once some running batches have finished."
+            )
+        return None
+
+    def _enqueued_tokens(self, model: str) -> int:
+        at = clock.now()
+        return sum(
+            r["prompt_tokens"]
+            for r in self.store.all(KIND)
+            if r["model"] == model and r["error"] is None and self._phase(r, at).state not in clock.TERMINAL
+        )
+
+    # --- read, cancel, delete -----------------------------------------------------------------
+
+    def get(self, name: str) -> dict[str, Any]:
+        """The batch's Operation as of now (its results written first if it has just succeeded)."""
+        with self.store.locked():
+            record = self._record(name)
+            at = clock.now()
+            self._refresh(record, at)
+            return self._view(record, at)
+
+    def list_batches(self, size: int, token: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """Operations newest first; the token continues after the last batch of the previous page."""
+        after = page_after(token)
+        with self.store.locked():
+            at = clock.now()
+            records = [r for r in reversed(self.store.all(KIND)) if after is None or r["seq"] < after]
+            page = records[:size]
+            for record in page:
+                self._refresh(record, at)
+            views = [self._view(record, at) for record in page]
+        return views, page_token(page[-1]["seq"]) if len(records) > size else None
+
+    def cancel(self, name: str) -> None:
+        with self.store.locked():
+            record = self._record(name)
+            at = clock.now()
+            self._refresh(record, at)
+            state = batch_state(record, at)
+            if record["cancel_requested_at"] is not None or state == CANCELLED:
+                return
+            if state not in (PENDING, RUNNING):
+                raise failed_precondition(f"Batch batches/{record['id']} is in state {state} and cannot be cancelled.")
+            record["cancel_requested_at"] = at
+            self.store.save(KIND, record)
+
+    def delete(self, name: str) -> None:
+        """Forget the operation; like Google's, this does not cancel it or remove its results file."""
+        with self.store.locked():
+            record = self._record(name)
+            self.store.remove(KIND, record["id"])
+            self.store.drop_blob(_input_blob(record["id"]))
+            self.store.drop_blob(_inline_output_blob(record["id"]))
+
+    def _record(self, name: str) -> Record:
+        batch_id = name.removeprefix("batches/")
+        found = self.store.get(KIND, batch_id)
+        if found is None:
+            raise google_error(404, "Requested entity was not found.", "NOT_FOUND")
+        return found
+
+    @staticmethod
+    def _phase(record: Record, at: float) -> Phase:
+        return Timeline.from_dict(record["timeline"]).phase(at, record["cancel_requested_at"])
+
+    def _refresh(self, record: Record, at: float) -> None:
+        """Write the batch's results if it has just become terminal."""
+        terminal = self._phase(record, at).state in clock.TERMINAL or _failed(record, at)
+        if record["finalized"] or not terminal:
+            return
+        if batch_state(record, at) == SUCCEEDED:
+            self._write_results(record)
+        record["finalized"] = True
+        self.store.save(KIND, record)
+        self.store.drop_blob(_input_blob(record["id"]))
+
+    # --- results ------------------------------------------------------------------------------
+
+    def _write_results(self, record: Record) -> None:
+        data = self.store.read_blob(_input_blob(record["id"]))
+        inline = record["input_file"] is None
+        items = _inline_items(record["kind"], json.loads(data)) if inline else parse_file(data).items
+        timeline = Timeline.from_dict(record["timeline"])
+        results = []
+        for index in processing_order(len(items)):
+            item = items[index]
+            result = respond(
+                record["kind"], record["model"], item.request, record["outcomes"][index], f"{record['id']}:{index}"
+            )
+            results.append((item, result.payload))
+        if inline:
+            responses = [{**payload, **({"metadata": i.metadata} if i.metadata else {})} for i, payload in results]
+            self.store.put_blob(_inline_output_blob(record["id"]), json.dumps(responses, ensure_ascii=False).encode())
+            return
+        lines = [_line(item.key, payload) for item, payload in results]
+        rate = record["duplicate_output_lines"]
+        lines += [
+            _line(item.key, payload)
+            for index, (item, payload) in enumerate(results)
+            if faults.duplicated(record["input_sha"], item.key or f"#{index}", rate)
+        ]
+        output_id = f"batch-{record['id']}"
+        self.files.add_generated(output_id, ("\n".join(lines) + "\n").encode(), output_id, timeline.done)
+        record["output_file"] = f"files/{output_id}"
+
+    # --- wire shape ---------------------------------------------------------------------------
+
+    def _view(self, record: Record, at: float) -> dict[str, Any]:
+        """The `batches/<id>` Operation as of `at`; call with the store lock held."""
+        kind = record["kind"]
+        timeline = Timeline.from_dict(record["timeline"])
+        state = batch_state(record, at)
+        phase = self._phase(record, at)
+        metadata: dict[str, Any] = {
+            "@type": _TYPE_PREFIX + _TYPES[kind][0],
+            "model": record["model"],
+            "displayName": record["display_name"],
+        }
+        if record["input_file"] is not None:
+            metadata["inputConfig"] = {"fileName": record["input_file"]}
+        output = self._output(record) if state == SUCCEEDED else None
+        if output is not None:
+            metadata["output"] = output
+        ended = _ended_at(record, state, phase, timeline)
+        metadata["createTime"] = rfc3339(timeline.created)
+        if ended is not None:
+            metadata["endTime"] = rfc3339(ended)
+        metadata["updateTime"] = rfc3339(_updated_at(record, state, phase, timeline, ended))
+        metadata["batchStats"] = _stats(record, state, phase)
+        metadata["state"] = state
+        metadata["name"] = f"batches/{record['id']}"
+        if record["priority"] is not None:
+            metadata["priority"] = record["priority"]
+        operation: dict[str, Any] = {"name": f"batches/{record['id']}", "metadata": metadata}
+        if ended is None:
+            return operation
+        operation["done"] = True
+        if output is not None:
+            operation["response"] = {"@type": _TYPE_PREFIX + _TYPES[kind][1], **output}
+        elif state == FAILED:
+            operation["error"] = {"code": GRPC_CODES[record["error_status"]], "message": record["error"]}
+        else:
+            status = "CANCELLED" if state == CANCELLED else "DEADLINE_EXCEEDED"
+            operation["error"] = {"code": GRPC_CODES[status], "message": _ENDED[state]}
+        return operation
+
+    def _output(self, record: Record) -> dict[str, Any]:
+        if record["output_file"] is not None:
+            return {"responsesFile": record["output_file"]}
+        responses = json.loads(self.store.read_blob(_inline_output_blob(record["id"])))
+        return {"inlinedResponses": {"inlinedResponses": responses}}
+
+
+# --- input ---------------------------------------------------------------------------------------
+
+
+def parse_file(data: bytes) -> ParsedInput:
+    """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch."""
+    parsed = ParsedInput()
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except (UnicodeDecodeError, ValueError):
+            line = None
+        if not isinstance(line, dict):
+            parsed.error = f"Line {number} of the input file is not a JSON object."
+            return parsed
+        request = line.get("request")
+        if not isinstance(request, dict):
+            parsed.error = f"Line {number} of the input file has no 'request' object."
+            return parsed
+        key = line.get("key")
+        parsed.items.append(Item(key if isinstance(key, str) else None, None, request))
+    if not parsed.items:
+        parsed.error = "The input file is empty; it has no requests."
+    return parsed
+
+
+def _inline_items(kind: str, requests: Any) -> list[Item]:
+    """Inline requests `[{"request": {...}, "metadata": {...}}]`, checked as the API checks them
+    on create (a malformed one rejects the call)."""
+    where = f"* {_request_name(kind)}.batch.input_config.requests.requests"
+    if not isinstance(requests, list) or not requests:
+        raise invalid_argument(f"{where}: at least one request is required.\n")
+    items = []
+    for index, entry in enumerate(requests):
+        request = entry.get("request") if isinstance(entry, dict) else None
+        if not isinstance(request, dict):
+            raise invalid_argument(f"{where}[{index}].request: request is required.\n")
+        metadata = entry.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise invalid_argument(f"{where}[{index}].metadata: must be an object.\n")
+        key = metadata.get("key") if metadata else None
+        items.append(Item(key if isinstance(key, str) else None, metadata, request))
+    return items
+
+
+def _check_model(kind: str, model: str) -> str:
+    bare = model.removeprefix("models/")
+    if not bare or "/" in bare:
+        raise invalid_argument(f"* {_request_name(kind)}.model: model is required.\n")
+    if is_embedding_model(bare) != (kind == EMBED):
+        raise google_error(
+            404,
+            f"models/{bare} is not found, or is not supported for {_VERBS[kind]}. "
+            "Call ListModels to see the list of available models and their supported methods.",
+            "NOT_FOUND",
+        )
+    return f"models/{bare}"
+
+
+def _request_name(kind: str) -> str:
+    return "AsyncBatchEmbedContentRequest" if kind == EMBED else "BatchGenerateContentRequest"
+
+
+def _line(key: str | None, payload: dict[str, Any]) -> str:
+    return json.dumps({"key": key, **payload} if key is not None else payload, ensure_ascii=False)
+
+
+def _input_blob(batch_id: str) -> str:
+    return f"gemini-batch-{batch_id}.input"
+
+
+def _inline_output_blob(batch_id: str) -> str:
+    return f"gemini-batch-{batch_id}.responses.json"
+
+
+# --- state ---------------------------------------------------------------------------------------
+
+
+def _failed(record: Record, at: float) -> bool:
+    # Batch-level errors surface when the queue delay ends, unless a cancel came first.
+    timeline = Timeline.from_dict(record["timeline"])
+    cancel_at = record["cancel_requested_at"]
+    cancelled_first = cancel_at is not None and cancel_at < timeline.running
+    return record["error"] is not None and at >= timeline.running and not cancelled_first
+
+
+def batch_state(record: Record, at: float) -> str:
+    if _failed(record, at):
+        return FAILED
+    timeline = Timeline.from_dict(record["timeline"])
+    cancel_at = record["cancel_requested_at"]
+    phase = timeline.phase(at, cancel_at)
+    if phase.state == clock.CANCELLING:
+        # Gemini shows no cancelling state: the batch stays as it was until the cancel lands.
+        return PENDING if cancel_at is not None and cancel_at < timeline.running else RUNNING
+    if record["error"] is not None and phase.state == clock.QUEUED:
+        return PENDING
+    return _STATES[phase.state]
+
+
+def _ended_at(record: Record, state: str, phase: Phase, timeline: Timeline) -> float | None:
+    if state == FAILED:
+        return timeline.running
+    if state in _ENDED:
+        return phase.since
+    return None
+
+
+def _updated_at(record: Record, state: str, phase: Phase, timeline: Timeline, ended: float | None) -> float:
+    if ended is not None:
+        return ended
+    if record["cancel_requested_at"] is not None:
+        return record["cancel_requested_at"]
+    return timeline.running if state == RUNNING else timeline.created
+
+
+def _stats(record: Record, state: str, phase: Phase) -> dict[str, str]:
+    outcomes = record["outcomes"]
+    total = len(outcomes)
+    if state == FAILED:
+        return counts(requestCount=total)
+    processed = phase.processed
+    failed = sum(outcomes.count(code, 0, processed) for code in faults.FAILURES)
+    return counts(
+        requestCount=total,
+        successfulRequestCount=processed - failed,
+        failedRequestCount=failed,
+        pendingRequestCount=total - processed,
+    )

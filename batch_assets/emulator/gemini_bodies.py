@@ -1,0 +1,139 @@
+"""The result of one Gemini batch request: a GenerateContentResponse, an embedding, or an error.
+
+Shapes follow the recorded samples in `provider_samples/gemini_*responses.jsonl`: camelCase,
+`finishReason` STOP / MAX_TOKENS / SAFETY, `usageMetadata` with int32 counts as JSON numbers,
+`modelVersion` without the `models/` prefix, and embeddings as `{"embedding": {"values": [...]}}`
+with an int64 `tokenCount` string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from batch_assets.emulator import faults, ids
+from batch_assets.emulator.answers import (
+    CONTENT_FILTER,
+    LENGTH,
+    Answer,
+    embedding_vector,
+    generate_answer,
+    request_seed,
+)
+from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.gemini_requests import (
+    EMBED,
+    GENERATE,
+    candidate_count,
+    embedding_dimensions,
+    embedding_text,
+    output_format,
+    prompt_of,
+    request_error,
+)
+from batch_assets.emulator.gemini_wire import error_status, field, google_error, int64
+from batch_assets.emulator.text import requested_sentences
+
+_ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
+_FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
+_HARM_CATEGORIES = (
+    "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+    "HARM_CATEGORY_HATE_SPEECH",
+    "HARM_CATEGORY_HARASSMENT",
+    "HARM_CATEGORY_DANGEROUS_CONTENT",
+)
+# The messages Google's front end uses for these statuses.
+_INJECTED_ERRORS = {
+    faults.RATE_LIMITED: (429, "Resource has been exhausted (e.g. check quota)."),
+    faults.SERVER_ERROR: (
+        500,
+        "An internal error has occurred. Please retry or report in "
+        "https://developers.generativeai.google/guide/troubleshooting",
+    ),
+    faults.INJECTED_BAD_REQUEST: (400, "Request contains an invalid argument."),
+}
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    payload: dict[str, Any]  # {"response": ...} or {"error": ...}
+    ok: bool
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def respond(kind: str, model: str, request: dict[str, Any], outcome: str, seed_id: str) -> ItemResult:
+    """The answer to one request whose injected outcome (see `faults`) is `outcome`."""
+    if outcome in faults.FAILURES:
+        return ItemResult({"error": error_status(_item_error(kind, request, outcome))}, ok=False)
+    if kind == EMBED:
+        return _embedding(model, request)
+    return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id)
+
+
+def _item_error(kind: str, request: dict[str, Any], outcome: str) -> ApiError:
+    if outcome == faults.INVALID_REQUEST:
+        found = request_error(kind, request)
+        assert found is not None, "outcome INVALID_REQUEST is only given to requests request_error rejects"
+        return found
+    status, message = _INJECTED_ERRORS[outcome]
+    return google_error(status, message)
+
+
+def model_version(model: str) -> str:
+    return model.removeprefix("models/")
+
+
+def _generate(model: str, request: dict[str, Any], fault: str | None, seed_id: str) -> ItemResult:
+    prompt = prompt_of(GENERATE, request)
+    fmt = output_format(request)
+    seed = request_seed([model, request])
+    sentences = requested_sentences(prompt.topic)
+    answers = [
+        generate_answer(
+            seed if i == 0 else f"{seed}:{i}",
+            prompt.topic,
+            schema=fmt.schema,
+            json_mode=fmt.json_mode,
+            max_tokens=fmt.max_tokens,
+            fault=fault,
+            sentences=sentences,
+        )
+        for i in range(candidate_count(request))
+    ]
+    completion = sum(a.completion_tokens for a in answers)
+    usage: dict[str, Any] = {"promptTokenCount": prompt.tokens}
+    if completion:
+        usage["candidatesTokenCount"] = completion
+    usage["totalTokenCount"] = prompt.tokens + completion
+    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt.tokens}]
+    response = {
+        "candidates": [_candidate(i, a) for i, a in enumerate(answers)],
+        "usageMetadata": usage,
+        "modelVersion": model_version(model),
+        "responseId": ids.derived_base62(23, "gemini-response", seed_id),
+    }
+    return ItemResult({"response": response}, True, prompt.tokens, completion)
+
+
+def _candidate(index: int, answer: Answer) -> dict[str, Any]:
+    reason = _FINISH_REASONS[answer.finish_reason]
+    if answer.content is None:
+        # Blocked output: no content, and the rating that blocked it.
+        ratings = [{"category": c, "probability": "NEGLIGIBLE"} for c in _HARM_CATEGORIES[:-1]]
+        ratings.append({"category": _HARM_CATEGORIES[-1], "probability": "HIGH", "blocked": True})
+        return {"finishReason": reason, "index": index, "safetyRatings": ratings}
+    return {
+        "content": {"parts": [{"text": answer.content}], "role": "model"},
+        "finishReason": reason,
+        "index": index,
+    }
+
+
+def _embedding(model: str, request: dict[str, Any]) -> ItemResult:
+    dims = embedding_dimensions(model, request)
+    text = embedding_text(request)
+    task_type, title = field(request, "taskType"), field(request, "title")
+    vector = embedding_vector(request_seed([model, text, dims, task_type, title]), dims)
+    tokens = prompt_of(EMBED, request).tokens
+    return ItemResult({"response": {"embedding": {"values": vector}, "tokenCount": int64(tokens)}}, True, tokens, 0)
