@@ -8,10 +8,12 @@ responses file, so ingest reads both the same way. Embedding tasks use batch emb
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from google import genai
 from google.genai import types
+from google.genai.errors import ExperimentalWarning
 
 from batch_assets.providers.base import JOB_KEY_METADATA, ClientSettings, JobSnapshot, JobState
 
@@ -82,7 +84,9 @@ class GeminiBatchAdapter:
             if inline:  # batch embeddings inline take no per-request keys: always go by file
                 input_file_id = self.upload_shard(Path(input_file_id.removeprefix(INLINE_PREFIX)),
                                                   metadata[JOB_KEY_METADATA])
-            job = self._client.batches.create_embeddings(model=model, src={"file_name": input_file_id}, config=config)
+            with warnings.catch_warnings():  # the SDK marks batch embeddings experimental; we use them on purpose
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                job = self._client.batches.create_embeddings(model=model, src={"file_name": input_file_id}, config=config)
         elif inline:
             with open(input_file_id.removeprefix(INLINE_PREFIX), encoding="utf-8") as f:
                 src = [_inline_request(json.loads(line)) for line in f if line.strip()]

@@ -40,7 +40,7 @@ class GenerateContent(GeminiFormat):
         request = [f"'contents', json_array(json_object('role', 'user', 'parts', json_array(json_object('text', {user}))))",
                    f"'generationConfig', json_object({', '.join(config)})"]
         if system:
-            request.append(f"'systemInstruction', json_object('parts', json_array(json_object('text', {system}))))")
+            request.append(f"'systemInstruction', json_object('parts', json_array(json_object('text', {system})))")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
 
     def answer_sql(self, raw: str) -> str:

@@ -1,0 +1,209 @@
+"""Every provider adapter, on its official SDK, through the pipeline against the emulator over HTTP.
+
+Per provider: a task is frozen, sharded, submitted, polled through its states to a terminal state,
+downloaded, parsed, applied and reconciled; failed / expired / cancelled batches end every item in
+the right class; a crash between create and record finds the batch again; ids that a provider
+forbids are mapped and map back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
+from batch_assets.emulator.testing import EmulatorHandle
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.pipeline.apply import apply_results
+from batch_assets.pipeline.ingest import collect_raw_results
+from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline.parse import parse_results
+from batch_assets.pipeline.poll import poll_jobs
+from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.shards import cut_shards
+from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.base import TERMINAL_STATES
+from batch_assets.resources import ProvidersResource
+from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+
+DAY = "2026-11-20"
+TASK_OF = {"openai": "ticket_triage", "anthropic": "ticket_summary", "gemini": "kb_embeddings",
+           "dashscope": "review_sentiment"}
+
+
+@pytest.fixture
+def all_seeded(warehouse: Warehouse) -> Warehouse:
+    with warehouse.connect() as conn:
+        seed_support_tickets(conn, days=1, per_day=60)
+        seed_kb_articles(conn, days=1, per_day=10)
+        seed_product_reviews(conn, days=1, per_day=20)
+    return warehouse
+
+
+def _adapter(emulator: EmulatorHandle, provider: str):
+    return ProvidersResource(emulator_url=emulator.base_url, max_retries=2).adapter(provider)
+
+
+def _run(wh: Warehouse, task: ResolvedTask, adapter, timeout: float = 30.0) -> list[dict]:
+    """Freeze -> shards -> submit, poll to terminal; returns the job rows with their status events."""
+    freeze_manifest(wh, task, DAY)
+    cut_shards(wh, task, DAY)
+    submit_pending(wh, task, DAY, adapter)
+    task_id = task.task_id(DAY)
+    deadline = time.monotonic() + timeout
+    while True:
+        poll_jobs(wh, lambda _p: adapter, task_id=task_id)
+        with wh.connect() as conn:
+            jobs = fetch_dicts(conn, "SELECT * FROM ledger.provider_job WHERE task_id = ?", [task_id])
+        if all(j["state"] in TERMINAL_STATES for j in jobs):
+            return jobs
+        assert time.monotonic() < deadline, f"jobs not terminal: {[(j['job_key'], j['state']) for j in jobs]}"
+        time.sleep(0.05)
+
+
+def _collect(wh: Warehouse, task: ResolvedTask, adapter):
+    collect_raw_results(wh, task, DAY, adapter)
+    parse_results(wh, task, DAY)
+    apply_results(wh, task, DAY)
+    return reconcile(wh, task.task_id(DAY))
+
+
+@pytest.mark.parametrize("provider", sorted(TASK_OF))
+def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
+    task = load_all_tasks()[TASK_OF[provider]]
+    adapter = _adapter(emulator, provider)
+    jobs = _run(all_seeded, task, adapter)
+    assert [j["state"] for j in jobs] == ["COMPLETED"]
+    with all_seeded.connect() as conn:
+        states = [r[0] for r in conn.execute(
+            "SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at", [jobs[0]["job_key"]]).fetchall()]
+    assert states[0] == "CREATED" and states[-1] == "COMPLETED"
+    recon = _collect(all_seeded, task, adapter)
+    assert recon.problems() == []
+    assert recon.succeeded == recon.shard_lines > 0 and recon.applied == recon.succeeded
+    with all_seeded.connect() as conn:
+        table = task.spec.apply.table
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == recon.applied
+        if task.spec.output.kind == "embedding":
+            dims = conn.execute(f"SELECT DISTINCT len(embedding) FROM {table}").fetchall()
+            assert dims == [(task.spec.output.dimensions,)]
+
+
+@pytest.mark.parametrize(("provider", "forced", "state", "item_class"), [
+    ("openai", "failed", "FAILED", "validation_error"),
+    ("openai", "expired", "EXPIRED", "expired"),
+    ("dashscope", "expired", "EXPIRED", "expired"),
+    ("gemini", "failed", "FAILED", "validation_error"),
+    ("gemini", "expired", "EXPIRED", "expired"),
+    ("anthropic", "expired", "COMPLETED", "expired"),  # Anthropic: ended with some requests expired
+])
+def test_terminal_failure_states_account_for_every_item(provider, forced, state, item_class, all_seeded, emulator):
+    task = load_all_tasks()[TASK_OF[provider]]
+    adapter = _adapter(emulator, provider)
+    emulator.configure(force_batch_status=forced, queue_delay_s=0.05)
+    jobs = _run(all_seeded, task, adapter)
+    assert [j["state"] for j in jobs] == [state]
+    recon = _collect(all_seeded, task, adapter)
+    assert recon.problems() == []
+    outcomes = {item_class: getattr(recon, item_class) if item_class in ("expired", "canceled") else recon.failed.get(item_class, 0)}
+    assert outcomes[item_class] > 0
+    assert recon.missing == 0
+
+
+@pytest.mark.parametrize("provider", sorted(TASK_OF))
+def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded, emulator):
+    task = load_all_tasks()[TASK_OF[provider]]
+    adapter = _adapter(emulator, provider)
+    emulator.configure(force_batch_status="stuck", queue_delay_s=0.01)
+    freeze_manifest(all_seeded, task, DAY)
+    cut_shards(all_seeded, task, DAY)
+    submit_pending(all_seeded, task, DAY, adapter)
+    with all_seeded.connect() as conn:
+        batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?",
+                                [task.task_id(DAY)]).fetchone()[0]
+    assert adapter.cancel(batch_id).cancel_requested or provider == "gemini"
+    jobs = _run(all_seeded, task, adapter)
+    assert [j["state"] for j in jobs] == ["CANCELLED"]
+    recon = _collect(all_seeded, task, adapter)
+    assert recon.problems() == []
+    assert recon.canceled > 0 and recon.missing == 0
+
+
+@pytest.mark.parametrize("provider", sorted(TASK_OF))
+def test_crash_between_create_and_record_finds_the_batch(provider, all_seeded, emulator, monkeypatch):
+    """The create call succeeds but recording it fails (a crash): the next run adopts the batch."""
+    import batch_assets.pipeline.submit as submit_mod
+
+    task = load_all_tasks()[TASK_OF[provider]]
+    adapter = _adapter(emulator, provider)
+    freeze_manifest(all_seeded, task, DAY)
+    cut_shards(all_seeded, task, DAY)
+    real_record = submit_mod.record_snapshot
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("process killed after create")
+
+    monkeypatch.setattr(submit_mod, "record_snapshot", crash)
+    with pytest.raises(KeyboardInterrupt):
+        submit_pending(all_seeded, task, DAY, adapter)
+    monkeypatch.setattr(submit_mod, "record_snapshot", real_record)
+    summary = submit_pending(all_seeded, task, DAY, adapter)
+    assert summary.submitted == [] and len(summary.recovered) == 1
+    assert _count_provider_batches(emulator, provider) == 1
+
+
+def _count_provider_batches(emulator: EmulatorHandle, provider: str) -> int:
+    if provider in ("openai", "dashscope"):
+        import openai
+        base = emulator.openai_base_url if provider == "openai" else emulator.dashscope_base_url
+        return sum(1 for _ in openai.OpenAI(api_key="k", base_url=base).batches.list())
+    if provider == "anthropic":
+        import anthropic
+        return sum(1 for _ in anthropic.Anthropic(api_key="k", base_url=emulator.base_url).messages.batches.list())
+    from google import genai
+    from google.genai import types
+    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emulator.base_url))
+    return sum(1 for _ in client.batches.list())
+
+
+def test_ids_a_provider_forbids_are_mapped_and_map_back(all_seeded, emulator):
+    """Business ids with ':' and '/' and long enough that custom_id passes 64 characters, on Anthropic
+    ([a-zA-Z0-9_-]{1,64}): each line goes out under a safe id and every result comes back to its item."""
+    with all_seeded.connect() as conn:
+        conn.execute("UPDATE support_tickets SET ticket_id = ticket_id || ':legacy/crm-export-batch-2026-11-20-region-emea'")
+    task = load_all_tasks()["ticket_summary"]
+    adapter = _adapter(emulator, "anthropic")
+    _run(all_seeded, task, adapter)
+    with all_seeded.connect() as conn:
+        lines = fetch_dicts(conn, "SELECT custom_id, request_id FROM ledger.shard_line")
+    assert lines and all(len(r["custom_id"]) > 64 and r["request_id"].startswith("bx_") and len(r["request_id"]) <= 64
+                         for r in lines)
+    assert len({r["request_id"] for r in lines}) == len(lines)
+    recon = _collect(all_seeded, task, adapter)
+    assert recon.problems() == [] and recon.succeeded + recon.failed_total == len(lines)
+    assert recon.orphan_lines == 0
+    with all_seeded.connect() as conn:
+        unmatched = conn.execute("""
+            SELECT count(*) FROM ticket_summaries s JOIN ledger.manifest_item m USING (custom_id)
+            WHERE s.ticket_id <> m.business_id""").fetchone()[0]
+    assert unmatched == 0
+
+
+def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulator):
+    """Gemini generateContent: shards under the inline limit are sent inline, others uploaded."""
+    base = load_all_tasks()["ticket_triage"]
+    spec = base.spec.model_copy(update={"provider": "gemini", "endpoint": "generateContent",
+                                        "model": "gemini-2.5-flash", "name": "triage_gemini"})
+    inline_task = replace(base, spec=spec, limits=replace(base.limits, max_inline_bytes=20_000_000,
+                                                          request_id_pattern="^[A-Za-z0-9_:.-]{1,128}$",
+                                                          request_id_max_len=128))
+    adapter = _adapter(emulator, "gemini")
+    _run(all_seeded, inline_task, adapter)
+    with all_seeded.connect() as conn:
+        file_id = conn.execute("SELECT input_file_id FROM ledger.provider_job").fetchone()[0]
+    assert file_id.startswith("inline:")
+    recon = _collect(all_seeded, inline_task, adapter)
+    assert recon.problems() == [] and recon.applied > 0
