@@ -120,3 +120,22 @@ def wait_for_jobs():
 def run_partition():
     """`run_partition(warehouse, task, partition, adapter, apply=True)`: the whole pipeline for one partition."""
     return _run_partition
+
+
+@pytest.fixture(scope="session")
+def _seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("seeded_template") / "warehouse.duckdb"
+    with Warehouse.at(path, path.parent / "data").connect() as conn:
+        seed_support_tickets(conn, days=2, per_day=60)
+    return path
+
+
+@pytest.fixture
+def seeded_copy(tmp_path: Path, _seeded_template: Path) -> Warehouse:
+    """Same content as `seeded_warehouse` (2 days x 60 tickets, ledger migrated, nothing frozen), but
+    copied from a session-wide template file instead of re-seeded: much faster for many small tests."""
+    import shutil
+
+    wh = Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path / "data")
+    shutil.copy(_seeded_template, wh.database)
+    return wh

@@ -10,6 +10,8 @@ import duckdb
 import pytest
 
 from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest
+from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.shards import cut_shards, verify_shards
 from batch_assets.spec.model import SourceSpec
 
 from .conftest import DAY1, DAY2
@@ -49,8 +51,8 @@ def with_spec(task, **changes):
 
 # --- freezing -------------------------------------------------------------------------------------------
 
-def test_freeze_writes_ledger_rows_and_parquet(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_freeze_writes_ledger_rows_and_parquet(seeded_copy, ticket_task):
+    wh = seeded_copy
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert (s.task_id, s.manifest_version, s.items, s.new_items, s.reused) == (TASK_ID1, 1, ITEMS_PER_DAY, ITEMS_PER_DAY, False)
     rows = manifest_rows(wh)
@@ -75,8 +77,8 @@ def test_freeze_writes_ledger_rows_and_parquet(seeded_warehouse, ticket_task):
     assert all(b.startswith("TK-20261120-") for b in rows)
 
 
-def test_identifiers_follow_spec_section_2(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_identifiers_follow_spec_section_2(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
     rows = manifest_rows(wh)
     assert ticket_task.task_id(DAY1) == TASK_ID1
@@ -91,8 +93,8 @@ def test_identifiers_follow_spec_section_2(seeded_warehouse, ticket_task):
 
 # --- reuse, no live re-query ------------------------------------------------------------------------------
 
-def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_copy, ticket_task):
+    wh = seeded_copy
     first = freeze_manifest(wh, ticket_task, DAY1)
     before = manifest_rows(wh, current_only=False)
     pq_before = parquet_rows(first.manifest_uri)
@@ -109,8 +111,8 @@ def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_warehouse
     assert parquet_rows(first.manifest_uri) == pq_before
 
 
-def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
     before = manifest_rows(wh)
     with wh.connect() as conn:
@@ -135,8 +137,28 @@ def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(see
     assert set(parquet_rows(s.manifest_uri)) == {r["custom_id"] for r in after.values()}
 
 
-def test_refreeze_with_no_source_change_adds_nothing(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: after a refreeze supersedes an item that was already cut into a shard, verify_shards (the blocking "
+    "shards_within_limits check) and reconcile count every shard_line of the task, including the superseded "
+    "item's, against the current (non-superseded) manifest items: 'shard lines 54 + quarantined 5 != manifest "
+    "items 58', so the partition can never pass the gate again and the refrozen item is never submitted; "
+    "superseded items' lines must be excluded from (or accounted for in) both equations"))
+def test_refreeze_after_sharding_still_passes_the_shards_gate_and_balances(seeded_copy, ticket_task):
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    cut_shards(wh, ticket_task, DAY1)
+    assert verify_shards(wh, ticket_task, DAY1)[0] == []
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+    freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    s = cut_shards(wh, ticket_task, DAY1)
+    assert (s.lines, s.quarantined) == (1, 0)  # only the changed item is cut anew
+    assert verify_shards(wh, ticket_task, DAY1)[0] == []
+    assert reconcile(wh, TASK_ID1).problems(require_applied=False) == []
+
+
+def test_refreeze_with_no_source_change_adds_nothing(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
     before = manifest_rows(wh, current_only=False)
     s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
@@ -163,8 +185,8 @@ def hashes(wh, task) -> dict[str, str]:
     ("max_input_tokens", lambda t: with_spec(t, max_input_tokens=100), False),
     ("limits", lambda t: dataclasses.replace(t, limits=dataclasses.replace(t.limits, max_requests_per_shard=3)), False),
 ])
-def test_input_hash_changes_exactly_when_the_request_changes(seeded_warehouse, ticket_task, label, change, changes_hash):
-    wh = seeded_warehouse
+def test_input_hash_changes_exactly_when_the_request_changes(seeded_copy, ticket_task, label, change, changes_hash):
+    wh = seeded_copy
     base = hashes(wh, ticket_task)
     other = hashes(wh, change(ticket_task))
     if changes_hash:
@@ -173,8 +195,8 @@ def test_input_hash_changes_exactly_when_the_request_changes(seeded_warehouse, t
         assert other == base, label
 
 
-def test_input_hash_changes_with_the_text_of_that_item_only(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_input_hash_changes_with_the_text_of_that_item_only(seeded_copy, ticket_task):
+    wh = seeded_copy
     base = hashes(wh, ticket_task)
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET subject = subject || '!' WHERE ticket_id = 'TK-20261120-000003'")
@@ -188,8 +210,8 @@ def test_input_hash_changes_with_the_text_of_that_item_only(seeded_warehouse, ti
 
 # --- bad source rows -------------------------------------------------------------------------------------
 
-def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(seeded_copy, ticket_task):
+    wh = seeded_copy
     dup = duplicated_id(wh)
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert s.rejected_business_ids == 1
@@ -207,8 +229,8 @@ def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(see
     assert len(items) == distinct_ids - 1 == ITEMS_PER_DAY
 
 
-def test_missing_business_id_is_rejected_and_named(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_missing_business_id_is_rejected_and_named(seeded_copy, ticket_task):
+    wh = seeded_copy
     with wh.connect() as conn:
         conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
                      "(NULL, DATE '2026-11-20', 's', 'b', 'en'), ('  ', DATE '2026-11-20', 's', 'b', 'en')")
@@ -221,8 +243,8 @@ def test_missing_business_id_is_rejected_and_named(seeded_warehouse, ticket_task
     assert "ticket_id" in rows[0][2] and "fix the source data" in rows[0][2]
 
 
-def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_copy, ticket_task):
+    wh = seeded_copy
     with wh.connect() as conn:
         conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
                      "('工单-7', DATE '2026-11-20', '退款', '请退款 \"引号\" \\ 反斜杠 👨‍👩‍👧', 'zh')")
@@ -234,8 +256,8 @@ def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_warehouse, tic
     assert '请退款 "引号" \\ 反斜杠 👨‍👩‍👧' in parquet_rows(uri)[row["custom_id"]]["prompt_text"]
 
 
-def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded_copy, ticket_task):
+    wh = seeded_copy
     bad = with_spec(ticket_task, source=SourceSpec(
         sql="SELECT ticket_id, subject, body FROM support_tickets WHERE created_date = $partition_date",
         business_id="ticket_id"))
@@ -248,15 +270,15 @@ def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded
         assert conn.execute("SELECT count(*) FROM ledger.batch_task").fetchone()[0] == 0
 
 
-def test_failing_source_query_names_the_task_file(seeded_warehouse, ticket_task):
+def test_failing_source_query_names_the_task_file(seeded_copy, ticket_task):
     bad = with_spec(ticket_task, source=SourceSpec(
         sql="SELECT * FROM no_such_table WHERE created_date = $partition_date", business_id="ticket_id"))
     with pytest.raises(SourceQueryError, match=r"source\.sql in .*defs\.yaml.*no_such_table"):
-        freeze_manifest(seeded_warehouse, bad, DAY1)
+        freeze_manifest(seeded_copy, bad, DAY1)
 
 
-def test_partitions_are_frozen_independently(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_partitions_are_frozen_independently(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
     s2 = freeze_manifest(wh, ticket_task, DAY2)
     assert s2.task_id == "ticket_triage_20261121" and s2.items == ITEMS_PER_DAY and not s2.reused

@@ -8,19 +8,18 @@ import dataclasses
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.shards import cut_shards, verify_shards
 
 from .conftest import DAY1, DAY2
 
-DAY3 = "2026-11-22"
 TASK_ID1 = "ticket_triage_20261120"
 ITEMS, QUARANTINED = 58, 5  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget
 
@@ -29,11 +28,12 @@ def limited(task, **limits):
     return dataclasses.replace(task, limits=dataclasses.replace(task.limits, **limits))
 
 
-def fresh_warehouse(path: Path, days: int = 1) -> Warehouse:
-    wh = Warehouse.at(path / "warehouse.duckdb", path / "data")
-    with wh.connect() as conn:
-        seed_support_tickets(conn, days=days, per_day=60)
-    return wh
+def copy_of(wh: Warehouse, path: Path) -> Warehouse:
+    """Another warehouse with the same (unfrozen) content."""
+    other = Warehouse.at(path / "warehouse.duckdb", path / "data")
+    other.database.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(wh.database, other.database)
+    return other
 
 
 def add_ticket(wh, ticket_id: str, body: str, day: str = DAY1, subject: str = "Help") -> None:
@@ -80,8 +80,8 @@ def assert_partition_accounted(wh, task_id: str = TASK_ID1) -> None:
 
 # --- line validation and quarantine ------------------------------------------------------------------
 
-def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_copy, ticket_task):
+    wh = seeded_copy
     add_ticket(wh, "BIG-1", "please look at this " + "x" * 5000)  # ~1,300 tokens: within budget, a long line
     task = limited(ticket_task, max_line_bytes=4000)               # normal lines are ~1.2-1.7 kB
     s = freeze_and_cut(wh, task)
@@ -113,30 +113,31 @@ def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_w
     assert verify_shards(wh, task, DAY1)[0] == []
 
 
-def test_line_exactly_at_max_line_bytes_is_accepted_one_byte_over_is_quarantined(tmp_path, ticket_task):
-    wh = fresh_warehouse(tmp_path, days=3)
-    for day in (DAY1, DAY2, DAY3):
-        add_ticket(wh, "BIG-1", "please look at this " + "x" * 5000, day=day)
-    freeze_and_cut(wh, ticket_task, DAY1)
-    (size,) = [r["line_bytes"] for r in rows(wh, "SELECT line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")]
-    normal_max = rows(wh, "SELECT max(line_bytes) AS m FROM ledger.shard_line WHERE custom_id NOT LIKE '%:BIG-1:%'")[0]["m"]
+def test_line_exactly_at_max_line_bytes_is_accepted_one_byte_over_is_quarantined(seeded_copy, tmp_path, ticket_task):
+    for day in (DAY1, DAY2):  # the same ticket on both days: lines of the same length
+        add_ticket(seeded_copy, "BIG-1", "please look at this " + "x" * 5000, day=day)
+    probe = copy_of(seeded_copy, tmp_path / "probe")
+    freeze_and_cut(probe, ticket_task, DAY1)
+    (size,) = [r["line_bytes"] for r in rows(probe, "SELECT line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")]
+    normal_max = rows(probe, "SELECT max(line_bytes) AS m FROM ledger.shard_line WHERE custom_id NOT LIKE '%:BIG-1:%'")[0]["m"]
     assert size > normal_max
 
-    at = freeze_and_cut(wh, limited(ticket_task, max_line_bytes=size), DAY2)
-    over = freeze_and_cut(wh, limited(ticket_task, max_line_bytes=size - 1), DAY3)
+    wh = seeded_copy
+    at = freeze_and_cut(wh, limited(ticket_task, max_line_bytes=size), DAY1)
+    over = freeze_and_cut(wh, limited(ticket_task, max_line_bytes=size - 1), DAY2)
     assert (at.lines, at.quarantined) == (ITEMS + 1 - QUARANTINED, QUARANTINED)
     assert (over.lines, over.quarantined) == (ITEMS - QUARANTINED, QUARANTINED + 1)
-    got = rows(wh, "SELECT task_id, line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%' ORDER BY 1")
-    assert [(r["task_id"], r["line_bytes"]) for r in got] == [(TASK_ID1, size), ("ticket_triage_20261121", size)]
-    q = rows(wh, "SELECT reason_code FROM ledger.quarantine WHERE task_id = 'ticket_triage_20261122' "
+    got = rows(wh, "SELECT task_id, line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")
+    assert [(r["task_id"], r["line_bytes"]) for r in got] == [(TASK_ID1, size)]
+    q = rows(wh, "SELECT reason_code FROM ledger.quarantine WHERE task_id = 'ticket_triage_20261121' "
                  "AND custom_id LIKE '%:BIG-1:%'")
     assert q == [{"reason_code": "line_too_large"}]
 
 
 # --- shard limits ------------------------------------------------------------------------------------
 
-def test_shards_respect_max_requests_per_shard(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_shards_respect_max_requests_per_shard(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=7)
     s = freeze_and_cut(wh, task)
     shards = shard_rows(wh)
@@ -150,8 +151,8 @@ def test_shards_respect_max_requests_per_shard(seeded_warehouse, ticket_task):
     assert_partition_accounted(wh)
 
 
-def test_shards_respect_max_shard_bytes(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_shards_respect_max_shard_bytes(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_shard_bytes=5000)  # 2-4 lines of ~1.2-1.7 kB each
     s = freeze_and_cut(wh, task)
     shards = shard_rows(wh)
@@ -165,8 +166,8 @@ def test_shards_respect_max_shard_bytes(seeded_warehouse, ticket_task):
     assert_partition_accounted(wh)
 
 
-def test_shards_respect_all_limits_together(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_shards_respect_all_limits_together(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
     s = freeze_and_cut(wh, task)
     for sh in shard_rows(wh):
@@ -176,8 +177,8 @@ def test_shards_respect_all_limits_together(seeded_warehouse, ticket_task):
     assert verify_shards(wh, task, DAY1)[0] == []
 
 
-def test_verify_accepts_a_shard_exactly_at_the_byte_limit(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_verify_accepts_a_shard_exactly_at_the_byte_limit(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_and_cut(wh, ticket_task)
     (shard,) = shard_rows(wh)
     exact = limited(ticket_task, max_shard_bytes=shard["byte_count"])
@@ -192,18 +193,18 @@ def test_verify_accepts_a_shard_exactly_at_the_byte_limit(seeded_warehouse, tick
     "lines that fit exactly into max_shard_bytes are split: the 53 lines of a partition totalling exactly "
     "max_shard_bytes become 2 shards (52 + 1) instead of one shard of exactly max_shard_bytes (same with "
     "N lines per shard: a limit of exactly 10 lines' bytes yields shards of 8-9 lines)"))
-def test_lines_fitting_exactly_into_max_shard_bytes_make_one_shard(tmp_path, ticket_task):
-    probe = fresh_warehouse(tmp_path / "probe")
+def test_lines_fitting_exactly_into_max_shard_bytes_make_one_shard(seeded_copy, tmp_path, ticket_task):
+    probe = copy_of(seeded_copy, tmp_path / "probe")
     freeze_and_cut(probe, ticket_task)
     (whole,) = shard_rows(probe)
-    wh = fresh_warehouse(tmp_path / "exact")
+    wh = seeded_copy
     task = limited(ticket_task, max_shard_bytes=whole["byte_count"])
     s = freeze_and_cut(wh, task)
     assert [(sh["line_count"], sh["byte_count"]) for sh in shard_rows(wh)] == [(s.lines, whole["byte_count"])]
 
 
-def test_recutting_adds_nothing(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_recutting_adds_nothing(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=10)
     first = freeze_and_cut(wh, task)
     before = (shard_rows(wh), rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
@@ -220,8 +221,8 @@ def test_recutting_adds_nothing(seeded_warehouse, ticket_task):
 
 # --- the line format ---------------------------------------------------------------------------------
 
-def test_every_line_is_an_openai_batch_request(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=20)
     freeze_and_cut(wh, task)
     uri = rows(wh, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [TASK_ID1])[0]["manifest_uri"]
@@ -250,9 +251,9 @@ def test_every_line_is_an_openai_batch_request(seeded_warehouse, ticket_task):
     assert seen == ITEMS - QUARANTINED
 
 
-def test_json_hazards_in_the_source_survive_rendering(seeded_warehouse, ticket_task):
+def test_json_hazards_in_the_source_survive_rendering(seeded_copy, ticket_task):
     """Quotes, backslashes, tabs, newlines, emoji, RTL and combining marks round-trip exactly."""
-    wh = seeded_warehouse
+    wh = seeded_copy
     hazard = 'a "quote", a \\ backslash,\ta tab\nnew line 👨‍👩‍👧 ‏שלום e\u0301 end'
     add_ticket(wh, "HZ-1", hazard, subject='say "hi"')
     freeze_and_cut(wh, ticket_task)
@@ -264,8 +265,8 @@ def test_json_hazards_in_the_source_survive_rendering(seeded_warehouse, ticket_t
 
 # --- tamper detection --------------------------------------------------------------------------------
 
-def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_copy, ticket_task):
+    wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=20)
     freeze_and_cut(wh, task)
     first, second, third = shard_rows(wh)
@@ -282,8 +283,8 @@ def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_warehouse, ticket_
                       "shards": 3}
 
 
-def test_verify_detects_a_truncated_shard(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_verify_detects_a_truncated_shard(seeded_copy, ticket_task):
+    wh = seeded_copy
     freeze_and_cut(wh, ticket_task)
     (sh,) = shard_rows(wh)
     lines = file_lines(sh["path"])
@@ -295,8 +296,8 @@ def test_verify_detects_a_truncated_shard(seeded_warehouse, ticket_task):
 
 # --- provider-safe request ids -------------------------------------------------------------------------
 
-def test_custom_ids_the_provider_rejects_get_a_stored_safe_request_id(seeded_warehouse, ticket_task):
-    wh = seeded_warehouse
+def test_custom_ids_the_provider_rejects_get_a_stored_safe_request_id(seeded_copy, ticket_task):
+    wh = seeded_copy
     prefix_len = len(f"{TASK_ID1}:ticket:") + len(":12345678")      # custom_id = prefix + business id + hash
     fits, too_long = "F" * (64 - prefix_len), "L" * (65 - prefix_len)
     for bid in (fits, too_long, "工单-7", "tab\there"):

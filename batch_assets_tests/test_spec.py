@@ -86,7 +86,7 @@ def test_real_task_loads(ticket_task):
     assert ticket_task.limits.request_id_max_len == 64
     assert ticket_task.task_id("2026-11-20") == "ticket_triage_20261120"
     assert json.loads(ticket_task.params_json) == {"max_tokens": 200, "temperature": 0.0}
-    assert list(load_all_tasks()) == ["ticket_triage"]
+    assert "ticket_triage" in load_all_tasks()
 
 
 def test_task_limits_override_only_the_given_fields(tmp_path):
@@ -128,8 +128,7 @@ INVALID_SPECS = [
     ("schema_array_of_objects", None, None, ARRAY_OF_OBJECTS,
      ["field 'output.schema_file'", "arrays of arrays/objects", "Fix:"]),
     ("apply_column_not_in_schema", setter("apply.columns", {"category": "label"}), None, None,
-     ["field 'apply.columns.category'", "output field 'label' is not in output_schema.v1.json",
-      "Fix: map to one of: category, confidence, reason"]),
+     ["field 'apply.columns.category'", "output field 'label'", "Fix: map to one of: category, confidence, reason"]),
     ("sql_without_partition_date", setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
      None, None, ["source.sql", "$partition_date", "WHERE created_date = $partition_date"]),
     ("sql_not_a_select", setter("source.sql", "DELETE FROM support_tickets WHERE created_date = $partition_date"),

@@ -1,0 +1,160 @@
+"""The Dagster surface (SPEC §3): the project's Definitions load cleanly, every task becomes its own
+asset group with the six pipeline assets, jobs, a daily schedule for yesterday's partition, the one
+provider sensor, and a blocking shards check."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+
+from batch_assets.spec.resolve import load_all_tasks
+
+STAGES = ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied")
+KINDS = {
+    "manifest": {"duckdb", "parquet"},
+    "shards": {"duckdb", "json"},
+    "submissions": {"openai"},
+    "raw_results": {"openai", "duckdb"},
+    "parsed_results": {"duckdb"},
+    "applied": {"duckdb", "table"},
+}
+LOAD_STRICT = """
+import json
+import dagster as dg
+from batch_assets.definitions import defs
+d = defs()
+dg.Definitions.validate_loadable(d)
+print(json.dumps(sorted(k.to_user_string() for k in d.resolve_asset_graph().get_all_asset_keys())))
+"""
+
+
+@pytest.fixture(scope="module")
+def defs() -> dg.Definitions:
+    from batch_assets.definitions import defs as load
+
+    return load()
+
+
+def key(task: str, stage: str) -> dg.AssetKey:
+    return dg.AssetKey([task, stage])
+
+
+def test_definitions_load_with_deprecation_and_future_warnings_as_errors(tmp_path):
+    """In a fresh interpreter, so import-time warnings count too."""
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-W", "error::FutureWarning", "-c", LOAD_STRICT],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "BATCH_ASSETS_DATABASE": str(tmp_path / "w.duckdb"),
+             "BATCH_ASSETS_DATA_DIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keys = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {f"ticket_triage/{s}" for s in STAGES} <= set(keys)
+
+
+def test_validate_loadable(defs):
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_ticket_triage_assets_group_and_kinds(defs):
+    graph = defs.resolve_asset_graph()
+    keys = {k for k in graph.get_all_asset_keys() if k.path[0] == "ticket_triage"}
+    assert keys == {key("ticket_triage", s) for s in STAGES}
+    for stage in STAGES:
+        k = key("ticket_triage", stage)
+        spec = defs.resolve_assets_def(k).specs_by_key[k]
+        assert spec.group_name == "ticket_triage", stage
+        assert set(spec.kinds) == KINDS[stage], stage
+        assert spec.description, stage
+        assert isinstance(spec.partitions_def, dg.DailyPartitionsDefinition)
+    deps = {stage: {d.asset_key for d in defs.resolve_assets_def(key("ticket_triage", stage))
+                    .specs_by_key[key("ticket_triage", stage)].deps} for stage in STAGES}
+    assert [deps[s] for s in STAGES[1:]] == [{key("ticket_triage", s)} for s in STAGES[:-1]]
+
+
+def test_every_task_folder_is_its_own_asset_group(defs):
+    graph = defs.resolve_asset_graph()
+    for name in load_all_tasks():
+        for stage in STAGES:
+            k = key(name, stage)
+            assert graph.has(k), k
+            assert defs.resolve_assets_def(k).specs_by_key[k].group_name == name
+        defs.resolve_job_def(f"{name}__submit")
+        defs.resolve_job_def(f"{name}__collect")
+        defs.resolve_schedule_def(f"{name}__daily")
+
+
+def test_jobs_select_the_submit_and_collect_stages(defs):
+    submit = defs.resolve_job_def("ticket_triage__submit")
+    collect = defs.resolve_job_def("ticket_triage__collect")
+    assert set(submit.asset_layer.executable_asset_keys) == {key("ticket_triage", s) for s in STAGES[:3]}
+    assert set(collect.asset_layer.executable_asset_keys) == {key("ticket_triage", s) for s in STAGES[3:]}
+    assert isinstance(submit.partitions_def, dg.DailyPartitionsDefinition)
+    assert "2026-11-20" in submit.partitions_def.get_partition_keys()
+    # A date range runs as one run (every asset loops over the run's partition keys).
+    assert defs.resolve_assets_def(key("ticket_triage", "manifest")).backfill_policy == dg.BackfillPolicy.single_run()
+    # DuckDB admits one writing process: steps run in the run's process.
+    assert submit.executor_def.name == dg.in_process_executor.name
+
+
+def evaluate_schedule(defs, now: dt.datetime) -> list[dg.RunRequest]:
+    schedule = defs.resolve_schedule_def("ticket_triage__daily")
+    return list(schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=now))
+                .run_requests)
+
+
+# Dagster's build_schedule_from_partitioned_job calls its own deprecated API when evaluated; the
+# behaviour is tested here with that one warning ignored, the warning itself below.
+@pytest.mark.filterwarnings("ignore:Function `JobDefinition.run_request_for_partition` is deprecated")
+def test_daily_schedule_submits_yesterdays_partition_at_one(defs):
+    schedule = defs.resolve_schedule_def("ticket_triage__daily")
+    assert schedule.cron_schedule == "0 1 * * *" and schedule.job_name == "ticket_triage__submit"
+    assert schedule.execution_timezone in (None, "UTC")
+    for now, partition in [(dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC), "2026-11-21"),
+                           (dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.UTC), "2026-11-30")]:
+        (request,) = evaluate_schedule(defs, now)
+        assert request.partition_key == partition
+
+
+@pytest.mark.xfail(strict=True, raises=dg.DagsterUserCodeExecutionError, reason=(
+    "BUG: ticket_triage__daily (every task's __daily) is built with dg.build_schedule_from_partitioned_job, whose "
+    "evaluation calls the deprecated JobDefinition.run_request_for_partition (removed in Dagster 2.0), so under "
+    "the project's warnings-as-errors policy every schedule tick raises DeprecationWarning; define it with "
+    "@dg.schedule(cron_schedule='0 1 * * *', job=...) returning dg.RunRequest(partition_key=<yesterday>) as in "
+    "reference/dagster-style.md"))
+def test_daily_schedule_evaluates_without_deprecation_warnings(defs):
+    (request,) = evaluate_schedule(defs, dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC))
+    assert request.partition_key == "2026-11-21"
+
+
+def test_provider_sensor_is_present_and_running_by_default(defs):
+    sensor = defs.resolve_sensor_def("provider_status_sensor")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert 0 < sensor.minimum_interval_seconds <= 300
+    assert [s.name for s in defs.sensors] == ["provider_status_sensor"]  # one for all tasks
+
+
+def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
+    shards = defs.resolve_assets_def(key("ticket_triage", "shards"))
+    ((shards_check,),) = [list(shards.check_specs)]
+    assert (shards_check.name, shards_check.blocking) == ("shards_within_limits", True)
+    applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
+    assert [c.name for c in applied.check_specs] == ["reconciliation"]
+
+
+def test_resources_are_configurable_and_secrets_come_from_env_vars(monkeypatch):
+    from batch_assets.resources import ProvidersResource, WarehouseResource, default_resources
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
+    resources = default_resources()
+    assert isinstance(resources["warehouse"], WarehouseResource)
+    assert isinstance(resources["providers"], ProvidersResource)
+    assert isinstance(resources["warehouse"], dg.ConfigurableResource)
+    assert isinstance(resources["providers"].openai_api_key, dg.EnvVar)
+    assert "sk-not-a-real-key" not in repr(resources["providers"])

@@ -1,0 +1,152 @@
+"""The reconciliation equation (SPEC §3): every term an independent ledger query; a finished run
+balances with the expected numbers, and a tampered ledger makes it fail with the numbers spelled out."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+
+from batch_assets.emulator.testing import running_emulator
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.shards import cut_shards
+from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.base import ClientSettings
+from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+from batch_assets.resources import EMULATOR_API_KEY
+
+from .conftest import DAY1, FAST_EMULATOR, _run_partition
+
+TASK_ID1 = "ticket_triage_20261120"
+ITEMS, REJECTED_ROWS, QUARANTINED, LINES = 58, 2, 5, 53
+
+
+def test_a_clean_run_balances_with_the_expected_numbers(seeded_copy, ticket_task, adapter, run_partition):
+    r = run_partition(seeded_copy, ticket_task, DAY1, adapter)
+    assert r.problems() == []
+    assert (r.manifest_items, r.source_rejects, r.quarantined, r.shard_lines) == (ITEMS, REJECTED_ROWS, QUARANTINED, LINES)
+    assert (r.submitted_lines, r.provider_request_total) == (LINES, LINES)
+    assert (r.succeeded, r.failed_total, r.expired, r.canceled, r.missing, r.in_flight) == (LINES, 0, 0, 0, 0, 0)
+    assert (r.applied, r.stale, r.failed_to_parse) == (LINES, 0, 0)
+    assert (r.orphan_lines, r.duplicate_lines, r.malformed_lines, r.jobs, r.jobs_terminal) == (0, 0, 0, 1, 1)
+    meta = r.as_metadata()
+    assert meta["manifest_items"] == ITEMS and meta["failed_total"] == 0 and meta["applied"] == LINES
+
+
+def test_a_run_in_flight_balances_with_items_counted_as_missing(seeded_copy, ticket_task, adapter):
+    wh, task = seeded_copy, dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits,
+                                                                                          max_requests_per_shard=20))
+    freeze_manifest(wh, task, DAY1)
+    cut_shards(wh, task, DAY1)
+    submit_pending(wh, task, DAY1, adapter)
+    r = reconcile(wh, TASK_ID1)
+    assert r.problems() == []
+    assert (r.missing, r.in_flight, r.jobs, r.jobs_terminal) == (LINES, LINES, 3, 0)
+
+
+# --- tampering ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, _seeded_template, ticket_task) -> tuple[Warehouse, object]:
+    """One partition run to the end (three shards, some item errors); tests tamper with copies of it."""
+    root = tmp_path_factory.mktemp("finished_run")
+    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
+    shutil.copy(_seeded_template, wh.database)
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
+    with running_emulator(root / "emulator", **FAST_EMULATOR, item_error_rate=0.2, truncate_rate=0.05) as emu:
+        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
+        r = _run_partition(wh, task, DAY1, adapter)
+    assert r.problems() == [] and r.failed_total > 0 and r.failed_to_parse > 0 and r.jobs == 3
+    return wh, r
+
+
+def tampered(finished_run, tmp_path, *statements: str):
+    wh, baseline = finished_run
+    copy = Warehouse.at(tmp_path / "warehouse.duckdb", wh.data_dir)
+    shutil.copy(wh.database, copy.database)
+    with copy.connect() as conn:
+        for sql in statements:
+            conn.execute(sql)
+    return reconcile(copy, TASK_ID1), baseline
+
+
+def one_succeeded(cls_filter: str) -> str:
+    return (f"(SELECT custom_id FROM ledger.parsed_result WHERE task_id = '{TASK_ID1}' AND {cls_filter} "
+            "ORDER BY custom_id LIMIT 1)")
+
+
+def test_untampered_copy_balances(finished_run, tmp_path):
+    r, base = tampered(finished_run, tmp_path)
+    assert r.problems() == [] and r == base
+
+
+def test_deleting_a_parsed_result_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path,
+                    f"DELETE FROM ledger.parsed_result WHERE custom_id = {one_succeeded('error_class IS NULL')}")
+    problems = r.problems()
+    assert any(f"applied {b.applied} + stale {b.stale} + failed to parse {b.failed_to_parse} != succeeded "
+               f"{b.succeeded - 1}" in p for p in problems), problems
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: Reconciliation.missing is counted as 'shard lines without a parsed_result', i.e. a remainder: "
+    "deleting the parsed_result of a failed item moves it from failed to missing and every equation still "
+    "balances (problems() is empty, even though all jobs are terminal and the raw result line is there), "
+    "contrary to reconcile.py's promise that a lost or tampered row makes the equation fail. Count missing "
+    "independently (e.g. shard lines of terminal, ingested jobs with no ok raw line and no synthesized outcome) "
+    "or flag items with a raw line but no parsed result"))
+def test_deleting_a_failed_items_parsed_result_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path,
+                    f"DELETE FROM ledger.parsed_result WHERE custom_id = {one_succeeded('NOT provider_succeeded')}")
+    assert r.failed_total == b.failed_total - 1
+    assert r.problems() != []
+
+
+def test_a_bogus_shard_line_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, f"""
+        INSERT INTO ledger.shard_line SELECT shard_id, 999, '{TASK_ID1}:ticket:TK-BOGUS:00000000',
+               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens
+        FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
+    problems = r.problems()
+    assert any(f"shard lines {b.shard_lines + 1} != manifest items {b.manifest_items} - quarantined {b.quarantined}"
+               in p for p in problems), problems
+    assert any(f"manifest items {b.manifest_items} != " in p and f"missing 1 (= {b.manifest_items + 1})" in p
+               for p in problems), problems
+
+
+def test_deleting_an_applied_result_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, f"""
+        DELETE FROM ledger.applied_result WHERE custom_id = (SELECT min(custom_id) FROM ledger.applied_result)""")
+    (problem,) = r.problems()
+    assert (f"applied {b.applied - 1} + stale {b.stale} + failed to parse {b.failed_to_parse} "
+            f"!= succeeded {b.succeeded}") in problem
+
+
+def test_a_changed_provider_request_count_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, """
+        UPDATE ledger.provider_job SET request_total = request_total + 1
+        WHERE job_key = (SELECT min(job_key) FROM ledger.provider_job)""")
+    (problem,) = r.problems()
+    assert f"provider request counts {b.submitted_lines + 1} != lines submitted {b.submitted_lines}" in problem
+
+
+def test_a_lost_quarantine_row_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path,
+                    "DELETE FROM ledger.quarantine WHERE custom_id = (SELECT min(custom_id) FROM ledger.quarantine)")
+    problems = r.problems()
+    assert any(f"shard lines {b.shard_lines} != manifest items {b.manifest_items} - quarantined {b.quarantined - 1}"
+               in p for p in problems), problems
+    assert any(f"quarantined {b.quarantined - 1}" in p and f"(= {b.manifest_items - 1})" in p
+               for p in problems if p.startswith("manifest items")), problems
+
+
+def test_a_lost_manifest_item_is_detected(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, """
+        DELETE FROM ledger.manifest_item WHERE custom_id = (SELECT min(custom_id) FROM ledger.shard_line)""")
+    problems = r.problems()
+    assert any(p.startswith(f"manifest items {b.manifest_items - 1} != ") for p in problems), problems
+    assert any(f"shard lines {b.shard_lines} != manifest items {b.manifest_items - 1} - quarantined {b.quarantined}"
+               in p for p in problems), problems

@@ -1,0 +1,299 @@
+"""The provider status sensor (SPEC §3.4, §4, §6): polls jobs, records every transition with its time,
+requests exactly one collect run per partition with newly terminal jobs (deterministic run keys, a
+cursor), and a tick overlapping a run - in another thread or another process - loses nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import dagster as dg
+import openai
+import pytest
+
+from batch_assets.components.task_assets import collect_asset_keys
+from batch_assets.pipeline.apply import apply_results
+from batch_assets.pipeline.ingest import collect_raw_results
+from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline.parse import parse_results
+from batch_assets.pipeline.poll import collect_requests_after
+from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.shards import cut_shards
+from batch_assets.pipeline.submit import submit_pending
+from batch_assets.resources import EMULATOR_API_KEY, default_resources
+
+from .conftest import DAY1, DAY2
+
+TERMINAL = {"completed", "failed", "expired", "cancelled"}
+COLLECT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied")]
+
+
+@pytest.fixture(scope="module")
+def defs():
+    """Loaded once: ticks get this test's resources from `default_resources()` (after `dagster_env`)."""
+    from batch_assets.definitions import defs as load
+
+    return load()
+
+
+@pytest.fixture(scope="module")
+def sensor_instance():
+    """One Dagster instance for the module (creating one costs seconds); the cursor is passed explicitly."""
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def tick(defs, instance, cursor: str | None) -> dg.SensorResult:
+    sensor = defs.resolve_sensor_def("provider_status_sensor")
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs, resources=default_resources())
+    return sensor.evaluate_tick(ctx)
+
+
+def limited(task, n: int):
+    return dataclasses.replace(task, limits=dataclasses.replace(task.limits, max_requests_per_shard=n))
+
+
+def submit(wh, task, adapter, *days):
+    for day in days:
+        freeze_manifest(wh, task, day)
+        cut_shards(wh, task, day)
+        submit_pending(wh, task, day, adapter)
+
+
+def wait_provider_terminal(emulator, timeout_s: float = 15.0) -> None:
+    """Wait on the provider side only (no ledger writes), so the sensor sees the transitions."""
+    deadline = time.monotonic() + timeout_s
+    with openai.OpenAI(api_key=EMULATOR_API_KEY, base_url=emulator.openai_base_url) as client:
+        while {b.status for b in client.batches.list(limit=100)} - TERMINAL:
+            assert time.monotonic() < deadline, "provider batches did not finish"
+            time.sleep(0.05)
+
+
+def jobs_by_partition(wh) -> dict[str, list[str]]:
+    with wh.connect() as conn:
+        rows = conn.execute("SELECT strftime(t.partition_date, '%Y-%m-%d'), list(j.job_key ORDER BY j.job_key) "
+                            "FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id) GROUP BY 1").fetchall()
+    return {day: keys for day, keys in rows}
+
+
+def events(wh, job_key: str) -> list[tuple]:
+    with wh.connect() as conn:
+        return conn.execute("SELECT from_state, to_state, raw_status, request_completed, observed_at "
+                            "FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at, to_state", [job_key]).fetchall()
+
+
+def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, sensor_instance, dagster_env, ticket_task,
+                                                                         adapter, emulator):
+    wh = dagster_env
+    submit(wh, limited(ticket_task, 30), adapter, DAY1, DAY2)  # two jobs per partition
+    wait_provider_terminal(emulator)
+    jobs = jobs_by_partition(wh)
+    assert [len(jobs[d]) for d in (DAY1, DAY2)] == [2, 2]
+
+    result = tick(defs, sensor_instance, None)
+    requests = sorted(result.run_requests, key=lambda r: r.partition_key)
+    assert [r.partition_key for r in requests] == [DAY1, DAY2]
+    for r, day in zip(requests, (DAY1, DAY2)):
+        assert list(r.asset_selection) == COLLECT_KEYS == collect_asset_keys("ticket_triage")
+        assert r.run_key.startswith(f"collect:ticket_triage:{day}:")
+        assert r.tags["batch_assets/jobs"] == ",".join(jobs[day])
+    assert len({r.run_key for r in requests}) == 2
+    # Every job's transitions were recorded, with their times.
+    with wh.connect() as conn:
+        lines = dict(conn.execute("SELECT j.job_key, s.line_count FROM ledger.provider_job j "
+                                  "JOIN ledger.shard s USING (shard_id)").fetchall())
+    for day in (DAY1, DAY2):
+        for job_key in jobs[day]:
+            ev = events(wh, job_key)
+            assert [(e[0], e[1]) for e in ev] == [(None, "CREATED"), ("CREATED", "VALIDATING"),
+                                                  ("VALIDATING", "COMPLETED")]
+            assert (ev[-1][2], ev[-1][3]) == ("completed", lines[job_key])
+            assert all(a[4] <= b[4] for a, b in zip(ev, ev[1:]))
+    with wh.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL "
+                            "OR terminal_seq IS NULL").fetchone()[0] == 0
+
+    # The next tick, given the cursor, requests nothing; a re-evaluation of the same tick (cursor not
+    # stored because the launch failed) requests the same runs under the same keys.
+    assert json.loads(result.cursor)["terminal_seq"] == 4
+    assert tick(defs, sensor_instance, result.cursor).run_requests == []
+    replay = tick(defs, sensor_instance, None)
+    assert sorted((r.partition_key, r.run_key) for r in replay.run_requests) == [
+        (r.partition_key, r.run_key) for r in requests]
+
+
+def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_partition(
+        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator):
+    wh = dagster_env
+    emulator.configure(queue_delay_s=0.6, seconds_per_request=0.012, finalize_delay_s=0.7)
+    submit(wh, ticket_task, adapter, DAY1)
+    (job_key,) = jobs_by_partition(wh)[DAY1]
+    cursor, requests, ticks = None, [], 0
+    deadline = time.monotonic() + 20
+    while not requests:
+        assert time.monotonic() < deadline, "DAY1's job never became terminal"
+        result = tick(defs, sensor_instance, cursor)
+        cursor, requests, ticks = result.cursor, result.run_requests, ticks + 1
+        time.sleep(0.05)
+    assert ticks > 2 and [r.partition_key for r in requests] == [DAY1]
+    ev = events(wh, job_key)
+    assert [(e[0], e[1]) for e in ev if e[0] != e[1]] == [
+        (None, "CREATED"), ("CREATED", "VALIDATING"), ("VALIDATING", "RUNNING"), ("RUNNING", "FINALIZING"),
+        ("FINALIZING", "COMPLETED")]
+    times = [e[4] for e in ev]
+    assert times == sorted(times) and times[-1] > times[0]
+    raw = {e[1]: e[2] for e in ev}
+    assert (raw["VALIDATING"], raw["RUNNING"], raw["FINALIZING"], raw["COMPLETED"]) == (
+        "validating", "in_progress", "finalizing", "completed")
+    assert ev[-1][3] == 53
+    with wh.connect() as conn:
+        created, submitted, changed, terminal = conn.execute(
+            "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job").fetchone()
+    assert created <= submitted <= terminal and changed == terminal
+    # Queue and run durations can be read off the events (the emulator queued ~0.6 s, ran ~0.6 s).
+    at = {e[1]: e[4] for e in ev}
+    assert (at["RUNNING"] - at["VALIDATING"]).total_seconds() > 0.2
+    assert (at["COMPLETED"] - at["RUNNING"]).total_seconds() > 0.3
+
+    # A job that finishes later is requested on its own.
+    emulator.configure(queue_delay_s=0.02, seconds_per_request=0.0005, finalize_delay_s=0.02)
+    submit(wh, ticket_task, adapter, DAY2)
+    wait_provider_terminal(emulator)
+    later = tick(defs, sensor_instance, cursor)
+    assert [r.partition_key for r in later.run_requests] == [DAY2]
+    assert later.run_requests[0].tags["batch_assets/jobs"] == ",".join(jobs_by_partition(wh)[DAY2])
+    assert tick(defs, sensor_instance, later.cursor).run_requests == []
+
+
+# --- overlap: nothing lost, nothing twice -------------------------------------------------------------
+
+def collect_partition(wh, task, day, adapter):
+    collect_raw_results(wh, task, day, adapter)
+    parse_results(wh, task, day)
+    apply_results(wh, task, day)
+
+
+def assert_consistent(wh, requested_job_keys: list[str]):
+    with wh.connect() as conn:
+        all_jobs = [r[0] for r in conn.execute("SELECT job_key FROM ledger.provider_job ORDER BY 1").fetchall()]
+        seqs = [r[0] for r in conn.execute("SELECT terminal_seq FROM ledger.provider_job").fetchall()]
+        terminal_events = conn.execute("""
+            SELECT job_key, count(*) FROM ledger.status_event WHERE to_state = 'COMPLETED' AND from_state <> 'COMPLETED'
+            GROUP BY 1""").fetchall()
+    # Every job handed to collection exactly once; one terminal transition each; distinct sequence numbers.
+    assert sorted(requested_job_keys) == all_jobs
+    assert None not in seqs and len(set(seqs)) == len(seqs)
+    assert sorted(terminal_events) == [(k, 1) for k in all_jobs]
+    for task_id in ("ticket_triage_20261120", "ticket_triage_20261121"):
+        r = reconcile(wh, task_id)
+        assert r.problems() == [] and r.succeeded == r.applied == 53 and r.jobs == r.jobs_terminal
+
+
+def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, sensor_instance, dagster_env, ticket_task,
+                                                                          adapter, emulator):
+    wh, task = dagster_env, limited(ticket_task, 20)
+    submit(wh, task, adapter, DAY1)
+    freeze_manifest(wh, task, DAY2)
+    cut_shards(wh, task, DAY2)
+    wait_provider_terminal(emulator)
+    stop, errors, requested, ticks = threading.Event(), [], [], []
+
+    def ticker():
+        cursor = None
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                result = tick(defs, sensor_instance, cursor)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(repr(exc))
+                continue
+            ticks.append((started, time.monotonic()))
+            cursor = result.cursor
+            requested.extend(result.run_requests)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=ticker, name="sensor-ticker")
+    thread.start()
+    try:
+        time.sleep(0.05)
+        work_started = time.monotonic()
+        submit_pending(wh, task, DAY2, adapter)             # a submit run ...
+        collect_partition(wh, task, DAY1, adapter)          # ... and a collect run, while the sensor ticks
+        work_ended = time.monotonic()
+        wait_provider_terminal(emulator)
+        deadline = time.monotonic() + 20
+        while sum(len(r.tags["batch_assets/jobs"].split(",")) for r in requested) < 6 and not errors:
+            assert time.monotonic() < deadline, "the sensor did not hand over every job"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert errors == []
+    assert any(a < work_ended and b > work_started for a, b in ticks), "no tick overlapped the runs"
+    collect_partition(wh, task, DAY1, adapter)
+    collect_partition(wh, task, DAY2, adapter)
+    keys = [k for r in requested for k in r.tags["batch_assets/jobs"].split(",")]
+    assert len({r.run_key for r in requested}) == len(requested)
+    assert_consistent(wh, keys)
+
+
+SENSOR_PROCESS = textwrap.dedent("""
+    import json, sys, time
+    import batch_assets.ledger.warehouse as warehouse_mod
+    from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
+    from batch_assets.providers.base import ClientSettings
+    from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+    database, data_dir, base_url, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    conflicts, real = [], warehouse_mod._is_lock_conflict
+    warehouse_mod._is_lock_conflict = lambda exc: conflicts.append(1) or real(exc)
+    wh = Warehouse.at(database, data_dir)
+    adapter = OpenAIBatchAdapter(ClientSettings("emulator-no-key", base_url))
+    seq, handed, deadline = 0, [], time.monotonic() + 30
+    while len(handed) < want and time.monotonic() < deadline:
+        # What provider_status_sensor does on every tick, from its own process.
+        poll_jobs(wh, lambda _p: adapter)
+        requests, seq = collect_requests_after(wh, seq)
+        handed += [k for r in requests for k in r.job_keys]
+        print(json.dumps({"tick": [r.run_key for r in requests]}), flush=True)
+    print(json.dumps({"handed": handed, "lock_waits": len(conflicts)}), flush=True)
+""")
+
+
+def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_copy, ticket_task, adapter, emulator,
+                                                                           monkeypatch):
+    """DuckDB admits one writing process per file: the other process waits for the lock and retries."""
+    import batch_assets.ledger.warehouse as warehouse_mod
+
+    conflicts, real = [], warehouse_mod._is_lock_conflict
+    monkeypatch.setattr(warehouse_mod, "_is_lock_conflict", lambda exc: conflicts.append(1) or real(exc))
+    wh, task = seeded_copy, limited(ticket_task, 20)
+    submit(wh, task, adapter, DAY1)
+    freeze_manifest(wh, task, DAY2)
+    cut_shards(wh, task, DAY2)
+    proc = subprocess.Popen([sys.executable, "-c", SENSOR_PROCESS, str(wh.database), str(wh.data_dir),
+                             emulator.openai_base_url, "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None:  # keep writing while the other process polls and records
+            assert time.monotonic() < deadline, "the sensor process did not finish"
+            submit_pending(wh, task, DAY2, adapter)
+            collect_partition(wh, task, DAY1, adapter)
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    handed = summary["handed"]
+    assert len(conflicts) + summary["lock_waits"] > 0, "the two processes never contended for the file"
+    collect_partition(wh, task, DAY1, adapter)
+    collect_partition(wh, task, DAY2, adapter)
+    assert_consistent(wh, handed)
+    assert collect_requests_after(wh, 0)[1] == 6
