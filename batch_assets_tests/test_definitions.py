@@ -105,13 +105,10 @@ def test_jobs_select_the_submit_and_collect_stages(defs):
 
 def evaluate_schedule(defs, now: dt.datetime) -> list[dg.RunRequest]:
     schedule = defs.resolve_schedule_def("ticket_triage__daily")
-    return list(schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=now))
-                .run_requests)
+    context = dg.build_schedule_context(scheduled_execution_time=now, repository_def=defs.get_repository_def())
+    return list(schedule.evaluate_tick(context).run_requests)
 
 
-# Dagster's build_schedule_from_partitioned_job calls its own deprecated API when evaluated; the
-# behaviour is tested here with that one warning ignored, the warning itself below.
-@pytest.mark.filterwarnings("ignore:Function `JobDefinition.run_request_for_partition` is deprecated")
 def test_daily_schedule_submits_yesterdays_partition_at_one(defs):
     schedule = defs.resolve_schedule_def("ticket_triage__daily")
     assert schedule.cron_schedule == "0 1 * * *" and schedule.job_name == "ticket_triage__submit"
@@ -122,12 +119,6 @@ def test_daily_schedule_submits_yesterdays_partition_at_one(defs):
         assert request.partition_key == partition
 
 
-@pytest.mark.xfail(strict=True, raises=dg.DagsterUserCodeExecutionError, reason=(
-    "BUG: ticket_triage__daily (every task's __daily) is built with dg.build_schedule_from_partitioned_job, whose "
-    "evaluation calls the deprecated JobDefinition.run_request_for_partition (removed in Dagster 2.0), so under "
-    "the project's warnings-as-errors policy every schedule tick raises DeprecationWarning; define it with "
-    "@dg.schedule(cron_schedule='0 1 * * *', job=...) returning dg.RunRequest(partition_key=<yesterday>) as in "
-    "reference/dagster-style.md"))
 def test_daily_schedule_evaluates_without_deprecation_warnings(defs):
     (request,) = evaluate_schedule(defs, dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC))
     assert request.partition_key == "2026-11-21"

@@ -215,11 +215,7 @@ def test_dagster_loads_a_task_folder_as_its_asset_group(dg_project):
                  id="params_temperature"),
     pytest.param(setter("endpoint", "/v1/images/generations"), "endpoint:",
                  "endpoint '/v1/images/generations' is not supported",
-                 id="endpoint", marks=pytest.mark.xfail(strict=True, reason=(
-                     "BUG: the unsupported-endpoint check is a model-level validator (TaskSpec._endpoint_supported), "
-                     "so pydantic gives it no field location and Dagster reports the `attributes:` line of defs.yaml "
-                     "instead of the `endpoint:` line; make it a field validator on `endpoint` (using the "
-                     "already-validated provider) so the error points at the offending line"))),
+                 id="endpoint"),
 ])
 def test_dagster_reports_yaml_file_and_line(dg_project, mutate, line_key, fragment):
     root, make_task = dg_project
@@ -311,12 +307,7 @@ BAD = {
     "not_an_object": (["billing"], "answer is not a JSON object"),
     "a_bare_string": ("billing", "answer is not a JSON object"),
     "huge_integer_not_in_enum": pytest.param(
-        {**BASE, "level": 10**20}, "answer.level: not one of",
-        marks=pytest.mark.xfail(strict=True, raises=duckdb.ConversionException, reason=(
-            "BUG: an integer `enum` compiles to `(value ->> '$') IN (1, 2, 3)`, so DuckDB casts the answer's text "
-            "to INT32; an out-of-range integer answer (1e20) raises a Conversion Error that aborts the whole "
-            "parse query for every item of the partition instead of yielding one parse_error (compare as "
-            "VARCHAR/JSON, or guard with TRY_CAST)"))),
+        {**BASE, "level": 10**20}, "answer.level: not one of"),
 }
 
 

@@ -185,12 +185,7 @@ def timezone(request, monkeypatch):
 
 @pytest.mark.parametrize("timezone", [
     "UTC",
-    pytest.param("Asia/Shanghai", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: submit_pending passes find_job not_before_unix = epoch(provider_job.created_at) - 3600, but "
-        "created_at is now()::TIMESTAMP, i.e. local wall time, and epoch() reads it as UTC; east of UTC+1 "
-        "(e.g. Asia/Shanghai, +8 h) the cutoff lies hours in the future, so find_job stops at the first newer "
-        "batch of another partition and the crashed submission is created a second time (duplicate billing). "
-        "Store/compare UTC (e.g. epoch(now()) or get_current_timestamp() as TIMESTAMPTZ)"))),
+    pytest.param("Asia/Shanghai"),
 ], indirect=True)
 def test_crash_recovery_still_finds_the_batch_after_newer_batches(
         timezone, seeded_copy, ticket_task, adapter, emulator, monkeypatch):

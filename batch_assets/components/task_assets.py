@@ -1,6 +1,8 @@
 """A task's assets, checks, jobs and schedule (SPEC §3): thin Dagster wiring over batch_assets.pipeline."""
 
 
+from datetime import timedelta
+
 import dagster as dg
 
 from batch_assets.components.partitions import daily_partitions
@@ -148,10 +150,11 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         f"{name}__collect", selection=dg.AssetSelection.assets(*[key(s) for s in COLLECT_STAGES]),
         description=f"Download, parse and apply the results of {name}'s terminal provider jobs.",
     )
-    schedule = dg.build_schedule_from_partitioned_job(
-        submit_job, hour_of_day=1, name=f"{name}__daily",
-        description=f"Freezes and submits yesterday's partition of {name} every day at 01:00.",
-    )
+    @dg.schedule(name=f"{name}__daily", cron_schedule="0 1 * * *", target=submit_job,
+                 description=f"Freezes and submits yesterday's partition of {name} every day at 01:00.")
+    def schedule(context: dg.ScheduleEvaluationContext):
+        day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
+        return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day)
     return dg.Definitions(
         assets=[manifest, shards, submissions, raw_results, parsed_results, applied],
         jobs=[submit_job, collect_job], schedules=[schedule],

@@ -62,6 +62,8 @@ class Warehouse:
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         try:
+            # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
+            conn.execute("SET TimeZone = 'UTC'")
             if not read_only:
                 migrate(conn)
             yield conn

@@ -10,7 +10,7 @@ import re
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 SQL_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -154,17 +154,24 @@ class TaskSpec(_Strict):
             raise ValueError(f"unknown provider {v!r}; use one of: {', '.join(known_providers())}")
         return v
 
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_supported(cls, v: str, info: ValidationInfo) -> str:
+        from batch_assets.providers.config import known_providers, provider_config
+
+        provider = info.data.get("provider")
+        if provider not in known_providers():
+            return v  # the provider field reports its own error
+        endpoints = provider_config(provider).endpoints
+        if v not in endpoints:
+            raise ValueError(f"endpoint {v!r} is not supported for provider {provider!r}; use one of: {', '.join(endpoints)}")
+        return v
+
     @model_validator(mode="after")
-    def _endpoint_supported(self) -> TaskSpec:
+    def _output_kind_supported(self) -> TaskSpec:
         from batch_assets.providers.config import provider_config
 
-        endpoints = provider_config(self.provider).endpoints
-        if self.endpoint not in endpoints:
-            raise ValueError(
-                f"endpoint {self.endpoint!r} is not supported for provider {self.provider!r}; "
-                f"use one of: {', '.join(endpoints)}"
-            )
-        kinds = endpoints[self.endpoint]
+        kinds = provider_config(self.provider).endpoints[self.endpoint]
         if self.output.kind not in kinds:
             raise ValueError(
                 f"output kind {self.output.kind!r} is not available on {self.provider} {self.endpoint}; "

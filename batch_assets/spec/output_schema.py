@@ -83,8 +83,19 @@ def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> li
     guard = f"{type_sql} = 'NULL' OR " if nullable else ""
     str_sql = f"({value_sql} ->> '$')"
     if "enum" in schema:
-        allowed = ", ".join(_lit(v) for v in schema["enum"] if v is not None)
-        checks.append((f"({guard}{str_sql} IN ({allowed}))", f"{label}: not one of {schema['enum']}"))
+        # Strings compare as text, numbers as numbers (TRY_CAST: a huge or odd value is a
+        # violation of this one answer, never an error of the whole query).
+        texts = [v for v in schema["enum"] if isinstance(v, str)]
+        numbers = [v for v in schema["enum"] if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        bools = [v for v in schema["enum"] if isinstance(v, bool)]
+        options = []
+        if texts:
+            options.append(f"({type_sql} = 'VARCHAR' AND {str_sql} IN ({', '.join(_lit(v) for v in texts)}))")
+        if numbers:
+            options.append(f"TRY_CAST({str_sql} AS DOUBLE) IN ({', '.join(repr(float(v)) for v in numbers)})")
+        if bools:
+            options.append(f"({type_sql} = 'BOOLEAN' AND {str_sql} IN ({', '.join(_lit(str(v).lower()) for v in bools)}))")
+        checks.append((f"({guard}{' OR '.join(options) or 'false'})", f"{label}: not one of {schema['enum']}"))
     if "string" in concrete:
         if "minLength" in schema:
             checks.append((f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
