@@ -243,11 +243,6 @@ def test_batch_level_validation_failure_fails_every_item(seeded_copy, ticket_tas
     assert (r.failed, r.quarantined, r.succeeded, r.applied) == ({"validation_error": LINES}, QUARANTINED, 0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: parse_results gives every item of a FAILED batch the class validation_error, whatever the batch's "
-    "error code; a batch failed with token_limit_exceeded (the enqueued-token limit, emulator "
-    "force_batch_status='failed') is a SPEC §6 rate_or_capacity_error (split/defer, then retry), as the "
-    "per-item mapping (FAILURE_CLASS_SQL) already says for that code"))
 def test_batch_failed_for_enqueued_token_limit_is_a_capacity_error(seeded_copy, ticket_task, adapter, emulator,
                                                                     wait_for_jobs):
     wh = seeded_copy

@@ -137,12 +137,6 @@ def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(see
     assert set(parquet_rows(s.manifest_uri)) == {r["custom_id"] for r in after.values()}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: after a refreeze supersedes an item that was already cut into a shard, verify_shards (the blocking "
-    "shards_within_limits check) and reconcile count every shard_line of the task, including the superseded "
-    "item's, against the current (non-superseded) manifest items: 'shard lines 54 + quarantined 5 != manifest "
-    "items 58', so the partition can never pass the gate again and the refrozen item is never submitted; "
-    "superseded items' lines must be excluded from (or accounted for in) both equations"))
 def test_refreeze_after_sharding_still_passes_the_shards_gate_and_balances(seeded_copy, ticket_task):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)

@@ -91,13 +91,6 @@ def test_deleting_a_parsed_result_is_detected(finished_run, tmp_path):
                f"{b.succeeded - 1}" in p for p in problems), problems
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: Reconciliation.missing is counted as 'shard lines without a parsed_result', i.e. a remainder: "
-    "deleting the parsed_result of a failed item moves it from failed to missing and every equation still "
-    "balances (problems() is empty, even though all jobs are terminal and the raw result line is there), "
-    "contrary to reconcile.py's promise that a lost or tampered row makes the equation fail. Count missing "
-    "independently (e.g. shard lines of terminal, ingested jobs with no ok raw line and no synthesized outcome) "
-    "or flag items with a raw line but no parsed result"))
 def test_deleting_a_failed_items_parsed_result_is_detected(finished_run, tmp_path):
     r, b = tampered(finished_run, tmp_path,
                     f"DELETE FROM ledger.parsed_result WHERE custom_id = {one_succeeded('NOT provider_succeeded')}")

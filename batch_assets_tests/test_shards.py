@@ -188,11 +188,6 @@ def test_verify_accepts_a_shard_exactly_at_the_byte_limit(seeded_copy, ticket_ta
     assert len(problems) == 1 and f"limit {shard['byte_count'] - 1}" in problems[0]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: cut_shards cuts by fixed byte windows of (max_shard_bytes - longest line) instead of packing, so "
-    "lines that fit exactly into max_shard_bytes are split: the 53 lines of a partition totalling exactly "
-    "max_shard_bytes become 2 shards (52 + 1) instead of one shard of exactly max_shard_bytes (same with "
-    "N lines per shard: a limit of exactly 10 lines' bytes yields shards of 8-9 lines)"))
 def test_lines_fitting_exactly_into_max_shard_bytes_make_one_shard(seeded_copy, tmp_path, ticket_task):
     probe = copy_of(seeded_copy, tmp_path / "probe")
     freeze_and_cut(probe, ticket_task)

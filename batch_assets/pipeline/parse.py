@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.render import sql_literal
 from batch_assets.providers.formats import FAILURE_CLASS_SQL, wire_format
+from batch_assets.providers.formats.base import CAPACITY_CODES
 from batch_assets.spec.output_schema import schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -83,25 +84,32 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        status_code,
                        CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
                             THEN CAST(answer AS VARCHAR) END,
-                       finish_reason, input_tokens, output_tokens, provider_request_id, {version}, now()::TIMESTAMP
+                       finish_reason, input_tokens, output_tokens, provider_request_id, {version}, now()::TIMESTAMP, true
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
             """).fetchone()[0]
-            # Items of batches that ended without a line of their own take the batch's outcome.
+            # Items of batches that ended without a line of their own take the batch's outcome: its
+            # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
             synthesized = conn.execute(f"""
                 INSERT INTO ledger.parsed_result
-                SELECT sl.custom_id, {tid}, j.job_key, false,
-                       CASE j.state WHEN 'FAILED' THEN 'validation_error' WHEN 'EXPIRED' THEN 'expired' ELSE 'canceled' END,
-                       CASE j.state WHEN 'FAILED' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
-                                    WHEN 'EXPIRED' THEN 'batch_expired' ELSE 'batch_cancelled' END,
-                       CASE j.state WHEN 'FAILED' THEN 'the provider rejected the whole batch: '
-                                                       || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
-                                    ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END,
-                       NULL, NULL, NULL, NULL, NULL, NULL, {version}, now()::TIMESTAMP
-                FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
-                WHERE j.task_id = {tid} AND j.state IN ('FAILED', 'EXPIRED', 'CANCELLED') AND j.downloaded_at IS NOT NULL
-                  AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-                  AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
-                  AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok')
+                SELECT custom_id, {tid}, job_key, false,
+                       CASE WHEN state = 'EXPIRED' THEN 'expired' WHEN state = 'CANCELLED' THEN 'canceled'
+                            WHEN error_code IN ({", ".join(map(sql_literal, CAPACITY_CODES))}) THEN 'rate_or_capacity_error'
+                            ELSE 'validation_error' END,
+                       error_code, error_message,
+                       NULL, NULL, NULL, NULL, NULL, NULL, {version}, now()::TIMESTAMP, false
+                FROM (
+                    SELECT sl.custom_id, j.job_key, j.state,
+                           CASE j.state WHEN 'FAILED' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
+                                        WHEN 'EXPIRED' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
+                           CASE j.state WHEN 'FAILED' THEN 'the provider rejected the whole batch: '
+                                                           || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
+                                        ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
+                    FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
+                    WHERE j.task_id = {tid} AND j.state IN ('FAILED', 'EXPIRED', 'CANCELLED') AND j.downloaded_at IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
+                      AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
+                      AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok')
+                )
             """).fetchone()[0]
             conn.execute("COMMIT")
         except BaseException:

@@ -4,10 +4,9 @@ Every manifest item not yet in a shard is rendered into the provider's request l
 on its own; a bad line is quarantined with its reason and fix instead of failing the file. Valid
 lines are cut into shards that respect the provider's limits (requests, bytes, enqueued tokens).
 
-Cutting is set-based: a line's shard is the rank of (line index // max_requests,
-start byte // B, start token // T) where B = max_bytes - longest_line + 1 (same for tokens). Any
-group of lines starting within one B-wide window ends at most longest_line - 1 bytes past it, so
-every shard stays within the byte limit without a sequential bin-packing loop.
+Cutting packs lines greedily in custom_id order: each shard takes as many lines as fit all three
+limits. Bytes and tokens are cumulative sums (polars), and each shard's end is found by binary
+search on them, so the work per shard is O(log n) and nothing loops over lines in Python.
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+
+import polars as pl
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.render import request_id_sql, request_line_sql, sql_literal
@@ -62,6 +63,29 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     ]
 
 
+def pack_shards(line_bytes: pl.Series, line_tokens: pl.Series, max_bytes: int, max_tokens: int,
+                max_requests: int) -> pl.Series:
+    """Shard number (from 0) of each line, packing greedily in order within all three limits.
+
+    Every single line must fit on its own (the quarantine rules guarantee it)."""
+    n = len(line_bytes)
+    cum_bytes = line_bytes.cast(pl.Int64).cum_sum()
+    cum_tokens = line_tokens.cast(pl.Int64).cum_sum()
+    starts: list[int] = []
+    start = 0
+    while start < n:
+        base_b = cum_bytes[start - 1] if start else 0
+        base_t = cum_tokens[start - 1] if start else 0
+        end = min(start + max_requests,
+                  int(cum_bytes.search_sorted(base_b + max_bytes, side="right")),
+                  int(cum_tokens.search_sorted(base_t + max_tokens, side="right")))
+        starts.append(start)
+        start = max(end, start + 1)
+    if n == 0:
+        return pl.Series("shard_offset", [], dtype=pl.Int64)
+    return pl.Series(starts, dtype=pl.Int64).search_sorted(pl.int_range(n, eager=True), side="right") - 1
+
+
 def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: int = FIRST_ATTEMPT) -> ShardSummary:
     spec, limits = task.spec, task.limits
     task_id = task.task_id(partition_date)
@@ -95,31 +119,22 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
 
         next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
                                [task_id, attempt])
-        longest, most_tokens = conn.execute(
-            "SELECT coalesce(max(line_bytes) + 1, 1), coalesce(max(est_tokens), 1) FROM _lines WHERE reason_code IS NULL"
-        ).fetchone()
-        byte_window = max(limits.max_shard_bytes - longest + 1, 1)
-        token_window = max(limits.max_enqueued_tokens - most_tokens + 1, 1)
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _cut AS
-            WITH ordered AS (
-                SELECT custom_id, request_id, line, line_bytes, est_tokens,
-                       row_number() OVER w - 1 AS idx,
-                       coalesce(sum(line_bytes + 1) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS start_byte,
-                       coalesce(sum(est_tokens) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS start_token
-                FROM _lines WHERE reason_code IS NULL
-                WINDOW w AS (ORDER BY custom_id)
-            )
-            SELECT *, {next_shard_no} - 1 + dense_rank() OVER (
-                       ORDER BY idx // {limits.max_requests_per_shard}, start_byte // {byte_window}, start_token // {token_window}
-                   ) AS shard_no
-            FROM ordered
-        """)
         conn.execute("""
-            CREATE OR REPLACE TEMP TABLE _cut2 AS
-            SELECT *, row_number() OVER (PARTITION BY shard_no ORDER BY idx) AS line_no FROM _cut
+            CREATE OR REPLACE TEMP TABLE _ordered AS
+            SELECT custom_id, request_id, line, line_bytes, est_tokens, row_number() OVER (ORDER BY custom_id) - 1 AS idx
+            FROM _lines WHERE reason_code IS NULL
         """)
-        conn.execute("DROP TABLE _cut")
+        sizes = conn.sql("SELECT line_bytes + 1 AS b, est_tokens AS t FROM _ordered ORDER BY idx").pl()
+        offsets = pack_shards(sizes["b"], sizes["t"], limits.max_shard_bytes, limits.max_enqueued_tokens,
+                              limits.max_requests_per_shard)
+        assignment = pl.DataFrame({"idx": pl.int_range(len(offsets), eager=True, dtype=pl.Int64), "shard_offset": offsets})
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _cut2 AS
+            SELECT o.*, {next_shard_no} + a.shard_offset AS shard_no,
+                   row_number() OVER (PARTITION BY a.shard_offset ORDER BY o.idx) AS line_no
+            FROM _ordered o JOIN assignment a USING (idx)
+        """)
+        conn.execute("DROP TABLE _ordered")
         shards = fetch_dicts(conn, """
             SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens
             FROM _cut2 GROUP BY shard_no ORDER BY shard_no
@@ -186,6 +201,15 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
             FROM ledger.shard s WHERE task_id = ? ORDER BY shard_no""", [task_id])
         items = scalar(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id])
         quarantined = scalar(conn, "SELECT count(*) FROM ledger.quarantine WHERE task_id = ?", [task_id])
+        # Lines of items a refreeze superseded stay in their (already cut) shards but are no items.
+        superseded_lines = scalar(conn, """
+            SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND custom_id IN
+                (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)""",
+                                  {"t": task_id})
+        superseded_quarantined = scalar(conn, """
+            SELECT count(*) FROM ledger.quarantine WHERE task_id = $t AND custom_id IN
+                (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)""",
+                                        {"t": task_id})
     for s in shards:
         path, sid = Path(s["path"]), s["shard_id"]
         if not path.is_file():
@@ -201,7 +225,8 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
                             f"limit {limits.max_requests_per_shard}")
         if s["est_tokens"] > limits.max_enqueued_tokens:
             problems.append(f"{sid}: {s['est_tokens']} estimated tokens > max_enqueued_tokens {limits.max_enqueued_tokens}")
-    shard_lines = sum(s["ledger_lines"] for s in shards)
+    shard_lines = sum(s["ledger_lines"] for s in shards) - superseded_lines
+    quarantined -= superseded_quarantined
     if shard_lines + quarantined != items:
         problems.append(f"shard lines {shard_lines} + quarantined {quarantined} != manifest items {items}")
     return problems, {"manifest_items": items, "shard_lines": shard_lines, "quarantined": quarantined, "shards": len(shards)}
