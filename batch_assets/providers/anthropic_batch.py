@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anthropic
 
-from batch_assets.providers.base import ClientSettings, JobSnapshot, JobState
+from batch_assets.providers.base import ClientSettings, JobSnapshot, JobState, stream_to_file
 
 LOCAL_PREFIX = "local:"
 
@@ -82,14 +82,8 @@ class AnthropicBatchAdapter:
         return snapshot_from_batch(self._client.messages.batches.cancel(provider_batch_id))
 
     def download(self, file_id: str, dest: Path) -> int:
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        written = 0
-        with self._client.messages.batches.with_streaming_response.results(file_id) as response, open(tmp, "wb") as out:
-            for chunk in response.iter_bytes(1 << 20):
-                out.write(chunk)
-                written += len(chunk)
-        tmp.replace(dest)
-        return written
+        with self._client.messages.batches.with_streaming_response.results(file_id) as response:
+            return stream_to_file(response, dest)
 
     def delete_file(self, file_id: str) -> None:
         """Results belong to the batch: deleting the (ended) batch deletes them."""

@@ -87,3 +87,15 @@ class BatchAdapter(Protocol):
 # Metadata key (or display name) under which every batch carries its ledger job_key: how a crashed
 # submission is found again instead of being created twice.
 JOB_KEY_METADATA = "batch_assets_job"
+
+
+def stream_to_file(response, dest: Path, chunk_bytes: int = 1 << 20) -> int:
+    """Write a streaming SDK response to dest via a .part file (never whole in memory); bytes written."""
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    written = 0
+    with open(tmp, "wb") as out:
+        for chunk in response.iter_bytes(chunk_bytes):
+            out.write(chunk)
+            written += len(chunk)
+    tmp.replace(dest)
+    return written

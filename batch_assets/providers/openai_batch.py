@@ -9,7 +9,7 @@ from pathlib import Path
 
 import openai
 
-from batch_assets.providers.base import JOB_KEY_METADATA, ClientSettings, JobSnapshot, JobState
+from batch_assets.providers.base import JOB_KEY_METADATA, ClientSettings, JobSnapshot, JobState, stream_to_file
 
 STATUS_MAP = {
     "validating": JobState.VALIDATING,
@@ -83,14 +83,8 @@ class OpenAIBatchAdapter:
 
     def download(self, file_id: str, dest: Path) -> int:
         """Stream a provider file to disk (never whole in memory); returns bytes written."""
-        tmp = dest.with_suffix(dest.suffix + ".part")
-        written = 0
-        with self._client.files.with_streaming_response.content(file_id) as response, open(tmp, "wb") as out:
-            for chunk in response.iter_bytes(1 << 20):
-                out.write(chunk)
-                written += len(chunk)
-        tmp.replace(dest)
-        return written
+        with self._client.files.with_streaming_response.content(file_id) as response:
+            return stream_to_file(response, dest)
 
     def delete_file(self, file_id: str) -> None:
         self._client.files.delete(file_id)

@@ -38,6 +38,19 @@ class OpenAIFormat(WireFormat):
         )
 
 
+def _messages(task, prompt_col: str) -> str:
+    """[system?, user] chat messages as a SQL JSON array."""
+    system, user = system_and_user(task, prompt_col)
+    messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
+        f"json_object('role', 'user', 'content', {user})"]
+    return f"json_array({', '.join(messages)})"
+
+
+def _usage(raw: str, input_key: str, output_key: str) -> str:
+    return (f"TRY_CAST({raw}.body ->> '$.usage.{input_key}' AS BIGINT) AS input_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}' AS BIGINT) AS output_tokens, ")
+
+
 def _finish(expr: str) -> str:
     return (f"CASE {expr} WHEN 'stop' THEN 'stop' WHEN 'length' THEN 'length' "
             f"WHEN 'content_filter' THEN 'content_filter' ELSE {expr} END")
@@ -46,10 +59,7 @@ def _finish(expr: str) -> str:
 class ChatCompletions(OpenAIFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
-        system, user = system_and_user(task, prompt_col)
-        messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
-            f"json_object('role', 'user', 'content', {user})"]
-        fields = [f"'model', {sql_literal(spec.model)}", f"'messages', json_array({', '.join(messages)})",
+        fields = [f"'model', {sql_literal(spec.model)}", f"'messages', {_messages(task, prompt_col)}",
                   f"'temperature', {float(spec.params.temperature)!r}", f"'max_tokens', {int(spec.params.max_tokens)}"]
         if spec.output.kind == "json":
             fields.append("'response_format', " + json_const(
@@ -63,9 +73,7 @@ class ChatCompletions(OpenAIFormat):
             f"{raw}.body -> '$.choices[0].message.content' ->> '$' AS content, NULL::JSON AS vector, "
             f"{_finish(finish)} AS finish_reason, "
             f"{raw}.body ->> '$.choices[0].message.refusal' AS refusal, "
-            f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.completion_tokens' AS BIGINT) AS output_tokens, "
-            + self._errors(raw)
+            + _usage(raw, "prompt_tokens", "completion_tokens") + self._errors(raw)
         )
 
 
@@ -74,10 +82,7 @@ class Responses(OpenAIFormat):
 
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
-        system, user = system_and_user(task, prompt_col)
-        messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
-            f"json_object('role', 'user', 'content', {user})"]
-        fields = [f"'model', {sql_literal(spec.model)}", f"'input', json_array({', '.join(messages)})",
+        fields = [f"'model', {sql_literal(spec.model)}", f"'input', {_messages(task, prompt_col)}",
                   f"'temperature', {float(spec.params.temperature)!r}",
                   f"'max_output_tokens', {int(spec.params.max_tokens)}"]
         if spec.output.kind == "json":
@@ -99,9 +104,7 @@ class Responses(OpenAIFormat):
             f"WHEN {incomplete} = 'content_filter' THEN 'content_filter' "
             f"WHEN ({raw}.body ->> '$.status') = 'completed' THEN 'stop' ELSE {raw}.body ->> '$.status' END AS finish_reason, "
             f"{refusal}[-1] ->> '$.refusal' AS refusal, "
-            f"TRY_CAST({raw}.body ->> '$.usage.input_tokens' AS BIGINT) AS input_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
-            + self._errors(raw)
+            + _usage(raw, "input_tokens", "output_tokens") + self._errors(raw)
         )
 
 
