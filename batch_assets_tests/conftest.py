@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -41,8 +43,14 @@ def ticket_task() -> ResolvedTask:
 
 
 @pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
-    with running_emulator(tmp_path / "emulator", **FAST_EMULATOR) as handle:
+def emulator_knobs() -> dict[str, Any]:
+    """The settings the `emulator` fixture starts with; a test module may override this fixture."""
+    return FAST_EMULATOR
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, emulator_knobs: dict[str, Any]) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp_path / "emulator", **emulator_knobs) as handle:
         yield handle
 
 
@@ -139,3 +147,18 @@ def seeded_copy(tmp_path: Path, _seeded_template: Path) -> Warehouse:
     wh = Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path / "data")
     shutil.copy(_seeded_template, wh.database)
     return wh
+
+
+# --- Emulator wire-format tests (test_emulator_openai, test_emulator_anthropic, test_emulator_gemini) ---
+
+# Their clock knobs: like FAST_EMULATOR, but one request a millisecond.
+WIRE_EMULATOR = {"queue_delay_s": 0.02, "seconds_per_request": 0.001, "finalize_delay_s": 0.02,
+                 "cancel_delay_s": 0.02, "log_requests": False}
+
+
+@pytest.fixture
+def no_emulator_left_running() -> Iterator[None]:
+    """Fails the test if an emulator thread outlives it; use with `pytest.mark.usefixtures`."""
+    yield
+    leftovers = [t.name for t in threading.enumerate() if t.name.startswith("emulator:")]
+    assert not leftovers, f"emulator threads still running: {leftovers}"

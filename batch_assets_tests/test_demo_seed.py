@@ -1,21 +1,18 @@
 """The demo ``main.support_tickets`` table: shape, determinism and the deliberate edge cases."""
 
-import os
 import random
 import re
-import string
-import subprocess
-import sys
 import unicodedata
 from collections import Counter, defaultdict
 from datetime import date
-from pathlib import Path
 
 import duckdb
 import pytest
 
 from batch_assets.demo import demo_partition_dates, phrases, seed_support_tickets
 from batch_assets.demo.seed import _slots
+
+from .seed_checks import outputs_under_hash_seeds, rows_in_one_only, template_fields, templates
 
 DATES = [date.fromisoformat(d) for d in demo_partition_dates()]
 PER_DAY = 1200
@@ -97,22 +94,12 @@ def test_every_template_fills_from_the_generator_slots():
                "name", "combining_name", "zwj_emoji", "emoji", "rtl_text", "user", "file", "kb"}
     known = set(_slots(random.Random(0), "en", date(2026, 11, 20))) | framing
 
-    def templates(value):
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from templates(item)
-        elif isinstance(value, tuple):
-            for item in value:
-                yield from templates(item)
-
     names = ("TICKETS", "GENERIC_SUBJECTS", "DETAILS", "WEB_FORMS", "PHONE_HEADERS", "SUBJECT_PREFIXES",
              "RESUBMIT_NOTES", "PII_EMAIL", "PII_PHONE", "PII_CARD", "HAZARDS", "LONG_INTROS")
     checked = 0
     for name in names:
         for template in templates(getattr(phrases, name)):
-            fields = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+            fields = template_fields(template)
             assert fields <= known, (name, template, fields - known)
             checked += 1
     assert checked > 300
@@ -243,13 +230,7 @@ def test_same_arguments_give_identical_files(tmp_path, seeded):
     with duckdb.connect(str(copy)) as conn:
         seed_support_tickets(conn)
         conn.execute(f"ATTACH '{seeded[0]}' AS first (READ_ONLY)")
-        missing = conn.execute(
-            """SELECT count(*) FROM (
-                 (SELECT * FROM first.support_tickets EXCEPT ALL SELECT * FROM main.support_tickets)
-                 UNION ALL
-                 (SELECT * FROM main.support_tickets EXCEPT ALL SELECT * FROM first.support_tickets))"""
-        ).fetchone()[0]
-        assert missing == 0
+        assert rows_in_one_only(conn, "support_tickets") == 0
         conn.execute("DETACH first")
         with duckdb.connect(str(seeded[0]), read_only=True) as original:
             assert _content_hash(conn) == _content_hash(original)
@@ -263,14 +244,7 @@ def test_content_independent_of_pythonhashseed():
         "seed_support_tickets(conn, days=2, per_day=100)\n"
         "print(conn.execute(sys.argv[1]).fetchone()[0])\n"
     )
-    repo_root = str(Path(__file__).resolve().parents[1])
-    hashes = set()
-    for hash_seed in ("0", "4242"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed,
-               "PYTHONPATH": os.pathsep.join(filter(None, [repo_root, os.environ.get("PYTHONPATH")]))}
-        result = subprocess.run([sys.executable, "-c", script, CONTENT_HASH.format(where="")],
-                                env=env, capture_output=True, text=True, check=True)
-        hashes.add(result.stdout.strip())
+    hashes = outputs_under_hash_seeds(script, CONTENT_HASH.format(where=""))
     with duckdb.connect() as conn:
         seed_support_tickets(conn, days=2, per_day=100)
         hashes.add(_content_hash(conn))

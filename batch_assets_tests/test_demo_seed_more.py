@@ -2,16 +2,11 @@
 
 import difflib
 import itertools
-import os
 import random
 import re
-import string
-import subprocess
-import sys
 import unicodedata
 from collections import defaultdict
 from datetime import date, timedelta
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -23,6 +18,8 @@ from batch_assets.demo.seed_kb import (LONG_BODY_MIN_CHARS as KB_LONG, MAX_WORDS
 from batch_assets.demo.seed_kb import _slots as kb_slots
 from batch_assets.demo.seed_reviews import LONG_BODY_MIN_CHARS as REVIEW_LONG
 from batch_assets.demo.seed_reviews import _slots as review_slots
+
+from .seed_checks import outputs_under_hash_seeds, rows_in_one_only, template_fields, templates
 
 DATES = [date.fromisoformat(d) for d in demo_partition_dates()]
 KB_PER_DAY, REVIEWS_PER_DAY = 40, 300
@@ -45,6 +42,16 @@ POSITIVE = re.compile(r"好评|性价比高|推荐|满意|值了|love|great|exce
 
 def _hash(conn, query: str, where: str = "") -> str:
     return conn.execute(query.format(where=where)).fetchone()[0]
+
+
+def _assert_zh_share(conn, table: str, date_column: str, *, per_day: tuple[float, float],
+                     overall: tuple[float, float]) -> None:
+    """The share of Chinese rows of ``main.<table>`` lies within ``per_day`` on each day and ``overall`` in all."""
+    for day, zh_share in conn.execute(
+        f"SELECT {date_column}, avg((language = 'zh')::INT) FROM main.{table} GROUP BY ALL"
+    ).fetchall():
+        assert per_day[0] <= zh_share <= per_day[1], (day, zh_share)
+    assert overall[0] <= conn.execute(f"SELECT avg((language = 'zh')::INT) FROM main.{table}").fetchone()[0] <= overall[1]
 
 
 def _emoji_only(body: str) -> bool:
@@ -110,21 +117,11 @@ def test_every_template_fills_from_the_generator_slots(module, slot_names):
     """Rarely drawn templates must not hide a misspelt slot until the seed that happens to pick them."""
     known = slot_names()
 
-    def templates(value):
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from templates(item)
-        elif isinstance(value, tuple):
-            for item in value:
-                yield from templates(item)
-
     checked = 0
     for name in dir(module):
         if name.isupper():
             for template in templates(getattr(module, name)):
-                fields = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+                fields = template_fields(template)
                 assert fields <= known, (module.__name__, name, template, fields - known)
                 checked += 1
     assert checked > 300
@@ -137,12 +134,7 @@ def test_same_arguments_give_identical_files(tmp_path, seeded):
         seed_product_reviews(conn)
         conn.execute(f"ATTACH '{seeded[0]}' AS first (READ_ONLY)")
         for table in ("kb_articles", "product_reviews"):
-            assert conn.execute(
-                f"""SELECT count(*) FROM (
-                      (SELECT * FROM first.{table} EXCEPT ALL SELECT * FROM main.{table})
-                      UNION ALL
-                      (SELECT * FROM main.{table} EXCEPT ALL SELECT * FROM first.{table}))"""
-            ).fetchone()[0] == 0, table
+            assert rows_in_one_only(conn, table) == 0, table
         conn.execute("DETACH first")
         with duckdb.connect(str(seeded[0]), read_only=True) as original:
             for query in (KB_HASH, REVIEWS_HASH):
@@ -158,14 +150,7 @@ def test_content_independent_of_pythonhashseed():
         "seed_product_reviews(conn, days=2, per_day=40)\n"
         "print(conn.execute(sys.argv[1]).fetchone()[0], conn.execute(sys.argv[2]).fetchone()[0])\n"
     )
-    repo_root = str(Path(__file__).resolve().parents[1])
-    outputs = set()
-    for hash_seed in ("0", "4242"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed,
-               "PYTHONPATH": os.pathsep.join(filter(None, [repo_root, os.environ.get("PYTHONPATH")]))}
-        result = subprocess.run([sys.executable, "-c", script, KB_HASH.format(where=""), REVIEWS_HASH.format(where="")],
-                                env=env, capture_output=True, text=True, check=True)
-        outputs.add(result.stdout.strip())
+    outputs = outputs_under_hash_seeds(script, KB_HASH.format(where=""), REVIEWS_HASH.format(where=""))
     with duckdb.connect() as conn:
         seed_kb_articles(conn, days=2, per_day=12)
         seed_product_reviews(conn, days=2, per_day=40)
@@ -249,11 +234,7 @@ def test_kb_columns_look_like_a_help_centre(conn):
 
 
 def test_kb_language_mix(conn):
-    for updated_date, zh_share in conn.execute(
-        "SELECT updated_date, avg((language = 'zh')::INT) FROM main.kb_articles GROUP BY ALL"
-    ).fetchall():
-        assert 0.2 <= zh_share <= 0.4, (updated_date, zh_share)
-    assert 0.25 <= conn.execute("SELECT avg((language = 'zh')::INT) FROM main.kb_articles").fetchone()[0] <= 0.35
+    _assert_zh_share(conn, "kb_articles", "updated_date", per_day=(0.2, 0.4), overall=(0.25, 0.35))
     for language, title, body in conn.execute("SELECT language, title, body FROM main.kb_articles").fetchall():
         assert bool(CJK.search(title)) == (language == "zh"), title
         if body:
@@ -337,11 +318,7 @@ def test_review_columns_look_like_a_shop(conn):
 
 
 def test_review_language_mix(conn):
-    for review_date, zh_share in conn.execute(
-        "SELECT review_date, avg((language = 'zh')::INT) FROM main.product_reviews GROUP BY ALL"
-    ).fetchall():
-        assert 0.5 <= zh_share <= 0.7, (review_date, zh_share)
-    assert 0.55 <= conn.execute("SELECT avg((language = 'zh')::INT) FROM main.product_reviews").fetchone()[0] <= 0.65
+    _assert_zh_share(conn, "product_reviews", "review_date", per_day=(0.5, 0.7), overall=(0.55, 0.65))
     for language, title, body in conn.execute("SELECT language, title, body FROM main.product_reviews").fetchall():
         if body and not _emoji_only(body):
             assert bool(CJK.search(body)) == (language == "zh"), body[:80]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,13 +20,7 @@ from anthropic.types.messages import MessageBatch, MessageBatchIndividualRespons
 
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 
-FAST = {
-    "queue_delay_s": 0.02,
-    "seconds_per_request": 0.001,
-    "finalize_delay_s": 0.02,
-    "cancel_delay_s": 0.02,
-    "log_requests": False,
-}
+from .conftest import WIRE_EMULATOR as FAST
 VERSION = {"anthropic-version": "2023-06-01"}
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 TRIAGE_SCHEMA: dict[str, Any] = {
@@ -44,21 +37,17 @@ TRIAGE_SCHEMA: dict[str, Any] = {
 
 
 @pytest.fixture(autouse=True)
-def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_emulator_left_running: None) -> None:
     """No real credentials, profiles or custom headers reach the SDK; no emulator outlives a test."""
     for name in [n for n in os.environ if n.startswith("ANTHROPIC_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
-    yield
-    leftovers = [t.name for t in threading.enumerate() if t.name.startswith("emulator:")]
-    assert not leftovers, f"emulator threads still running: {leftovers}"
 
 
 @pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
-    with running_emulator(tmp_path / "emulator", **FAST) as handle:
-        yield handle
+def emulator_knobs() -> dict[str, Any]:
+    return FAST
 
 
 def sdk(emulator: EmulatorHandle, max_retries: int = 2) -> anthropic.Anthropic:

@@ -6,7 +6,6 @@ import json
 import math
 import random
 import re
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +23,12 @@ from batch_assets.emulator.settings import EmulatorSettings
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.emulator.text import Topic
 
-FAST = {"queue_delay_s": 0.02, "seconds_per_request": 0.001, "finalize_delay_s": 0.02, "cancel_delay_s": 0.02}
+from .conftest import WIRE_EMULATOR
+
+pytestmark = pytest.mark.usefixtures("no_emulator_left_running")
+
+# These tests keep the request log on, so that its middleware runs too.
+FAST = {**WIRE_EMULATOR, "log_requests": True}
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -49,17 +53,9 @@ TRIAGE_SCHEMA: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_emulator_left_running() -> Iterator[None]:
-    yield
-    leftovers = [t.name for t in threading.enumerate() if t.name.startswith("emulator:")]
-    assert not leftovers, f"emulator threads still running: {leftovers}"
-
-
 @pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
-    with running_emulator(tmp_path / "emulator", **FAST) as handle:
-        yield handle
+def emulator_knobs() -> dict[str, Any]:
+    return FAST
 
 
 def sdk(emulator: EmulatorHandle) -> openai.OpenAI:

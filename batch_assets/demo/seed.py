@@ -49,6 +49,7 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets.demo import phrases as P
+from batch_assets.demo import tables as T
 
 TABLE = "main.support_tickets"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -90,7 +91,7 @@ _RESUBMIT_MAX_DELAY = 120
 
 def demo_partition_dates(start_date: date = DEFAULT_START_DATE, days: int = 7) -> list[str]:
     """ISO dates (``created_date`` partitions) that ``seed_support_tickets`` writes."""
-    return [(start_date + timedelta(days=offset)).isoformat() for offset in range(days)]
+    return [day.isoformat() for day in T.seeded_days(start_date, days)]
 
 
 def seed_support_tickets(
@@ -102,22 +103,11 @@ def seed_support_tickets(
     seed: int = 20261120,
 ) -> int:
     """(Re)create ``main.support_tickets`` with ``days * per_day`` demo tickets; returns rows written."""
-    if days < 1:
-        raise ValueError(f"days must be >= 1, got {days}")
-    if per_day < MIN_PER_DAY:
-        raise ValueError(f"per_day must be >= {MIN_PER_DAY}, got {per_day}")
+    T.check_size(days, per_day, MIN_PER_DAY)
     customers = _customers(seed)
-    columns: dict[str, list] = {field.name: [] for field in _ARROW_SCHEMA}
-    for offset in range(days):
-        _append_day(columns, start_date + timedelta(days=offset), per_day, seed, customers)
-    demo_support_tickets_rows = pa.table(columns, schema=_ARROW_SCHEMA)
-    # A replacement scan of the local Arrow table rather than conn.register(): DuckDB 2 refuses
-    # register() while the caller still holds a half-read result (e.g. after .fetchone()), but not
-    # execute(). The local's name is distinctive because a real table of that name would win.
-    conn.execute(
-        f"CREATE OR REPLACE TABLE {TABLE} AS SELECT * FROM demo_support_tickets_rows ORDER BY created_at, ticket_id"
-    )
-    return demo_support_tickets_rows.num_rows
+    rows = T.build_rows(_ARROW_SCHEMA, start_date, days,
+                        lambda columns, day: _append_day(columns, day, per_day, seed, customers))
+    return T.replace_table(conn, TABLE, rows, order_by="created_at, ticket_id")
 
 
 # --- one day ---------------------------------------------------------------------------------------
@@ -125,17 +115,14 @@ def seed_support_tickets(
 def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, customers: dict) -> None:
     rng = random.Random(f"{seed}:{day.isoformat()}")
     # One id is submitted twice, so a day holds per_day rows but per_day - 1 distinct tickets.
-    seconds = sorted(_second_of_day(rng) for _ in range(per_day - 1))
+    seconds = sorted(T.second_of_day(rng, HOUR_WEIGHTS) for _ in range(per_day - 1))
     roles = _assign_roles(rng, seconds, per_day)
     midnight = datetime.combine(day, time())
 
     def add(ticket_id, second, channel, lang, customer, subject, body):
         name, email, _ = customer
-        for key, value in (("ticket_id", ticket_id), ("created_date", day),
-                           ("created_at", midnight + timedelta(seconds=second)), ("channel", channel),
-                           ("language", lang), ("customer_name", name), ("customer_email", email),
-                           ("subject", subject), ("body", body)):
-            columns[key].append(value)
+        T.append_row(columns, ticket_id, day, midnight + timedelta(seconds=second), channel, lang, name, email,
+                     subject, body)
 
     for index, second in enumerate(seconds):
         role = roles.get(index, "normal")
@@ -153,10 +140,6 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, cu
             note = rng.choice(P.RESUBMIT_NOTES[lang]).format(detail=_details(rng, lang, theme, slots, 1))
             add(ticket_id, second + rng.randint(5, _RESUBMIT_MAX_DELAY), channel, lang, customer, subject,
                 f"{body}\n\n{note}")
-
-
-def _second_of_day(rng: random.Random) -> int:
-    return rng.choices(range(24), HOUR_WEIGHTS)[0] * 3600 + rng.randrange(3600)
 
 
 def _assign_roles(rng: random.Random, seconds: list[int], per_day: int) -> dict[int, str]:

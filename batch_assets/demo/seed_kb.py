@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from batch_assets.demo import kb_phrases as K
 from batch_assets.demo import phrases as P
+from batch_assets.demo import tables as T
 
 TABLE = "main.kb_articles"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -105,21 +106,11 @@ def seed_kb_articles(
     seed: int = 20261120,
 ) -> int:
     """(Re)create ``main.kb_articles`` with ``days * per_day`` article versions; returns rows written."""
-    if days < 1:
-        raise ValueError(f"days must be >= 1, got {days}")
-    if per_day < MIN_PER_DAY:
-        raise ValueError(f"per_day must be >= {MIN_PER_DAY}, got {per_day}")
+    T.check_size(days, per_day, MIN_PER_DAY)
     catalogue = _catalogue(seed, max(CATALOGUE_SIZE, 4 * per_day))
-    columns: dict[str, list] = {field.name: [] for field in _ARROW_SCHEMA}
-    for offset in range(days):
-        _append_day(columns, start_date + timedelta(days=offset), per_day, seed, catalogue)
-    demo_kb_articles_rows = pa.table(columns, schema=_ARROW_SCHEMA)
-    # A replacement scan of the local Arrow table rather than conn.register() (which DuckDB 2 refuses
-    # while the caller holds a half-read result); see seed.py. The distinctive name avoids a clash.
-    conn.execute(
-        f"CREATE OR REPLACE TABLE {TABLE} AS SELECT * FROM demo_kb_articles_rows ORDER BY updated_at, article_id"
-    )
-    return demo_kb_articles_rows.num_rows
+    rows = T.build_rows(_ARROW_SCHEMA, start_date, days,
+                        lambda columns, day: _append_day(columns, day, per_day, seed, catalogue))
+    return T.replace_table(conn, TABLE, rows, order_by="updated_at, article_id")
 
 
 def article_words(body: str, language: str) -> int:
@@ -180,14 +171,12 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, ca
     neighbours: dict[tuple[str, str], list[_Article]] = defaultdict(list)
     for other in catalogue:
         neighbours[(other.language, K.TOPIC_FAMILY[other.topic])].append(other)
-    seconds = sorted(rng.choices(range(24), HOUR_WEIGHTS)[0] * 3600 + rng.randrange(3600) for _ in articles)
+    seconds = sorted(T.second_of_day(rng, HOUR_WEIGHTS) for _ in articles)
     midnight = datetime.combine(day, time())
     for (article, role), second in zip(articles, seconds):
         body = "" if role == "empty" else _article_body(seed, article, day, neighbours, long=role == "long")
-        for key, value in (("article_id", article.article_id), ("updated_date", day),
-                           ("updated_at", midnight + timedelta(seconds=second)), ("product", article.product),
-                           ("language", article.language), ("title", article.title), ("body", body)):
-            columns[key].append(value)
+        T.append_row(columns, article.article_id, day, midnight + timedelta(seconds=second), article.product,
+                     article.language, article.title, body)
 
 
 # --- one article -----------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets.demo import review_phrases as R
+from batch_assets.demo import tables as T
 
 TABLE = "main.product_reviews"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -98,20 +99,9 @@ def seed_product_reviews(
     seed: int = 20261120,
 ) -> int:
     """(Re)create ``main.product_reviews`` with ``days * per_day`` demo reviews; returns rows written."""
-    if days < 1:
-        raise ValueError(f"days must be >= 1, got {days}")
-    if per_day < MIN_PER_DAY:
-        raise ValueError(f"per_day must be >= {MIN_PER_DAY}, got {per_day}")
-    columns: dict[str, list] = {field.name: [] for field in _ARROW_SCHEMA}
-    for offset in range(days):
-        _append_day(columns, start_date + timedelta(days=offset), per_day, seed)
-    demo_product_reviews_rows = pa.table(columns, schema=_ARROW_SCHEMA)
-    # A replacement scan of the local Arrow table rather than conn.register() (which DuckDB 2 refuses
-    # while the caller holds a half-read result); see seed.py. The distinctive name avoids a clash.
-    conn.execute(
-        f"CREATE OR REPLACE TABLE {TABLE} AS SELECT * FROM demo_product_reviews_rows ORDER BY created_at, review_id"
-    )
-    return demo_product_reviews_rows.num_rows
+    T.check_size(days, per_day, MIN_PER_DAY)
+    rows = T.build_rows(_ARROW_SCHEMA, start_date, days, lambda columns, day: _append_day(columns, day, per_day, seed))
+    return T.replace_table(conn, TABLE, rows, order_by="created_at, review_id")
 
 
 # --- one day ---------------------------------------------------------------------------------------
@@ -119,7 +109,7 @@ def seed_product_reviews(
 def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int) -> None:
     rng = random.Random(f"{seed}:product_reviews:{day.isoformat()}")
     # One review is posted twice, so a day holds per_day rows but per_day - 1 distinct reviews.
-    seconds = sorted(rng.choices(range(24), HOUR_WEIGHTS)[0] * 3600 + rng.randrange(3600) for _ in range(per_day - 1))
+    seconds = sorted(T.second_of_day(rng, HOUR_WEIGHTS) for _ in range(per_day - 1))
     latest = _DAY_SECONDS - _REPOST_MAX_DELAY  # the repost must fall on the same day
     duplicate = rng.choice([i for i, second in enumerate(seconds) if second < latest])
     special = rng.sample([i for i in range(len(seconds)) if i != duplicate], 3)
@@ -127,10 +117,7 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int) ->
     midnight = datetime.combine(day, time())
 
     def add(review_id, second, product, rating, lang, title, body):
-        for key, value in (("review_id", review_id), ("review_date", day),
-                           ("created_at", midnight + timedelta(seconds=second)), ("product", product),
-                           ("rating", rating), ("language", lang), ("title", title), ("body", body)):
-            columns[key].append(value)
+        T.append_row(columns, review_id, day, midnight + timedelta(seconds=second), product, rating, lang, title, body)
 
     for index, second in enumerate(seconds):
         role = roles.get(index, "normal")

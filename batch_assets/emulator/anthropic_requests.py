@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.text import count_tokens, requested_sentences
+from batch_assets.emulator.text import count_tokens, requested_sentences, text_of
 
 MAX_REQUESTS = 100_000
 MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -158,15 +158,6 @@ def output_schema(params: dict[str, Any]) -> Any:
         if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             return fmt.get("schema")
     return None
-
-
-def text_of(content: Any) -> str:
-    """The text of a `content`/`system` value: a string, or a list of blocks of which text blocks count."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
-    return ""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ and error bodies repeat it: `{"type":"error","error":{"type","message"},"request
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -17,11 +15,10 @@ from starlette.routing import Route
 from batch_assets.emulator.anthropic_batches import MessageBatchService
 from batch_assets.emulator.anthropic_messages import error_envelope, request_id
 from batch_assets.emulator.anthropic_requests import MAX_BODY_BYTES, invalid
-from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.errors import ApiError, Handler, guard, retryable
 from batch_assets.emulator.settings import RuntimeSettings
 from batch_assets.emulator.store import Store
 
-Handler = Callable[[Request], Awaitable[Response]]
 PREFIX = "/v1/messages/batches"
 _LIST_LIMIT = (1, 1000, 20)  # min, max, default
 _INJECTED_KINDS = {
@@ -53,8 +50,7 @@ def _injected(status: int, rid: str) -> JSONResponse:
         message = f"Request failed with status {status} (injected by the emulator)."
     # `retry-after` as the real API sends it; `retry-after-ms`, which the SDK prefers, keeps its
     # automatic retries fast in tests.
-    retryable = status in (408, 409, 429) or status >= 500
-    headers = {"retry-after": "1", "retry-after-ms": "10"} if retryable else None
+    headers = {"retry-after": "1", "retry-after-ms": "10"} if retryable(status) else None
     return _error_response(ApiError(status, message, kind=kind), rid, headers)
 
 
@@ -64,6 +60,14 @@ def _authorized(request: Request) -> bool:
         return True
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def _refusal(request: Request) -> ApiError | None:
+    if not _authorized(request):
+        return ApiError(401, "x-api-key header is required", kind="authentication_error")
+    if not request.headers.get("anthropic-version", "").strip():
+        return invalid("anthropic-version: header is required")
+    return None
 
 
 def _origin(request: Request) -> str:
@@ -100,17 +104,15 @@ class _Routes:
 
         async def endpoint(request: Request) -> Response:
             rid = request_id()
-            if not _authorized(request):
-                return _error_response(ApiError(401, "x-api-key header is required", kind="authentication_error"), rid)
-            if not request.headers.get("anthropic-version", "").strip():
-                return _error_response(invalid("anthropic-version: header is required"), rid)
-            injected = self.runtime.take_injected_failure()
-            if injected is not None:
-                return _injected(injected, rid)
-            try:
-                response = await handler(request)
-            except ApiError as error:
-                return _error_response(error, rid)
+            guarded = guard(
+                handler,
+                refusal=_refusal,
+                take_injected_failure=self.runtime.take_injected_failure,
+                injected=lambda status: _injected(status, rid),
+                render=lambda error: _error_response(error, rid),
+            )
+            response = await guarded(request)
+            # Error responses carry it already; this adds it to the handler's own response.
             response.headers["request-id"] = rid
             return response
 

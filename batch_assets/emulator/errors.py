@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+Handler = Callable[[Request], Awaitable[Response]]
+
 
 class ApiError(Exception):
     def __init__(
@@ -31,3 +38,35 @@ def missing_parameter(param: str) -> ApiError:
 
 def invalid_value(param: str, message: str) -> ApiError:
     return ApiError(400, message, param=param, code="invalid_value")
+
+
+def retryable(status: int) -> bool:
+    """Whether a client retries a call that failed with `status` (as the OpenAI and Anthropic SDKs do)."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def guard(
+    handler: Handler,
+    *,
+    refusal: Callable[[Request], ApiError | None],
+    take_injected_failure: Callable[[], int | None],
+    injected: Callable[[int], Response],
+    render: Callable[[ApiError], Response],
+) -> Handler:
+    """Wrap one route handler: refuse the request if `refusal` finds a reason (missing credentials,
+    ...), else fail it if an injected failure is due, else run it; an `ApiError` from the refusal or
+    the handler becomes `render(error)`, the provider's own error response."""
+
+    async def endpoint(request: Request) -> Response:
+        refused = refusal(request)
+        if refused is not None:
+            return render(refused)
+        status = take_injected_failure()
+        if status is not None:
+            return injected(status)
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return render(error)
+
+    return endpoint

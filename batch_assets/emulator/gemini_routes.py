@@ -14,7 +14,6 @@ to the OpenAI routes, which therefore behave exactly as before.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -23,14 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.errors import ApiError, Handler, guard
 from batch_assets.emulator.gemini_batches import GeminiBatchService
 from batch_assets.emulator.gemini_files import GeminiFileService, file_view
 from batch_assets.emulator.gemini_requests import EMBED, GENERATE
 from batch_assets.emulator.gemini_wire import VERSIONS, error_body, google_error, invalid_argument, page_size
 from batch_assets.emulator.settings import RuntimeSettings
 
-Handler = Callable[[Request], Awaitable[Response]]
 INLINE_LIMIT_BYTES = 20 * 1024 * 1024  # a create call with inline requests may be at most 20 MB
 _MODEL_VERBS = {"batchGenerateContent": GENERATE, "asyncBatchEmbedContent": EMBED}
 _SHARED_PATHS = ("/files", "/files/{name}", "/batches", "/batches/{name}")  # under /v1, OpenAI's too
@@ -92,6 +90,17 @@ def _api_key(request: Request) -> str:
     return (request.headers.get("x-goog-api-key") or request.query_params.get("key") or "").strip()
 
 
+def _refusal(request: Request) -> ApiError | None:
+    if _api_key(request):
+        return None
+    return google_error(
+        403,
+        "Method doesn't allow unregistered callers (callers without established identity). "
+        "Please use API Key or other form of API consumer identity to call this API.",
+        "PERMISSION_DENIED",
+    )
+
+
 def _origin(request: Request) -> str:
     """The emulator's own scheme://host:port, as the client addressed it."""
     return f"{request.url.scheme}://{request.url.netloc}"
@@ -119,26 +128,8 @@ class _Routes:
 
     def guarded(self, handler: Handler) -> Handler:
         """API key, injected failures and Google error bodies around one handler."""
-
-        async def endpoint(request: Request) -> Response:
-            if not _api_key(request):
-                return _error(
-                    google_error(
-                        403,
-                        "Method doesn't allow unregistered callers (callers without established identity). "
-                        "Please use API Key or other form of API consumer identity to call this API.",
-                        "PERMISSION_DENIED",
-                    )
-                )
-            injected = self.runtime.take_injected_failure()
-            if injected is not None:
-                return _injected(injected)
-            try:
-                return await handler(request)
-            except ApiError as error:
-                return _error(error)
-
-        return endpoint
+        return guard(handler, refusal=_refusal, take_injected_failure=self.runtime.take_injected_failure,
+                     injected=_injected, render=_error)
 
     # --- files --------------------------------------------------------------------------------
 

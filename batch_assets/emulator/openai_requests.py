@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
-from batch_assets.emulator.text import count_tokens
+from batch_assets.emulator.text import count_tokens, text_of
 
 CHAT, RESPONSES, EMBEDDINGS, DS_TEST = "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/chat/ds-test"
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -29,14 +29,6 @@ class OutputFormat:
     max_tokens: int | None = None
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def _turns(body: dict[str, Any], endpoint: str) -> list[tuple[str, str]]:
     if endpoint == RESPONSES:
         turns = [("system", body["instructions"])] if isinstance(body.get("instructions"), str) else []
@@ -46,7 +38,7 @@ def _turns(body: dict[str, Any], endpoint: str) -> list[tuple[str, str]]:
         messages = items if isinstance(items, list) else []
     else:
         turns, messages = [], body.get("messages") if isinstance(body.get("messages"), list) else []
-    return turns + [(str(m.get("role")), _text_of(m.get("content"))) for m in messages if isinstance(m, dict)]
+    return turns + [(str(m.get("role")), text_of(m.get("content"))) for m in messages if isinstance(m, dict)]
 
 
 def embedding_inputs(body: dict[str, Any]) -> list[str]:

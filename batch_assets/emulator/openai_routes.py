@@ -8,7 +8,6 @@ paths to the same app.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -16,15 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
+from batch_assets.emulator.errors import ApiError, Handler, guard, invalid_value, missing_parameter, retryable
 from batch_assets.emulator.openai_batches import BatchService
 from batch_assets.emulator.openai_bodies import error_body
 from batch_assets.emulator.openai_files import FileService
 from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
 from batch_assets.emulator.settings import RuntimeSettings
-
-Handler = Callable[[Request], Awaitable[Response]]
-
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status, headers=headers)
@@ -40,13 +36,22 @@ def _injected(status: int) -> JSONResponse:
     else:
         error = ApiError(status, f"Request failed with status {status} (injected by the emulator).")
     # A short retry-after-ms keeps the SDK's automatic retries fast in tests.
-    retryable = status in (408, 409, 429) or status >= 500
-    return error_response(error, {"retry-after-ms": "10"} if retryable else None)
+    return error_response(error, {"retry-after-ms": "10"} if retryable(status) else None)
 
 
 def _authorized(request: Request) -> bool:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def _refusal(request: Request) -> ApiError | None:
+    if _authorized(request):
+        return None
+    return ApiError(
+        401,
+        "You didn't provide an API key. You need to provide your API key in an Authorization "
+        "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+    )
 
 
 def _int_query(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -77,25 +82,8 @@ class _Routes:
 
     def guarded(self, handler: Handler) -> Handler:
         """Auth, injected failures and error rendering around one handler."""
-
-        async def endpoint(request: Request) -> Response:
-            if not _authorized(request):
-                return error_response(
-                    ApiError(
-                        401,
-                        "You didn't provide an API key. You need to provide your API key in an Authorization "
-                        "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                    )
-                )
-            injected = self.runtime.take_injected_failure()
-            if injected is not None:
-                return _injected(injected)
-            try:
-                return await handler(request)
-            except ApiError as error:
-                return error_response(error)
-
-        return endpoint
+        return guard(handler, refusal=_refusal, take_injected_failure=self.runtime.take_injected_failure,
+                     injected=_injected, render=error_response)
 
     async def create_file(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "multipart/form-data":

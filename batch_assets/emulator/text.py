@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from typing import Any
 
 # Hiragana/katakana, CJK ideographs (incl. extension A and compatibility) and Hangul syllables.
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -63,6 +64,16 @@ def cut_to_tokens(text: str, budget: int) -> str:
         if math.ceil(cost) > budget:
             return text[:index]
     return text
+
+
+def text_of(content: Any) -> str:
+    """The text of a message `content` (or `system`) value: a string, or a list of parts of which those
+    with a string `text` count, joined by newlines; anything else is empty."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
 
 
 def requested_sentences(text: str) -> int | None:
