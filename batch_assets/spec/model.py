@@ -112,6 +112,7 @@ class LimitsSpec(_Strict):
     max_requests_per_shard: int | None = Field(default=None, ge=1)
     max_shard_bytes: int | None = Field(default=None, ge=1)
     max_line_bytes: int | None = Field(default=None, ge=1)
+    max_inline_bytes: int | None = Field(default=None, ge=0)
     max_enqueued_tokens: int | None = Field(default=None, ge=1)
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
 
