@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import resource
 import time
 import traceback
@@ -66,12 +67,14 @@ class Probe:
         self.base_rss_mb: float | None = None
         self.peak_rss_mb: float | None = None
         self.peak_reset = False
+        self.load_avg: float | None = None
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[None]:
         if self.wall_s is not None:
             raise RuntimeError("a Probe measures one section only")
         self.peak_reset = _reset_peak()
+        self.load_avg = os.getloadavg()[0]
         base = _status_kb("VmRSS")
         self.base_rss_mb = (base if base is not None else _peak_kb()) / 1024
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -92,6 +95,7 @@ class Measured:
     base_rss_mb: float | None
     peak_rss_mb: float | None
     peak_reset: bool
+    load_avg: float | None     # 1-minute load average when the section started (shared machines)
     process_s: float           # whole child, fork to exit (for the log)
 
 
@@ -100,12 +104,17 @@ class ChildFailed(RuntimeError):
 
 
 def _child_main(conn, fn_name: str, kwargs: dict) -> None:
+    # Results travel through the pipe; stdout would only carry DuckDB's progress bars.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     try:
         from batch_assets.bench import work
 
         probe = Probe()
         result = getattr(work, fn_name)(probe, **kwargs)
-        conn.send(("ok", (result, probe.wall_s, probe.cpu_s, probe.base_rss_mb, probe.peak_rss_mb, probe.peak_reset)))
+        conn.send(("ok", (result, probe.wall_s, probe.cpu_s, probe.base_rss_mb, probe.peak_rss_mb, probe.peak_reset,
+                          probe.load_avg)))
     except BaseException:  # everything goes back to the parent, which raises it
         conn.send(("error", traceback.format_exc()))
     finally:
@@ -149,8 +158,8 @@ def run_child(fn_name: str, **kwargs: Any) -> Measured:
     status, payload = message
     if status != "ok":
         raise ChildFailed(f"benchmark step {fn_name!r} failed:\n{payload}")
-    result, wall, cpu, base, peak, reset = payload
-    return Measured(fn_name, result, wall, cpu, base, peak, reset, elapsed)
+    result, wall, cpu, base, peak, reset, load = payload
+    return Measured(fn_name, result, wall, cpu, base, peak, reset, load, elapsed)
 
 
 def remove_paths(*paths: Path) -> None:

@@ -59,15 +59,24 @@ class ProfilingWarehouse(Warehouse):
             # Replacement scans of Python locals look at the caller's frame, which is now ours.
             conn.execute("SET python_scan_all_frames = true")
             self.statements.append((time.perf_counter() - t0, "<open warehouse + migrate check>"))
-            yield _TimedConnection(conn, self.statements)
+            try:
+                yield _TimedConnection(conn, self.statements)
+            finally:
+                t1 = time.perf_counter()
+        # Closing the file checkpoints it: the WAL written by the stage goes into the database.
+        self.statements.append((time.perf_counter() - t1, "<close warehouse (checkpoint of the WAL)>"))
 
-    def top(self, n: int = 6) -> list[dict]:
-        """The statements that took longest, grouped by text (a statement run per file adds up)."""
+    def top(self, n: int = 6, stage_wall_s: float | None = None) -> list[dict]:
+        """The statements that took longest, grouped by text with literals and numbers blanked (so a
+        statement run once per file or per shard adds up), plus the time spent outside SQL."""
         totals: dict[str, list] = {}
         for seconds, sql in self.statements:
-            key = _shorten(re.sub(r"'[^']*'", "'…'", sql))
+            key = _shorten(re.sub(r"\b\d+\b", "#", re.sub(r"'[^']*'", "'…'", sql)))
             entry = totals.setdefault(key, [0.0, 0])
             entry[0] += seconds
             entry[1] += 1
+        if stage_wall_s is not None:
+            in_sql = sum(seconds for seconds, _ in self.statements)
+            totals["<outside SQL: Python, file hashing, result fetching>"] = [max(stage_wall_s - in_sql, 0.0), 1]
         ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:n]
         return [{"seconds": round(s, 3), "calls": c, "sql": k} for k, (s, c) in ranked]

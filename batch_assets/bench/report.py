@@ -31,6 +31,7 @@ class StageResult:
     floor: str                # what the floor statement is
     floor_wall_s: float
     floor_peak_rss_mb: float
+    load_avg: float | None = None       # 1-min load average at the stage's start (other work on the host)
     result: dict = field(default_factory=dict)
 
     @property
@@ -108,24 +109,25 @@ class BenchReport:
     def _rows(self) -> list[list[str]]:
         rows = []
         for s in self.stages:
-            rows.append([s.stage, f"{s.wall_s:.2f}", _fmt_int(s.items_per_s), f"{s.peak_rss_mb:,.0f}",
+            rows.append([s.stage, f"{s.wall_s:.2f}", f"{s.cpu_s:.1f}", _fmt_int(s.items_per_s), f"{s.peak_rss_mb:,.0f}",
                          f"{s.floor_wall_s:.2f}", f"{s.ratio:.1f}x", f"<= {STAGE_VS_FLOOR_MAX:g}x",
                          _verdict(s.within_target)])
-        rows.append(["total", f"{self.total_wall_s:.2f}", _fmt_int(self.items / self.total_wall_s if self.total_wall_s else None),
+        rows.append(["total", f"{self.total_wall_s:.2f}", f"{sum(s.cpu_s for s in self.stages):.1f}", _fmt_int(self.items / self.total_wall_s if self.total_wall_s else None),
                      f"{self.max_peak_rss_mb:,.0f}", f"{sum(s.floor_wall_s for s in self.stages):.2f}", "", "",
                      f"time < {TOTAL_WALL_MAX_S:g} s: {_verdict(self.total_within_target)}; "
                      f"peak < {PEAK_RSS_MAX_MB / 1024:g} GiB: {_verdict(self.peak_within_target)}"])
         return rows
 
-    HEADER = ["stage", "wall s", "items/s", "peak RSS MB", "floor s", "stage/floor", "target", "verdict"]
+    HEADER = ["stage", "wall s", "cpu s", "items/s", "peak RSS MB", "floor s", "stage/floor", "target", "verdict"]
 
     def markdown(self) -> str:
         lines = [
             f"Benchmark at {self.items:,} items ({self.environment.get('cpus')} cores, DuckDB "
-            f"{self.environment.get('duckdb')}); floors are plain DuckDB statements over the same data in the same run.",
+            f"{self.environment.get('duckdb')}); floors are plain DuckDB statements over the same data in the same run; "
+            "cpu s = user+sys of the stage process.",
             "",
             "| " + " | ".join(self.HEADER) + " |",
-            "|" + "|".join(["---"] + ["---:"] * 6 + ["---"]) + "|",
+            "|" + "|".join(["---"] + ["---:"] * 7 + ["---"]) + "|",
         ]
         for r in self._rows():
             lines.append("| " + " | ".join(r) + " |")
@@ -144,7 +146,7 @@ class BenchReport:
                 cells = [c.rjust(widths[j]) if j else c.ljust(widths[j]) for j, c in enumerate(r[:-1])]
                 out.append("  ".join(cells) + "  " + r[-1])
             else:
-                out.append("  ".join(c.ljust(widths[j]) if j in (0, 7) else c.rjust(widths[j]) for j, c in enumerate(r)))
+                out.append("  ".join(c.ljust(widths[j]) if j in (0, 8) else c.rjust(widths[j]) for j, c in enumerate(r)))
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
         out.append("")
@@ -153,6 +155,10 @@ class BenchReport:
                 out.append(f"slowest statements of {s.stage} ({s.wall_s:.2f} s):")
                 for st in s.result["statements"]:
                     out.append(f"  {st['seconds']:8.2f} s  x{st['calls']:<4} {st['sql']}")
+        loads = [s.load_avg for s in self.stages if s.load_avg is not None]
+        if loads:
+            out.append(f"host load (1-min avg at stage start): {', '.join(f'{s.stage} {s.load_avg:.1f}' for s in self.stages)} "
+                       f"on {self.environment.get('cpus')} cores; cpu s = user+sys of the stage process (all threads)")
         out.append(f"peak RSS: {self.rss_method}")
         rec = self.reconciliation
         out.append(f"reconciliation: items {rec.get('manifest_items')}, succeeded {rec.get('succeeded')}, "

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from batch_assets.bench.proc import RSS_METHOD, Measured, remove_paths, run_child
+from batch_assets.bench.proc import RSS_METHOD, ChildFailed, Measured, remove_paths, run_child
 from batch_assets.bench.report import BenchReport, StageResult
 
 DEFAULT_ITEMS = 1_000_000
@@ -40,7 +40,7 @@ def _environment() -> dict:
     import duckdb
 
     return {"cpus": os.cpu_count(), "duckdb": duckdb.__version__, "python": platform.python_version(),
-            "platform": platform.platform()}
+            "platform": platform.platform(), "load_avg_at_end": os.getloadavg()}
 
 
 def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
@@ -56,6 +56,8 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
+    from batch_assets.bench.work import FLOOR_SQL
+
     say = log or (lambda _msg: None)
     root = Path(workdir if workdir is not None else DEFAULT_WORKDIR).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -65,7 +67,7 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     def step(label: str, fn: str, **kwargs) -> Measured:
         m = run_child(fn, **kwargs)
         rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
-        say(f"  {label:<28} {m.wall_s:8.2f} s{rss}")
+        say(f"  {label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}, load {m.load_avg:.1f}")
         return m
 
     say(f"benchmark: {items:,} items in {root}")
@@ -78,14 +80,12 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
         for stage, function, floor_fn, stage_fn in STAGES:
             floor = step(f"floor: {stage}", floor_fn, workdir=wd)
             measured = step(f"stage: {stage}", stage_fn, workdir=wd, profile=profile)
-            from batch_assets.bench.work import FLOOR_SQL
-
             stages.append(StageResult(
                 stage=stage, function=f"batch_assets.{function}", wall_s=measured.wall_s, cpu_s=measured.cpu_s,
                 items_per_s=items / measured.wall_s if measured.wall_s else 0.0,
                 peak_rss_mb=measured.peak_rss_mb, base_rss_mb=measured.base_rss_mb,
                 floor=FLOOR_SQL[stage], floor_wall_s=floor.wall_s, floor_peak_rss_mb=floor.peak_rss_mb,
-                result=measured.result,
+                load_avg=measured.load_avg, result=measured.result,
             ))
             if stage in _SETUP_AFTER:
                 gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--items", type=int, default=DEFAULT_ITEMS, help=f"items in the partition (default {DEFAULT_ITEMS:,})")
     p.add_argument("--workdir", type=Path, default=None,
                    help=f"where the warehouse, files and report go (default {DEFAULT_WORKDIR}); "
-                        "1M items need ~8 GB of disk")
+                        "1M items need ~4 GB of disk")
     p.add_argument("--keep", action="store_true", help="keep the warehouse and files after the run")
     p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
     p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True),
                                profile=args.profile)
-    except BenchmarkError as exc:
+    except (BenchmarkError, ChildFailed) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2
     print()

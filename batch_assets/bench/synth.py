@@ -129,12 +129,12 @@ def source_table_sql(items: int, partition_date: str = PARTITION_DATE) -> str:
     """`main.support_tickets` with `items` rows for `partition_date`, all from `range(items)`."""
     en, zh = _list_sql(EN_FRAGMENTS), _list_sql(ZH_FRAGMENTS)
     n_en, n_zh = len(EN_FRAGMENTS), len(ZH_FRAGMENTS)
-    # A body is 4-9 fragments; a Chinese ticket takes about one fragment in four from English
+    # A body is 5-8 fragments; a Chinese ticket takes about one fragment in four from English
     # (error texts, product words), so both pure and mixed-script texts occur.
     return f"""
         CREATE OR REPLACE TABLE main.support_tickets AS
         WITH base AS (
-            SELECT i, hash(i, 'lang') % 100 < {ZH_PERCENT} AS is_zh, CAST(4 + hash(i, 'len') % 6 AS BIGINT) AS n_frag
+            SELECT i, hash(i, 'lang') % 100 < {ZH_PERCENT} AS is_zh, CAST(5 + hash(i, 'len') % 4 AS BIGINT) AS n_frag
             FROM range({int(items)}) t(i)
         )
         SELECT printf('TK-%s-%07d', strftime(DATE {sql_literal(partition_date)}, '%Y%m%d'), i) AS ticket_id,
