@@ -137,6 +137,22 @@ def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(see
     assert set(parquet_rows(s.manifest_uri)) == {r["custom_id"] for r in after.values()}
 
 
+def test_an_input_that_changes_back_revives_its_earlier_custom_id(seeded_copy, ticket_task):
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    original = manifest_rows(wh)["TK-20261120-000001"]["custom_id"]
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+    freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    assert manifest_rows(wh)["TK-20261120-000001"]["custom_id"] != original
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = replace(body, ' (edited)', '') WHERE ticket_id = 'TK-20261120-000001'")
+    s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    assert manifest_rows(wh)["TK-20261120-000001"]["custom_id"] == original
+    assert s.items == ITEMS_PER_DAY
+    assert len(manifest_rows(wh, current_only=False)) == ITEMS_PER_DAY + 1  # the edited version, superseded
+
+
 def test_refreeze_after_sharding_still_passes_the_shards_gate_and_balances(seeded_copy, ticket_task):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)

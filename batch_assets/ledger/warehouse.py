@@ -8,6 +8,7 @@ set-based SQL and closes it again; a process that finds the file locked waits an
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -20,6 +21,9 @@ from batch_assets.ledger.migrations import migrate
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
+# DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of
+# holding millions of rows of prompts and responses in memory (SPEC §9: bounded memory).
+MEMORY_LIMIT = os.environ.get("BATCH_ASSETS_DUCKDB_MEMORY_LIMIT", "2GB")
 
 
 def _is_lock_conflict(exc: BaseException) -> bool:
@@ -64,6 +68,7 @@ class Warehouse:
         try:
             # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
             conn.execute("SET TimeZone = 'UTC'")
+            conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
             if not read_only:
                 migrate(conn)
             yield conn

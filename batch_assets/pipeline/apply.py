@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.manifest import load_source
+from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql, quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -73,16 +73,18 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             return ApplySummary(task_id, 0, 0, apply.table)
         # The stale-input guard: hash what the source holds now for these business ids.
         load_source(conn, task, partition_date)
+        # One row per business id: its live hash, or NULL when the source now holds it twice.
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _live AS
-            SELECT business_id, {input_hash_sql(task)} AS live_hash, count(*) OVER (PARTITION BY business_id) AS n
-            FROM _src WHERE business_id IN (SELECT business_id FROM _cand)
+            SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+            FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash
+                  FROM _src WHERE business_id IN (SELECT business_id FROM _cand))
+            GROUP BY business_id
         """)
         conn.execute("""
             CREATE OR REPLACE TEMP TABLE _decided AS
-            SELECT c.*, CASE WHEN l.n = 1 AND l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
-            FROM _cand c LEFT JOIN (SELECT DISTINCT business_id, live_hash, n FROM _live) l
-              ON l.business_id = c.business_id AND l.live_hash = c.input_hash
+            SELECT c.*, CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
+            FROM _cand c LEFT JOIN _live l USING (business_id)
         """)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
         values = ", ".join(
@@ -115,5 +117,6 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             raise
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
-        conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided; DROP TABLE _src;")
+        conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided;")
+        drop_source(conn)
     return ApplySummary(task_id, applied, stale, apply.table)

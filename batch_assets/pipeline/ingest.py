@@ -114,50 +114,114 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
     """)
 
 
+INGEST_BATCH_BYTES = 256 << 20   # result-file bytes staged per transaction (bounds memory)
+
+
+def _batches(files: list[dict], limit: int = INGEST_BATCH_BYTES) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    size = 0
+    for f in files:
+        if batch and size + f["byte_count"] > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(f)
+        size += f["byte_count"]
+    if batch:
+        yield batch
+
+
+def _stage_batch(conn: duckdb.DuckDBPyConnection, batch: list[dict], fmt: WireFormat) -> None:
+    """Load a batch of result files into temp table _in (file_key, line_no, envelope, malformed_line).
+
+    Fast path: one read_json over all the batch's files. If any file is damaged, fall back to
+    stage_result_file per file (which takes the line-by-line path only for the damaged ones)."""
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
+    paths = "[" + ", ".join(sql_literal(f["path"]) for f in batch) + "]"
+    try:
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _raw_in AS
+            SELECT row_number() OVER () AS rn, filename, {fmt.envelope_sql('l')}, NULL::VARCHAR AS malformed_line
+            FROM read_json({paths}, format='newline_delimited', columns={columns}, filename=true) l
+        """)
+        # Lines arrive in file order (insertion order is preserved), so a line's number is its
+        # position minus the position of its file's first line.
+        conn.execute("""
+            CREATE OR REPLACE TEMP TABLE _in AS
+            SELECT f.file_key, r.rn - s.first_rn + 1 AS line_no, r.* EXCLUDE (rn, filename)
+            FROM _raw_in r JOIN (SELECT filename, min(rn) AS first_rn FROM _raw_in GROUP BY filename) s USING (filename)
+                 JOIN _files f ON f.path = r.filename
+        """)
+        conn.execute("DROP TABLE _raw_in")
+        return
+    except duckdb.Error:
+        conn.execute("DROP TABLE IF EXISTS _raw_in")
+    first = True
+    for f in batch:
+        stage_result_file(conn, f["path"], fmt)
+        verb = "CREATE OR REPLACE TEMP TABLE _in_all AS" if first else "INSERT INTO _in_all"
+        conn.execute(f"{verb} SELECT {sql_literal(f['file_key'])} AS file_key, * FROM _in")
+        first = False
+    conn.execute("DROP TABLE _in; ALTER TABLE _in_all RENAME TO _in")
+
+
 def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> tuple[int, int]:
     """Ingest every downloaded, not yet ingested file of the task. Returns (files, lines).
 
-    The result line format is the task's (from the ledger) unless given."""
+    The result line format is the task's (from the ledger) unless given. Files are staged and
+    inserted in batches of about INGEST_BATCH_BYTES, one transaction per batch."""
     files_done = lines_done = 0
+    tid = sql_literal(task_id)
     with wh.connect() as conn:
         if fmt is None:
             provider, endpoint = conn.execute(
                 "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
             fmt = wire_format(provider, endpoint)
         files = fetch_dicts(conn, """
-            SELECT f.file_key, f.job_key, f.path, j.shard_id FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key)
+            SELECT f.file_key, f.job_key, f.path, f.byte_count, j.shard_id FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """, [task_id])
-        for f in files:
-            stage_result_file(conn, f["path"], fmt)
+        for batch in _batches(files):
+            rows = ", ".join(f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
+                             f"{sql_literal(f['shard_id'])})" for i, f in enumerate(batch))
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
+                         "AS t(ord, file_key, job_key, path, shard_id)")
+            _stage_batch(conn, batch, fmt)
+            # Map each line to its custom_id and rank repeats: narrow columns only (no bodies).
+            conn.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _keyed AS
+                SELECT i.file_key, i.line_no, f.job_key, sl.custom_id,
+                       CASE WHEN sl.custom_id IS NOT NULL
+                            THEN row_number() OVER (PARTITION BY sl.custom_id ORDER BY f.ord, i.line_no) END AS nth
+                FROM _in i JOIN _files f USING (file_key)
+                LEFT JOIN ledger.shard_line sl ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
+            """)
             conn.execute("BEGIN TRANSACTION")
             try:
                 n = conn.execute(f"""
                     INSERT INTO ledger.raw_result
-                    SELECT {sql_literal(f['file_key'])}, i.line_no, {sql_literal(f['job_key'])}, {sql_literal(task_id)},
-                           i.request_id, sl.custom_id,
+                    SELECT i.file_key, i.line_no, k.job_key, {tid}, i.request_id, k.custom_id,
                            CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
-                                WHEN sl.custom_id IS NULL THEN 'orphan'
-                                WHEN row_number() OVER (PARTITION BY sl.custom_id ORDER BY i.line_no) > 1
-                                  OR sl.custom_id IN (SELECT custom_id FROM ledger.raw_result
-                                                      WHERE task_id = {sql_literal(task_id)} AND status = 'ok')
-                                THEN 'duplicate'
+                                WHEN k.custom_id IS NULL THEN 'orphan'
+                                WHEN k.nth > 1 OR prev.custom_id IS NOT NULL THEN 'duplicate'
                                 ELSE 'ok' END,
                            i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line,
                            now()::TIMESTAMP
-                    FROM _in i
-                    LEFT JOIN ledger.shard_line sl
-                      ON sl.shard_id = {sql_literal(f['shard_id'])} AND sl.request_id = i.request_id
+                    FROM _in i JOIN _keyed k USING (file_key, line_no)
+                    LEFT JOIN (SELECT DISTINCT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok') prev
+                      ON prev.custom_id = k.custom_id
                 """).fetchone()[0]
-                conn.execute("UPDATE ledger.raw_file SET ingested_at = now()::TIMESTAMP, line_count = ? WHERE file_key = ?",
-                             [n, f["file_key"]])
+                conn.execute("""
+                    UPDATE ledger.raw_file SET ingested_at = now()::TIMESTAMP, line_count = c.n
+                    FROM (SELECT f.file_key, count(i.file_key) AS n FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1) c
+                    WHERE raw_file.file_key = c.file_key
+                """)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            files_done += 1
+            files_done += len(batch)
             lines_done += n
-        conn.execute("DROP TABLE IF EXISTS _in")
+        conn.execute("DROP TABLE IF EXISTS _in; DROP TABLE IF EXISTS _keyed; DROP TABLE IF EXISTS _files")
     return files_done, lines_done
 
 

@@ -41,7 +41,9 @@ class ManifestSummary:
 
 
 def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
-    """Run the source query once into a temp table `_src` (business_id, prompt_text, ...)."""
+    """Run the source query once into temp table `_raw_src`; `_src` (business_id, prompt_text, ...)
+    is a temp VIEW over it, so the rendered prompts are computed where used, never stored twice.
+    Drop both with drop_source()."""
     spec = task.spec
     try:
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
@@ -62,13 +64,16 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
         )
     bid = quote_ident(spec.source.business_id)
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _src AS
+        CREATE OR REPLACE TEMP VIEW _src AS
         SELECT trim(CAST({bid} AS VARCHAR)) AS business_id,
                {prompt_sql(task)} AS prompt_text,
                {blank_columns_sql(task)} AS blank_columns
         FROM _raw_src
     """)
-    conn.execute("DROP TABLE _raw_src")
+
+
+def drop_source(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute("DROP VIEW IF EXISTS _src; DROP TABLE IF EXISTS _raw_src;")
 
 
 def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
@@ -115,18 +120,16 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         GROUP BY business_id
         HAVING business_id IS NULL OR business_id = '' OR count(*) > 1
     """)
+    prefix = sql_literal(task_id + ':' + spec.item_type + ':')
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _items AS
-        SELECT business_id, prompt_text, blank_columns,
-               {input_hash_sql(task)} AS input_hash,
-               {estimated_tokens_sql('prompt_text')} AS est_input_tokens
-        FROM _src
-        WHERE business_id IS NOT NULL AND business_id <> ''
-          AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL)
-    """)
-    conn.execute(f"""
-        ALTER TABLE _items ADD COLUMN custom_id VARCHAR;
-        UPDATE _items SET custom_id = {sql_literal(task_id + ':' + spec.item_type + ':')} || business_id || ':' || substr(input_hash, 1, 8);
+        SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
+        FROM (SELECT business_id, prompt_text, blank_columns,
+                     {input_hash_sql(task)} AS input_hash,
+                     {estimated_tokens_sql('prompt_text')} AS est_input_tokens
+              FROM _src
+              WHERE business_id IS NOT NULL AND business_id <> ''
+                AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))
     """)
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = conn.execute("""
@@ -140,7 +143,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                {sql_literal(spec.prompt.version)}, {sql_literal(spec.model)}, {sql_literal(task.params_json)},
                {sql_literal(spec.output.version)}, {version}, now()::TIMESTAMP, NULL
         FROM _items i
-        WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE superseded_at IS NULL)
+        WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = {sql_literal(task_id)})
     """).fetchone()[0]
     # A changed input that flips back to an earlier text reuses its old custom_id: revive it.
     conn.execute("""
@@ -151,7 +154,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
         COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, prompt_text
-              FROM _items ORDER BY custom_id)
+              FROM _items)
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
     items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
@@ -169,5 +172,6 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
             model = excluded.model, updated_at = excluded.updated_at
     """)
     rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
-    conn.execute("DROP TABLE _items; DROP TABLE _src;")
+    conn.execute("DROP TABLE _items")
+    drop_source(conn)
     return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False)

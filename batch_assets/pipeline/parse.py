@@ -51,14 +51,14 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     answer_sql, violation = _answer_checks(task)
     with wh.connect() as conn:
         conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _ans AS
+            CREATE OR REPLACE TEMP VIEW _ans AS
             SELECT r.custom_id, r.job_key, r.status_code, r.provider_request_id, {fmt.answer_sql('r')}
             FROM ledger.raw_result r
             WHERE r.task_id = {tid} AND r.status = 'ok'
               AND r.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
         """)
         conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _checked AS
+            CREATE OR REPLACE TEMP VIEW _checked AS
             SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
             FROM (SELECT *, {answer_sql} AS answer FROM _ans)
         """)
@@ -118,5 +118,5 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         by_class = dict(conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
         """).fetchall())
-        conn.execute("DROP TABLE _ans; DROP TABLE _checked;")
+        conn.execute("DROP VIEW _checked; DROP VIEW _ans;")
     return ParseSummary(task_id, parsed, synthesized, by_class)

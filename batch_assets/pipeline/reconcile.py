@@ -120,8 +120,9 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str) -> Reconciliat
         else:
             r.failed[cls] = r.failed.get(cls, 0) + n
     r.missing = _one(conn, f"""
-        SELECT count(*) FROM ledger.shard_line sl WHERE sl.task_id = $t AND sl.{ACTIVE}
-          AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p WHERE p.custom_id = sl.custom_id)""", task_id)
+        SELECT count(*) FROM ledger.shard_line sl
+        ANTI JOIN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = $t) p USING (custom_id)
+        WHERE sl.task_id = $t AND sl.{ACTIVE}""", task_id)
     r.in_flight = _one(conn, """
         SELECT coalesce(sum(s.line_count), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
         WHERE j.task_id = $t AND j.terminal_at IS NULL""", task_id)

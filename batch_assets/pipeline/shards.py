@@ -93,35 +93,30 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _pending AS
-            SELECT m.custom_id, m.business_id, p.prompt_text, p.blank_columns, p.est_input_tokens
-            FROM ledger.manifest_item m
-            JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)
-            WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
-              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
-              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE attempt = {attempt})
-        """)
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _lines AS
-            SELECT custom_id, business_id, request_id, blank_columns, est_input_tokens,
-                   est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
-                   line, strlen(line) AS line_bytes
-            FROM (SELECT *, {request_line_sql(task)} AS line
-                  FROM (SELECT *, {request_id_sql(task)} AS request_id FROM _pending))
-        """)
-        conn.execute("DROP TABLE _pending")
         rules = _quarantine_rules(task)
         reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
         reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
-        conn.execute(f"ALTER TABLE _lines ADD COLUMN reason_code VARCHAR; ALTER TABLE _lines ADD COLUMN reason VARCHAR;"
-                     f"UPDATE _lines SET reason_code = {reason_code}, reason = {reason}")
-
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _lines AS
+            SELECT *, {reason_code} AS reason_code, {reason} AS reason
+            FROM (SELECT custom_id, business_id, request_id, blank_columns, est_input_tokens,
+                         est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
+                         line, strlen(line) AS line_bytes
+                  FROM (SELECT *, {request_line_sql(task)} AS line
+                        FROM (SELECT *, {request_id_sql(task)} AS request_id
+                              FROM (SELECT m.custom_id, m.business_id, p.prompt_text, p.blank_columns, p.est_input_tokens
+                                    FROM ledger.manifest_item m
+                                    JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)
+                                    WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
+                                      AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
+                                      AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE attempt = {attempt})))))
+            ORDER BY custom_id
+        """)
         next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
                                [task_id, attempt])
         conn.execute("""
             CREATE OR REPLACE TEMP TABLE _ordered AS
-            SELECT custom_id, request_id, line, line_bytes, est_tokens, row_number() OVER (ORDER BY custom_id) - 1 AS idx
+            SELECT rowid AS rid, custom_id, request_id, line_bytes, est_tokens, row_number() OVER (ORDER BY custom_id) - 1 AS idx
             FROM _lines WHERE reason_code IS NULL
         """)
         sizes = conn.sql("SELECT line_bytes + 1 AS b, est_tokens AS t FROM _ordered ORDER BY idx").pl()
@@ -136,15 +131,16 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
         """)
         conn.execute("DROP TABLE _ordered")
         shards = fetch_dicts(conn, """
-            SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens
+            SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
+                   min(rid) AS first_rid, max(rid) AS last_rid
             FROM _cut2 GROUP BY shard_no ORDER BY shard_no
         """)
         for s in shards:
             s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
             path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
-            # Raw lines out: CSV with no quoting and a delimiter JSON always escapes.
             conn.execute(f"""
-                COPY (SELECT line FROM _cut2 WHERE shard_no = {s['shard_no']} ORDER BY line_no)
+                COPY (SELECT line FROM _lines
+                      WHERE rowid BETWEEN {s['first_rid']} AND {s['last_rid']} AND reason_code IS NULL ORDER BY custom_id)
                 TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
             """)
             s["path"] = str(path)

@@ -67,13 +67,18 @@ class ChatCompletions(OpenAIFormat):
                  "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}}))
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
+    _PATHS = ("$.choices[0].message.content", "$.choices[0].finish_reason", "$.choices[0].message.refusal",
+              "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message")
+
     def answer_sql(self, raw: str) -> str:
-        finish = f"({raw}.body ->> '$.choices[0].finish_reason')"
+        # One multi-path extraction; DuckDB's common-subexpression elimination parses each body once.
+        v = f"json_extract_string({raw}.body, [{', '.join(sql_literal(p) for p in self._PATHS)}])"
+        finish = f"({v}[2])"
         return (
-            f"{raw}.body -> '$.choices[0].message.content' ->> '$' AS content, NULL::JSON AS vector, "
-            f"{_finish(finish)} AS finish_reason, "
-            f"{raw}.body ->> '$.choices[0].message.refusal' AS refusal, "
-            + _usage(raw, "prompt_tokens", "completion_tokens") + self._errors(raw)
+            f"{v}[1] AS content, NULL::JSON AS vector, {_finish(finish)} AS finish_reason, {v}[3] AS refusal, "
+            f"TRY_CAST({v}[4] AS BIGINT) AS input_tokens, TRY_CAST({v}[5] AS BIGINT) AS output_tokens, "
+            f"coalesce({raw}.error ->> '$.code', {raw}.error ->> '$.type', {v}[6], {v}[7]) AS error_code, "
+            f"coalesce({raw}.error ->> '$.message', {v}[8]) AS error_message"
         )
 
 
