@@ -101,8 +101,10 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
     reader = pa.RecordBatchReader.from_batches(
         pa.schema([("line_no", pa.int64()), ("line", pa.string())]), _line_batches(Path(path))
     )
+    # Same columns and types as the fast path; a value of the wrong shape becomes NULL.
     fields = ", ".join(
-        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" for k, v in fmt.result_columns.items()
+        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" if v == "JSON"
+        else f"TRY_CAST(j -> '$.{k}' AS {v}) AS {k}" for k, v in fmt.result_columns.items()
     )
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _in AS

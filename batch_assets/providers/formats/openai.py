@@ -8,7 +8,9 @@ from __future__ import annotations
 from batch_assets.pipeline.sqltext import sql_literal
 from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
 
-OPENAI_RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR", "response": "JSON", "error": "JSON"}
+# `response` is read straight into a struct (one JSON parse per line, at scan time); its body stays JSON.
+OPENAI_RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR",
+                         "response": "STRUCT(status_code INTEGER, request_id VARCHAR, body JSON)", "error": "JSON"}
 
 
 class OpenAIFormat(WireFormat):
@@ -23,9 +25,9 @@ class OpenAIFormat(WireFormat):
     def envelope_sql(self, line: str) -> str:
         return (
             f"{line}.custom_id AS request_id, {line}.id AS line_id, "
-            f"TRY_CAST({line}.response ->> '$.status_code' AS INTEGER) AS status_code, "
-            f"{line}.response ->> '$.request_id' AS provider_request_id, "
-            f"json_extract({line}.response, '$.body') AS body, "
+            f"{line}.response.status_code AS status_code, "
+            f"{line}.response.request_id AS provider_request_id, "
+            f"{line}.response.body AS body, "
             f"CASE WHEN json_type({line}.error) IN ('OBJECT', 'VARCHAR') THEN {line}.error END AS error"
         )
 
