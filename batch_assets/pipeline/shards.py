@@ -165,8 +165,9 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
                        line_no, custom_id, request_id, {sql_literal(task_id)}, {attempt}, line_bytes, est_tokens
                 FROM _cut2
             """)
-            conn.execute("UPDATE ledger.batch_task SET status = 'SHARDED', updated_at = now()::TIMESTAMP WHERE task_id = ?",
-                         [task_id])
+            # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
+            conn.execute("UPDATE ledger.batch_task SET status = 'SHARDED', updated_at = now()::TIMESTAMP "
+                         "WHERE task_id = ? AND status = 'FROZEN'", [task_id])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
