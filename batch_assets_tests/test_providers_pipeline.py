@@ -207,3 +207,27 @@ def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulat
     assert file_id.startswith("inline:")
     recon = _collect(all_seeded, inline_task, adapter)
     assert recon.problems() == [] and recon.applied > 0
+
+
+def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_seeded, emulator):
+    from batch_assets.pipeline.poll import partitions_waiting_to_submit
+
+    base = load_all_tasks()["ticket_triage"]
+    task = replace(base, limits=replace(base.limits, max_concurrent_jobs=1, max_requests_per_shard=20))
+    adapter = _adapter(emulator, "openai")
+    freeze_manifest(all_seeded, task, DAY)
+    cut_shards(all_seeded, task, DAY)
+    first = submit_pending(all_seeded, task, DAY, adapter)
+    assert len(first.submitted) == 1 and first.waiting_for_capacity >= 1
+    # providers.yaml allows more concurrent jobs than this task's override: the partition is due
+    # again, and each submissions run sends one more shard until none waits.
+    assert partitions_waiting_to_submit(all_seeded) == [("ticket_triage", DAY, first.waiting_for_capacity)]
+    sent = 1
+    while partitions_waiting_to_submit(all_seeded):
+        _run(all_seeded, task, adapter)  # polls until the batch in flight is terminal, then submits one
+        sent += 1
+        assert sent < 10
+    with all_seeded.connect() as conn:
+        jobs = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL").fetchone()[0]
+        shards = conn.execute("SELECT count(*) FROM ledger.shard").fetchone()[0]
+    assert jobs == shards == first.waiting_for_capacity + 1

@@ -1,8 +1,8 @@
 """The provider status sensor: one for all tasks (SPEC §3.4).
 
 Each tick polls the non-terminal provider jobs (bounded time), records every transition in the
-ledger, and requests one collect run (raw_results -> parsed_results -> applied) per task partition
-with newly terminal jobs. The cursor is the ledger's terminal sequence number already handed out;
+ledger, requests one collect run (raw_results -> parsed_results -> applied) per task partition
+with newly terminal jobs, and a submissions run for partitions whose shards wait for capacity. The cursor is the ledger's terminal sequence number already handed out;
 Dagster stores it only after the tick's runs are launched, and run keys are deterministic.
 """
 
@@ -12,7 +12,7 @@ import json
 import dagster as dg
 
 from batch_assets.components.task_assets import collect_asset_keys
-from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
+from batch_assets.pipeline.poll import collect_requests_after, partitions_waiting_to_submit, poll_jobs
 from batch_assets.resources import ProvidersResource, WarehouseResource
 
 POLL_BUDGET_S = 20.0
@@ -42,4 +42,11 @@ def provider_status_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
                       tags={"batch_assets/task": r.task_name, "batch_assets/jobs": ",".join(r.job_keys)[:1000]})
         for r in requests
     ]
+    # Shards held back by a provider's concurrent-job cap go out once that provider has room; the
+    # run key changes only when a job has finished since, so a waiting partition is asked for once.
+    for task_name, day, shards in partitions_waiting_to_submit(wh):
+        run_requests.append(dg.RunRequest(
+            run_key=f"submit:{task_name}:{day}:{high_water}", partition_key=day,
+            asset_selection=[dg.AssetKey([task_name, "submissions"])],
+            tags={"batch_assets/task": task_name, "batch_assets/waiting_shards": str(shards)}))
     return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))

@@ -108,11 +108,15 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
         cursor = tick.cursor
         for request in tick.run_requests:
             task = request.tags["batch_assets/task"]
-            result = definitions.resolve_job_def(f"{task}__collect").execute_in_process(
+            # The sensor asks for collect runs, or for submissions held back by a provider's job cap.
+            collect = any(key.path[-1] == "applied" for key in request.asset_selection)
+            job = f"{task}__collect" if collect else f"{task}__submit"
+            result = definitions.resolve_job_def(job).execute_in_process(
                 partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
                 tags={"dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
             checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-            _say(f"sensor -> {task} {request.partition_key}: raw_results -> parsed_results -> applied "
+            stages = "raw_results -> parsed_results -> applied" if collect else "submissions (capacity freed)"
+            _say(f"sensor -> {task} {request.partition_key}: {stages} "
                  f"{'ok' if result.success else 'FAILED'}; checks {checks}")
         with wh.connect() as conn:
             open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")

@@ -206,6 +206,12 @@ MIGRATIONS.append((
     """,
 ))
 
+MIGRATIONS.append((
+    3,
+    "shard.deferred_at: when submission held a shard back for the provider's concurrent-job cap",
+    "ALTER TABLE ledger.shard ADD COLUMN deferred_at TIMESTAMP;",
+))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

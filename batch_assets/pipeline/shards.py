@@ -155,7 +155,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
             """).fetchone()[0]
             for s in shards:
                 conn.execute(
-                    "INSERT INTO ledger.shard VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+                    "INSERT INTO ledger.shard VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP, NULL)",
                     [s["shard_id"], task_id, spec.provider, spec.endpoint, spec.model, attempt, s["shard_no"],
                      s["path"], s["line_count"], s["byte_count"], s["est_tokens"], s["sha256"]],
                 )

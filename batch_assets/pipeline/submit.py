@@ -66,6 +66,10 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
                 recovered.append(job_key)
                 continue
         if capacity <= 0:
+            # Recorded so the sensor asks for this partition's submissions again when room frees.
+            with wh.connect() as conn:
+                conn.execute("UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) "
+                             "WHERE shard_id = ?", [shard["shard_id"]])
             waiting += 1
             continue
         if shard["job_key"] is None:
