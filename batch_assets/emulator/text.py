@@ -17,7 +17,8 @@ _STOPWORDS = frozenset(
     down during each from further have having here into just more most much must only other over
     own same should some such than that their theirs them then there these they this those through
     under until very what when where which while will with would your yours please answer reply
-    return json following given text user assistant summarize summarise summary sentence sentences""".split()
+    return json following given text user assistant summarize summarise summary sentence sentences
+    ticket language subject body product stars title review""".split()
 )
 _MAX_KEYWORDS = 8
 
@@ -94,12 +95,19 @@ class Topic:
 
     def __init__(self, text: str) -> None:
         keywords: list[str] = []
-        for match in re.finditer(f"{_LATIN_WORD.pattern}|{_CJK_RUN.pattern}", text):
-            word = match.group(0)
-            chunks = [word[i : i + 2] for i in range(0, len(word), 2)] if _CJK_CHAR.match(word) else [word.lower()]
-            for chunk in chunks:
-                if chunk not in _STOPWORDS and chunk not in keywords:
-                    keywords.append(chunk)
+        # Prompts put instructions first and the data last: take keywords from the last block
+        # (after the last blank line) first, so answers echo the content, not the instructions.
+        focus = text.strip().rsplit("\n\n", 1)[-1]
+        self.focus = focus.lower()
+        for source in (focus, text):
+            for match in re.finditer(f"{_LATIN_WORD.pattern}|{_CJK_RUN.pattern}", source):
+                word = match.group(0)
+                chunks = [word[i : i + 2] for i in range(0, len(word), 2)] if _CJK_CHAR.match(word) else [word.lower()]
+                for chunk in chunks:
+                    if chunk not in _STOPWORDS and chunk not in keywords:
+                        keywords.append(chunk)
+                if len(keywords) >= _MAX_KEYWORDS:
+                    break
             if len(keywords) >= _MAX_KEYWORDS:
                 break
         self.chinese = len(_CJK_CHAR.findall(text)) * 2 > len(text.strip())
