@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.jobs import record_snapshot
 from batch_assets.providers.base import BatchAdapter, JobSnapshot
+from batch_assets.providers.config import provider_config
 
 
 @dataclass
@@ -123,7 +124,5 @@ def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
             SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
             FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
         """).fetchall()
-    from batch_assets.providers.config import provider_config
-
     return [(task, day, shards) for task, day, shards, provider, in_flight in rows
             if in_flight < provider_config(provider).max_concurrent_jobs]

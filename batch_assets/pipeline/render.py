@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import duckdb
+
 from batch_assets.pipeline.sqltext import quote_ident, sql_literal
 from batch_assets.providers.formats import wire_format
 from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
@@ -71,8 +73,6 @@ _RID, _PROMPT = "\x00batch-assets-request-id\x00", "\x00batch-assets-prompt\x00"
 
 
 def _line_template(task: ResolvedTask) -> tuple[str, str, str] | None:
-    import duckdb
-
     sql = wire_format(task.spec.provider, task.spec.endpoint).request_line_sql(
         task, sql_literal(_RID), sql_literal(_PROMPT))
     with duckdb.connect() as conn:

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from batch_assets.providers.config import known_providers, provider_config
+
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 SQL_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -149,8 +151,6 @@ class TaskSpec(_Strict):
     @field_validator("provider")
     @classmethod
     def _provider(cls, v: str) -> str:
-        from batch_assets.providers.config import known_providers
-
         if v not in known_providers():
             raise ValueError(f"unknown provider {v!r}; use one of: {', '.join(known_providers())}")
         return v
@@ -158,8 +158,6 @@ class TaskSpec(_Strict):
     @field_validator("endpoint")
     @classmethod
     def _endpoint_supported(cls, v: str, info: ValidationInfo) -> str:
-        from batch_assets.providers.config import known_providers, provider_config
-
         provider = info.data.get("provider")
         if provider not in known_providers():
             return v  # the provider field reports its own error
@@ -170,8 +168,6 @@ class TaskSpec(_Strict):
 
     @model_validator(mode="after")
     def _output_kind_supported(self) -> TaskSpec:
-        from batch_assets.providers.config import provider_config
-
         kinds = provider_config(self.provider).endpoints[self.endpoint]
         if self.output.kind not in kinds:
             raise ValueError(
