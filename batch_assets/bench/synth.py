@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.pipeline.submit import job_key_for
 from batch_assets.spec.resolve import ResolvedTask

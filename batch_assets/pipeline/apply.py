@@ -14,7 +14,8 @@ import duckdb
 
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import drop_source, load_source
-from batch_assets.pipeline.render import input_hash_sql, quote_ident, sql_literal
+from batch_assets.pipeline.render import input_hash_sql
+from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
 SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.render import sql_literal
+from batch_assets.sqltext import sql_literal
 
 UTF8_BOM = b"\xef\xbb\xbf"
 

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.render import sql_literal
+from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.providers.base import BatchAdapter

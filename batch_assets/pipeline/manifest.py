@@ -13,14 +13,8 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.render import (
-    blank_columns_sql,
-    estimated_tokens_sql,
-    input_hash_sql,
-    prompt_sql,
-    quote_ident,
-    sql_literal,
-)
+from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
+from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
 

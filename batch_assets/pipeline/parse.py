@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.render import sql_literal
+from batch_assets.sqltext import sql_literal
 from batch_assets.providers.formats import FAILURE_CLASS_SQL, wire_format
 from batch_assets.providers.formats.base import CAPACITY_CODES
 from batch_assets.spec.output_schema import schema_violation_sql

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import duckdb
 
-from batch_assets.pipeline.sqltext import quote_ident, sql_literal
+from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.providers.formats import wire_format
 from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
-
-__all__ = ["quote_ident", "sql_literal"]
-
 
 def prompt_sql(task: ResolvedTask) -> str:
     """concat() of the template's literal text and its {{ column }} values (NULL renders as '')."""

@@ -18,7 +18,8 @@ from pathlib import Path
 import polars as pl
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
-from batch_assets.pipeline.render import request_id_sql, request_line_sql, sql_literal
+from batch_assets.pipeline.render import request_id_sql, request_line_sql
+from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
 FIRST_ATTEMPT = 1

@@ -7,7 +7,7 @@ Shards are still written as JSONL (one request per line); the adapter sends them
 
 from __future__ import annotations
 
-from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.sqltext import sql_literal
 from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
 
 # Anthropic reports error *types*; the HTTP status each stands for (their API error docs).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.sqltext import sql_literal
 
 if TYPE_CHECKING:
     from batch_assets.spec.resolve import ResolvedTask

@@ -5,7 +5,7 @@ DashScope's OpenAI-compatible batch uses the same shapes (reference §4).
 
 from __future__ import annotations
 
-from batch_assets.pipeline.sqltext import sql_literal
+from batch_assets.sqltext import sql_literal
 from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
 
 # `response` is read straight into a struct (one JSON parse per line, at scan time); its body stays JSON.
