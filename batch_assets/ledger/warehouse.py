@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from batch_assets.ledger.migrations import migrate
+from batch_assets.ledger.schema import migrate
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
