@@ -1,0 +1,1 @@
+"""Anthropic Message Batches: adapter, wire format, limits and emulator routes."""

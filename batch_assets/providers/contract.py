@@ -1,0 +1,207 @@
+"""The provider contract: what every batch provider adapter offers the pipeline, in one typed form.
+
+Modelled on what the four services really have, not on one of them:
+- submission = `prepare_input` (upload a file, or nothing where the shard travels in the create
+  request itself) then `create`; `create` is made without SDK auto-retry and answers CREATED, FAILED
+  or UNKNOWN (the request may or may not have been processed: look it up before creating again);
+- `find_job` answers FOUND, ABSENT or CANNOT_TELL (with the reason) for a job key;
+- `poll` receives the previously recorded state and returns a `JobSnapshot` that also says whether
+  the results can be fetched yet (a batch may report success before its results file exists);
+- `stream_results` writes a terminal job's results (file download or the provider's results
+  stream) to disk, never holding them whole in memory;
+- `cancel`, `delete_remote_files`.
+
+The pipeline reaches providers only through this module and `providers.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+class JobState(StrEnum):
+    """Internal job states; every provider's own statuses map onto these."""
+
+    CREATED = "CREATED"        # intent recorded locally, provider not yet asked
+    VALIDATING = "VALIDATING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    FINALIZING = "FINALIZING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    EXPIRED = "EXPIRED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.EXPIRED, JobState.CANCELLED})
+
+# Metadata key (or display name) under which every batch carries its ledger job_key: how an
+# ambiguous or crashed submission is found again instead of being created twice.
+JOB_KEY_METADATA = "batch_assets_job"
+
+
+@dataclass(frozen=True)
+class BatchError:
+    """The provider's own error for a whole batch (or one of its validation errors)."""
+
+    code: str | None
+    message: str
+    line: int | None = None
+    param: str | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in {"code": self.code, "message": self.message, "line": self.line,
+                                  "param": self.param}.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """What one poll (or the create call) tells us about a provider batch, mapped to the internal state."""
+
+    provider_batch_id: str
+    raw_status: str
+    state: JobState
+    request_total: int | None = None
+    request_completed: int | None = None
+    request_failed: int | None = None
+    # Real provider files only (OpenAI/DashScope output and error files, a Gemini responses file);
+    # None where results come from the batch itself (Anthropic's results stream, Gemini inline).
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    # Whether `stream_results` can fetch this job's results now. A terminal job whose results are
+    # not ready yet (success reported before the results file exists) must be polled again.
+    results_ready: bool = False
+    errors: tuple[BatchError, ...] = ()
+    cancel_requested: bool = False
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def results_pending(self) -> bool:
+        """Succeeded (or ended) by the provider's word, but its results cannot be fetched yet."""
+        return self.terminal and not self.results_ready and self.state != JobState.FAILED
+
+
+class InputKind(StrEnum):
+    FILE = "file"                  # an uploaded provider file (OpenAI, DashScope, Gemini file jobs)
+    INLINE = "inline"              # requests travel inside the create call (Gemini inline)
+    REQUEST_BODY = "request_body"  # the create call's body is the request list (Anthropic)
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    """Where a shard is for the create call: an uploaded file, or the local file sent inline."""
+
+    kind: InputKind
+    shard_path: Path
+    file_id: str | None = None     # set exactly when kind is FILE
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    job_key: str
+    endpoint: str
+    model: str
+    completion_window: str
+    line_count: int
+    metadata: Mapping[str, str]    # carries JOB_KEY_METADATA -> job_key
+
+
+class CreateOutcome(StrEnum):
+    CREATED = "created"    # the provider accepted the batch (snapshot set)
+    FAILED = "failed"      # the provider refused it: nothing was created (error set)
+    UNKNOWN = "unknown"    # timeout, dropped connection, 5xx, 429: it may exist; find_job before retrying
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    outcome: CreateOutcome
+    snapshot: JobSnapshot | None = None
+    error: BatchError | None = None
+    status_code: int | None = None
+
+
+class FindOutcome(StrEnum):
+    FOUND = "found"
+    ABSENT = "absent"              # confirmed: no batch carries this job key
+    CANNOT_TELL = "cannot_tell"    # the provider offers nothing to decide on (reason says why)
+
+
+@dataclass(frozen=True)
+class FindHints:
+    """What the ledger knows about a submission that may or may not have been created."""
+
+    created_after_unix: int        # no earlier than the recorded intent (minus clock skew)
+    line_count: int
+    known_batch_ids: frozenset[str] = frozenset()   # batches already claimed by other ledger jobs
+
+
+@dataclass(frozen=True)
+class FindResult:
+    outcome: FindOutcome
+    snapshot: JobSnapshot | None = None
+    reason: str = ""
+    candidates: tuple[str, ...] = ()   # batch ids that might be ours (CANNOT_TELL)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A recorded job, as the ledger holds it, for calls that act on an existing batch."""
+
+    provider_batch_id: str
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    input_file_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    kind: str              # "output" | "error"
+    path: Path
+    byte_count: int
+    provider_file_id: str | None   # the provider file it came from (None for a results stream)
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How to reach one provider: its API key (from the environment only) and base URL."""
+
+    api_key: str
+    base_url: str | None = None
+    max_retries: int = 4
+    timeout_s: float = 120.0
+
+    def __repr__(self) -> str:  # never print the key
+        return f"ClientSettings(base_url={self.base_url!r}, api_key=***)"
+
+
+class BatchProvider(Protocol):
+    """One provider's batch API behind the operations the pipeline needs."""
+
+    name: str
+
+    def prepare_input(self, shard_path: Path, job_key: str, inline_max_bytes: int) -> PreparedInput:
+        """Upload the shard where the provider takes files; otherwise say how it travels."""
+
+    def create(self, request: CreateRequest, prepared: PreparedInput) -> CreateResult:
+        """Create the batch once (no SDK auto-retry): CREATED, FAILED or UNKNOWN."""
+
+    def find_job(self, job_key: str, hints: FindHints) -> FindResult:
+        """The batch created for job_key, if the provider can tell."""
+
+    def poll(self, job: JobRef, previous: JobState) -> JobSnapshot: ...
+
+    def cancel(self, job: JobRef) -> JobSnapshot: ...
+
+    def stream_results(self, job: JobRef, dest_dir: Path, stem: str) -> list[ResultFile]:
+        """Write the terminal job's result files under dest_dir (streamed); one per kind present."""
+
+    def delete_remote_files(self, job: JobRef) -> list[str]:
+        """Delete the provider-side input/output/error files of a finished job; the ids deleted."""

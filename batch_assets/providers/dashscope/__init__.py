@@ -1,0 +1,1 @@
+"""Alibaba Bailian / DashScope batch (OpenAI-compatible mode): adapter, wire formats, limits and emulator routes."""

@@ -1,0 +1,1 @@
+"""Google Gemini Batch: adapter, wire formats, limits and emulator routes."""

@@ -1,0 +1,1 @@
+"""OpenAI Batch: adapter, wire formats, limits, prices and emulator routes."""
