@@ -294,3 +294,36 @@ def test_partitions_are_frozen_independently(seeded_copy, ticket_task):
     assert s2.task_id == "ticket_triage_20261121" and s2.items == ITEMS_PER_DAY and not s2.reused
     assert all(b.startswith("TK-20261121-") for b in manifest_rows(wh, "ticket_triage_20261121"))
     assert len(manifest_rows(wh)) == ITEMS_PER_DAY
+
+
+def test_business_ids_are_kept_exactly_as_the_source_holds_them(seeded_copy, ticket_task):
+    """'SP' and ' SP ' are two records; '  A  ' is frozen (and would be written back) as '  A  '."""
+    wh = seeded_copy
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+                     "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
+                     "('  A  ', DATE '2026-11-20', 's', 'third', 'en')")
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    assert s.items == ITEMS_PER_DAY + 3 and s.rejected_business_ids == 1  # only the seeded duplicate
+    items = manifest_rows(wh)
+    assert {"SP", " SP ", "  A  "} <= set(items) and "A" not in items
+    assert items["SP"]["custom_id"] != items[" SP "]["custom_id"]
+    assert items["  A  "]["custom_id"].startswith(f"{TASK_ID1}:ticket:  A  :")
+
+
+def test_whitespace_business_ids_reach_the_business_table_unchanged(seeded_warehouse, ticket_task, adapter, run_partition):
+    wh = seeded_warehouse
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+                     "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
+                     "('  A  ', DATE '2026-11-20', 's', 'third', 'en')")
+    rec = run_partition(wh, ticket_task, DAY1, adapter)
+    assert not rec.problems(), rec.problems()
+    with wh.connect() as conn:
+        keys = {r[0] for r in conn.execute("SELECT ticket_id FROM ticket_labels").fetchall()}
+        # Provider-safe request ids were used on the wire (spaces are not allowed there) and mapped back.
+        sent = dict(conn.execute("SELECT m.business_id, l.request_id FROM ledger.shard_line l "
+                                 "JOIN ledger.manifest_item m USING (custom_id) "
+                                 "WHERE m.business_id IN ('SP', ' SP ', '  A  ')").fetchall())
+    assert {"SP", " SP ", "  A  "} <= keys and "A" not in keys
+    assert len(set(sent.values())) == 3

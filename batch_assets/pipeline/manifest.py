@@ -59,7 +59,9 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
     bid = quote_ident(spec.source.business_id)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _src AS
-        SELECT trim(CAST({bid} AS VARCHAR)) AS business_id,
+        -- The id exactly as the source holds it: 'A' and ' A ' are two records, and a trimmed id
+        -- would be a key the business table does not have.
+        SELECT CAST({bid} AS VARCHAR) AS business_id,
                {prompt_sql(task)} AS prompt_text,
                {blank_columns_sql(task)} AS blank_columns
         FROM _raw_src
@@ -101,8 +103,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     conn.execute(f"""
         INSERT INTO ledger.source_reject
         SELECT {sql_literal(task_id)}, business_id, count(*),
-               CASE WHEN business_id IS NULL OR business_id = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END,
-               CASE WHEN business_id IS NULL OR business_id = ''
+               CASE WHEN business_id IS NULL OR trim(business_id) = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END,
+               CASE WHEN business_id IS NULL OR trim(business_id) = ''
                     THEN 'source rows without a value in ' || {sql_literal(spec.source.business_id)}
                          || '; fix the source data or filter such rows out in source.sql'
                     ELSE 'business id ' || business_id || ' appears ' || count(*) || ' times in the source; '
@@ -112,7 +114,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                now()::TIMESTAMP
         FROM _src
         GROUP BY business_id
-        HAVING business_id IS NULL OR business_id = '' OR count(*) > 1
+        HAVING business_id IS NULL OR trim(business_id) = '' OR count(*) > 1
     """)
     prefix = sql_literal(task_id + ':' + spec.item_type + ':')
     conn.execute(f"""
@@ -122,7 +124,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                      {input_hash_sql(task)} AS input_hash,
                      {estimated_tokens_sql('prompt_text')} AS est_input_tokens
               FROM _src
-              WHERE business_id IS NOT NULL AND business_id <> ''
+              WHERE business_id IS NOT NULL AND trim(business_id) <> ''
                 AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))
     """)
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
