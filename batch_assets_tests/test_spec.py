@@ -132,7 +132,15 @@ INVALID_SPECS = [
     ("sql_without_partition_date", setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
      None, None, ["source.sql", "$partition_date", "WHERE created_date = $partition_date"]),
     ("sql_not_a_select", setter("source.sql", "DELETE FROM support_tickets WHERE created_date = $partition_date"),
-     None, None, ["source.sql", "must be a single SELECT"]),
+     None, None, ["source.sql", "must be exactly one SELECT", "DELETE"]),
+    ("sql_two_statements", setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets "
+                                  "WHERE created_date = $partition_date; CREATE TABLE pwned AS SELECT 1"),
+     None, None, ["source.sql", "must be exactly one SELECT", "2 statement(s): SELECT, CREATE"]),
+    ("sql_copy_out", setter("source.sql", "COPY (SELECT * FROM support_tickets WHERE created_date = $partition_date) "
+                            "TO '/tmp/leak.csv'"),
+     None, None, ["source.sql", "must be exactly one SELECT", "COPY"]),
+    ("sql_unparsable", setter("source.sql", "SELEC ticket_id FROM support_tickets WHERE created_date = $partition_date"),
+     None, None, ["source.sql", "is not valid DuckDB SQL"]),
     ("bad_task_name", setter("name", "Ticket-Triage"), None, None,
      ["name", "use lower-case letters, digits and '_'"]),
     ("bad_item_type", setter("item_type", "Support Ticket"), None, None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +23,18 @@ from batch_assets.ledger.schema import migrate
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
 # DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of
-# holding millions of rows of prompts and responses in memory (SPEC §9: bounded memory).
-MEMORY_LIMIT = os.environ.get("BATCH_ASSETS_DUCKDB_MEMORY_LIMIT", "2GB")
+# holding millions of rows of prompts and responses in memory.
+DEFAULT_MEMORY_LIMIT = "2GB"
+MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
+_MEMORY_LIMIT_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
+
+
+def memory_limit() -> str:
+    """The DuckDB memory limit from the environment, validated (it reaches SQL, so never pasted raw)."""
+    value = os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT).strip()
+    if not _MEMORY_LIMIT_RE.match(value):
+        raise ValueError(f"{MEMORY_LIMIT_ENV}={value!r} is not a memory size. Fix: set it like 2GB, 1500MB or 4GiB")
+    return value
 
 
 def _is_lock_conflict(exc: BaseException) -> bool:
@@ -68,7 +79,7 @@ class Warehouse:
         try:
             # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
             conn.execute("SET TimeZone = 'UTC'")
-            conn.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            conn.execute("SET memory_limit = ?", [memory_limit()])
             if not read_only:
                 migrate(conn)
             yield conn

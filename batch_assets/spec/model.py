@@ -7,8 +7,9 @@ schema) are resolved relative to the YAML file by `spec.resolve`.
 from __future__ import annotations
 
 import re
-
 from typing import Literal
+
+import duckdb
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -33,9 +34,17 @@ class SourceSpec(_Strict):
     @field_validator("sql")
     @classmethod
     def _select_only(cls, v: str) -> str:
-        head = v.strip().split(None, 1)[0].upper() if v.strip() else ""
-        if head not in ("SELECT", "WITH", "FROM"):
-            raise ValueError("must be a single SELECT (or WITH … SELECT) query; the manifest only reads the source")
+        # DuckDB's own parser decides, not a look at the first word: `SELECT 1; DROP TABLE t` is two
+        # statements, and the manifest must only ever read the source.
+        try:
+            statements = duckdb.extract_statements(v)
+        except duckdb.Error as exc:
+            raise ValueError(f"is not valid DuckDB SQL ({str(exc).splitlines()[0]}); fix the query") from None
+        kinds = [s.type.name for s in statements]
+        if kinds != ["SELECT"]:
+            found = "no statement" if not kinds else f"{len(kinds)} statement(s): {', '.join(kinds)}"
+            raise ValueError(f"must be exactly one SELECT (or WITH … SELECT) query, found {found}; "
+                             "the manifest only reads the source")
         if "$partition_date" not in v:
             raise ValueError(
                 "must filter by the partition: reference `$partition_date` (a DATE), "

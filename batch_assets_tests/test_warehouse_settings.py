@@ -1,0 +1,27 @@
+"""Settings that reach SQL are validated or bound, never pasted into a statement."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from batch_assets.ledger.warehouse import MEMORY_LIMIT_ENV, Warehouse
+
+
+def test_memory_limit_setting_cannot_inject_sql(tmp_path, monkeypatch):
+    wh = Warehouse.at(tmp_path / "w.duckdb")
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "1GB'; CREATE TABLE pwned AS SELECT 1; --")
+    with pytest.raises(ValueError, match=rf"{MEMORY_LIMIT_ENV}=.* is not a memory size\. Fix: set it like 2GB"):
+        with wh.connect():
+            pass
+    with duckdb.connect(str(wh.database)) as conn:
+        tables = {r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "pwned" not in tables
+
+
+@pytest.mark.parametrize("value", ["1GB", "1500MB", "2 GiB", "512mb"])
+def test_memory_limit_setting_is_applied(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, value)
+    with Warehouse.at(tmp_path / "w.duckdb").connect() as conn:
+        applied = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert applied.endswith(("MiB", "GiB", "MB", "GB"))
