@@ -10,7 +10,9 @@ One JSON file per seeder, each an object of named entries (the keys are listed i
     ``generic_subjects``), per-channel framing, and the only templates allowed to carry personal
     data (``pii_*``) or every JSON/SQL-escaping hazard at once (``hazards``). No other template may
     contain an e-mail address, a phone number or a long digit run: the sensitive-data share of the
-    demo table is controlled by the generator alone.
+    demo table is controlled by the generator alone. ``web_forms`` wrap the already-filled problem
+    ({problem}); ``resubmit_notes`` end the second copy of a double-submitted web form;
+    ``log_stack_frames`` follow ERROR lines of the pasted logs, without a timestamp.
 ``kb_articles.json`` (``seed_kb.py``)
     Topic ``families``; ``topic_products`` (a topic's possible products, or "all" for every product
     of the support-ticket bank); ``articles`` per language and topic: titles, intros, procedures as
@@ -18,12 +20,20 @@ One JSON file per seeder, each an object of named entries (the keys are listed i
     blocks shared by every topic; the texts of the long appendices (error-code table, release
     history). Titles may use {product} and {sso} only: those two are fixed per article, the other
     slots may change with an edit. Literal braces (JSON in code blocks) are doubled.
+    ``vat_countries_zh`` fill {country} in Chinese articles (English ones use the ticket bank's
+    ``vat_countries``); one of the ``edit_notes`` may open a re-edited article; ``error_area_context``
+    prefixes the meaning of each code of an area, and ``error_messages`` / ``error_meanings`` /
+    ``error_actions`` pair up by position.
 ``product_reviews.json`` (``seed_reviews.py``)
     ``products``: listing -> {category, usd, cny (list prices), weight (how often it is reviewed,
     relative to the others)}; sentence pools per language, category and tone; one-liners, titles,
     emoji, and the pieces of the long usage diary. English sentences end with their own punctuation
     and are joined with a space; Chinese ones end with 。！？ or an emoji and are joined without one.
-    Every sentence outside the ``emoji*`` pools contains letters.
+    Every sentence outside the ``emoji*`` pools contains letters. ``returns`` is the strongly negative
+    pool (dead on arrival, refunds); ``connectors`` lead into the second half of a mixed review, by
+    that half's tone; ``sarcasm`` (positive words, negative meaning) goes only under 1-2 stars and
+    ``five_star_complaints`` only under 5; in ``diary_headings`` {days} is the diary's running day
+    count, and diary entries mix ``diary_notes`` with the category's aspect sentences.
 
 Templates are ``str.format_map`` strings over the slot names each seeder's ``_slots`` produces (the
 demo-seed tests check every template against them). Text is UTF-8; combining marks, variation
