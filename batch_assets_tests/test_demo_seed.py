@@ -9,7 +9,7 @@ from datetime import date
 import duckdb
 import pytest
 
-from batch_assets.demo import demo_partition_dates, phrases, seed_support_tickets
+from batch_assets.demo import demo_partition_dates, seed_support_tickets, text_banks
 from batch_assets.demo.seed import _slots
 
 from .seed_checks import outputs_under_hash_seeds, rows_in_one_only, template_fields, templates
@@ -94,11 +94,12 @@ def test_every_template_fills_from_the_generator_slots():
                "name", "combining_name", "zwj_emoji", "emoji", "rtl_text", "user", "file", "kb"}
     known = set(_slots(random.Random(0), "en", date(2026, 11, 20))) | framing
 
-    names = ("TICKETS", "GENERIC_SUBJECTS", "DETAILS", "WEB_FORMS", "PHONE_HEADERS", "SUBJECT_PREFIXES",
-             "RESUBMIT_NOTES", "PII_EMAIL", "PII_PHONE", "PII_CARD", "HAZARDS", "LONG_INTROS")
+    names = ("tickets", "generic_subjects", "details", "web_forms", "phone_headers", "subject_prefixes",
+             "resubmit_notes", "pii_email", "pii_phone", "pii_card", "hazards", "long_intros")
+    bank = text_banks.support_tickets()
     checked = 0
     for name in names:
-        for template in templates(getattr(phrases, name)):
+        for template in templates(bank[name]):
             fields = template_fields(template)
             assert fields <= known, (name, template, fields - known)
             checked += 1

@@ -11,8 +11,7 @@ from datetime import date, timedelta
 import duckdb
 import pytest
 
-from batch_assets.demo import (demo_partition_dates, kb_phrases, phrases, review_phrases, seed_kb_articles,
-                               seed_product_reviews)
+from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_product_reviews, text_banks
 from batch_assets.demo.seed_kb import (LONG_BODY_MIN_CHARS as KB_LONG, MAX_WORDS, MIN_WORDS, REEDITS_PER_DAY,
                                        REEDIT_LOOKBACK_DAYS, article_words)
 from batch_assets.demo.seed_kb import _slots as kb_slots
@@ -109,21 +108,21 @@ def _kb_slot_names() -> set[str]:
 
 
 def _review_slot_names() -> set[str]:
-    return set(review_slots(random.Random(0), "en", next(iter(review_phrases.PRODUCTS))))
+    return set(review_slots(random.Random(0), "en", next(iter(text_banks.product_reviews()["products"]))))
 
 
-@pytest.mark.parametrize(("module", "slot_names"), [(kb_phrases, _kb_slot_names), (review_phrases, _review_slot_names)])
-def test_every_template_fills_from_the_generator_slots(module, slot_names):
+@pytest.mark.parametrize(("load_bank", "slot_names"), [(text_banks.kb_articles, _kb_slot_names),
+                                                       (text_banks.product_reviews, _review_slot_names)])
+def test_every_template_fills_from_the_generator_slots(load_bank, slot_names):
     """Rarely drawn templates must not hide a misspelt slot until the seed that happens to pick them."""
     known = slot_names()
 
     checked = 0
-    for name in dir(module):
-        if name.isupper():
-            for template in templates(getattr(module, name)):
-                fields = template_fields(template)
-                assert fields <= known, (module.__name__, name, template, fields - known)
-                checked += 1
+    for name, entry in load_bank().items():
+        for template in templates(entry):
+            fields = template_fields(template)
+            assert fields <= known, (load_bank.__name__, name, template, fields - known)
+            checked += 1
     assert checked > 300
 
 
@@ -221,7 +220,7 @@ def test_kb_columns_look_like_a_help_centre(conn):
               OR title IS NULL OR title = '' OR body IS NULL OR language NOT IN ('en', 'zh')"""
     ).fetchone()[0] == 0
     products = {row[0] for row in conn.execute("SELECT DISTINCT product FROM main.kb_articles").fetchall()}
-    assert products <= set(phrases.PRODUCTS) and len(products) >= 8
+    assert products <= set(text_banks.support_tickets()["products"]) and len(products) >= 8
     # No article twice on one day.
     assert conn.execute(
         "SELECT count(*) FROM (SELECT updated_date, article_id FROM main.kb_articles GROUP BY ALL HAVING count(*) > 1)"
@@ -305,7 +304,7 @@ def test_review_columns_look_like_a_shop(conn):
               OR body IS NULL OR language NOT IN ('en', 'zh')"""
     ).fetchone()[0] == 0
     products = {row[0] for row in conn.execute("SELECT DISTINCT product FROM main.product_reviews").fetchall()}
-    assert products == set(review_phrases.PRODUCTS)
+    assert products == set(text_banks.product_reviews()["products"])
     for review_date, ratings, top in conn.execute(
         "SELECT review_date, count(DISTINCT rating), mode(rating) FROM main.product_reviews GROUP BY ALL"
     ).fetchall():

@@ -13,9 +13,10 @@ ticket-classification task. Columns (in this order):
     subject VARCHAR          never NULL
     body VARCHAR             see the edge cases below
 
-Bodies are slot-filled from the templates in ``phrases.py`` around three themes (billing, technical,
-account) in English and Simplified Chinese, framed per channel (e-mail, chat, call notes, web form).
-The theme is not stored: recovering it is the classification task's job.
+Bodies are slot-filled from the templates in ``data/support_tickets.json`` (see ``text_banks.py``)
+around three themes (billing, technical, account) in English and Simplified Chinese, framed per
+channel (e-mail, chat, call notes, web form). The theme is not stored: recovering it is the
+classification task's job.
 
 Deliberate properties, on every seeded day (tested in ``batch_assets_tests/test_demo_seed.py``):
 
@@ -48,8 +49,10 @@ from datetime import date, datetime, time, timedelta
 import duckdb
 import pyarrow as pa
 
-from batch_assets.demo import phrases as P
 from batch_assets.demo import tables as T
+from batch_assets.demo import text_banks
+
+P = text_banks.support_tickets()  # the text bank, data/support_tickets.json
 
 TABLE = "main.support_tickets"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -84,7 +87,7 @@ _ARROW_SCHEMA = pa.schema([
 # Fixed month names: strftime("%b") would follow the process locale.
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
-_DEVICE_NAMES = tuple(P.DEVICES)
+_DEVICE_NAMES = tuple(P["devices"])
 _DAY_SECONDS = 86_400
 _RESUBMIT_MAX_DELAY = 120
 
@@ -129,15 +132,15 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, cu
         ticket_id = f"TK-{day:%Y%m%d}-{index + 1:06d}"
         lang = "zh" if rng.random() < ZH_SHARE else "en"
         customer = rng.choice(customers[lang])
-        theme = "technical" if role.startswith("long") else rng.choices(P.THEMES, THEME_WEIGHTS)[0]
+        theme = "technical" if role.startswith("long") else rng.choices(P["themes"], THEME_WEIGHTS)[0]
         channel = _channel(rng, role)
         slots = _slots(rng, lang, day)
-        subjects, problem = rng.choice(P.TICKETS[lang][theme])
-        subject = _subject(rng, lang, theme, subjects, slots)
-        body = _body(rng, role, lang, channel, theme, problem.format_map(slots), slots, customer[2], day)
+        ticket = rng.choice(P["tickets"][lang][theme])
+        subject = _subject(rng, lang, theme, ticket["subjects"], slots)
+        body = _body(rng, role, lang, channel, theme, ticket["problem"].format_map(slots), slots, customer[2], day)
         add(ticket_id, second, channel, lang, customer, subject, body)
         if role == "duplicate":
-            note = rng.choice(P.RESUBMIT_NOTES[lang]).format(detail=_details(rng, lang, theme, slots, 1))
+            note = rng.choice(P["resubmit_notes"][lang]).format(detail=_details(rng, lang, theme, slots, 1))
             add(ticket_id, second + rng.randint(5, _RESUBMIT_MAX_DELAY), channel, lang, customer, subject,
                 f"{body}\n\n{note}")
 
@@ -175,37 +178,37 @@ def _channel(rng: random.Random, role: str) -> str:
 # --- text --------------------------------------------------------------------------------------
 
 def _slots(rng: random.Random, lang: str, day: date) -> dict[str, str]:
-    low, high = sorted(rng.sample(P.PRICES[lang], 2))
-    currency = rng.choice(P.CURRENCIES[lang])
-    plan, plan2 = rng.sample(P.PLANS[lang], 2)
+    low, high = sorted(rng.sample(P["prices"][lang], 2))
+    currency = rng.choice(P["currencies"][lang])
+    plan, plan2 = rng.sample(P["plans"][lang], 2)
     device = rng.choice(_DEVICE_NAMES)
     return {
-        "product": rng.choice(P.PRODUCTS),
+        "product": rng.choice(P["products"]),
         "plan": plan,
         "plan2": plan2,
         "amount": _money(rng, lang, currency, high),
         "amount2": _money(rng, lang, currency, low),
         "order": f"ORD-{rng.randint(100000, 999999)}",
         "invoice": f"INV-{day.year}-{rng.randint(1, 9999):04d}",
-        "error": rng.choice(P.ERROR_CODES),
-        "http": rng.choice(P.HTTP_ERRORS),
+        "error": rng.choice(P["error_codes"]),
+        "http": rng.choice(P["http_errors"]),
         "device": device,
-        "os": rng.choice(P.DEVICES[device]),
-        "browser": rng.choice(P.BROWSERS),
+        "os": rng.choice(P["devices"][device]),
+        "browser": rng.choice(P["browsers"]),
         "version": f"{rng.randint(4, 6)}.{rng.randint(0, 24)}.{rng.randint(0, 9)}",
         "date": _format_date(rng, lang, day - timedelta(days=rng.randint(1, 40))),
-        "endpoint": rng.choice(P.ENDPOINTS),
+        "endpoint": rng.choice(P["endpoints"]),
         "seconds": str(rng.choice((10, 30, 60, 120))),
         "n": str(rng.randint(2, 12)),
         "files": str(rng.choice((12, 48, 200, 350, 1200, 5000, 20000))),
         "seats": str(rng.randint(3, 250)),
-        "sso": rng.choice(P.SSO_PROVIDERS[lang]),
-        "country": rng.choice(P.VAT_COUNTRIES),
-        "company": rng.choice(P.COMPANIES[lang]),
+        "sso": rng.choice(P["sso_providers"][lang]),
+        "country": rng.choice(P["vat_countries"]),
+        "company": rng.choice(P["companies"][lang]),
         # Chinese unified social credit code shape; the letters keep digit runs short.
         "tax_id": f"91{rng.randint(110000, 659999)}MA{''.join(rng.choices('0123456789ABCDEFGHJKLMNPQRTUWXY', k=8))}",
         "last4": f"{rng.randrange(10000):04d}",
-        "feature": rng.choice(P.FEATURES[lang]),
+        "feature": rng.choice(P["features"][lang]),
     }
 
 
@@ -224,16 +227,16 @@ def _format_date(rng: random.Random, lang: str, value: date) -> str:
 
 def _subject(rng: random.Random, lang: str, theme: str, variants: tuple[str, ...], slots: dict[str, str]) -> str:
     # Customers do not always write a subject that matches their message.
-    pool = P.GENERIC_SUBJECTS[lang][theme] if rng.random() < 0.12 else variants
+    pool = P["generic_subjects"][lang][theme] if rng.random() < 0.12 else variants
     subject = rng.choice(pool).format_map(slots)
     if rng.random() < 0.15:
-        subject = rng.choice(P.SUBJECT_PREFIXES[lang]).format_map(slots) + subject
+        subject = rng.choice(P["subject_prefixes"][lang]).format_map(slots) + subject
     return subject
 
 
 def _details(rng: random.Random, lang: str, theme: str, slots: dict[str, str], count: int) -> str:
     separator = " " if lang == "en" else ""
-    return separator.join(d.format_map(slots) for d in rng.sample(P.DETAILS[lang][theme], count))
+    return separator.join(d.format_map(slots) for d in rng.sample(P["details"][lang][theme], count))
 
 
 def _body(rng, role, lang, channel, theme, problem, slots, signoff, day) -> str | None:
@@ -260,44 +263,44 @@ def _frame(rng, lang, channel, theme, problem, slots, signoff) -> str:
     separator = " " if lang == "en" else ""
     text = separator.join(part for part in (problem, details) if part)
     if channel == "email":
-        parts = (rng.choice(P.GREETINGS[lang]), text, rng.choice(P.ASKS[lang]),
-                 f"{rng.choice(P.CLOSINGS[lang])}\n{signoff}")
+        parts = (rng.choice(P["greetings"][lang]), text, rng.choice(P["asks"][lang]),
+                 f"{rng.choice(P['closings'][lang])}\n{signoff}")
         return "\n\n".join(part for part in parts if part)
     if channel == "chat":
-        return "\n".join(part for part in (rng.choice(P.CHAT_OPENERS[lang]), problem, details) if part)
+        return "\n".join(part for part in (rng.choice(P["chat_openers"][lang]), problem, details) if part)
     if channel == "phone":
-        header = P.PHONE_HEADERS[lang].format(minutes=rng.randint(2, 25))
-        return f"{header}{text}\n{rng.choice(P.AGENT_NOTES[lang])}"
-    return rng.choice(P.WEB_FORMS[lang]).format_map({**slots, "problem": text})
+        header = P["phone_headers"][lang].format(minutes=rng.randint(2, 25))
+        return f"{header}{text}\n{rng.choice(P['agent_notes'][lang])}"
+    return rng.choice(P["web_forms"][lang]).format_map({**slots, "problem": text})
 
 
 def _hazard_body(rng, lang, problem, slots, signoff) -> str:
     values = {
         **slots,
         "problem": problem,
-        "greeting": rng.choice([g for g in P.GREETINGS[lang] if g]),
-        "closing": rng.choice(P.CLOSINGS[lang]),
+        "greeting": rng.choice([g for g in P["greetings"][lang] if g]),
+        "closing": rng.choice(P["closings"][lang]),
         "name": signoff,
-        "combining_name": rng.choice(P.COMBINING_NAMES),
-        "zwj_emoji": rng.choice(P.ZWJ_EMOJI),
-        "emoji": rng.choice(P.EMOJI),
-        "rtl_text": rng.choice(P.RTL_TEXT),
-        "user": rng.choice(P.WINDOWS_USERS),
-        "file": rng.choice(P.FILE_NAMES),
+        "combining_name": rng.choice(P["combining_names"]),
+        "zwj_emoji": rng.choice(P["zwj_emoji"]),
+        "emoji": rng.choice(P["emoji"]),
+        "rtl_text": rng.choice(P["rtl_text"]),
+        "user": rng.choice(P["windows_users"]),
+        "file": rng.choice(P["file_names"]),
         "kb": str(rng.randint(12, 9000)),
     }
-    return rng.choice(P.HAZARDS[lang]).format_map(values)
+    return rng.choice(P["hazards"][lang]).format_map(values)
 
 
 # --- personal data ---------------------------------------------------------------------------------
 
 def _pii_sentence(rng: random.Random, lang: str, kind: str) -> str:
     if kind == "card":
-        return rng.choice(P.PII_CARD[lang]).format(pii_card=_card_number(rng))
-    email = rng.choice(P.PII_EMAIL[lang]).format(pii_email=_email(rng, lang, _person(rng, lang)[1]))
+        return rng.choice(P["pii_card"][lang]).format(pii_card=_card_number(rng))
+    email = rng.choice(P["pii_email"][lang]).format(pii_email=_email(rng, lang, _person(rng, lang)[1]))
     us_share = 0.8 if lang == "en" else 0.05
     number = _us_phone(rng) if rng.random() < us_share else _cn_mobile(rng)
-    phone = rng.choice(P.PII_PHONE[lang]).format(pii_phone=number)
+    phone = rng.choice(P["pii_phone"][lang]).format(pii_phone=number)
     if kind == "email":
         return email
     if kind == "phone":
@@ -357,11 +360,11 @@ def _customers(seed: int) -> dict[str, list[tuple[str, str, str]]]:
 def _person(rng: random.Random, lang: str) -> tuple[str, str, str]:
     """A random (display name, e-mail local part, sign-off)."""
     if lang == "en":
-        first, last = rng.choice(P.EN_FIRST_NAMES), rng.choice(P.EN_LAST_NAMES)
+        first, last = rng.choice(P["en_first_names"]), rng.choice(P["en_last_names"])
         f, l = _ascii(first), _ascii(last)
         local = rng.choice((f"{f}.{l}", f"{f[0]}.{l}", f"{f}{l[0]}", f"{f}_{l}", f"{f[0]}{l}{rng.randint(1, 99)}"))
         return f"{first} {last}", local, first
-    (surname, s), (given, g) = rng.choice(P.ZH_SURNAMES), rng.choice(P.ZH_GIVEN_NAMES)
+    (surname, s), (given, g) = rng.choice(P["zh_surnames"]), rng.choice(P["zh_given_names"])
     local = rng.choice((f"{s}.{g}", f"{g}.{s}", f"{s}{g}{rng.randint(1, 99)}", f"{s}_{g}"))
     if rng.random() < 0.1:  # some Chinese customers register with a romanised name
         name = f"{g.capitalize()} {s.capitalize()}"
@@ -370,7 +373,7 @@ def _person(rng: random.Random, lang: str) -> tuple[str, str, str]:
 
 
 def _email(rng: random.Random, lang: str, local: str) -> str:
-    return f"{local}@{rng.choice(P.EMAIL_DOMAINS[lang])}"
+    return f"{local}@{rng.choice(P['email_domains'][lang])}"
 
 
 def _ascii(text: str) -> str:
@@ -382,7 +385,7 @@ def _ascii(text: str) -> str:
 
 def _long_body(rng: random.Random, lang: str, problem: str, dump: str) -> str:
     separator = " " if lang == "en" else ""
-    return f"{problem}{separator}{rng.choice(P.LONG_INTROS[lang])}\n\n{dump}\n\n{rng.choice(P.LONG_OUTROS[lang])}"
+    return f"{problem}{separator}{rng.choice(P['long_intros'][lang])}\n\n{dump}\n\n{rng.choice(P['long_outros'][lang])}"
 
 
 def _long_target(rng: random.Random) -> int:
@@ -399,18 +402,18 @@ def _log_dump(rng: random.Random, day: date) -> str:
         stamp = f"{day.isoformat()} {seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{millis:03d}"
         level = rng.choices(("DEBUG", "INFO", "WARN", "ERROR"), (3, 10, 3, 1))[0]
         a = rng.randint(1, 999)
-        message = rng.choice(P.LOG_MESSAGES).format(
+        message = rng.choice(P["log_messages"]).format(
             a=a, b=a + rng.randint(0, 9000), attempt=rng.randint(1, 5),  # b >= a: "chunk a/b"
-            file=rng.choice(P.FILE_NAMES), kb=rng.randint(1, 4096), endpoint=rng.choice(P.ENDPOINTS),
+            file=rng.choice(P["file_names"]), kb=rng.randint(1, 4096), endpoint=rng.choice(P["endpoints"]),
             ms=rng.randint(3, 30000), status=rng.choice((200, 200, 200, 201, 204, 409, 429, 502, 504)),
-            error=rng.choice(P.ERROR_CODES),
+            error=rng.choice(P["error_codes"]),
             # Two 6-hex groups: request ids never form digit runs that look like phone or card numbers.
             rid=f"{rng.getrandbits(24):06x}-{rng.getrandbits(24):06x}",
         )
-        entry = [f"{stamp} {level:<5} [{rng.choice(P.LOG_COMPONENTS)}] {message}"]
+        entry = [f"{stamp} {level:<5} [{rng.choice(P['log_components'])}] {message}"]
         if level == "ERROR":
             entry += [frame.format(a=rng.randint(1, 2000), b=rng.randint(1, 120))
-                      for frame in rng.sample(P.LOG_STACK_FRAMES, rng.randint(2, 4))]
+                      for frame in rng.sample(P["log_stack_frames"], rng.randint(2, 4))]
         lines += entry
         size += sum(len(line) + 1 for line in entry)
     return "\n".join(lines)
@@ -424,11 +427,11 @@ def _json_dump(rng: random.Random, day: date) -> str:
         failed = rng.random() < 0.3
         item = {
             "id": f"doc_{rng.getrandbits(32):08x}",
-            "name": rng.choice(P.FILE_NAMES),
+            "name": rng.choice(P["file_names"]),
             "status": rng.choice(("failed", "conflict")) if failed else rng.choice(("synced", "pending")),
             "size_kb": rng.randint(1, 90_000),
             "modified": f"{day.isoformat()}T{second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z",
-            "error": {"code": rng.choice(P.ERROR_CODES), "retryable": rng.random() < 0.5} if failed else None,
+            "error": {"code": rng.choice(P["error_codes"]), "retryable": rng.random() < 0.5} if failed else None,
         }
         items.append(item)
         # Nested indentation only adds characters, so the final dump is at least `target` long.

@@ -13,9 +13,9 @@ an embedding task that re-embeds each day's changed articles. Columns (in this o
 
 Articles cover billing (invoices, refunds, VAT, plan changes), technical (sync errors, API timeouts,
 SSO setup, mobile crashes) and account topics (password reset, 2FA, deleting an account, changing
-e-mail/phone), assembled from the blocks in ``kb_phrases.py``. Apart from the edge cases below, a
-body is 150-1,500 words long; for Chinese, two non-space characters count as one word
-(``article_words``).
+e-mail/phone), assembled from the blocks in ``data/kb_articles.json`` (see ``text_banks.py``). Apart
+from the edge cases below, a body is 150-1,500 words long; for Chinese, two non-space characters count
+as one word (``article_words``).
 
 Deliberate properties, on every seeded day (tested in ``batch_assets_tests/test_demo_seed_more.py``):
 
@@ -47,9 +47,11 @@ from datetime import date, datetime, time, timedelta
 import duckdb
 import pyarrow as pa
 
-from batch_assets.demo import kb_phrases as K
-from batch_assets.demo import phrases as P
 from batch_assets.demo import tables as T
+from batch_assets.demo import text_banks
+
+K = text_banks.kb_articles()  # the text bank, data/kb_articles.json
+P = text_banks.support_tickets()  # shared vocabularies: plans, devices, error codes, ...
 
 TABLE = "main.kb_articles"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -81,8 +83,8 @@ _ARROW_SCHEMA = pa.schema([
 # Fixed month names: strftime("%B") would follow the process locale.
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
-_TOPICS = tuple(K.TOPIC_WEIGHTS)
-_DEVICE_NAMES = tuple(P.DEVICES)
+_TOPICS = tuple(K["topic_weights"])
+_DEVICE_NAMES = tuple(P["devices"])
 
 
 @dataclass(frozen=True)
@@ -131,10 +133,10 @@ def _identity(seed: int, number: int) -> _Article:
     article_id = f"KB-{number}"
     rng = random.Random(f"{seed}:kb_articles:{article_id}")
     lang = "zh" if rng.random() < ZH_SHARE else "en"
-    topic = rng.choices(_TOPICS, tuple(K.TOPIC_WEIGHTS.values()))[0]
-    product = rng.choice(K.TOPIC_PRODUCTS[topic])
-    sso = rng.choice(P.SSO_PROVIDERS[lang])
-    title = rng.choice(K.ARTICLES[lang][topic]["titles"]).format(product=product, sso=sso)
+    topic = rng.choices(_TOPICS, tuple(K["topic_weights"].values()))[0]
+    product = rng.choice(K["topic_products"][topic])
+    sso = rng.choice(P["sso_providers"][lang])
+    title = rng.choice(K["articles"][lang][topic]["titles"]).format(product=product, sso=sso)
     return _Article(article_id, lang, topic, product, sso, title)
 
 
@@ -170,7 +172,7 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, ca
     # Candidates for "Related articles": same language and topic family, in catalogue order.
     neighbours: dict[tuple[str, str], list[_Article]] = defaultdict(list)
     for other in catalogue:
-        neighbours[(other.language, K.TOPIC_FAMILY[other.topic])].append(other)
+        neighbours[(other.language, K["topic_family"][other.topic])].append(other)
     seconds = sorted(T.second_of_day(rng, HOUR_WEIGHTS) for _ in articles)
     midnight = datetime.combine(day, time())
     for (article, role), second in zip(articles, seconds):
@@ -183,7 +185,7 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, ca
 
 def _slots(base: random.Random, edit: random.Random, article: _Article) -> dict[str, str]:
     lang = article.language
-    plan, plan2 = base.sample(P.PLANS[lang], 2)
+    plan, plan2 = base.sample(P["plans"][lang], 2)
     device = base.choice(_DEVICE_NAMES)
     return {
         "product": article.product,
@@ -191,13 +193,13 @@ def _slots(base: random.Random, edit: random.Random, article: _Article) -> dict[
         "plan": plan,
         "plan2": plan2,
         "device": device,
-        "os": base.choice(P.DEVICES[device]),
-        "browser": base.choice(P.BROWSERS),
-        "error": base.choice(P.ERROR_CODES),
-        "http": base.choice(P.HTTP_ERRORS),
-        "endpoint": base.choice(P.ENDPOINTS),
+        "os": base.choice(P["devices"][device]),
+        "browser": base.choice(P["browsers"]),
+        "error": base.choice(P["error_codes"]),
+        "http": base.choice(P["http_errors"]),
+        "endpoint": base.choice(P["endpoints"]),
         "seconds": str(base.choice((30, 60, 120))),
-        "country": base.choice(P.VAT_COUNTRIES if lang == "en" else K.VAT_COUNTRIES_ZH),
+        "country": base.choice(P["vat_countries"] if lang == "en" else K["vat_countries_zh"]),
         "days": str(base.choice((3, 5, 7, 14))),
         # What an edit typically touches: version numbers and small figures.
         "version": _version(edit),
@@ -215,20 +217,21 @@ def _format_date(lang: str, value: date) -> str:
     return f"{_MONTHS[value.month - 1]} {value.day}, {value.year}"
 
 
-def _numbered(heading: str, steps: tuple[str, ...], slots: dict[str, str]) -> str:
-    lines = [f"## {heading}", ""] + [f"{number}. {step.format_map(slots)}" for number, step in enumerate(steps, 1)]
-    return "\n".join(lines)
+def _numbered(procedure: dict, slots: dict[str, str]) -> str:
+    """A procedure ({heading, steps}) as a Markdown section with a numbered list."""
+    steps = [f"{number}. {step.format_map(slots)}" for number, step in enumerate(procedure["steps"], 1)]
+    return "\n".join([f"## {procedure['heading']}", "", *steps])
 
 
 def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tuple[str, str], list[_Article]], *,
                   long: bool) -> str:
     """The article as edited on ``day``: a skeleton fixed per article, varied a little per edit."""
-    lang, bank = article.language, K.ARTICLES[article.language][article.topic]
+    lang, bank = article.language, K["articles"][article.language][article.topic]
     base = random.Random(f"{seed}:kb_articles:{article.article_id}:skeleton")
     edit = random.Random(f"{seed}:kb_articles:{article.article_id}:{day.isoformat()}")
     slots = _slots(base, edit, article)
-    heads = K.HEADINGS[lang]
-    family = K.TOPIC_FAMILY[article.topic]
+    heads = K["headings"][lang]
+    family = K["topic_family"][article.topic]
 
     procedures = list(bank["procedures"])
     base.shuffle(procedures)
@@ -236,15 +239,16 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
     base.shuffle(trouble)
     related = [other for other in neighbours[(lang, family)] if other.article_id != article.article_id]
     related = base.sample(related, base.randint(2, 4))
-    befores = K.BEFORE_YOU_BEGIN[family][lang]
-    scope = base.choice(K.PLAN_SCOPES[lang])
+    befores = K["before_you_begin"][family][lang]
+    scope = base.choice(K["plan_scopes"][lang])
 
     # Candidate blocks in the order they are considered; the layout order is fixed below.
     candidates: list[tuple[str, object]] = [("trouble", item) for item in trouble[2:]]
     candidates += [("section", item) for item in bank["sections"]]
     candidates += [("procedure", item) for item in procedures[1:]]
-    candidates += [("generic", item) for item in K.GENERIC_SECTIONS[lang]]
-    candidates += [("before", None), ("callout", base.choice(K.CALLOUTS[lang])), ("applies", None), ("related", None)]
+    candidates += [("generic", item) for item in K["generic_sections"][lang]]
+    candidates += [("before", None), ("callout", base.choice(K["callouts"][lang])), ("applies", None),
+                   ("related", None)]
     base.shuffle(candidates)
     target = base.triangular(MIN_WORDS, MAX_WORDS, 420)
     # An edit: the article gets a little longer or shorter, and a block may move or drop out.
@@ -258,13 +262,11 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
 
     def render(kind: str, item) -> str:
         if kind == "trouble":
-            symptom, fix = item
-            return f"**{symptom.format_map(slots)}**\n{fix.format_map(slots)}"
+            return f"**{item['symptom'].format_map(slots)}**\n{item['fix'].format_map(slots)}"
         if kind in ("section", "generic"):
-            heading, text = item
-            return f"## {heading}\n\n{text.format_map(slots)}"
+            return f"## {item['heading']}\n\n{item['text'].format_map(slots)}"
         if kind == "procedure":
-            return _numbered(item[0], item[1], slots)
+            return _numbered(item, slots)
         if kind == "before":
             return f"## {heads['before']}\n\n" + "\n".join(f"- {b.format_map(slots)}" for b in befores)
         if kind == "callout":
@@ -280,7 +282,7 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
     core = {
         "title": f"# {article.title}",
         "intro": base.choice(bank["intros"]).format_map(slots),
-        "procedure1": _numbered(procedures[0][0], procedures[0][1], slots),
+        "procedure1": _numbered(procedures[0], slots),
         "trouble_heading": f"## {heads['troubleshooting']}",
         "footer": footer,
     }
@@ -288,7 +290,7 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
     size = sum(article_words(text, lang) for text in (*core.values(), *core_troubles))
     chosen: list[tuple[str, str]] = []
     if edit.random() < 0.3:
-        note = edit.choice(K.EDIT_NOTES[lang]).format_map(slots)
+        note = edit.choice(K["edit_notes"][lang]).format_map(slots)
         chosen.append(("edit_note", note))
         size += article_words(note, lang)
     for kind, item in candidates:
@@ -317,19 +319,19 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
 def _appendix(rng: random.Random, lang: str, family: str, slots: dict[str, str], day: date) -> str:
     """A long reference appendix: an error-code table (technical articles) or a release history."""
     target = rng.randint(LONG_BODY_MIN_CHARS + 2_000, 60_000)
-    texts = K.APPENDIX[lang]
+    texts = K["appendix"][lang]
     if family == "technical":
         lines = [texts["errors_heading"], "", texts["errors_intro"], "", texts["errors_header"]]
         size = sum(len(line) + 1 for line in lines)
-        codes = sorted(rng.sample([f"{area}-{number}" for area in K.ERROR_AREAS for number in range(100, 1000)],
+        codes = sorted(rng.sample([f"{area}-{number}" for area in K["error_areas"] for number in range(100, 1000)],
                                   k=2_000))
         for code in codes:
             if size >= target:
                 break
-            kind = rng.randrange(len(K.ERROR_MESSAGES[lang]))
-            area = K.ERROR_AREA_CONTEXT[lang][code.split("-")[0]]
-            line = (f"| `{code}` | {K.ERROR_MESSAGES[lang][kind]} | {area}{K.ERROR_MEANINGS[lang][kind]} | "
-                    f"{K.ERROR_ACTIONS[lang][kind]} |")
+            kind = rng.randrange(len(K["error_messages"][lang]))
+            area = K["error_area_context"][lang][code.split("-")[0]]
+            line = (f"| `{code}` | {K['error_messages'][lang][kind]} | {area}{K['error_meanings'][lang][kind]} | "
+                    f"{K['error_actions'][lang][kind]} |")
             lines.append(line)
             size += len(line) + 1
         return "\n".join(lines)
@@ -340,9 +342,9 @@ def _appendix(rng: random.Random, lang: str, family: str, slots: dict[str, str],
     while size < target:
         block = ["", texts["version_heading"].format(version=f"{major}.{minor}.{patch}",
                                                      date=_format_date(lang, released)), ""]
-        for template in rng.sample(K.CHANGELOG_ITEMS[lang], rng.randint(2, 5)):
+        for template in rng.sample(K["changelog_items"][lang], rng.randint(2, 5)):
             values = {**slots, "version": f"{major}.{minor}.{patch}", "n": str(rng.choice((1, 2, 12, 24, 48))),
-                      "error": rng.choice(P.ERROR_CODES), "device": rng.choice(_DEVICE_NAMES)}
+                      "error": rng.choice(P["error_codes"]), "device": rng.choice(_DEVICE_NAMES)}
             block.append(f"- {template.format_map(values)}")
         lines += block
         size += sum(len(line) + 1 for line in block)

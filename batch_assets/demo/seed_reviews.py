@@ -12,12 +12,13 @@ brands), the input of a sentiment task (positive / neutral / negative / mixed). 
     title VARCHAR            never NULL or empty
     body VARCHAR             see below
 
-Bodies are composed from ``review_phrases.py``: one-liners (好评, "DOA. Returned it."), a few sentences,
-or several paragraphs with an update, with emoji now and then. Sentiment follows the rating but not
-perfectly: each rating has a mix of "voices" (``VOICES``) - 4-5 star reviews are mostly positive but
-some are mixed, and some 5-star reviews complain (five stars "for the seller"); 1-2 star reviews are
-mostly negative, some sarcastic (positive words, negative meaning) and a few are misclicks with a
-glowing text. The voice is not stored: recovering the sentiment is the task's job.
+Bodies are composed from ``data/product_reviews.json`` (see ``text_banks.py``): one-liners (好评,
+"DOA. Returned it."), a few sentences, or several paragraphs with an update, with emoji now and then.
+Sentiment follows the rating but not perfectly: each rating has a mix of "voices" (``VOICES``) - 4-5
+star reviews are mostly positive but some are mixed, and some 5-star reviews complain (five stars
+"for the seller"); 1-2 star reviews are mostly negative, some sarcastic (positive words, negative
+meaning) and a few are misclicks with a glowing text. The voice is not stored: recovering the
+sentiment is the task's job.
 
 Deliberate properties, on every seeded day (tested in ``batch_assets_tests/test_demo_seed_more.py``):
 
@@ -43,8 +44,10 @@ from datetime import date, datetime, time, timedelta
 import duckdb
 import pyarrow as pa
 
-from batch_assets.demo import review_phrases as R
 from batch_assets.demo import tables as T
+from batch_assets.demo import text_banks
+
+R = text_banks.product_reviews()  # the text bank, data/product_reviews.json
 
 TABLE = "main.product_reviews"
 DEFAULT_START_DATE = date(2026, 11, 20)
@@ -81,7 +84,8 @@ _ARROW_SCHEMA = pa.schema([
     ("title", pa.string()),
     ("body", pa.string()),
 ])
-_PRODUCTS = tuple(R.PRODUCTS)
+_PRODUCTS = tuple(R["products"])
+_PRODUCT_WEIGHTS = tuple(listing["weight"] for listing in R["products"].values())
 _DAY_SECONDS = 86_400
 _REPOST_MAX_DELAY = 90
 _TONE = {"positive": "pos", "misclick": "pos", "negative": "neg", "complaint": "neg", "sarcastic": "neg",
@@ -123,26 +127,27 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int) ->
         role = roles.get(index, "normal")
         review_id = f"RV-{day:%Y%m%d}-{index + 1:06d}"
         lang = "zh" if rng.random() < ZH_SHARE else "en"
-        product = rng.choices(_PRODUCTS, R.PRODUCT_WEIGHTS)[0]
+        product = rng.choices(_PRODUCTS, _PRODUCT_WEIGHTS)[0]
         rating = rng.choices(RATINGS, RATING_WEIGHTS)[0]
         voices, weights = zip(*VOICES[rating])
         voice = rng.choices(voices, weights)[0]
         slots = _slots(rng, lang, product)
-        title, body = _review(rng, role, lang, R.PRODUCTS[product][0], rating, voice, slots)
+        title, body = _review(rng, role, lang, R["products"][product]["category"], rating, voice, slots)
         add(review_id, second, product, rating, lang, title, body)
         if role == "duplicate":
             add(review_id, second + rng.randint(1, _REPOST_MAX_DELAY), product, rating, lang, title, body)
 
 
 def _slots(rng: random.Random, lang: str, product: str) -> dict[str, str]:
-    category, usd, cny = R.PRODUCTS[product]
+    listing = R["products"][product]
+    category, usd, cny = listing["category"], listing["usd"], listing["cny"]
     if lang == "en":
         price = f"${usd * rng.choice((1, 1, 0.9, 0.8)):,.0f}"
     else:
         paid = round(cny * rng.choice((1, 1, 0.9, 0.85)))
         price = rng.choice((f"¥{paid}", f"{paid}元", f"{paid}块"))
     return {
-        "item": R.ITEM[lang][category],
+        "item": R["item"][lang][category],
         "price": price,
         "days": str(rng.randint(2, 20)),
         "weeks": str(rng.randint(2, 8)),
@@ -158,12 +163,12 @@ def _slots(rng: random.Random, lang: str, product: str) -> dict[str, str]:
 def _review(rng, role, lang, category, rating, voice, slots) -> tuple[str, str]:
     if role == "long":
         return _diary(rng, lang, category, rating, slots)
-    title = rng.choice(R.TITLES[lang][_TITLE_KEY[voice]]).format_map(slots)
+    title = rng.choice(R["titles"][lang][_TITLE_KEY[voice]]).format_map(slots)
     if role == "empty":
         return title, ""
     if role == "emoji_only":
         tone = "pos" if rating >= 4 else "neg" if rating <= 2 else "neutral"
-        return rng.choice(R.TITLES[lang][tone]).format_map(slots), rng.choice(R.EMOJI_ONLY[tone])
+        return rng.choice(R["titles"][lang][tone]).format_map(slots), rng.choice(R["emoji_only"][tone])
     length = rng.choices(LENGTHS, LENGTH_WEIGHTS)[0]
     if voice in ("sarcastic", "complaint", "misclick") and length == "long":
         length = "medium"
@@ -179,7 +184,7 @@ def _emoji(rng: random.Random, voice: str) -> str:
     tone = _TONE[voice]
     if tone == "mixed":
         tone = rng.choice(("pos", "neg", "neutral"))
-    return rng.choice(R.EMOJI[tone]) * rng.choice((1, 1, 2, 3))
+    return rng.choice(R["emoji"][tone]) * rng.choice((1, 1, 2, 3))
 
 
 def _join(lang: str, sentences: list[str]) -> str:
@@ -191,11 +196,11 @@ def _pick(rng: random.Random, lang: str, category: str, tone: str, rating: int, 
     """``count`` sentences of one tone ('pos' / 'neg'), mostly about the product's aspects, none of
     them in ``used`` (the chosen ones are added to it). The pools hold about 20 sentences per tone;
     a review uses at most 10."""
-    aspects = [s for s in R.ASPECTS[lang][category][tone] if s not in used]
-    extra = list((R.POS if tone == "pos" else R.NEG)[lang]) + list(R.LOGISTICS[lang][tone]) + \
-        list(R.SERVICE[lang][tone]) + list(R.VALUE[lang][tone])
+    aspects = [s for s in R["aspects"][lang][category][tone] if s not in used]
+    extra = list((R["pos"] if tone == "pos" else R["neg"])[lang]) + list(R["logistics"][lang][tone]) + \
+        list(R["service"][lang][tone]) + list(R["value"][lang][tone])
     if tone == "neg" and rating <= 2:
-        extra += R.RETURNS[lang]
+        extra += R["returns"][lang]
     extra = [s for s in extra if s not in used]
     n_aspects = min(len(aspects), count, max(1, round(count * 0.6))) if aspects_first else 0
     chosen = rng.sample(aspects, n_aspects) + rng.sample(extra, count - n_aspects)
@@ -205,7 +210,7 @@ def _pick(rng: random.Random, lang: str, category: str, tone: str, rating: int, 
 
 
 def _connect(rng: random.Random, lang: str, tone: str, sentence: str) -> str:
-    connector = rng.choice(R.CONNECTORS[lang][tone])
+    connector = rng.choice(R["connectors"][lang][tone])
     if lang == "en" and len(sentence) > 1 and sentence[1].islower() and not sentence.startswith("I "):
         sentence = sentence[0].lower() + sentence[1:]
     return connector + sentence
@@ -215,15 +220,15 @@ def _body(rng, lang, category, rating, voice, length, slots) -> str:
     def fill(parts: list[str]) -> list[str]:
         return [part.format_map(slots) for part in parts]
 
-    closers = R.CLOSERS[lang]
+    closers = R["closers"][lang]
     used: set[str] = set()  # no sentence twice in one review
     if voice == "sarcastic":
-        parts = rng.sample(R.SARCASM[lang], 1 if length == "short" else 2)
+        parts = rng.sample(R["sarcasm"][lang], 1 if length == "short" else 2)
         if length != "short" and rng.random() < 0.4:
             parts += _pick(rng, lang, category, "neg", rating, 1, used)
         return _join(lang, fill(parts))
     if voice == "complaint":
-        parts = [rng.choice(R.FIVE_STAR_COMPLAINTS[lang])]
+        parts = [rng.choice(R["five_star_complaints"][lang])]
         if length != "short":
             parts += _pick(rng, lang, category, "neg", rating, rng.randint(1, 2), used)
         return _join(lang, fill(parts))
@@ -232,20 +237,20 @@ def _body(rng, lang, category, rating, voice, length, slots) -> str:
     if length == "short":
         if tone in ("pos", "neg") and rng.random() < 0.35:
             return _join(lang, fill(_pick(rng, lang, category, tone, rating, 1, used)))
-        return rng.choice(R.SHORT[lang][tone]).format_map(slots)
+        return rng.choice(R["short"][lang][tone]).format_map(slots)
 
     def sentences(count: int) -> list[str]:
         if tone == "neutral":
-            fresh = [s for s in R.NEUTRAL[lang] if s not in used]
+            fresh = [s for s in R["neutral"][lang] if s not in used]
             chosen = rng.sample(fresh, min(count, len(fresh)))
             used.update(chosen)
             return chosen
         if tone == "mixed":
             # Both halves talk about the product itself, so they contrast rather than contradict.
             # (5 aspects per tone; a long review takes at most 2 + 2 of each, so neither half runs dry.)
-            good = [s for s in R.ASPECTS[lang][category]["pos"] if s not in used]
+            good = [s for s in R["aspects"][lang][category]["pos"] if s not in used]
             good = rng.sample(good, min(2, max(1, count // 2)))
-            bad = [s for s in R.ASPECTS[lang][category]["neg"] if s not in used]
+            bad = [s for s in R["aspects"][lang][category]["neg"] if s not in used]
             bad = rng.sample(bad, min(2, max(1, count - len(good))))
             used.update(good + bad)
             (first, second), turn = ((good, bad), "neg") if rng.random() < 0.7 else ((bad, good), "pos")
@@ -257,20 +262,20 @@ def _body(rng, lang, category, rating, voice, length, slots) -> str:
     if length == "medium":
         parts = []
         if rng.random() < 0.35:
-            parts.append(rng.choice(R.OPENERS[lang]))
+            parts.append(rng.choice(R["openers"][lang]))
         parts += sentences(rng.randint(2, 4))
         if rng.random() < 0.5:
             parts.append(rng.choice(closer_pool))
         return _join(lang, fill(parts))
 
     # Several paragraphs: how it arrived, what it is like, service/value, maybe an update, a verdict.
-    paragraphs = [[rng.choice(R.OPENERS[lang])] + sentences(rng.randint(1, 2)), sentences(rng.randint(2, 4))]
+    paragraphs = [[rng.choice(R["openers"][lang])] + sentences(rng.randint(1, 2)), sentences(rng.randint(2, 4))]
     if tone in ("pos", "neg"):
         paragraphs.append(_pick(rng, lang, category, tone, rating, rng.randint(1, 2), used, aspects_first=False))
     if rng.random() < 0.5:
         later = "neg" if tone in ("neg", "mixed") else "pos" if tone == "pos" else rng.choice(("pos", "neg"))
         update = _pick(rng, lang, category, later, rating, rng.randint(1, 2), used)
-        paragraphs.append([rng.choice(R.UPDATES[lang]) + update[0]] + update[1:])
+        paragraphs.append([rng.choice(R["updates"][lang]) + update[0]] + update[1:])
     paragraphs[-1].append(rng.choice(closer_pool))
     return "\n\n".join(_join(lang, fill(paragraph)) for paragraph in paragraphs)
 
@@ -281,9 +286,9 @@ def _diary(rng: random.Random, lang: str, category: str, rating: int,
     the rating."""
     target = rng.randint(LONG_BODY_MIN_CHARS + 1_000, 32_000)
     positive_share = {5: 0.8, 4: 0.65, 3: 0.45, 2: 0.3, 1: 0.15}[rating]
-    aspects = R.ASPECTS[lang][category]
-    heading = rng.choice(R.DIARY_HEADINGS[lang])
-    paragraphs = [rng.choice(R.LONG_INTROS[lang]).format_map(slots)]
+    aspects = R["aspects"][lang][category]
+    heading = rng.choice(R["diary_headings"][lang])
+    paragraphs = [rng.choice(R["long_intros"][lang]).format_map(slots)]
     size = len(paragraphs[0])
     day = 0
     while size < target:
@@ -291,16 +296,16 @@ def _diary(rng: random.Random, lang: str, category: str, rating: int,
         sentences: list[str] = []
         for _ in range(rng.randint(3, 6)):
             if rng.random() < 0.35:
-                pool = R.DIARY_NOTES[lang]
+                pool = R["diary_notes"][lang]
             else:
                 pool = aspects["pos" if rng.random() < positive_share else "neg"]
-            fresh = [s for s in pool if s not in sentences] or [s for s in R.DIARY_NOTES[lang] if s not in sentences]
+            fresh = [s for s in pool if s not in sentences] or [s for s in R["diary_notes"][lang] if s not in sentences]
             sentences.append(rng.choice(fresh))
         values = {**slots, "days": str(day), "n": str(rng.randint(1, 4))}
         text = heading.format_map(values) + ("" if lang == "zh" else " ") + \
             _join(lang, [s.format_map(values) for s in sentences])
         paragraphs.append(text)
         size += len(text) + 2
-    paragraphs.append(rng.choice(R.LONG_VERDICTS[lang]).format_map(slots))
-    title = rng.choice(R.LONG_TITLES[lang]).format_map({**slots, "months": str(max(1, round(day / 30)))})
+    paragraphs.append(rng.choice(R["long_verdicts"][lang]).format_map(slots))
+    title = rng.choice(R["long_titles"][lang]).format_map({**slots, "months": str(max(1, round(day / 30)))})
     return title, "\n\n".join(paragraphs)
