@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from batch_assets.cli import main
+from batch_assets.cli.errors import CliError
 from batch_assets.cli.output import Field, render
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse
@@ -424,7 +425,7 @@ def test_cancel_goes_on_after_an_error_on_one_job(capsys, seeded_copy, ticket_ta
     assert code == 1
     assert out.splitlines() == [f"{jobs[0]}: cancel requested (cancelling)", f"{jobs[2]}: cancel requested (cancelling)"]
     assert err.splitlines()[0].startswith(f"{jobs[1]}: cancel failed: provider API error: NotFoundError")
-    assert "1 of 3 job(s) not cancelled" in err and "Traceback" not in err
+    assert "1 of 3 job(s) went wrong" in err and "Traceback" not in err
     ledger = _ledger_jobs(wh)
     assert [ledger[j][0] for j in jobs] == [True, False, True]
 
@@ -445,3 +446,22 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
     assert (code, err) == (0, "")
     assert out.strip() == f"{job_key}: already completed, nothing to cancel (the next poll collects it)"
     assert _ledger_jobs(wh)[job_key] == (False, None)
+
+
+def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
+        capsys, seeded_copy, ticket_task, cli_emulator, monkeypatch):
+    import batch_assets.pipeline.jobs
+
+    wh = seeded_copy
+    _submit(wh, ticket_task, cli_emulator(**SLOW_EMULATOR))
+    [job_key] = _ledger_jobs(wh)
+
+    def locked(*args, **kwargs):
+        raise CliError(f"warehouse {wh.database} is locked by process 1")
+
+    monkeypatch.setattr(batch_assets.pipeline.jobs, "record_snapshot", locked)
+    code, out, err = run(capsys, "--database", wh.database, "cancel", job_key)
+    assert code == 1 and out == ""
+    assert err.splitlines()[0] == (f"{job_key}: cancel requested at the provider (cancelling), but the "
+                                   f"ledger was not updated: warehouse {wh.database} is locked by process 1; "
+                                   "the next poll records it")

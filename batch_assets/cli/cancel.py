@@ -13,6 +13,10 @@ from batch_assets.cli import context
 from batch_assets.cli.errors import CliError, explain
 
 
+class _LedgerNotUpdated(CliError):
+    """The provider took the cancel; only the ledger write failed."""
+
+
 def _running_jobs(wh, target: str) -> list[dict]:
     from batch_assets.ledger.warehouse import fetch_dicts
 
@@ -49,9 +53,13 @@ def _cancel_one(wh, providers, job: dict) -> str:
         if finished is None:
             raise
         return f"{job['job_key']}: already {finished.lower()}, nothing to cancel (the next poll collects it)"
-    with context.connect(wh, read_only=False) as conn:
-        conn.execute("UPDATE ledger.provider_job SET cancel_requested = true WHERE job_key = ?", [job["job_key"]])
-        record_snapshot(conn, job["job_key"], snap)
+    try:
+        with context.connect(wh, read_only=False) as conn:
+            conn.execute("UPDATE ledger.provider_job SET cancel_requested = true WHERE job_key = ?", [job["job_key"]])
+            record_snapshot(conn, job["job_key"], snap)
+    except Exception as exc:
+        raise _LedgerNotUpdated(f"cancel requested at the provider ({snap.raw_status}), but the ledger was not "
+                                f"updated: {explain(exc)[0]}; the next poll records it") from exc
     if snap.terminal and snap.state is not JobState.CANCELLED:
         return f"{job['job_key']}: already {snap.state.value.lower()}, nothing to cancel ({snap.raw_status})"
     return f"{job['job_key']}: cancel requested ({snap.raw_status})"
@@ -74,8 +82,9 @@ def cmd_cancel(args) -> int:
             failed += 1
             if getattr(args, "debug", False):
                 traceback.print_exc()
-            print(f"{job['job_key']}: cancel failed: {explain(exc)[0]}", file=sys.stderr, flush=True)
+            what = "" if isinstance(exc, _LedgerNotUpdated) else "cancel failed: "
+            print(f"{job['job_key']}: {what}{explain(exc)[0]}", file=sys.stderr, flush=True)
     if failed:
-        print(f"batch-assets cancel: {failed} of {len(jobs)} job(s) not cancelled (see above); rerun to retry",
+        print(f"batch-assets cancel: {failed} of {len(jobs)} job(s) went wrong (see above); rerun to retry",
               file=sys.stderr)
     return 1 if failed else 0
