@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PORT ?= 8765
+UI_PORT ?= 3000
+EMULATOR_PORT ?= 8765
 
 .PHONY: demo test dev bench emulator clean
 
@@ -20,13 +21,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 dev: $(STAMP)
-	$(BIN)/batch-assets dev --port $(PORT)
+	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)
 
 bench: $(STAMP)
 	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
 
 emulator: $(STAMP)
-	$(BIN)/batch-assets emulator --port $(PORT)
+	$(BIN)/batch-assets emulator --port $(EMULATOR_PORT)
 
 clean:
 	rm -rf data/warehouse.duckdb* data/manifests data/shards data/raw data/emulator data/dagster_home data/bench

@@ -1,0 +1,102 @@
+"""`batch-assets dev`: the provider emulator plus the Dagster UI and daemon (`dg dev`), on 127.0.0.1.
+
+Both ports are checked before anything starts, and the emulator must answer before `dg dev`
+starts, so a taken port or a failed start never leaves half of the stack running.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from batch_assets.cli.context import reject_database_option
+from batch_assets.cli.errors import CliError, UsageError
+
+HOST = "127.0.0.1"
+DEFAULT_UI_PORT = 3000
+DEFAULT_EMULATOR_PORT = 8765
+EMULATOR_START_TIMEOUT_S = 30.0
+
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    """True if something holds `port` on `host` (bound the way the servers bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise
+    return False
+
+
+def check_ports(ui_port: int, emulator_port: int) -> None:
+    if ui_port == emulator_port:
+        raise UsageError(f"--ui-port and --emulator-port are both {ui_port}: give them different ports")
+    taken = [(name, flag, port) for name, flag, port in (("Dagster UI", "--ui-port", ui_port),
+                                                         ("emulator", "--emulator-port", emulator_port))
+             if port_in_use(port)]
+    if taken:
+        what = " and ".join(f"port {port} ({name})" for name, _, port in taken)
+        fix = " / ".join(f"{flag} N" for _, flag, _ in taken)
+        raise CliError(f"{what} already in use on {HOST}: stop what holds it, or choose another with {fix}; "
+                       "nothing was started")
+
+
+def _wait_until_listening(proc: subprocess.Popen, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise CliError(f"the emulator exited (status {proc.returncode}) before listening on port {port}; "
+                           "see its output above")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.1)
+    raise CliError(f"the emulator did not listen on port {port} within {timeout_s:.0f} s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cmd_dev(args) -> int:
+    reject_database_option(args, "dev")
+    check_ports(args.ui_port, args.emulator_port)
+    bin_dir = Path(sys.executable).parent
+    dg = bin_dir / "dg"
+    if not dg.exists():
+        raise CliError(f"`dg` not found in {bin_dir}: install the dev extras (pip install -e '.[dev]', or `make dev`)")
+
+    from batch_assets.demo.runner import prepare_dagster_home
+
+    data_dir = Path(args.data_dir).resolve()
+    env = dict(os.environ)
+    emulator_url = f"http://{HOST}:{args.emulator_port}"
+    env.update({"DAGSTER_HOME": str(prepare_dagster_home(data_dir)), "BATCH_ASSETS_EMULATOR_URL": emulator_url,
+                "BATCH_ASSETS_DATABASE": str(data_dir / "warehouse.duckdb"), "BATCH_ASSETS_DATA_DIR": str(data_dir)})
+    # dg wants to see the project's virtualenv as the active one.
+    env["VIRTUAL_ENV"] = str(bin_dir.parent)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    emulator = subprocess.Popen([sys.executable, "-m", "batch_assets.cli", "emulator", "--port", str(args.emulator_port),
+                                 "--state-dir", str(data_dir / "emulator")], env=env)
+    try:
+        _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
+        print(f"emulator: {emulator_url}   Dagster UI: http://{HOST}:{args.ui_port}", flush=True)
+        return subprocess.call([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
+    finally:
+        _stop(emulator)

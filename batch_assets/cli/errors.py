@@ -1,0 +1,76 @@
+"""Errors the command line reports as one line on stderr, and how any exception becomes that line."""
+
+from __future__ import annotations
+
+import re
+
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Exceptions from these packages are the provider's answer (or no answer), not a bug of ours.
+PROVIDER_SDKS = frozenset({"openai", "anthropic", "google", "httpx", "httpcore"})
+DEBUG_HINT = "rerun with --debug or BATCH_ASSETS_DEBUG=1 for the traceback"
+
+
+class CliError(Exception):
+    """A failure the operator can fix: the message says what went wrong and what to do."""
+
+    exit_code = EXIT_RUNTIME
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(CliError):
+    """The command line itself is wrong (a flag value, a combination of flags)."""
+
+    exit_code = EXIT_USAGE
+
+
+def first_paragraph(text: str) -> str:
+    """The first paragraph of a (DuckDB, SDK) error message, on one line."""
+    lines = []
+    for line in str(text).strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    return " ".join(lines) or "(no message)"
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    text = str(exc)
+    return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
+
+
+def locked_message(database: object, exc: BaseException) -> str:
+    pid = re.search(r"PID (\d+)", str(exc))
+    holder = f"process {pid.group(1)}" if pid else "another process"
+    return (f"warehouse {database} is locked by {holder} (a Dagster run, `batch-assets dev` or `demo`?): "
+            "retry when it is done, or wait longer with --lock-timeout SECONDS")
+
+
+def explain(exc: BaseException) -> tuple[str, int]:
+    """(one line for stderr, exit code) for any exception a command raised."""
+    if isinstance(exc, CliError):
+        return str(exc), exc.exit_code
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover - duckdb is a dependency
+        duckdb = None
+    if duckdb is not None and isinstance(exc, duckdb.Error):
+        if is_lock_conflict(exc):
+            return locked_message("file", exc), EXIT_RUNTIME
+        return f"database error: {first_paragraph(exc)}", EXIT_RUNTIME
+    if type(exc).__module__.split(".")[0] in PROVIDER_SDKS:
+        line = f"provider API error: {type(exc).__name__}: {first_paragraph(exc)}"
+        if "connect" in type(exc).__name__.lower() or "connection" in str(exc).lower():
+            line += (" (is the provider reachable? without API keys the emulator answers: start it with "
+                     "`batch-assets emulator`, or point BATCH_ASSETS_EMULATOR_URL at it)")
+        return line, EXIT_RUNTIME
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}", EXIT_RUNTIME
+    return f"unexpected error: {type(exc).__name__}: {first_paragraph(exc)} ({DEBUG_HINT})", EXIT_RUNTIME

@@ -1,0 +1,107 @@
+"""One renderer for every read command: records (dicts) and the fields to show, in three formats.
+
+    FIELDS = [Field("job_key"), Field("request_total", header="total"), Field("task_id", in_table=False)]
+    render(rows, FIELDS, args.format)
+
+- ``table``: aligned plain text for people (first column left, the others right-aligned), the
+  fields with ``in_table`` only, titled by ``header``, cells formatted by ``cell`` (default: the
+  value, empty for NULL).
+- ``json``: one JSON array of objects keyed by field name, values as JSON types (NULL -> null,
+  bool -> true/false, timestamps as ISO 8601 text).
+- ``csv``: a header row of field names, then one row per record (NULL -> empty, bool -> true/false).
+
+A command gains a column by adding a Field; the --format flag (``add_format_option``) is shared.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import decimal
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+FORMATS = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column: `name` is the record key (and the JSON key / CSV header)."""
+
+    name: str
+    header: str | None = None                  # table title (default: name)
+    in_table: bool = True                      # False: JSON and CSV only (keeps the table narrow)
+    cell: Callable[[Any], str] | None = None   # table text for a value (default: str, "" for NULL)
+
+    @property
+    def title(self) -> str:
+        return self.header or self.name
+
+
+def add_format_option(parser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (default, for people), json (one array of objects) or csv (header + rows)")
+
+
+def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: str = "table",
+           out: TextIO | None = None) -> None:
+    """Write the records to `out` (default stdout) in format `fmt` (one of FORMATS)."""
+    out = sys.stdout if out is None else out
+    records = list(records)
+    if fmt == "table":
+        out.write(table(records, fields) + "\n")
+    elif fmt == "json":
+        json.dump([{f.name: _json_value(r.get(f.name)) for f in fields} for r in records], out,
+                  ensure_ascii=False, indent=2)
+        out.write("\n")
+    elif fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([f.name for f in fields])
+        writer.writerows([_csv_value(r.get(f.name)) for f in fields] for r in records)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}; choose from {', '.join(FORMATS)}")
+
+
+def table(records: Sequence[Mapping[str, Any]], fields: Sequence[Field]) -> str:
+    """The `table` format as text (no trailing newline), aligned like every table of the project."""
+    from batch_assets.reporting import format_table
+
+    shown = [f for f in fields if f.in_table]
+    rows = [[(f.cell(r.get(f.name)) if f.cell else _text(r.get(f.name))) for f in shown] for r in records]
+    return format_table([f.title for f in shown], rows)
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, _dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return str(value)
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (Mapping, list, tuple)):
+        return json.dumps(_json_value(value), ensure_ascii=False)
+    return value

@@ -1,0 +1,164 @@
+"""The argparse tree of `batch-assets`: one subparser per command, each parsing only its own flags.
+
+Importing this module (and the command modules it names) is cheap: commands import the pipeline,
+Dagster and the SDKs inside their functions, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from batch_assets.cli import cancel, demo, dev, export, jobs, passthrough, report, sql
+from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
+from batch_assets.cli.errors import EXIT_USAGE
+from batch_assets.cli.output import add_format_option
+
+PROG = "batch-assets"
+DESCRIPTION = ("The operator's command line for batch_assets: run the demo and the local stack, inspect "
+               "provider jobs and reconciliations, export results, query the warehouse, cancel batches.")
+TASK_HELP = ("a task name (e.g. ticket_triage: all its partitions) or a task_id / task_id prefix "
+             "(e.g. ticket_triage_20261120); default: all")
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (exit 2) naming the --help to read.
+
+    With forward=True (for a command that owns its flags) it has no options of its own ('\\0'
+    prefixes nothing a user types), so every word after the subcommand, --help included, lands in
+    `args.forwarded` for that program's own parser.
+    """
+
+    def __init__(self, *args, forward: bool = False, **kwargs):
+        if forward:
+            kwargs.update(add_help=False, prefix_chars="\0")
+        super().__init__(*args, **kwargs)
+        if forward:
+            self.add_argument("forwarded", nargs=argparse.REMAINDER)
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 1-65535")
+    return port
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _global_options(parser: argparse.ArgumentParser, *, top: bool, warehouse: bool = True) -> None:
+    """--database, --lock-timeout, --debug: before the subcommand, or after it (where they default to
+    SUPPRESS so that a subcommand without them keeps the values given before it). Commands that keep
+    their warehouse under --data-dir (demo, dev) take --debug only."""
+    suppress = {} if top else {"default": argparse.SUPPRESS}
+    if not top:
+        parser = parser.add_argument_group("common options (also accepted before the command)")
+    if warehouse:
+        _warehouse_options(parser, suppress)
+    parser.add_argument("--debug", action="store_true", **suppress,
+                        help="show the full traceback of an unexpected error (or set BATCH_ASSETS_DEBUG=1)")
+
+
+def _warehouse_options(parser, suppress: dict) -> None:
+    parser.add_argument("--database", metavar="FILE", **suppress,
+                        help=f"the DuckDB warehouse (default: $BATCH_ASSETS_DATABASE, else {DEFAULT_DATABASE}); "
+                             "run files live in $BATCH_ASSETS_DATA_DIR, else the file's folder")
+    parser.add_argument("--lock-timeout", metavar="SECONDS", type=_seconds, **suppress,
+                        help="how long to wait for another process (a Dagster run) to release the warehouse "
+                             f"file (default {DEFAULT_LOCK_TIMEOUT_S:g})")
+
+
+def build_parser() -> CliParser:
+    p = CliParser(prog=PROG, description=DESCRIPTION)
+    _global_options(p, top=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, run, help: str, description: str | None = None, *,
+                warehouse: bool = True) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".")
+        _global_options(c, top=False, warehouse=warehouse)
+        c.set_defaults(run=run)
+        return c
+
+    c = command("demo", demo.cmd_demo,
+                "seed the demo data, start the emulator and run every demo task (on all four providers: OpenAI, "
+                "Anthropic, Gemini, DashScope) end to end through Dagster, then print the reconciliation; "
+                "exit 1 if anything fails to balance", warehouse=False)
+    c.add_argument("--data-dir", default="data",
+                   help="where the warehouse (DATA_DIR/warehouse.duckdb; --database does not apply), run files, "
+                        "emulator state and Dagster home go (default: data)")
+    c.add_argument("--fresh", action="store_true", help="delete the earlier demo's warehouse and files first")
+
+    c = command("dev", dev.cmd_dev,
+                "the provider emulator plus the Dagster UI and daemon (dg dev), both on 127.0.0.1",
+                "Start the provider emulator, then the Dagster UI and daemon (dg dev), both on 127.0.0.1, "
+                "using DATA_DIR/warehouse.duckdb. Both ports are checked first: if one is taken, nothing starts.",
+                warehouse=False)
+    c.add_argument("--ui-port", type=_port, default=dev.DEFAULT_UI_PORT,
+                   help=f"the Dagster UI's port (default {dev.DEFAULT_UI_PORT})")
+    c.add_argument("--emulator-port", type=_port, default=dev.DEFAULT_EMULATOR_PORT,
+                   help=f"the provider emulator's port (default {dev.DEFAULT_EMULATOR_PORT})")
+    c.add_argument("--data-dir", default="data",
+                   help="warehouse (DATA_DIR/warehouse.duckdb), run files, emulator state, Dagster home (default: data)")
+
+    for name, run, help in (
+            ("emulator", passthrough.cmd_emulator,
+             "the local provider emulator (OpenAI, DashScope, Anthropic and Gemini batch APIs) on 127.0.0.1; "
+             "its own flags: `batch-assets emulator --help`"),
+            ("bench", passthrough.cmd_bench,
+             "the offline benchmark: the pipeline at N items (default 1,000,000) against plain-DuckDB floors; "
+             "its own flags: `batch-assets bench --help`")):
+        c = sub.add_parser(name, help=help, forward=True, usage=f"{PROG} {name} [its own flags; see --help]")
+        c.set_defaults(run=run)
+
+    c = command("seed", demo.cmd_seed,
+                "(re)create the demo business tables (support_tickets, kb_articles, product_reviews) in the "
+                "warehouse, creating the file if needed")
+    c.add_argument("--days", type=int, default=7, help="days of data, one partition each (default 7)")
+
+    c = command("jobs", jobs.cmd_jobs, "provider jobs with their state and request counts",
+                "List provider jobs (oldest first) with their state and request counts. JSON and CSV also "
+                "carry task_id and cancel_requested.")
+    c.add_argument("--task", metavar="TASK", help=TASK_HELP)
+    add_format_option(c)
+
+    c = command("report", report.cmd_report,
+                "per-partition reconciliation table; exit 1 if any partition does not balance",
+                "Reconcile every task partition (or those --task selects): one row per partition, every term of "
+                "the equation counted from its own ledger table. Exit status 1 if any partition does not "
+                "balance; the broken equations follow the table (on stderr with --format json/csv).")
+    c.add_argument("--task", metavar="TASK", help=TASK_HELP)
+    add_format_option(c)
+
+    c = command("export", export.cmd_export,
+                "one task partition's results merged with its inputs, as CSV (UTF-8 with BOM, for spreadsheets)")
+    c.add_argument("task_id", help="e.g. ticket_triage_20261120 (see `batch-assets report`)")
+    c.add_argument("--out", required=True, metavar="FILE", help="the CSV file to write")
+
+    c = command("sql", sql.cmd_sql, "run one read-only SQL query over the warehouse and print the rows",
+                "Run one read-only SQL query over the warehouse (business tables, and the ledger.* tables) "
+                "and print the rows as a table.")
+    c.add_argument("query", help="e.g. \"SELECT category, count(*) FROM ticket_labels GROUP BY ALL\"")
+    c.add_argument("--limit", type=int, default=50, help="print at most this many rows (default 50)")
+
+    c = command("cancel", cancel.cmd_cancel,
+                "cancel running provider batches: one job_key, or every running job of a task_id",
+                "Ask the provider to cancel running batches: one job_key, or every running job of a task_id. "
+                "A batch that has finished since the last poll is reported and left alone; an error on one "
+                "job does not stop the others (exit 1 if any failed).")
+    c.add_argument("target", help="a job_key or a task_id (see `batch-assets jobs`)")
+    return p
+
