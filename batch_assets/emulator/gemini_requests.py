@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from batch_assets.emulator.answers import OutputFormat, Prompt
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.gemini_wire import field, invalid_argument
-from batch_assets.emulator.openai_requests import OutputFormat, Prompt
 from batch_assets.emulator.text import count_tokens
 
 GENERATE, EMBED = "generate", "embed"
