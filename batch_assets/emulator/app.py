@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch_assets.emulator.admin_routes import admin_routes
-from batch_assets.emulator.anthropic_routes import anthropic_routes
+from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.gemini_batches import GeminiBatchService
 from batch_assets.emulator.gemini_files import GeminiFileService
 from batch_assets.emulator.gemini_routes import gemini_routes
@@ -20,6 +20,7 @@ from batch_assets.emulator.openai_files import FileService
 from batch_assets.emulator.openai_routes import openai_routes
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
+import batch_assets.providers.anthropic.emulator
 
 log = logging.getLogger("batch_assets.emulator")
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024  # OpenAI's per-file upload limit
@@ -58,6 +59,7 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     state_dir.mkdir(parents=True, exist_ok=True)
     runtime = RuntimeSettings(settings if settings is not None else load_settings(state_dir))
     store = Store(state_dir)
+    ctx = EmulatorContext(store, runtime, state_dir)
     files = FileService(store)
     batches = BatchService(store, files, runtime)
     gemini_files = GeminiFileService(store)
@@ -68,7 +70,7 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
             *admin_routes(runtime),
             *gemini,
             *openai_routes(files, batches, runtime),
-            *anthropic_routes(store, runtime),
+            *batch_assets.providers.anthropic.emulator.routes(ctx),
         ],
         middleware=[Middleware(RequestLog, runtime=runtime)],
         max_body_size=MAX_UPLOAD_BYTES,
