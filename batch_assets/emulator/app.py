@@ -12,15 +12,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch_assets.emulator.admin_routes import admin_routes
 from batch_assets.emulator.context import EmulatorContext
-from batch_assets.emulator.gemini_batches import GeminiBatchService
-from batch_assets.emulator.gemini_files import GeminiFileService
-from batch_assets.emulator.gemini_routes import gemini_routes
 from batch_assets.emulator.openai_batches import BatchService
 from batch_assets.emulator.openai_files import FileService
 from batch_assets.emulator.openai_routes import openai_routes
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
 import batch_assets.providers.anthropic.emulator
+import batch_assets.providers.gemini.emulator
 
 log = logging.getLogger("batch_assets.emulator")
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024  # OpenAI's per-file upload limit
@@ -62,9 +60,8 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     ctx = EmulatorContext(store, runtime, state_dir)
     files = FileService(store)
     batches = BatchService(store, files, runtime)
-    gemini_files = GeminiFileService(store)
     # Gemini before OpenAI: on the /v1 paths both serve, Gemini's routes claim only Gemini requests.
-    gemini = gemini_routes(gemini_files, GeminiBatchService(store, gemini_files, runtime), runtime)
+    gemini = batch_assets.providers.gemini.emulator.routes(ctx)
     app = Starlette(
         routes=[
             *admin_routes(runtime),
