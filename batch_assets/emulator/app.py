@@ -12,11 +12,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch_assets.emulator.admin_routes import admin_routes
 from batch_assets.emulator.context import EmulatorContext
-from batch_assets.emulator.openai_batches import BatchService
-from batch_assets.emulator.openai_files import FileService
-from batch_assets.emulator.openai_routes import openai_routes
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
+from batch_assets.providers.openai.emulator.batches import BatchService
+from batch_assets.providers.openai.emulator.files import FileService
+from batch_assets.providers.openai.emulator.routes import openai_routes
 import batch_assets.providers.anthropic.emulator
 import batch_assets.providers.gemini.emulator
 

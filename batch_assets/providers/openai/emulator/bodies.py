@@ -17,8 +17,8 @@ from batch_assets.emulator.answers import (
     request_seed,
 )
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.openai_flavors import Flavor
-from batch_assets.emulator.openai_requests import (
+from batch_assets.providers.openai.emulator.flavor import Flavor
+from batch_assets.providers.openai.emulator.requests import (
     DS_TEST,
     EMBEDDINGS,
     RESPONSES,

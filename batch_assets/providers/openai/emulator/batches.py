@@ -13,13 +13,13 @@ from typing import Any
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter, not_found
-from batch_assets.emulator.openai_bodies import respond
-from batch_assets.emulator.openai_files import DEFAULT_BATCH_FILE_TTL_S, FileService, check_expires_after, page
-from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
-from batch_assets.emulator.openai_requests import prompt_of, request_error
-from batch_assets.emulator.openai_validation import ParsedInput, batch_error, parse_input
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.openai.emulator.bodies import respond
+from batch_assets.providers.openai.emulator.files import DEFAULT_BATCH_FILE_TTL_S, FileService, check_expires_after, page
+from batch_assets.providers.openai.emulator.flavor import FLAVORS, Flavor
+from batch_assets.providers.openai.emulator.requests import prompt_of, request_error
+from batch_assets.providers.openai.emulator.validation import ParsedInput, batch_error, parse_input
 
 KIND = "openai_batches"
 _STATUS = {

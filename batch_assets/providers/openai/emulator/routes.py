@@ -16,11 +16,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from batch_assets.emulator.errors import ApiError, Handler, guard, invalid_value, missing_parameter, retryable
-from batch_assets.emulator.openai_batches import BatchService
-from batch_assets.emulator.openai_bodies import error_body
-from batch_assets.emulator.openai_files import FileService
-from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.providers.openai.emulator.batches import BatchService
+from batch_assets.providers.openai.emulator.bodies import error_body
+from batch_assets.providers.openai.emulator.files import FileService
+from batch_assets.providers.openai.emulator.flavor import FLAVORS, Flavor
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status, headers=headers)

@@ -6,8 +6,8 @@ from typing import Any
 
 from batch_assets.emulator.clock import now
 from batch_assets.emulator.errors import ApiError, invalid_value, not_found
-from batch_assets.emulator.openai_flavors import Flavor
 from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.openai.emulator.flavor import Flavor
 
 KIND = "openai_files"
 DEFAULT_BATCH_FILE_TTL_S = 30 * 86_400  # purpose=batch files expire after 30 days by default
