@@ -14,11 +14,10 @@ from batch_assets.emulator.admin_routes import admin_routes
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
-from batch_assets.providers.openai.emulator.batches import BatchService
-from batch_assets.providers.openai.emulator.files import FileService
-from batch_assets.providers.openai.emulator.routes import openai_routes
 import batch_assets.providers.anthropic.emulator
+import batch_assets.providers.dashscope.emulator
 import batch_assets.providers.gemini.emulator
+import batch_assets.providers.openai.emulator
 
 log = logging.getLogger("batch_assets.emulator")
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024  # OpenAI's per-file upload limit
@@ -58,15 +57,14 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     runtime = RuntimeSettings(settings if settings is not None else load_settings(state_dir))
     store = Store(state_dir)
     ctx = EmulatorContext(store, runtime, state_dir)
-    files = FileService(store)
-    batches = BatchService(store, files, runtime)
     # Gemini before OpenAI: on the /v1 paths both serve, Gemini's routes claim only Gemini requests.
     gemini = batch_assets.providers.gemini.emulator.routes(ctx)
     app = Starlette(
         routes=[
             *admin_routes(runtime),
             *gemini,
-            *openai_routes(files, batches, runtime),
+            *batch_assets.providers.openai.emulator.routes(ctx),
+            *batch_assets.providers.dashscope.emulator.routes(ctx),
             *batch_assets.providers.anthropic.emulator.routes(ctx),
         ],
         middleware=[Middleware(RequestLog, runtime=runtime)],

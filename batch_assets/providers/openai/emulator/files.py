@@ -1,4 +1,4 @@
-"""OpenAI-format files: upload, retrieve, content, delete, list (reference §1.3)."""
+"""OpenAI-format files: upload, retrieve, content, delete, list."""
 
 from __future__ import annotations
 
@@ -53,8 +53,7 @@ class FileService:
             "filename": filename,
             "purpose": purpose,
             "status": "processed",
-            # DashScope's file objects carry no expiry (reference §4).
-            "expires_at": None if ttl is None or flavor.dashscope else created_at + ttl,
+            "expires_at": created_at + ttl if ttl is not None and flavor.files_expire else None,
             "status_details": None,
         }
         self.store.add(KIND, {"id": file_id, "flavor": flavor.name, "object": public})

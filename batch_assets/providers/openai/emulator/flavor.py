@@ -1,45 +1,42 @@
-"""The two dialects of the OpenAI Batch wire format: OpenAI itself and DashScope's compatible mode.
+"""Dialects ("flavors") of the OpenAI Batch wire format. `Flavor` is OpenAI's own.
 
-Same endpoints and shapes; they differ in id styles, accepted completion windows, endpoints,
-and a few fields (reference §4). Objects created under one prefix are invisible under the other.
+Other providers that speak the format (DashScope's compatible mode, in
+`batch_assets.providers.dashscope.emulator.flavor`) subclass it: same endpoints and shapes under
+their own path prefix, with their own id styles, accepted completion windows, endpoints and a
+few fields. Objects created under one prefix are invisible under another.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from batch_assets.emulator import ids
-
-_DASHSCOPE_WINDOW = re.compile(r"(\d+)([hd])")
+from batch_assets.emulator.answers import Answer
 
 
 @dataclass(frozen=True)
 class Flavor:
-    name: str
-    prefix: str
-    endpoints: tuple[str, ...]
-    dashscope: bool
+    name: str  # what the flavor's records are tagged with in the store
+    prefix: str  # the path the routes are mounted under
+    endpoints: tuple[str, ...]  # accepted batch `endpoint` values
     default_embedding_dimensions: int
     max_embedding_dimensions: int
 
+    # Fields OpenAI reports and another dialect may leave out.
+    files_expire: ClassVar[bool] = True  # file objects carry `expires_at`
+    batches_report_model_and_usage: ClassVar[bool] = True  # batch objects carry `model` and `usage`
+    expiry_before_validation: ClassVar[bool] = True  # `expires_at` is set while a batch still validates
+
     def file_id(self, role: str) -> str:
         """`role` is "input", "output" or "error"."""
-        if not self.dashscope:
-            return f"file-{ids.random_base62(22)}"
-        kind = {"input": "batch", "output": "batch_output", "error": "batch_error"}[role]
-        return f"file-{kind}-{secrets.token_hex(16)}"
+        return f"file-{ids.random_base62(22)}"
 
     def batch_id(self, created: float) -> str:
-        return f"batch_{ids.random_uuid()}" if self.dashscope else f"batch_{ids.time_hex(created)}"
+        return f"batch_{ids.time_hex(created)}"
 
     def line_ids(self, batch_id: str, index: int) -> tuple[str, str]:
         """(output line id, request id) for one input line; stable for a given batch."""
-        if self.dashscope:
-            # DashScope uses one UUID for both (reference §4 samples).
-            same = ids.derived_uuid("line", batch_id, str(index))
-            return same, same
         return (
             f"batch_req_{ids.derived_hex(32, 'line', batch_id, str(index))}",
             f"req_{ids.derived_hex(32, 'request', batch_id, str(index))}",
@@ -47,29 +44,23 @@ class Flavor:
 
     def window_seconds(self, completion_window: str) -> int | None:
         """Seconds of a completion window, or None when this provider does not accept it."""
-        if not self.dashscope:
-            return 86_400 if completion_window == "24h" else None
-        match = _DASHSCOPE_WINDOW.fullmatch(completion_window)
-        if not match:
-            return None
-        hours = int(match.group(1)) * (24 if match.group(2) == "d" else 1)
-        return hours * 3600 if 24 <= hours <= 336 else None
+        return 86_400 if completion_window == "24h" else None
+
+    def canned_answers(self, endpoint: str) -> list[Answer] | None:
+        """Fixed answers for a test endpoint of this dialect, or None to generate them."""
+        return None
+
+    def chat_body(
+        self, endpoint: str, answers: list[Answer], prompt_tokens: int, model: str, seed_id: str, created: int
+    ) -> dict[str, Any] | None:
+        """This dialect's own chat completion body, or None for OpenAI's (`bodies`)."""
+        return None
 
 
 OPENAI = Flavor(
     name="openai",
     prefix="/v1",
     endpoints=("/v1/chat/completions", "/v1/responses", "/v1/embeddings"),
-    dashscope=False,
     default_embedding_dimensions=1536,
     max_embedding_dimensions=3072,
 )
-DASHSCOPE = Flavor(
-    name="dashscope",
-    prefix="/compatible-mode/v1",
-    endpoints=("/v1/chat/completions", "/v1/embeddings", "/v1/chat/ds-test"),
-    dashscope=True,
-    default_embedding_dimensions=1024,
-    max_embedding_dimensions=2048,
-)
-FLAVORS = {flavor.name: flavor for flavor in (OPENAI, DASHSCOPE)}

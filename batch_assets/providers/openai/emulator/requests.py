@@ -12,7 +12,7 @@ from batch_assets.emulator.answers import OutputFormat, Prompt
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
 from batch_assets.emulator.text import count_tokens, text_of
 
-CHAT, RESPONSES, EMBEDDINGS, DS_TEST = "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/chat/ds-test"
+CHAT, RESPONSES, EMBEDDINGS = "/v1/chat/completions", "/v1/responses", "/v1/embeddings"
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
