@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from batch_assets.emulator.openai_bodies import respond
-from batch_assets.emulator.openai_flavors import OPENAI
 from batch_assets.pipeline.apply import apply_results, ensure_target_table
 from batch_assets.pipeline.ingest import collect_raw_results, download_results, ingest_files
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -18,6 +16,8 @@ from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.openai.emulator.bodies import respond
+from batch_assets.providers.openai.emulator.flavor import OPENAI
 
 from .conftest import DAY1
 

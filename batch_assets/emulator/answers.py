@@ -20,6 +20,23 @@ STOP, LENGTH, CONTENT_FILTER = "stop", "length", "content_filter"
 
 
 @dataclass(frozen=True)
+class Prompt:
+    """What an answer is generated from, as a wire format's request reader extracts it."""
+
+    tokens: int  # rough prompt token count, message overhead included
+    topic: str  # the text answers should relate to: the last user turn
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """The shape a request asks its answer to take."""
+
+    schema: Any = None  # a JSON Schema the answer must conform to
+    json_mode: bool = False
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Answer:
     content: str | None
     finish_reason: str  # stop | length | content_filter

@@ -1,28 +1,32 @@
-"""The emulator's ASGI app: shared state plus the routes of each wire format."""
+"""The emulator's ASGI app: shared state, the admin routes, and the routes of each provider.
+
+Each emulated provider has an emulator package, `batch_assets.providers.<name>.emulator`, with
+`routes(ctx)` and `ROUTE_ORDER`; this module is the only part of the core that imports them.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch_assets.emulator.admin_routes import admin_routes
-from batch_assets.emulator.anthropic_routes import anthropic_routes
-from batch_assets.emulator.gemini_batches import GeminiBatchService
-from batch_assets.emulator.gemini_files import GeminiFileService
-from batch_assets.emulator.gemini_routes import gemini_routes
-from batch_assets.emulator.openai_batches import BatchService
-from batch_assets.emulator.openai_files import FileService
-from batch_assets.emulator.openai_routes import openai_routes
+from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
 
 log = logging.getLogger("batch_assets.emulator")
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024  # OpenAI's per-file upload limit
+# The providers the emulator serves, by their folder under `batch_assets/providers/`.
+EMULATED_PROVIDERS = ("gemini", "openai", "dashscope", "anthropic")
 
 
 class RequestLog:
@@ -52,27 +56,34 @@ class RequestLog:
             log.info("%s %s -> %d (%.1f ms)", scope["method"], scope["path"], status, elapsed_ms)
 
 
+def emulator_package(provider: str) -> ModuleType:
+    """`batch_assets.providers.<provider>.emulator`: its `routes(ctx)` and `ROUTE_ORDER`."""
+    return importlib.import_module(f"batch_assets.providers.{provider}.emulator")
+
+
+def provider_routes(ctx: EmulatorContext, providers: Iterable[str] = EMULATED_PROVIDERS) -> list[Route]:
+    """The routes of every provider, mounted by `ROUTE_ORDER` (lower first; ties keep list order).
+
+    The order matters where providers share paths, because the first route that matches answers:
+    Gemini and OpenAI both serve `/v1/files...` and `/v1/batches...`. Gemini's routes there claim
+    only Gemini requests and so come first (its `ROUTE_ORDER` is 0); OpenAI's, which answer any
+    request on them, after. This holds whatever order `providers` lists them in.
+    """
+    packages = sorted((emulator_package(name) for name in providers), key=lambda package: package.ROUTE_ORDER)
+    return [route for package in packages for route in package.routes(ctx)]
+
+
 def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Starlette:
     """The emulator app persisting under `state_dir`; settings default to `state_dir/settings.json`."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     runtime = RuntimeSettings(settings if settings is not None else load_settings(state_dir))
-    store = Store(state_dir)
-    files = FileService(store)
-    batches = BatchService(store, files, runtime)
-    gemini_files = GeminiFileService(store)
-    # Gemini before OpenAI: on the /v1 paths both serve, Gemini's routes claim only Gemini requests.
-    gemini = gemini_routes(gemini_files, GeminiBatchService(store, gemini_files, runtime), runtime)
+    ctx = EmulatorContext(Store(state_dir), runtime, state_dir)
     app = Starlette(
-        routes=[
-            *admin_routes(runtime),
-            *gemini,
-            *openai_routes(files, batches, runtime),
-            *anthropic_routes(store, runtime),
-        ],
+        routes=[*admin_routes(runtime), *provider_routes(ctx)],
         middleware=[Middleware(RequestLog, runtime=runtime)],
         max_body_size=MAX_UPLOAD_BYTES,
     )
     app.state.runtime = runtime
-    app.state.store = store
+    app.state.store = ctx.store
     return app

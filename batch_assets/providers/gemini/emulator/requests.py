@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from batch_assets.emulator.answers import OutputFormat, Prompt
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.gemini_wire import field, invalid_argument
-from batch_assets.emulator.openai_requests import OutputFormat, Prompt
 from batch_assets.emulator.text import count_tokens
+from batch_assets.providers.gemini.emulator.wire import field, invalid_argument
 
 GENERATE, EMBED = "generate", "embed"
 MAX_EMBEDDING_DIMENSIONS = 3072

@@ -1,4 +1,4 @@
-"""The `result` of one Message Batch request, in the shapes of recorded results (reference §2.5).
+"""The `result` of one Message Batch request, in the shapes the real API returns.
 
 Outcomes come from the shared fault plan (`faults`): item errors become `errored` results whose
 error type rotates rate_limit_error -> api_error/overloaded_error -> invalid_request_error;
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from batch_assets.emulator import faults, ids
-from batch_assets.emulator.anthropic_requests import output_schema, prompt_of, request_error
 from batch_assets.emulator.answers import LENGTH, generate_answer, request_seed
 from batch_assets.emulator.text import count_tokens
+from batch_assets.providers.anthropic.emulator.requests import output_schema, prompt_of, request_error
 
 REFUSAL_TEXT = "I can't help with that request."
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}

@@ -1,4 +1,4 @@
-"""The response body of one batch request, in the shape the real endpoint returns (reference §1.6)."""
+"""The response body of one batch request, in the shape the real endpoint returns."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from batch_assets.emulator.answers import (
     request_seed,
 )
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.openai_flavors import Flavor
-from batch_assets.emulator.openai_requests import (
-    DS_TEST,
+from batch_assets.providers.openai.emulator.flavor import Flavor
+from batch_assets.providers.openai.emulator.requests import (
     EMBEDDINGS,
     RESPONSES,
     embedding_inputs,
@@ -28,7 +27,6 @@ from batch_assets.emulator.openai_requests import (
     request_error,
 )
 
-DS_TEST_ANSWER = "This is a test result."
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
 
 
@@ -97,15 +95,14 @@ def _answers(endpoint: str, body: dict[str, Any], fault: str | None, topic: str)
 
 def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
     prompt = prompt_of(endpoint, body)
-    if endpoint == DS_TEST:
-        answers = [Answer(DS_TEST_ANSWER, "stop", 6)]
-    else:
+    answers = flavor.canned_answers(endpoint)
+    if answers is None:
         answers = _answers(endpoint, body, fault, prompt.topic)
     completion = sum(a.completion_tokens for a in answers)
     model = body["model"]
-    if flavor.dashscope:
-        body = _dashscope_chat(endpoint, answers, prompt.tokens, completion, model, seed_id, created)
-        return Result(200, body, prompt.tokens, completion)
+    own = flavor.chat_body(endpoint, answers, prompt.tokens, model, seed_id, created)
+    if own is not None:
+        return Result(200, own, prompt.tokens, completion)
     chat = {
         "id": f"chatcmpl-{ids.derived_base62(29, 'chatcmpl', seed_id)}",
         "object": "chat.completion",
@@ -136,31 +133,6 @@ def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None
         "system_fingerprint": f"fp_{ids.derived_hex(10, 'fingerprint', model)}",
     }
     return Result(200, chat, prompt.tokens, completion)
-
-
-def _dashscope_chat(
-    endpoint: str, answers: list[Answer], prompt_tokens: int, completion: int, model: str, seed_id: str, created: int
-) -> dict[str, Any]:
-    # DashScope's key order, no system_fingerprint/service_tier; its test model omits the role.
-    def message(answer: Answer) -> dict[str, Any]:
-        return {"content": answer.content} if endpoint == DS_TEST else {"role": "assistant", "content": answer.content}
-
-    return {
-        "created": created,
-        "usage": {
-            "completion_tokens": completion,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens_details": {"text_tokens": completion},
-            "prompt_tokens_details": {"text_tokens": prompt_tokens},
-            "total_tokens": prompt_tokens + completion,
-        },
-        "model": model,
-        "id": f"chatcmpl-{seed_id}",
-        "choices": [
-            {"finish_reason": a.finish_reason, "index": i, "message": message(a)} for i, a in enumerate(answers)
-        ],
-        "object": "chat.completion",
-    }
 
 
 def _responses(body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:

@@ -1,4 +1,4 @@
-"""HTTP routes of the Anthropic Message Batches wire format, under `/v1/messages/batches` (reference §2, §5).
+"""HTTP routes of the Anthropic Message Batches wire format, under `/v1/messages/batches`.
 
 Flat routes, like the OpenAI ones: they share the app's `/v1` prefix without colliding with
 `/v1/batches` or `/v1/files`. Every response carries a `request-id` header, as the real API's do,
@@ -12,12 +12,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from batch_assets.emulator.anthropic_batches import MessageBatchService
-from batch_assets.emulator.anthropic_messages import error_envelope, request_id
-from batch_assets.emulator.anthropic_requests import MAX_BODY_BYTES, invalid
+from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard, retryable
 from batch_assets.emulator.settings import RuntimeSettings
-from batch_assets.emulator.store import Store
+from batch_assets.providers.anthropic.emulator.batches import MessageBatchService
+from batch_assets.providers.anthropic.emulator.messages import error_envelope, request_id
+from batch_assets.providers.anthropic.emulator.requests import MAX_BODY_BYTES, invalid
 
 PREFIX = "/v1/messages/batches"
 _LIST_LIMIT = (1, 1000, 20)  # min, max, default
@@ -159,6 +159,6 @@ class _Routes:
         ]
 
 
-def anthropic_routes(store: Store, runtime: RuntimeSettings) -> list[Route]:
-    """The Message Batches routes, persisting through the app's shared `store`."""
-    return _Routes(MessageBatchService(store, runtime), runtime).routes()
+def routes(ctx: EmulatorContext) -> list[Route]:
+    """The Message Batches routes, persisting through the app's shared store."""
+    return _Routes(MessageBatchService(ctx.store, ctx.runtime), ctx.runtime).routes()

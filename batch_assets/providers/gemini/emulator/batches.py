@@ -10,8 +10,8 @@ cancelled -> CANCELLED (a pending cancel still shows the state it interrupted), 
 batch-level errors turns FAILED when its queue delay ends. Results are written once, on the first
 read after the batch succeeded: to `files/batch-<id>` for file input, inline for inline input,
 always in input order (see `processing_order` below). EXPIRED and CANCELLED batches expose no
-results ("no results can be retrieved", reference §3.4); their `batchStats` still count what was
-processed.
+results ("no results can be retrieved", in the words of Google's Batch API docs); their
+`batchStats` still count what was processed.
 """
 
 from __future__ import annotations
@@ -23,10 +23,18 @@ from typing import Any
 
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
-from batch_assets.emulator.gemini_bodies import respond
-from batch_assets.emulator.gemini_files import GeminiFileService
-from batch_assets.emulator.gemini_requests import EMBED, GENERATE, is_embedding_model, prompt_of, request_error
-from batch_assets.emulator.gemini_wire import (
+from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
+from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.gemini.emulator.bodies import respond
+from batch_assets.providers.gemini.emulator.files import GeminiFileService
+from batch_assets.providers.gemini.emulator.requests import (
+    EMBED,
+    GENERATE,
+    is_embedding_model,
+    prompt_of,
+    request_error,
+)
+from batch_assets.providers.gemini.emulator.wire import (
     GRPC_CODES,
     counts,
     failed_precondition,
@@ -39,8 +47,6 @@ from batch_assets.emulator.gemini_wire import (
     resource_id,
     rfc3339,
 )
-from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
-from batch_assets.emulator.store import Record, Store
 
 KIND = "gemini_batches"
 DEFAULT_WINDOW_S = 48 * 3600  # batches still pending or running after 48 hours expire

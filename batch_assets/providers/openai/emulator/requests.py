@@ -6,27 +6,14 @@ becomes an error-file line, not a batch failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from batch_assets.emulator.answers import OutputFormat, Prompt
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter
 from batch_assets.emulator.text import count_tokens, text_of
 
-CHAT, RESPONSES, EMBEDDINGS, DS_TEST = "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/chat/ds-test"
+CHAT, RESPONSES, EMBEDDINGS = "/v1/chat/completions", "/v1/responses", "/v1/embeddings"
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-
-
-@dataclass(frozen=True)
-class Prompt:
-    tokens: int  # rough prompt token count, message overhead included
-    topic: str  # the text answers should relate to: the last user turn
-
-
-@dataclass(frozen=True)
-class OutputFormat:
-    schema: Any = None  # a JSON Schema the answer must conform to
-    json_mode: bool = False
-    max_tokens: int | None = None
 
 
 def _turns(body: dict[str, Any], endpoint: str) -> list[tuple[str, str]]:

@@ -3,8 +3,9 @@
 Built on the shared simulated clock (`clock.Timeline`): its queued, running and finalizing phases
 all read `in_progress` here (processing starts on create, as on the real API), a cancel reads
 `canceling`, and every terminal phase reads `ended`. As on the real API, only `processing` moves
-in `request_counts` until the batch ends. Anthropic has no batch-level failure (reference §2.4),
-so there is no `failed` state; see `_outcomes` for what `force_batch_status: failed` does instead.
+in `request_counts` until the batch ends. Anthropic has no batch-level failure (a batch always
+ends; its requests succeed or fail one by one), so there is no `failed` state; see `_outcomes`
+for what `force_batch_status: failed` does instead.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batch_assets.emulator import clock, faults, ids
-from batch_assets.emulator.anthropic_messages import result_for
-from batch_assets.emulator.anthropic_requests import MAX_REQUESTS, invalid, parse_create, request_error
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.anthropic.emulator.messages import result_for
+from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, parse_create, request_error
 
 KIND = "anthropic_batches"
 WINDOW_S = 24 * 3600  # processing expires 24 h after creation

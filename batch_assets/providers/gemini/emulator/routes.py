@@ -1,5 +1,5 @@
-"""HTTP routes of the Gemini Developer API batch wire format (reference §3), under `/v1` (the
-SDK's default) and `/v1beta`, plus `/upload/{v}/files` and `/download/{v}/files/...`.
+"""HTTP routes of the Gemini Developer API batch wire format, under `/v1` (the SDK's
+default) and `/v1beta`, plus `/upload/{v}/files` and `/download/{v}/files/...`.
 
 Paths carry Google's `:verb` suffixes (`models/{m}:batchGenerateContent`, `batches/{id}:cancel`,
 `files/{id}:download`); Starlette's default path parameter matches `:` too, so each route takes
@@ -22,12 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
+from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard
-from batch_assets.emulator.gemini_batches import GeminiBatchService
-from batch_assets.emulator.gemini_files import GeminiFileService, file_view
-from batch_assets.emulator.gemini_requests import EMBED, GENERATE
-from batch_assets.emulator.gemini_wire import VERSIONS, error_body, google_error, invalid_argument, page_size
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.providers.gemini.emulator.batches import GeminiBatchService
+from batch_assets.providers.gemini.emulator.files import GeminiFileService, file_view
+from batch_assets.providers.gemini.emulator.requests import EMBED, GENERATE
+from batch_assets.providers.gemini.emulator.wire import VERSIONS, error_body, google_error, invalid_argument, page_size
 
 INLINE_LIMIT_BYTES = 20 * 1024 * 1024  # a create call with inline requests may be at most 20 MB
 _MODEL_VERBS = {"batchGenerateContent": GENERATE, "asyncBatchEmbedContent": EMBED}
@@ -300,6 +301,8 @@ def _int_header(request: Request, name: str) -> int | None:
     return int(raw)
 
 
-def gemini_routes(files: GeminiFileService, batches: GeminiBatchService, runtime: RuntimeSettings) -> list[Route]:
-    """The routes of both API versions. List them before the OpenAI routes (see the module docstring)."""
-    return [route for version in VERSIONS for route in _Routes(version, files, batches, runtime).routes()]
+def routes(ctx: EmulatorContext) -> list[Route]:
+    """The routes of both API versions. Mount them before the OpenAI routes (see the module docstring)."""
+    files = GeminiFileService(ctx.store)
+    batches = GeminiBatchService(ctx.store, files, ctx.runtime)
+    return [route for version in VERSIONS for route in _Routes(version, files, batches, ctx.runtime).routes()]

@@ -1,5 +1,6 @@
-"""HTTP routes of the OpenAI Batch wire format, under `/v1` and under DashScope's
-`/compatible-mode/v1` (reference §1.3, §4).
+"""HTTP routes of the OpenAI Batch wire format (files and batches), for one flavor under its prefix:
+OpenAI's under `/v1`; DashScope mounts its own flavor under `/compatible-mode/v1` with
+`flavor_routes`.
 
 Routes are flat (no catch-all Mount) so that other wire formats can add their own `/v1/...`
 paths to the same app.
@@ -15,12 +16,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard, invalid_value, missing_parameter, retryable
-from batch_assets.emulator.openai_batches import BatchService
-from batch_assets.emulator.openai_bodies import error_body
-from batch_assets.emulator.openai_files import FileService
-from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.providers.openai.emulator.batches import BatchService
+from batch_assets.providers.openai.emulator.bodies import error_body
+from batch_assets.providers.openai.emulator.files import FileService
+from batch_assets.providers.openai.emulator.flavor import OPENAI, Flavor
+
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=error.status, headers=headers)
@@ -175,6 +178,16 @@ async def _json_object(request: Request) -> dict[str, Any]:
     return params
 
 
-def openai_routes(files: FileService, batches: BatchService, runtime: RuntimeSettings) -> list[Route]:
-    """The routes of both flavors: `/v1` (OpenAI) and `/compatible-mode/v1` (DashScope)."""
-    return [route for flavor in FLAVORS.values() for route in _Routes(flavor, files, batches, runtime).routes()]
+def flavor_routes(ctx: EmulatorContext, flavor: Flavor) -> list[Route]:
+    """The file and batch routes of one flavor under its prefix.
+
+    The services keep no state of their own: every flavor's read and write the app's one store,
+    under its lock, and tag records with the flavor's name.
+    """
+    files = FileService(ctx.store)
+    return _Routes(flavor, files, BatchService(ctx.store, files, ctx.runtime), ctx.runtime).routes()
+
+
+def routes(ctx: EmulatorContext) -> list[Route]:
+    """OpenAI's file and batch routes, under `/v1`."""
+    return flavor_routes(ctx, OPENAI)

@@ -1,6 +1,6 @@
 """Gemini Files API: resumable uploads, get, list, delete, and download of generated files.
 
-Uploads follow Google's resumable protocol as the SDK drives it (reference §3.3): a `start` call
+Uploads follow Google's resumable protocol as the SDK drives it: a `start` call
 with the API key opens a session and answers an absolute `x-goog-upload-url`; the bytes then go
 to that URL in chunks (`upload`, the last one `upload, finalize`) without the key, each answered
 with `x-goog-upload-status: active`, the last with `final` and `{"file": File}`.
@@ -19,7 +19,8 @@ from typing import Any
 
 from batch_assets.emulator.clock import now
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.gemini_wire import (
+from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.gemini.emulator.wire import (
     counts,
     failed_precondition,
     google_error,
@@ -30,7 +31,6 @@ from batch_assets.emulator.gemini_wire import (
     resource_id,
     rfc3339,
 )
-from batch_assets.emulator.store import Record, Store
 
 KIND = "gemini_files"
 UPLOADS = "gemini_uploads"

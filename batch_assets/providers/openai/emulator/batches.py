@@ -13,13 +13,18 @@ from typing import Any
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter, not_found
-from batch_assets.emulator.openai_bodies import respond
-from batch_assets.emulator.openai_files import DEFAULT_BATCH_FILE_TTL_S, FileService, check_expires_after, page
-from batch_assets.emulator.openai_flavors import FLAVORS, Flavor
-from batch_assets.emulator.openai_requests import prompt_of, request_error
-from batch_assets.emulator.openai_validation import ParsedInput, batch_error, parse_input
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.openai.emulator.bodies import respond
+from batch_assets.providers.openai.emulator.files import (
+    DEFAULT_BATCH_FILE_TTL_S,
+    FileService,
+    check_expires_after,
+    page,
+)
+from batch_assets.providers.openai.emulator.flavor import Flavor
+from batch_assets.providers.openai.emulator.requests import prompt_of, request_error
+from batch_assets.providers.openai.emulator.validation import ParsedInput, batch_error, parse_input
 
 KIND = "openai_batches"
 _STATUS = {
@@ -121,7 +126,7 @@ class BatchService:
             # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
             self.store.copy_blob(source["id"], _input_blob(batch_id))
         self.store.add(KIND, record)
-        return self._view(record, created)
+        return self._view(flavor, record, created)
 
     def _capacity_errors(
         self, flavor: Flavor, parsed: ParsedInput, prompt_tokens: int, settings: EmulatorSettings
@@ -155,25 +160,25 @@ class BatchService:
 
     def retrieve(self, flavor: Flavor, batch_id: str) -> dict[str, Any]:
         with self.store.locked():
-            return self._refresh(self._record(flavor, batch_id))
+            return self._refresh(flavor, self._record(flavor, batch_id))
 
     def list_batches(self, flavor: Flavor, after: str | None, limit: int) -> dict[str, Any]:
         """Newest first, as OpenAI lists them."""
         with self.store.locked():
             records = [r for r in reversed(self.store.all(KIND)) if r["flavor"] == flavor.name]
             listing = page(records, after, limit)
-            listing["data"] = [self._refresh(record) for record in listing["data"]]
+            listing["data"] = [self._refresh(flavor, record) for record in listing["data"]]
             return listing
 
     def cancel(self, flavor: Flavor, batch_id: str) -> dict[str, Any]:
         with self.store.locked():
             record = self._record(flavor, batch_id)
             at = clock.now()
-            current = self._refresh(record, at)
+            current = self._refresh(flavor, record, at)
             if current["status"] in ("validating", "in_progress", "finalizing"):
                 record["cancel_requested_at"] = at
                 self.store.save(KIND, record)
-                return self._refresh(record, at)
+                return self._refresh(flavor, record, at)
             if current["status"] in ("cancelling", "cancelled"):
                 return current
             raise ApiError(400, f"Cannot cancel a batch with status '{current['status']}'.", param="batch_id")
@@ -188,13 +193,16 @@ class BatchService:
     def _phase(record: Record, at: float) -> Phase:
         return Timeline.from_dict(record["timeline"]).phase(at, record["cancel_requested_at"])
 
-    def _refresh(self, record: Record, at: float | None = None) -> dict[str, Any]:
-        """The batch as of now, writing its result files first if it has just become terminal."""
+    def _refresh(self, flavor: Flavor, record: Record, at: float | None = None) -> dict[str, Any]:
+        """The batch as of now, writing its result files first if it has just become terminal.
+
+        `record` is one of `flavor`'s (`_record` and the listing pick them by flavor).
+        """
         at = clock.now() if at is None else at
         phase = self._phase(record, at)
         if phase.state in clock.TERMINAL and not record["finalized"] and not self._failed(record, at):
-            self._finalize(record, phase)
-        return self._view(record, at)
+            self._finalize(flavor, record, phase)
+        return self._view(flavor, record, at)
 
     @staticmethod
     def _failed(record: Record, at: float) -> bool:
@@ -206,8 +214,7 @@ class BatchService:
 
     # --- results ------------------------------------------------------------------------------
 
-    def _finalize(self, record: Record, phase: Phase) -> None:
-        flavor = FLAVORS[record["flavor"]]
+    def _finalize(self, flavor: Flavor, record: Record, phase: Phase) -> None:
         timeline = Timeline.from_dict(record["timeline"])
         # A batch with validation errors that was cancelled while validating has no results.
         data = b"" if record["errors"] else self.store.read_blob(_input_blob(record["id"]))
@@ -251,8 +258,7 @@ class BatchService:
 
     # --- wire shape ---------------------------------------------------------------------------
 
-    def _view(self, record: Record, at: float) -> dict[str, Any]:
-        flavor = FLAVORS[record["flavor"]]
+    def _view(self, flavor: Flavor, record: Record, at: float) -> dict[str, Any]:
         timeline = Timeline.from_dict(record["timeline"])
         cancel_at = record["cancel_requested_at"]
         failed = self._failed(record, at)
@@ -265,7 +271,7 @@ class BatchService:
             return int(instant) if condition else None
 
         batch: dict[str, Any] = {"id": record["id"], "object": "batch", "endpoint": record["endpoint"]}
-        if not flavor.dashscope:
+        if flavor.batches_report_model_and_usage:
             batch["model"] = record["model"]
         batch.update(
             {
@@ -277,8 +283,7 @@ class BatchService:
                 "error_file_id": record["error_file_id"],
                 "created_at": int(timeline.created),
                 "in_progress_at": stamp(timeline.running, validated),
-                # DashScope reports no expiry until the batch is accepted (reference §4).
-                "expires_at": stamp(timeline.expires, not flavor.dashscope or validated),
+                "expires_at": stamp(timeline.expires, flavor.expiry_before_validation or validated),
                 "finalizing_at": stamp(timeline.finalizing, not failed and reached >= timeline.finalizing),
                 "completed_at": stamp(phase.since, state == "completed"),
                 "failed_at": stamp(timeline.running, failed),
@@ -288,7 +293,7 @@ class BatchService:
                 "request_counts": _counts(record, phase, state),
             }
         )
-        if not flavor.dashscope:
+        if flavor.batches_report_model_and_usage:
             batch["usage"] = record["usage"] or _usage(0, 0)
         batch["metadata"] = record["metadata"]
         return batch

@@ -1,4 +1,4 @@
-"""Shared pieces of the Gemini Developer API ("mldev") wire format (reference §3).
+"""Shared pieces of the Gemini Developer API ("mldev") wire format.
 
 Google's JSON conventions: camelCase on output, either camelCase or snake_case accepted on input
 (proto3 JSON parsing), RFC 3339 timestamps, int64 values as strings with zero values omitted, and

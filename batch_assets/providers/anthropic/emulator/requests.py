@@ -1,4 +1,4 @@
-"""Reading an Anthropic Message Batches create body (reference §2.3, §2.6).
+"""Reading an Anthropic Message Batches create body.
 
 Two levels of checks, as the real API makes them:
 * `parse_create`: the envelope (requests list, custom_id, the params' basic types). Any problem

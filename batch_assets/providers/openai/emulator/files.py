@@ -1,4 +1,4 @@
-"""OpenAI-format files: upload, retrieve, content, delete, list (reference §1.3)."""
+"""OpenAI-format files: upload, retrieve, content, delete, list."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from batch_assets.emulator.clock import now
 from batch_assets.emulator.errors import ApiError, invalid_value, not_found
-from batch_assets.emulator.openai_flavors import Flavor
 from batch_assets.emulator.store import Record, Store
+from batch_assets.providers.openai.emulator.flavor import Flavor
 
 KIND = "openai_files"
 DEFAULT_BATCH_FILE_TTL_S = 30 * 86_400  # purpose=batch files expire after 30 days by default
@@ -53,8 +53,7 @@ class FileService:
             "filename": filename,
             "purpose": purpose,
             "status": "processed",
-            # DashScope's file objects carry no expiry (reference §4).
-            "expires_at": None if ttl is None or flavor.dashscope else created_at + ttl,
+            "expires_at": created_at + ttl if ttl is not None and flavor.files_expire else None,
             "status_details": None,
         }
         self.store.add(KIND, {"id": file_id, "flavor": flavor.name, "object": public})

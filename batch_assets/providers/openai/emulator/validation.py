@@ -1,7 +1,7 @@
-"""Batch-level validation of an OpenAI-format input file (reference §1.7).
+"""Batch-level validation of an OpenAI-format input file.
 
 Any error here fails the whole batch (`status: failed`, `errors.data[]`); problems the model
-endpoint itself would reject become per-request error lines instead (see `openai_requests`).
+endpoint itself would reject become per-request error lines instead (see `requests`).
 """
 
 from __future__ import annotations

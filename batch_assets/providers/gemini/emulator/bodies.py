@@ -21,7 +21,8 @@ from batch_assets.emulator.answers import (
     request_seed,
 )
 from batch_assets.emulator.errors import ApiError
-from batch_assets.emulator.gemini_requests import (
+from batch_assets.emulator.text import requested_sentences
+from batch_assets.providers.gemini.emulator.requests import (
     EMBED,
     GENERATE,
     candidate_count,
@@ -31,8 +32,7 @@ from batch_assets.emulator.gemini_requests import (
     prompt_of,
     request_error,
 )
-from batch_assets.emulator.gemini_wire import error_status, field, google_error, int64
-from batch_assets.emulator.text import requested_sentences
+from batch_assets.providers.gemini.emulator.wire import error_status, field, google_error, int64
 
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
 _FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}

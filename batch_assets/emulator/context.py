@@ -1,0 +1,24 @@
+"""What the emulator core hands each provider's emulator package when the app is assembled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.emulator.store import Store
+
+
+@dataclass(frozen=True)
+class EmulatorContext:
+    """The state every provider's routes share within one app.
+
+    `store` is the one persistence (and lock) of the app: providers keep their records under
+    kinds of their own, and services built over it are views of it, so building one per route
+    set changes nothing. `runtime` holds the live settings (knobs, injected failures).
+    `state_dir` is where the store lives, for a provider that needs files of its own.
+    """
+
+    store: Store
+    runtime: RuntimeSettings
+    state_dir: Path
