@@ -128,6 +128,7 @@ def cmd_sql(args) -> int:
 
 def cmd_cancel(args) -> int:
     from batch_assets.pipeline.jobs import record_snapshot
+    from batch_assets.providers.contract import JobRef
 
     wh = _warehouse(args)
     with wh.connect(read_only=True) as conn:
@@ -140,7 +141,7 @@ def cmd_cancel(args) -> int:
         return 1
     providers = default_resources()["providers"]
     for job in jobs:
-        snap = providers.adapter(job["provider"]).cancel(job["provider_batch_id"])
+        snap = providers.adapter(job["provider"]).cancel(JobRef(job["provider_batch_id"]))
         with wh.connect() as conn:
             conn.execute("UPDATE ledger.provider_job SET cancel_requested = true WHERE job_key = ?", [job["job_key"]])
             record_snapshot(conn, job["job_key"], snap)

@@ -153,20 +153,44 @@ def test_crash_between_create_and_record_finds_the_batch_instead_of_creating_ano
     assert all(j["state"] == "COMPLETED" for j in jobs(wh))
 
 
-def test_crash_before_the_create_call_creates_exactly_one_batch(seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+def test_create_calls_that_never_reach_the_provider_create_exactly_one_batch(
+        seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+    """The network is down for every create: each try ends UNKNOWN, the batch is looked for (absent),
+    tried again a bounded number of times, then the run fails; the next run creates it once."""
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1)
-    real_create = adapter.create_job
+    monkeypatch.setattr(submit_mod, "CREATE_BACKOFF_S", 0.0)
+    real_client = adapter._client
+    calls = {"create": 0}
 
-    def network_down(**kwargs):
-        raise openai.APIConnectionError(request=httpx.Request("POST", emulator.openai_base_url + "/batches"))
+    class NetworkDownForCreate:
+        """The real client, except that creating a batch never reaches the provider."""
 
-    monkeypatch.setattr(adapter, "create_job", network_down)
-    with pytest.raises(openai.APIConnectionError):
+        def __init__(self, client):
+            self._real = client
+
+        def with_options(self, **kwargs):
+            return NetworkDownForCreate(self._real.with_options(**kwargs))
+
+        def __getattr__(self, name):
+            if name == "batches":
+                return self
+            return getattr(self._real, name)
+
+        def create(self, **kwargs):
+            calls["create"] += 1
+            raise openai.APIConnectionError(request=httpx.Request("POST", emulator.openai_base_url + "/batches"))
+
+        def list(self, **kwargs):
+            return self._real.batches.list(**kwargs)
+
+    monkeypatch.setattr(adapter, "_client", NetworkDownForCreate(real_client))
+    with pytest.raises(submit_mod.SubmissionUnresolved, match="no such batch was found"):
         submit_pending(wh, ticket_task, DAY1, adapter)
+    assert calls["create"] == adapter.settings.max_retries + 1
     assert provider_batches(emulator) == []
     assert [j["state"] for j in jobs(wh)] == ["CREATED"]
-    monkeypatch.setattr(adapter, "create_job", real_create)
+    monkeypatch.setattr(adapter, "_client", real_client)
     s = submit_pending(wh, ticket_task, DAY1, adapter)
     assert len(s.submitted) == 1 and s.recovered == []
     (batch,) = provider_batches(emulator)
