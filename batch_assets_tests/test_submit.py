@@ -16,6 +16,7 @@ import batch_assets.pipeline.submit as submit_mod
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.contract import BatchError, CreateOutcome, CreateResult
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, DAY2
@@ -122,6 +123,60 @@ def test_transient_provider_errors_are_retried_without_duplicates(seeded_copy, t
     assert len(s.submitted) == 1
     assert emulator.settings.fail_next_requests == 0  # the failure really happened
     assert len(provider_batches(emulator)) == 1
+
+
+def fault_on_create(monkeypatch, adapter, emulator, status: int) -> None:
+    """The next API call after the shard's upload (the create) answers HTTP `status`."""
+    real_prepare = adapter.prepare_input
+
+    def prepare_then_fault(*args, **kwargs):
+        prepared = real_prepare(*args, **kwargs)
+        emulator.configure(fail_next_requests=1, fail_status=status)
+        return prepared
+
+    monkeypatch.setattr(adapter, "prepare_input", prepare_then_fault)
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_create_without_answer_is_looked_up_then_tried_again_once(seeded_copy, ticket_task, adapter, emulator,
+                                                                     monkeypatch, status):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    monkeypatch.setattr(submit_mod, "CREATE_BACKOFF_S", 0.0)
+    fault_on_create(monkeypatch, adapter, emulator, status)
+    s = submit_pending(wh, ticket_task, DAY1, adapter)
+    assert len(s.submitted) == 1 and emulator.settings.fail_next_requests == 0
+    (batch,) = provider_batches(emulator)
+    assert jobs(wh)[0]["provider_batch_id"] == batch.id
+
+
+def test_a_create_whose_answer_was_lost_is_found_and_adopted_not_created_twice(seeded_copy, ticket_task, adapter,
+                                                                                emulator, monkeypatch):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    real_create = adapter.create
+
+    def answer_lost(request, prepared):
+        real_create(request, prepared)  # the provider creates the batch ...
+        return CreateResult(CreateOutcome.UNKNOWN, status_code=504, error=BatchError("gateway_timeout", "lost"))
+
+    monkeypatch.setattr(adapter, "create", answer_lost)
+    s = submit_pending(wh, ticket_task, DAY1, adapter)
+    assert len(s.submitted) == 1
+    (batch,) = provider_batches(emulator)                            # ... once
+    assert jobs(wh)[0]["provider_batch_id"] == batch.id
+
+
+def test_a_refused_create_fails_the_run_naming_shard_job_and_error(seeded_copy, ticket_task, adapter, emulator,
+                                                                    monkeypatch):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    fault_on_create(monkeypatch, adapter, emulator, 400)
+    with pytest.raises(submit_mod.SubmissionRefused,
+                       match=r"openai refused the batch for shard \S+ \(job \S+:job1\): HTTP 400 \{'code'"):
+        submit_pending(wh, ticket_task, DAY1, adapter)
+    assert provider_batches(emulator) == []
+    assert [j["state"] for j in jobs(wh)] == ["CREATED"]
 
 
 # --- crash recovery ----------------------------------------------------------------------------------
