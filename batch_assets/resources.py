@@ -33,8 +33,9 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 class ProviderConnection(dg.Config):
-    """How to reach one provider live: its API key (a dg.EnvVar, never a literal) and base URL
-    (unset: the provider's live default). The key is left out of repr."""
+    """How to reach one provider live: its API key (from the environment: default_resources gives a
+    dg.EnvVar, so the value never lands in run config) and base URL (unset: the provider's live
+    default). The key is left out of repr."""
 
     api_key: str | None = Field(default=None, repr=False)
     base_url: str | None = None

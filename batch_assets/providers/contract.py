@@ -202,7 +202,7 @@ class BatchProvider(Protocol):
     """One provider's batch API behind the operations the pipeline needs."""
 
     name: str
-    settings: ClientSettings
+    settings: ClientSettings   # its max_retries also bounds the caller's re-tries of an UNKNOWN create
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
         """Upload the shard where the provider takes files; otherwise say how it travels.
@@ -235,7 +235,7 @@ class ProviderDefinition:
     """
 
     name: str
-    adapter: type                            # a BatchProvider implementation, built from ClientSettings
+    adapter: type[BatchProvider]             # the implementation, built from ClientSettings
     formats: Mapping[str, WireFormat]        # endpoint -> its wire format
     limits_path: Path                        # the folder's limits.yaml
     emulator_path: str                       # where it lives on the local emulator ("/v1", "", ...)
