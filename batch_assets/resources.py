@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 
 import dagster as dg
+from pydantic import Field
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.providers.base import BatchAdapter, ClientSettings
-from batch_assets.providers.registry import build_adapter
+from batch_assets.providers.contract import BatchProvider, ClientSettings
+from batch_assets.providers.registry import build_adapter, known_providers, provider_definition
 
 DEFAULT_DATABASE = "data/warehouse.duckdb"
 DEFAULT_DATA_DIR = "data"
@@ -31,43 +32,56 @@ class WarehouseResource(dg.ConfigurableResource):
         return Warehouse.at(self.database, self.data_dir)
 
 
-# Where each provider lives on the emulator, and its live default base URL (None: the SDK's own).
-EMULATOR_PATHS = {"openai": "/v1", "dashscope": "/compatible-mode/v1", "anthropic": "", "gemini": ""}
-LIVE_BASE_URLS = {"dashscope": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"}
+class ProviderConnection(dg.Config):
+    """How to reach one provider live: its API key (from the environment: default_resources gives a
+    dg.EnvVar, so the value never lands in run config) and base URL (unset: the provider's live
+    default). The key is left out of repr."""
+
+    api_key: str | None = Field(default=None, repr=False)
+    base_url: str | None = None
 
 
 class ProvidersResource(dg.ConfigurableResource):
-    """Provider clients. A provider with an API key set goes live; otherwise the emulator answers."""
+    """Provider clients. A provider with an API key set goes live; otherwise the emulator answers
+    (under the provider's emulator path, from its definition)."""
 
     emulator_url: str = DEFAULT_EMULATOR_URL
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    gemini_api_key: str | None = None
-    gemini_base_url: str | None = None
-    dashscope_api_key: str | None = None
-    dashscope_base_url: str | None = None
+    connections: dict[str, ProviderConnection] = {}
     max_retries: int = 4
 
+    def _connection(self, provider: str) -> ProviderConnection | None:
+        provider_definition(provider)  # refuses an unknown provider, naming the known ones
+        return self.connections.get(provider)
+
     def is_live(self, provider: str) -> bool:
-        return bool(getattr(self, f"{provider}_api_key"))
+        conn = self._connection(provider)
+        return bool(conn and conn.api_key)
 
     def settings_for(self, provider: str) -> ClientSettings:
-        if provider not in EMULATOR_PATHS:
-            raise ValueError(f"no client settings for provider {provider!r}; known: {', '.join(EMULATOR_PATHS)}")
-        if self.is_live(provider):
-            base_url = getattr(self, f"{provider}_base_url") or LIVE_BASE_URLS.get(provider)
-            return ClientSettings(getattr(self, f"{provider}_api_key"), base_url, self.max_retries)
-        return ClientSettings(EMULATOR_API_KEY, self.emulator_url.rstrip("/") + EMULATOR_PATHS[provider], self.max_retries)
+        definition = provider_definition(provider)
+        conn = self._connection(provider)
+        if conn and conn.api_key:
+            return ClientSettings(conn.api_key, conn.base_url or definition.live_base_url, self.max_retries)
+        return ClientSettings(EMULATOR_API_KEY, self.emulator_url.rstrip("/") + definition.emulator_path, self.max_retries)
 
-    def adapter(self, provider: str) -> BatchAdapter:
+    def adapter(self, provider: str) -> BatchProvider:
         return build_adapter(provider, self.settings_for(provider))
 
 
 def _env_secret(name: str):
     """dg.EnvVar when the variable is set (so the value never lands in config), else None."""
     return dg.EnvVar(name) if os.environ.get(name) else None
+
+
+def connections_from_env() -> dict[str, ProviderConnection]:
+    """`<PROVIDER>_API_KEY` / `<PROVIDER>_BASE_URL` per known provider, for those with either set."""
+    connections = {}
+    for name in known_providers():
+        api_key = _env_secret(f"{name.upper()}_API_KEY")
+        base_url = os.environ.get(f"{name.upper()}_BASE_URL") or None
+        if api_key is not None or base_url is not None:
+            connections[name] = ProviderConnection(api_key=api_key, base_url=base_url)
+    return connections
 
 
 def default_resources() -> dict:
@@ -78,7 +92,6 @@ def default_resources() -> dict:
         ),
         "providers": ProvidersResource(
             emulator_url=os.environ.get("BATCH_ASSETS_EMULATOR_URL", DEFAULT_EMULATOR_URL),
-            **{f"{p}_api_key": _env_secret(f"{p.upper()}_API_KEY") for p in EMULATOR_PATHS},
-            **{f"{p}_base_url": os.environ.get(f"{p.upper()}_BASE_URL") or None for p in EMULATOR_PATHS},
+            connections=connections_from_env(),
         ),
     }

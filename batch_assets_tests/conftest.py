@@ -13,8 +13,8 @@ import pytest
 from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.providers.base import ClientSettings
-from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+from batch_assets.providers.contract import ClientSettings
+from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 

@@ -147,5 +147,5 @@ def test_resources_are_configurable_and_secrets_come_from_env_vars(monkeypatch):
     assert isinstance(resources["warehouse"], WarehouseResource)
     assert isinstance(resources["providers"], ProvidersResource)
     assert isinstance(resources["warehouse"], dg.ConfigurableResource)
-    assert isinstance(resources["providers"].openai_api_key, dg.EnvVar)
+    assert isinstance(resources["providers"].connections["openai"].api_key, dg.EnvVar)
     assert "sk-not-a-real-key" not in repr(resources["providers"])

@@ -24,6 +24,7 @@ from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.contract import JobRef
 from batch_assets.resources import default_resources
 from batch_assets.spec.resolve import load_all_tasks
 
@@ -84,7 +85,7 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path) -> None:
     else:
         with wh.connect() as conn:
             batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?", [task_id]).fetchone()[0]
-        snap = adapter.cancel(batch_id)
+        snap = adapter.cancel(JobRef(batch_id))
         assert snap.cancel_requested or snap.terminal
         pytest.skip(f"{provider} batch {batch_id} not done within {TIMEOUT_S:.0f}s; cancelled it (raise BATCH_ASSETS_LIVE_TIMEOUT_S)")
     collect_raw_results(wh, task, PARTITION, adapter)

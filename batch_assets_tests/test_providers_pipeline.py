@@ -25,7 +25,7 @@ from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
-from batch_assets.providers.base import TERMINAL_STATES
+from batch_assets.providers.contract import TERMINAL_STATES, JobRef
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
@@ -68,7 +68,19 @@ def _collect(wh: Warehouse, task: ResolvedTask, adapter):
     collect_raw_results(wh, task, DAY, adapter)
     parse_results(wh, task, DAY)
     apply_results(wh, task, DAY)
+    _assert_only_real_file_ids(wh)
     return reconcile(wh, task.task_id(DAY))
+
+
+def _assert_only_real_file_ids(wh: Warehouse) -> None:
+    """The ledger holds real provider file ids or NULL, never a local path or pseudo id."""
+    with wh.connect() as conn:
+        ids = conn.execute("""
+            SELECT input_file_id AS id FROM ledger.provider_job UNION ALL SELECT output_file_id FROM ledger.provider_job
+            UNION ALL SELECT error_file_id FROM ledger.provider_job UNION ALL SELECT provider_file_id FROM ledger.raw_file
+        """).fetchall()
+    bad = [i for (i,) in ids if i is not None and (i.startswith(("local:", "inline:")) or "/" in i and not i.startswith("files/"))]
+    assert bad == []
 
 
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
@@ -77,6 +89,10 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
     adapter = _adapter(emulator, provider)
     jobs = _run(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == ["COMPLETED"]
+    if provider == "anthropic":  # no upload, and results come from the batch's results stream
+        assert (jobs[0]["input_file_id"], jobs[0]["output_file_id"]) == (None, None)
+    else:
+        assert jobs[0]["input_file_id"] and jobs[0]["output_file_id"]
     with all_seeded.connect() as conn:
         states = [r[0] for r in conn.execute(
             "SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at", [jobs[0]["job_key"]]).fetchall()]
@@ -124,7 +140,7 @@ def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded,
     with all_seeded.connect() as conn:
         batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?",
                                 [task.task_id(DAY)]).fetchone()[0]
-    assert adapter.cancel(batch_id).cancel_requested or provider == "gemini"
+    assert adapter.cancel(JobRef(batch_id)).cancel_requested or provider == "gemini"
     jobs = _run(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == ["CANCELLED"]
     recon = _collect(all_seeded, task, adapter)
@@ -204,7 +220,7 @@ def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulat
     _run(all_seeded, inline_task, adapter)
     with all_seeded.connect() as conn:
         file_id = conn.execute("SELECT input_file_id FROM ledger.provider_job").fetchone()[0]
-    assert file_id.startswith("inline:")
+    assert file_id is None  # inline: nothing uploaded, and no pseudo file id recorded
     recon = _collect(all_seeded, inline_task, adapter)
     assert recon.problems() == [] and recon.applied > 0
 
@@ -219,7 +235,7 @@ def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_s
     cut_shards(all_seeded, task, DAY)
     first = submit_pending(all_seeded, task, DAY, adapter)
     assert len(first.submitted) == 1 and first.waiting_for_capacity >= 1
-    # providers.yaml allows more concurrent jobs than this task's override: the partition is due
+    # openai/limits.yaml allows more concurrent jobs than this task's override: the partition is due
     # again, and each submissions run sends one more shard until none waits.
     assert partitions_waiting_to_submit(all_seeded) == [("ticket_triage", DAY, first.waiting_for_capacity)]
     sent = 1

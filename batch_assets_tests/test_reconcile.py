@@ -14,8 +14,8 @@ from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
-from batch_assets.providers.base import ClientSettings
-from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+from batch_assets.providers.contract import ClientSettings
+from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, FAST_EMULATOR, _run_partition

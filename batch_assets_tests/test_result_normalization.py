@@ -1,7 +1,7 @@
 """Every real recorded provider line (shared/reference/provider_samples) normalizes correctly.
 
 The lines go through the real ingest path (read_json of a file, the wire format's envelope) and the
-real parse extraction (the wire format's answer SQL and the shared failure classification).
+real parse extraction (the wire format's answer SQL and its provider's failure classification).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from batch_assets.pipeline.ingest import stage_result_file
-from batch_assets.providers.formats import FAILURE_CLASS_SQL, wire_format
+from batch_assets.providers.registry import wire_format
 
 # shared/ lies beside the checkout (here and in CI).
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "provider_samples"
@@ -30,7 +30,7 @@ def normalized(tmp_path: Path, sample: str, provider: str, endpoint: str) -> lis
     stage_result_file(conn, str(path), fmt)
     cur = conn.execute(f"""
         SELECT line_no, request_id, status_code, malformed_line, a.*,
-               CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL ELSE {FAILURE_CLASS_SQL} END AS failure_class
+               CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL ELSE {fmt.failure_class_sql} END AS failure_class
         FROM (SELECT r.line_no, r.request_id, r.status_code, r.malformed_line, {fmt.answer_sql('r')} FROM _in r) a
         ORDER BY line_no
     """)

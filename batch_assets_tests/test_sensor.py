@@ -247,8 +247,8 @@ SENSOR_PROCESS = textwrap.dedent("""
     import batch_assets.ledger.warehouse as warehouse_mod
     from batch_assets.ledger.warehouse import Warehouse
     from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
-    from batch_assets.providers.base import ClientSettings
-    from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+    from batch_assets.providers.contract import ClientSettings
+    from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
     database, data_dir, base_url, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     conflicts, real = [], warehouse_mod._is_lock_conflict
     warehouse_mod._is_lock_conflict = lambda exc: conflicts.append(1) or real(exc)

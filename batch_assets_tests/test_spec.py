@@ -81,7 +81,7 @@ def test_real_task_loads(ticket_task):
     assert ticket_task.template_columns == ("language", "subject", "body")
     assert set(ticket_task.output_schema["properties"]) == {"category", "confidence", "reason"}
     assert dict(spec.apply.columns) == {"category": "category", "confidence": "confidence", "reason": "reason"}
-    # Limits come from providers.yaml (no override in the task file).
+    # Limits come from the provider's limits.yaml (no override in the task file).
     assert ticket_task.limits.max_requests_per_shard == 50_000
     assert ticket_task.limits.request_id_max_len == 64
     assert ticket_task.task_id("2026-11-20") == "ticket_triage_20261120"

@@ -16,6 +16,7 @@ import batch_assets.pipeline.submit as submit_mod
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
+from batch_assets.providers.contract import BatchError, CreateOutcome, CreateResult
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, DAY2
@@ -124,6 +125,60 @@ def test_transient_provider_errors_are_retried_without_duplicates(seeded_copy, t
     assert len(provider_batches(emulator)) == 1
 
 
+def fault_on_create(monkeypatch, adapter, emulator, status: int) -> None:
+    """The next API call after the shard's upload (the create) answers HTTP `status`."""
+    real_prepare = adapter.prepare_input
+
+    def prepare_then_fault(*args, **kwargs):
+        prepared = real_prepare(*args, **kwargs)
+        emulator.configure(fail_next_requests=1, fail_status=status)
+        return prepared
+
+    monkeypatch.setattr(adapter, "prepare_input", prepare_then_fault)
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_create_without_answer_is_looked_up_then_tried_again_once(seeded_copy, ticket_task, adapter, emulator,
+                                                                     monkeypatch, status):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    monkeypatch.setattr(submit_mod, "CREATE_BACKOFF_S", 0.0)
+    fault_on_create(monkeypatch, adapter, emulator, status)
+    s = submit_pending(wh, ticket_task, DAY1, adapter)
+    assert len(s.submitted) == 1 and emulator.settings.fail_next_requests == 0
+    (batch,) = provider_batches(emulator)
+    assert jobs(wh)[0]["provider_batch_id"] == batch.id
+
+
+def test_a_create_whose_answer_was_lost_is_found_and_adopted_not_created_twice(seeded_copy, ticket_task, adapter,
+                                                                                emulator, monkeypatch):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    real_create = adapter.create
+
+    def answer_lost(request, prepared):
+        real_create(request, prepared)  # the provider creates the batch ...
+        return CreateResult(CreateOutcome.UNKNOWN, status_code=504, error=BatchError("gateway_timeout", "lost"))
+
+    monkeypatch.setattr(adapter, "create", answer_lost)
+    s = submit_pending(wh, ticket_task, DAY1, adapter)
+    assert len(s.submitted) == 1
+    (batch,) = provider_batches(emulator)                            # ... once
+    assert jobs(wh)[0]["provider_batch_id"] == batch.id
+
+
+def test_a_refused_create_fails_the_run_naming_shard_job_and_error(seeded_copy, ticket_task, adapter, emulator,
+                                                                    monkeypatch):
+    wh = seeded_copy
+    prepare(wh, ticket_task, DAY1)
+    fault_on_create(monkeypatch, adapter, emulator, 400)
+    with pytest.raises(submit_mod.SubmissionRefused,
+                       match=r"openai refused the batch for shard \S+ \(job \S+:job1\): HTTP 400 \{'code'"):
+        submit_pending(wh, ticket_task, DAY1, adapter)
+    assert provider_batches(emulator) == []
+    assert [j["state"] for j in jobs(wh)] == ["CREATED"]
+
+
 # --- crash recovery ----------------------------------------------------------------------------------
 
 def test_crash_between_create_and_record_finds_the_batch_instead_of_creating_another(
@@ -153,20 +208,44 @@ def test_crash_between_create_and_record_finds_the_batch_instead_of_creating_ano
     assert all(j["state"] == "COMPLETED" for j in jobs(wh))
 
 
-def test_crash_before_the_create_call_creates_exactly_one_batch(seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+def test_create_calls_that_never_reach_the_provider_create_exactly_one_batch(
+        seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+    """The network is down for every create: each try ends UNKNOWN, the batch is looked for (absent),
+    tried again a bounded number of times, then the run fails; the next run creates it once."""
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1)
-    real_create = adapter.create_job
+    monkeypatch.setattr(submit_mod, "CREATE_BACKOFF_S", 0.0)
+    real_client = adapter._client
+    calls = {"create": 0}
 
-    def network_down(**kwargs):
-        raise openai.APIConnectionError(request=httpx.Request("POST", emulator.openai_base_url + "/batches"))
+    class NetworkDownForCreate:
+        """The real client, except that creating a batch never reaches the provider."""
 
-    monkeypatch.setattr(adapter, "create_job", network_down)
-    with pytest.raises(openai.APIConnectionError):
+        def __init__(self, client):
+            self._real = client
+
+        def with_options(self, **kwargs):
+            return NetworkDownForCreate(self._real.with_options(**kwargs))
+
+        def __getattr__(self, name):
+            if name == "batches":
+                return self
+            return getattr(self._real, name)
+
+        def create(self, **kwargs):
+            calls["create"] += 1
+            raise openai.APIConnectionError(request=httpx.Request("POST", emulator.openai_base_url + "/batches"))
+
+        def list(self, **kwargs):
+            return self._real.batches.list(**kwargs)
+
+    monkeypatch.setattr(adapter, "_client", NetworkDownForCreate(real_client))
+    with pytest.raises(submit_mod.SubmissionUnresolved, match="no such batch was found"):
         submit_pending(wh, ticket_task, DAY1, adapter)
+    assert calls["create"] == adapter.settings.max_retries + 1
     assert provider_batches(emulator) == []
     assert [j["state"] for j in jobs(wh)] == ["CREATED"]
-    monkeypatch.setattr(adapter, "create_job", real_create)
+    monkeypatch.setattr(adapter, "_client", real_client)
     s = submit_pending(wh, ticket_task, DAY1, adapter)
     assert len(s.submitted) == 1 and s.recovered == []
     (batch,) = provider_batches(emulator)

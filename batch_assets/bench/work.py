@@ -25,7 +25,7 @@ from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.shards import cut_shards
-from batch_assets.providers.formats import wire_format
+from batch_assets.providers.registry import wire_format
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 TASK_NAME = "ticket_triage"

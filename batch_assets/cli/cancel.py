@@ -26,15 +26,25 @@ def _running_jobs(wh, target: str) -> list[dict]:
         if not known:
             raise CliError(f"no provider job or task_id {target!r}: list them with `batch-assets jobs`")
         return fetch_dicts(conn, """
-            SELECT job_key, provider, provider_batch_id FROM ledger.provider_job
+            SELECT job_key, provider, provider_batch_id, state, output_file_id, error_file_id, input_file_id
+            FROM ledger.provider_job
             WHERE (job_key = ? OR task_id = ?) AND terminal_at IS NULL AND provider_batch_id IS NOT NULL
             ORDER BY job_key""", [target, target])
+
+
+def _job_ref(job: dict):
+    from batch_assets.providers.contract import JobRef
+
+    return JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"], error_file_id=job["error_file_id"],
+                  input_file_id=job["input_file_id"])
 
 
 def _finished_state(adapter, job: dict) -> str | None:
     """The batch's terminal state as the provider reports it now, or None (running, or unknown)."""
     try:
-        snap = adapter.poll(job["provider_batch_id"])
+        from batch_assets.providers.contract import JobState
+
+        snap = adapter.poll(_job_ref(job), JobState(job["state"]))
     except Exception:  # the cancel call's own error is the one worth reporting
         return None
     return snap.state.value if snap.terminal else None
@@ -42,11 +52,11 @@ def _finished_state(adapter, job: dict) -> str | None:
 
 def _cancel_one(wh, providers, job: dict) -> str:
     from batch_assets.pipeline.jobs import record_snapshot
-    from batch_assets.providers.base import JobState
+    from batch_assets.providers.contract import JobState
 
     adapter = providers.adapter(job["provider"])
     try:
-        snap = adapter.cancel(job["provider_batch_id"])
+        snap = adapter.cancel(_job_ref(job))
     except Exception:
         # Providers refuse to cancel a batch that has already ended: say so rather than fail.
         finished = _finished_state(adapter, job)

@@ -21,8 +21,9 @@ from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
-from batch_assets.providers.base import BatchAdapter
-from batch_assets.providers.formats import WireFormat, wire_format
+from batch_assets.providers.contract import BatchProvider, JobRef
+from batch_assets.providers.registry import wire_format
+from batch_assets.providers.wire import WireFormat
 from batch_assets.spec.resolve import ResolvedTask
 
 SLOW_PATH_BATCH_LINES = 100_000
@@ -41,23 +42,21 @@ def _safe_name(job_key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", job_key)
 
 
-def download_results(wh: Warehouse, task_id: str, adapter: BatchAdapter) -> int:
-    """Download output and error files of the task's terminal jobs not downloaded yet."""
+def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider) -> int:
+    """Stream the results (output and error files, or the results stream) of the task's terminal
+    jobs not downloaded yet to data/raw/<task_id>/."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, """
-            SELECT job_key, output_file_id, error_file_id FROM ledger.provider_job
+            SELECT job_key, provider_batch_id, input_file_id, output_file_id, error_file_id FROM ledger.provider_job
             WHERE task_id = ? AND terminal_at IS NOT NULL AND downloaded_at IS NULL ORDER BY job_key
         """, [task_id])
     count = 0
     for job in jobs:
-        files = []
-        for kind in ("output", "error"):
-            file_id = job[f"{kind}_file_id"]
-            if not file_id:
-                continue
-            dest = wh.path("raw", task_id, f"{_safe_name(job['job_key'])}.{kind}.jsonl")
-            size = adapter.download(file_id, dest)
-            files.append((f"{job['job_key']}:{kind}", kind, file_id, str(dest), file_sha256(dest), size))
+        ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
+                     error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
+        results = adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"]))
+        files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
+                 for r in results]
         with wh.connect() as conn:
             for file_key, kind, file_id, path, sha, size in files:
                 conn.execute("""
@@ -227,7 +226,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
     return files_done, lines_done
 
 
-def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchAdapter) -> IngestSummary:
+def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider) -> IngestSummary:
     task_id = task.task_id(partition_date)
     # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
     poll_jobs(wh, lambda _provider: adapter, task_id=task_id)

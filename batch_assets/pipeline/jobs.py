@@ -6,7 +6,7 @@ import json
 
 import duckdb
 
-from batch_assets.providers.base import TERMINAL_STATES, JobSnapshot
+from batch_assets.providers.contract import TERMINAL_STATES, JobSnapshot
 
 
 def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, submitted: bool = False) -> bool:
@@ -34,7 +34,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         WHERE job_key = ?
     """, [snap.provider_batch_id, snap.raw_status, snap.state.value, snap.request_total, snap.request_completed,
           snap.request_failed, snap.output_file_id, snap.error_file_id,
-          json.dumps(snap.errors) if snap.errors else None, snap.cancel_requested,
+          json.dumps([e.as_dict() for e in snap.errors]) if snap.errors else None, snap.cancel_requested,
           submitted, changed, snap.terminal, snap.terminal, job_key])
     if changed or old_raw != snap.raw_status:
         conn.execute("INSERT INTO ledger.status_event VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.sqltext import sql_literal
-from batch_assets.providers.formats import FAILURE_CLASS_SQL, wire_format
-from batch_assets.providers.formats.base import CAPACITY_CODES
+from batch_assets.providers.registry import wire_format
 from batch_assets.spec.output_schema import schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -67,7 +66,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             parsed = conn.execute(f"""
                 INSERT INTO ledger.parsed_result
                 SELECT custom_id, {tid}, job_key, ok,
-                       CASE WHEN NOT ok THEN {FAILURE_CLASS_SQL}
+                       CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
                             WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
                        END AS error_class,
@@ -93,7 +92,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                 INSERT INTO ledger.parsed_result
                 SELECT custom_id, {tid}, job_key, false,
                        CASE WHEN state = 'EXPIRED' THEN 'expired' WHEN state = 'CANCELLED' THEN 'canceled'
-                            WHEN error_code IN ({", ".join(map(sql_literal, CAPACITY_CODES))}) THEN 'rate_or_capacity_error'
+                            WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
                             ELSE 'validation_error' END,
                        error_code, error_message,
                        NULL, NULL, NULL, NULL, NULL, NULL, {version}, now()::TIMESTAMP, false

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.jobs import record_snapshot
-from batch_assets.providers.base import BatchAdapter, JobSnapshot
-from batch_assets.providers.config import provider_config
+from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
+from batch_assets.providers.registry import provider_limits
 
 
 @dataclass
@@ -38,7 +38,7 @@ class CollectRequest:
         return f"collect:{self.task_name}:{self.partition_date}:{digest}"
 
 
-def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchAdapter], budget_s: float = 20.0,
+def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
               max_workers: int = 8, stuck_after_s: float = 6 * 3600, task_id: str | None = None) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
     with wh.connect() as conn:
@@ -53,14 +53,14 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchAdapter], budget_
     result = PollResult()
     deadline = time.monotonic() + budget_s
     snapshots: dict[str, JobSnapshot] = {}
-    adapters: dict[str, BatchAdapter] = {}
+    adapters: dict[str, BatchProvider] = {}
     for provider in {j["provider"] for j in jobs}:
         adapters[provider] = adapter_for(provider)
 
     def poll_one(job: dict) -> JobSnapshot | None:
         if time.monotonic() > deadline:  # the rest waits for the next tick (round-robin by last_polled_at)
             return None
-        return adapters[job["provider"]].poll(job["provider_batch_id"])
+        return adapters[job["provider"]].poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
 
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         futures = {pool.submit(poll_one, job): job for job in jobs}
@@ -125,4 +125,4 @@ def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
             FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
         """).fetchall()
     return [(task, day, shards) for task, day, shards, provider, in_flight in rows
-            if in_flight < provider_config(provider).max_concurrent_jobs]
+            if in_flight < provider_limits(provider).max_concurrent_jobs]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 
 from batch_assets.sqltext import quote_ident, sql_literal
-from batch_assets.providers.formats import wire_format
+from batch_assets.providers.registry import wire_format
 from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
 
 def prompt_sql(task: ResolvedTask) -> str:

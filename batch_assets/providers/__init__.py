@@ -1,1 +1,1 @@
-"""Provider adapters behind one interface, and the provider limits configuration."""
+"""LLM batch providers: one folder each behind the typed contract (`contract`), found by `registry`."""

@@ -16,11 +16,16 @@ The pipeline reaches providers only through this module and `providers.registry`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from batch_assets.providers.limits import ProviderLimits, load_limits
+
+if TYPE_CHECKING:
+    from batch_assets.providers.wire import WireFormat
 
 
 class JobState(StrEnum):
@@ -128,6 +133,17 @@ class CreateResult:
     status_code: int | None = None
 
 
+def create_outcome_for_status(status_code: int) -> CreateOutcome:
+    """What an HTTP error answer to a create call means.
+
+    A 4xx other than 408 (timeout), 409 (conflict) and 429 (rate limit) is a definite refusal:
+    nothing was created. 408, 409, 429 and every 5xx may have been processed: UNKNOWN.
+    """
+    if 400 <= status_code <= 499 and status_code not in (408, 409, 429):
+        return CreateOutcome.FAILED
+    return CreateOutcome.UNKNOWN
+
+
 class FindOutcome(StrEnum):
     FOUND = "found"
     ABSENT = "absent"              # confirmed: no batch carries this job key
@@ -186,9 +202,12 @@ class BatchProvider(Protocol):
     """One provider's batch API behind the operations the pipeline needs."""
 
     name: str
+    settings: ClientSettings   # its max_retries also bounds the caller's re-tries of an UNKNOWN create
 
-    def prepare_input(self, shard_path: Path, job_key: str, inline_max_bytes: int) -> PreparedInput:
-        """Upload the shard where the provider takes files; otherwise say how it travels."""
+    def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
+        """Upload the shard where the provider takes files; otherwise say how it travels.
+
+        `endpoint` matters where a provider takes inline requests for some endpoints only."""
 
     def create(self, request: CreateRequest, prepared: PreparedInput) -> CreateResult:
         """Create the batch once (no SDK auto-retry): CREATED, FAILED or UNKNOWN."""
@@ -205,3 +224,25 @@ class BatchProvider(Protocol):
 
     def delete_remote_files(self, job: JobRef) -> list[str]:
         """Delete the provider-side input/output/error files of a finished job; the ids deleted."""
+
+
+@dataclass(frozen=True)
+class ProviderDefinition:
+    """Everything the project knows about one provider, declared in its folder's `__init__.py`.
+
+    Adding a provider is one folder (adapter, formats, limits.yaml, this definition) plus its name
+    in `providers.registry.PROVIDERS`.
+    """
+
+    name: str
+    adapter: type[BatchProvider]             # the implementation, built from ClientSettings
+    formats: Mapping[str, WireFormat]        # endpoint -> its wire format
+    limits_path: Path                        # the folder's limits.yaml
+    emulator_path: str                       # where it lives on the local emulator ("/v1", "", ...)
+    live_base_url: str | None = None         # live default base URL (None: the SDK's own default)
+
+    def build_adapter(self, settings: ClientSettings) -> BatchProvider:
+        return self.adapter(settings)
+
+    def limits(self) -> ProviderLimits:
+        return load_limits(self.limits_path)

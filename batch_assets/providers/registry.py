@@ -1,18 +1,46 @@
-"""Which adapter serves which provider."""
+"""Which providers exist, and what each offers: one folder per provider plus its name here.
+
+Each name in PROVIDERS is the package `batch_assets.providers.<name>`, whose `PROVIDER` is its
+ProviderDefinition (adapter class, wire formats by endpoint, limits file, emulator path, live URL).
+"""
 
 from __future__ import annotations
 
-from batch_assets.providers.base import BatchAdapter, ClientSettings
-from batch_assets.providers.anthropic_batch import AnthropicBatchAdapter
-from batch_assets.providers.gemini_batch import GeminiBatchAdapter
-from batch_assets.providers.openai_batch import DashScopeBatchAdapter, OpenAIBatchAdapter
+import functools
+import importlib
 
-ADAPTERS = {"openai": OpenAIBatchAdapter, "dashscope": DashScopeBatchAdapter,
-            "anthropic": AnthropicBatchAdapter, "gemini": GeminiBatchAdapter}
+from batch_assets.providers.contract import BatchProvider, ClientSettings, ProviderDefinition
+from batch_assets.providers.limits import ProviderLimits
+from batch_assets.providers.wire import WireFormat
+
+PROVIDERS = ("openai", "dashscope", "anthropic", "gemini")
 
 
-def build_adapter(provider: str, settings: ClientSettings) -> BatchAdapter:
+def known_providers() -> tuple[str, ...]:
+    return PROVIDERS
+
+
+@functools.cache
+def provider_definition(name: str) -> ProviderDefinition:
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown provider {name!r}; known providers: {', '.join(PROVIDERS)}")
+    definition = importlib.import_module(f"batch_assets.providers.{name}").PROVIDER
+    if definition.name != name:
+        raise ValueError(f"batch_assets.providers.{name} declares provider {definition.name!r}")
+    return definition
+
+
+def build_adapter(name: str, settings: ClientSettings) -> BatchProvider:
+    return provider_definition(name).build_adapter(settings)
+
+
+def wire_format(name: str, endpoint: str) -> WireFormat:
+    formats = provider_definition(name).formats
     try:
-        return ADAPTERS[provider](settings)
+        return formats[endpoint]
     except KeyError:
-        raise ValueError(f"no batch adapter for provider {provider!r}; available: {', '.join(ADAPTERS)}") from None
+        raise ValueError(f"no wire format for {name} {endpoint}; {name} serves: {', '.join(formats)}") from None
+
+
+def provider_limits(name: str) -> ProviderLimits:
+    return provider_definition(name).limits()

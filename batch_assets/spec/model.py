@@ -13,7 +13,7 @@ import duckdb
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from batch_assets.providers.config import known_providers, provider_config
+from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 SQL_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -118,7 +118,7 @@ class ApplySpec(_Strict):
 
 
 class LimitsSpec(_Strict):
-    """Per-task overrides of the provider's limits (providers/providers.yaml)."""
+    """Per-task overrides of the provider's limits (providers/<name>/limits.yaml)."""
 
     max_requests_per_shard: int | None = Field(default=None, ge=1)
     max_shard_bytes: int | None = Field(default=None, ge=1)
@@ -170,14 +170,14 @@ class TaskSpec(_Strict):
         provider = info.data.get("provider")
         if provider not in known_providers():
             return v  # the provider field reports its own error
-        endpoints = provider_config(provider).endpoints
+        endpoints = provider_limits(provider).endpoints
         if v not in endpoints:
             raise ValueError(f"endpoint {v!r} is not supported for provider {provider!r}; use one of: {', '.join(endpoints)}")
         return v
 
     @model_validator(mode="after")
     def _output_kind_supported(self) -> TaskSpec:
-        kinds = provider_config(self.provider).endpoints[self.endpoint]
+        kinds = provider_limits(self.provider).endpoints[self.endpoint]
         if self.output.kind not in kinds:
             raise ValueError(
                 f"output kind {self.output.kind!r} is not available on {self.provider} {self.endpoint}; "

@@ -13,7 +13,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from batch_assets.providers.config import ProviderLimits, provider_config
+from batch_assets.providers.limits import ProviderLimits
+from batch_assets.providers.registry import provider_limits
 from batch_assets.spec.model import TaskSpec
 from batch_assets.spec.output_schema import check_supported_schema
 
@@ -78,7 +79,7 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
         if field not in props:
             raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} does not exist",
                         f"map to one of: {', '.join(props)}")
-    limits = provider_config(spec.provider).with_overrides(spec.limits)
+    limits = provider_limits(spec.provider).with_overrides(spec.limits)
     return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
                         output_schema=schema, limits=limits)
 

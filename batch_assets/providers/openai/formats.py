@@ -1,22 +1,31 @@
-"""OpenAI Batch line formats (reference §1.5, §1.6): chat completions, responses, embeddings.
+"""OpenAI Batch line formats: chat completions, responses, embeddings.
 
-DashScope's OpenAI-compatible batch uses the same shapes (reference §4).
+Request line `{custom_id, method, url, body}`; result line `{id, custom_id, response: {status_code,
+request_id, body} | null, error | null}`. DashScope's OpenAI-compatible batch uses the same shapes
+(its formats subclass these with its own error codes).
 """
 
 from __future__ import annotations
 
 from batch_assets.sqltext import sql_literal
-from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
+from batch_assets.providers.wire import WireFormat, json_const, system_and_user
 
 # `response` is read straight into a struct (one JSON parse per line, at scan time); its body stays JSON.
 OPENAI_RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR",
                          "response": "STRUCT(status_code INTEGER, request_id VARCHAR, body JSON)", "error": "JSON"}
 
 
+# Error codes OpenAI reports (per line, or for a whole batch) that mean "capacity or quota".
+CAPACITY_CODES = ("rate_limit_exceeded", "insufficient_quota", "token_limit_exceeded")
+CONTENT_POLICY_CODES = ("content_policy_violation", "content_filter")
+
+
 class OpenAIFormat(WireFormat):
     """Shared envelope: {id, custom_id, response: {status_code, request_id, body} | null, error | null}."""
 
     result_columns = OPENAI_RESULT_COLUMNS
+    capacity_codes = CAPACITY_CODES
+    content_policy_codes = CONTENT_POLICY_CODES
 
     def _line(self, task, request_id_col: str, body: str) -> str:
         return (f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "

@@ -1,4 +1,4 @@
-"""Gemini Batch formats (reference §3.5): request `{key, request}`, result `{key, response | error}`.
+"""Gemini Batch formats: request `{key, request}`, result `{key, response | error}`.
 
 generateContent answers are `candidates[0].content.parts[].text`; batch embeddings answer
 `embedding.values`. Inline jobs' responses are written by the adapter in this same line shape.
@@ -6,13 +6,18 @@ generateContent answers are `candidates[0].content.parts[].text`; batch embeddin
 
 from __future__ import annotations
 
-from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
+from batch_assets.providers.wire import WireFormat, json_const, system_and_user
 
 BLOCKED_FINISH = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
+# google.rpc status names (error.status) that mean "capacity or quota", and content blocks.
+CAPACITY_CODES = ("RESOURCE_EXHAUSTED",)
+CONTENT_POLICY_CODES = ("SAFETY", "PROHIBITED_CONTENT")
 
 
 class GeminiFormat(WireFormat):
     result_columns = {"key": "VARCHAR", "response": "JSON", "error": "JSON"}
+    capacity_codes = CAPACITY_CODES
+    content_policy_codes = CONTENT_POLICY_CODES
 
     def envelope_sql(self, line: str) -> str:
         return (

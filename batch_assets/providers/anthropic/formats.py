@@ -1,4 +1,4 @@
-"""Anthropic Message Batches formats (reference §2.5): request `{custom_id, params}`, result
+"""Anthropic Message Batches formats: request `{custom_id, params}`, result
 `{custom_id, result: {type: succeeded | errored | canceled | expired, …}}`.
 
 Shards are still written as JSONL (one request per line); the adapter sends them as the
@@ -8,7 +8,7 @@ Shards are still written as JSONL (one request per line); the adapter sends them
 from __future__ import annotations
 
 from batch_assets.sqltext import sql_literal
-from batch_assets.providers.formats.base import WireFormat, json_const, system_and_user
+from batch_assets.providers.wire import WireFormat, json_const, system_and_user
 
 # Anthropic reports error *types*; the HTTP status each stands for (their API error docs).
 ERROR_TYPE_STATUS = {
@@ -17,9 +17,16 @@ ERROR_TYPE_STATUS = {
     "timeout_error": 504, "overloaded_error": 529,
 }
 
+# Error types that mean "capacity or quota": retry later, smaller.
+CAPACITY_CODES = ("rate_limit_error", "overloaded_error", "billing_error")
+# Anthropic reports a content refusal as stop_reason `refusal` on a success, not as an error type.
+CONTENT_POLICY_CODES: tuple[str, ...] = ()
+
 
 class Messages(WireFormat):
     result_columns = {"custom_id": "VARCHAR", "result": "JSON"}
+    capacity_codes = CAPACITY_CODES
+    content_policy_codes = CONTENT_POLICY_CODES
 
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec

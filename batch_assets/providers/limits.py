@@ -1,4 +1,4 @@
-"""Loads providers.yaml and merges a task's `limits:` overrides into effective limits."""
+"""Provider limits: one `limits.yaml` per provider folder, and a task's `limits:` overrides on top."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-
-CONFIG_PATH = Path(__file__).with_name("providers.yaml")
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,20 +29,9 @@ class ProviderLimits:
 
 
 @functools.cache
-def _all_configs() -> dict[str, ProviderLimits]:
-    raw = yaml.safe_load(CONFIG_PATH.read_text(encoding="utf-8"))
-    return {
-        name: ProviderLimits(**{**cfg, "endpoints": {e: tuple(k) for e, k in cfg["endpoints"].items()}})
-        for name, cfg in raw.items()
-    }
-
-
-def provider_config(provider: str) -> ProviderLimits:
-    configs = _all_configs()
-    if provider not in configs:
-        raise ValueError(f"provider {provider!r} has no entry in {CONFIG_PATH}; add one")
-    return configs[provider]
-
-
-def known_providers() -> tuple[str, ...]:
-    return tuple(_all_configs())
+def load_limits(path: Path) -> ProviderLimits:
+    """A provider's limits from its limits.yaml (read once per process)."""
+    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a mapping of provider limits")
+    return ProviderLimits(**{**raw, "endpoints": {e: tuple(k) for e, k in raw["endpoints"].items()}})

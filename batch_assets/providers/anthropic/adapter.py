@@ -1,0 +1,126 @@
+"""Anthropic Message Batches adapter on the official `anthropic` SDK.
+
+There is no file upload: a shard's JSONL lines are the `requests` array of one create call.
+Batches carry no metadata, so a lost create is looked for by creation time and request count.
+The results JSONL is streamed to disk verbatim, from the batch's results stream.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import anthropic
+
+from batch_assets.providers.contract import (
+    BatchError, ClientSettings, CreateOutcome, CreateRequest, CreateResult, FindHints, FindOutcome, FindResult,
+    InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
+)
+from batch_assets.providers.files import stream_to_file
+
+MATCHED_BY_TIME_AND_COUNT = "matched by creation time and request count"
+
+
+def snapshot_from_batch(batch) -> JobSnapshot:
+    """Anthropic has one terminal status, `ended`; the internal state comes from
+    cancel_initiated_at and the request counts (a judgment kept in this one place):
+    ended + cancel initiated -> CANCELLED; ended with every request expired -> EXPIRED; else COMPLETED.
+    The results can be fetched once the batch ended and names its results_url."""
+    c = batch.request_counts
+    total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
+    ended = batch.processing_status == "ended"
+    if ended:
+        if batch.cancel_initiated_at is not None:
+            state = JobState.CANCELLED
+        elif total and c.expired == total:
+            state = JobState.EXPIRED
+        else:
+            state = JobState.COMPLETED
+    else:  # in_progress, or canceling (cancel flag below)
+        state = JobState.RUNNING
+    return JobSnapshot(
+        provider_batch_id=batch.id, raw_status=batch.processing_status, state=state,
+        request_total=total, request_completed=c.succeeded if ended else total - c.processing,
+        request_failed=(c.errored + c.canceled + c.expired) if ended else 0,
+        results_ready=ended and bool(batch.results_url),
+        cancel_requested=batch.cancel_initiated_at is not None,
+    )
+
+
+def error_of(exc: anthropic.APIStatusError) -> BatchError:
+    """The provider's error from an HTTP error answer (body `{"type": "error", "error": {type, message}}`)."""
+    return BatchError(code=exc.type or str(exc.status_code), message=exc.api_message or exc.message)
+
+
+def _created_unix(batch) -> float:
+    return batch.created_at.timestamp() if isinstance(batch.created_at, datetime) else 0.0
+
+
+class AnthropicBatchAdapter:
+    name = "anthropic"
+
+    def __init__(self, settings: ClientSettings):
+        self.settings = settings
+        self._client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
+                                           max_retries=settings.max_retries, timeout=settings.timeout_s)
+
+    def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
+        """Nothing to upload: the shard's lines are the create call's request body."""
+        return PreparedInput(InputKind.REQUEST_BODY, shard_path)
+
+    def create(self, request: CreateRequest, prepared: PreparedInput) -> CreateResult:
+        """One create call, without the SDK's auto-retry (a retried create could bill twice)."""
+        with open(prepared.shard_path, encoding="utf-8") as f:
+            requests = [json.loads(line) for line in f if line.strip()]
+        try:
+            batch = self._client.with_options(max_retries=0).messages.batches.create(requests=requests)
+        except anthropic.APIStatusError as exc:
+            return CreateResult(create_outcome_for_status(exc.status_code), error=error_of(exc),
+                                status_code=exc.status_code)
+        except anthropic.APIConnectionError as exc:  # timeouts included
+            return CreateResult(CreateOutcome.UNKNOWN, error=BatchError(type(exc).__name__, str(exc)))
+        return CreateResult(CreateOutcome.CREATED, snapshot_from_batch(batch))
+
+    def find_job(self, job_key: str, hints: FindHints) -> FindResult:
+        """Batches carry no metadata: the candidates are batches created at or after
+        `hints.created_after_unix` with exactly the shard's request count, not claimed by another
+        ledger job. None -> ABSENT; exactly one -> FOUND; more -> CANNOT_TELL (never a guess
+        between two batches: a person must decide)."""
+        candidates: list[JobSnapshot] = []
+        for batch in self._client.messages.batches.list(limit=100):
+            if _created_unix(batch) < hints.created_after_unix:
+                break  # newest first
+            snap = snapshot_from_batch(batch)
+            if batch.id not in hints.known_batch_ids and snap.request_total == hints.line_count:
+                candidates.append(snap)
+        if not candidates:
+            return FindResult(FindOutcome.ABSENT, reason="no unclaimed batch of this size since the intent")
+        if len(candidates) == 1:
+            return FindResult(FindOutcome.FOUND, candidates[0], reason=MATCHED_BY_TIME_AND_COUNT)
+        return FindResult(FindOutcome.CANNOT_TELL, candidates=tuple(c.provider_batch_id for c in candidates),
+                          reason=f"{len(candidates)} unclaimed batches of {hints.line_count} requests were created "
+                                 "since the intent and batches carry no metadata to tell them apart")
+
+    def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
+        return snapshot_from_batch(self._client.messages.batches.retrieve(job.provider_batch_id))
+
+    def cancel(self, job: JobRef) -> JobSnapshot:
+        return snapshot_from_batch(self._client.messages.batches.cancel(job.provider_batch_id))
+
+    def stream_results(self, job: JobRef, dest_dir: Path, stem: str) -> list[ResultFile]:
+        """Stream the batch's results (addressed by the batch id) to `dest_dir/stem.output.jsonl`,
+        only once the batch ended and its results are there; otherwise nothing."""
+        batch = self._client.messages.batches.retrieve(job.provider_batch_id)
+        if batch.processing_status != "ended" or not batch.results_url:
+            return []
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / f"{stem}.output.jsonl"
+        with self._client.messages.batches.with_streaming_response.results(job.provider_batch_id) as response:
+            size = stream_to_file(response, dest)
+        return [ResultFile("output", dest, size, None)]
+
+    def delete_remote_files(self, job: JobRef) -> list[str]:
+        """Nothing to delete per file: there is no uploaded input, and the results belong to the
+        batch itself (they go when the batch is deleted or expires). Returns []."""
+        return []

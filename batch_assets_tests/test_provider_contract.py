@@ -1,0 +1,358 @@
+"""The provider contract: one folder per provider found by the registry, the pipeline reached only
+through contract + registry, and each adapter's create / find / poll / results behaviour on its
+official SDK over HTTP against the emulator."""
+
+from __future__ import annotations
+
+import ast
+import json
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from google.genai import types as genai_types
+
+import batch_assets.providers as providers_pkg
+from batch_assets.emulator.testing import EmulatorHandle
+from batch_assets.providers import registry
+from batch_assets.providers.contract import (
+    JOB_KEY_METADATA, BatchError, ClientSettings, CreateOutcome, CreateRequest, FindHints, FindOutcome, InputKind,
+    JobRef, JobState, PreparedInput, ProviderDefinition, create_outcome_for_status,
+)
+from batch_assets.providers.gemini.adapter import snapshot_from_job
+from batch_assets.providers.limits import ProviderLimits
+from batch_assets.providers.wire import WireFormat
+from batch_assets.resources import EMULATOR_API_KEY, ProviderConnection, ProvidersResource
+
+PROVIDERS_DIR = Path(providers_pkg.__file__).parent
+MODEL = {"openai": "gpt-4o-mini", "dashscope": "qwen-plus", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
+ENDPOINT = {"openai": "/v1/chat/completions", "dashscope": "/v1/chat/completions", "anthropic": "/v1/messages",
+            "gemini": "generateContent"}
+
+
+# --- registry: one folder per provider -------------------------------------------------------------
+
+def test_the_registry_finds_each_provider_in_its_own_folder():
+    folders = {p.parent.name for p in PROVIDERS_DIR.glob("*/__init__.py")
+               if "PROVIDER = ProviderDefinition(" in p.read_text(encoding="utf-8")}
+    assert folders == set(registry.PROVIDERS) == {"openai", "dashscope", "anthropic", "gemini"}
+    assert registry.known_providers() == registry.PROVIDERS
+    for name in registry.PROVIDERS:
+        folder = PROVIDERS_DIR / name
+        assert {"adapter.py", "formats.py", "limits.yaml", "__init__.py"} <= {p.name for p in folder.iterdir()}
+        definition = registry.provider_definition(name)
+        assert isinstance(definition, ProviderDefinition) and definition.name == name
+        assert definition.limits_path == folder / "limits.yaml"
+        assert isinstance(registry.provider_limits(name), ProviderLimits)
+        # Every endpoint the limits allow has a wire format, and nothing else does.
+        assert set(definition.formats) == set(registry.provider_limits(name).endpoints)
+        for endpoint in definition.formats:
+            assert isinstance(registry.wire_format(name, endpoint), WireFormat)
+        adapter = registry.build_adapter(name, ClientSettings("k", "http://127.0.0.1:9"))
+        assert adapter.name == name
+    # Limits keep their values (per provider, from its own file).
+    assert registry.provider_limits("openai").max_requests_per_shard == 50_000
+    assert registry.provider_limits("gemini").max_inline_bytes == 20_000_000
+    assert registry.provider_limits("dashscope").max_concurrent_jobs == 1000
+    assert registry.provider_limits("anthropic").request_id_pattern == "^[a-zA-Z0-9_-]{1,64}$"
+    # Where each lives on the emulator, and its live default.
+    assert {n: registry.provider_definition(n).emulator_path for n in registry.PROVIDERS} == {
+        "openai": "/v1", "dashscope": "/compatible-mode/v1", "anthropic": "", "gemini": ""}
+    assert registry.provider_definition("dashscope").live_base_url.startswith("https://dashscope")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: registry.provider_definition("mistral"),
+    lambda: registry.build_adapter("mistral", ClientSettings("k")),
+    lambda: registry.wire_format("mistral", "/v1/chat/completions"),
+    lambda: registry.provider_limits("mistral"),
+    lambda: ProvidersResource().settings_for("mistral"),
+])
+def test_an_unknown_provider_is_refused_naming_the_known_ones(call):
+    with pytest.raises(ValueError, match="unknown provider 'mistral'; known providers: openai, dashscope, anthropic, gemini"):
+        call()
+
+
+def test_an_endpoint_a_provider_does_not_serve_has_no_wire_format():
+    with pytest.raises(ValueError, match="no wire format for anthropic /v1/embeddings"):
+        registry.wire_format("anthropic", "/v1/embeddings")
+
+
+def test_each_provider_classifies_its_own_error_codes():
+    """Capacity / content-policy codes live with the provider that emits them."""
+    openai_sql = registry.wire_format("openai", "/v1/chat/completions").failure_class_sql
+    dashscope_sql = registry.wire_format("dashscope", "/v1/chat/completions").failure_class_sql
+    anthropic_sql = registry.wire_format("anthropic", "/v1/messages").failure_class_sql
+    gemini_sql = registry.wire_format("gemini", "generateContent").failure_class_sql
+    assert "'token_limit_exceeded'" in openai_sql and "'Throttling'" not in openai_sql
+    assert "'Throttling'" in dashscope_sql and "'DataInspectionFailed'" in dashscope_sql
+    assert "'overloaded_error'" in anthropic_sql and "RESOURCE_EXHAUSTED" not in anthropic_sql
+    assert "'RESOURCE_EXHAUSTED'" in gemini_sql and "'SAFETY'" in gemini_sql
+    conn = duckdb.connect()
+
+    def classify(sql: str, status, code) -> str:
+        return conn.execute(f"SELECT {sql} FROM (SELECT {'NULL' if status is None else status}::INTEGER AS status_code, "
+                          f"{'NULL' if code is None else repr(code)}::VARCHAR AS error_code)").fetchone()[0]
+
+    assert classify(anthropic_sql, 529, "overloaded_error") == "rate_or_capacity_error"
+    assert classify(gemini_sql, 400, "SAFETY") == "content_policy_error"
+    assert classify(openai_sql, 400, "SAFETY") == "validation_error"
+    assert classify(dashscope_sql, 400, "DataInspectionFailed") == "content_policy_error"
+    assert classify(openai_sql, 500, None) == "internal_error"
+    assert classify(openai_sql, 409, None) == "internal_error"
+    assert classify(anthropic_sql, None, "batch_expired") == "expired"
+
+
+# --- the pipeline reaches providers only through contract + registry -------------------------------
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the module's package
+                package = path.relative_to(PROVIDERS_DIR.parents[1]).with_suffix("").parts[:-node.level]
+                names.add(".".join([*package, *([node.module] if node.module else [])]))
+            elif node.module:
+                names.add(node.module)
+    return names
+
+
+def test_no_provider_module_imports_the_pipeline():
+    modules = sorted(PROVIDERS_DIR.rglob("*.py"))
+    assert len(modules) >= 15
+    offenders = {str(p.relative_to(PROVIDERS_DIR)): sorted(m for m in _imported_modules(p)
+                                                           if m == "batch_assets.pipeline" or m.startswith("batch_assets.pipeline."))
+                 for p in modules}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+# --- contract helpers ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("status", "outcome"), [
+    (400, CreateOutcome.FAILED), (401, CreateOutcome.FAILED), (404, CreateOutcome.FAILED), (413, CreateOutcome.FAILED),
+    (408, CreateOutcome.UNKNOWN), (409, CreateOutcome.UNKNOWN), (429, CreateOutcome.UNKNOWN),
+    (500, CreateOutcome.UNKNOWN), (503, CreateOutcome.UNKNOWN), (529, CreateOutcome.UNKNOWN),
+])
+def test_what_an_http_error_to_a_create_call_means(status, outcome):
+    assert create_outcome_for_status(status) == outcome
+
+
+def test_batch_errors_serialize_without_empty_fields():
+    assert BatchError("token_limit_exceeded", "too many", line=3).as_dict() == {
+        "code": "token_limit_exceeded", "message": "too many", "line": 3}
+
+
+def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr():
+    res = ProvidersResource(emulator_url="http://127.0.0.1:1234/",
+                            connections={"dashscope": ProviderConnection(api_key="sk-very-secret"),
+                                         "openai": ProviderConnection(base_url="http://proxy.example/v1")})
+    assert res.is_live("dashscope") and not res.is_live("openai") and not res.is_live("gemini")
+    live = res.settings_for("dashscope")
+    assert (live.api_key, live.base_url) == ("sk-very-secret", registry.provider_definition("dashscope").live_base_url)
+    # No key: the emulator answers, under the provider's emulator path (a base URL alone does not go live).
+    assert res.settings_for("openai").base_url == "http://127.0.0.1:1234/v1"
+    assert res.settings_for("dashscope").api_key != EMULATOR_API_KEY
+    assert res.settings_for("anthropic").base_url == "http://127.0.0.1:1234"
+    assert "sk-very-secret" not in repr(res) and "sk-very-secret" not in repr(live)
+
+
+# --- adapters against the emulator -----------------------------------------------------------------
+
+def _shard(tmp_path: Path, provider: str, n: int = 2, tag: str = "") -> Path:
+    lines = []
+    for i in range(n):
+        rid = f"r{tag}{i}"
+        if provider in ("openai", "dashscope"):
+            line = {"custom_id": rid, "method": "POST", "url": ENDPOINT[provider],
+                    "body": {"model": MODEL[provider], "messages": [{"role": "user", "content": f"hello {i}"}]}}
+        elif provider == "anthropic":
+            line = {"custom_id": rid, "params": {"model": MODEL[provider], "max_tokens": 16,
+                                                 "messages": [{"role": "user", "content": f"hello {i}"}]}}
+        else:
+            line = {"key": rid, "request": {"contents": [{"role": "user", "parts": [{"text": f"hello {i}"}]}]}}
+        lines.append(json.dumps(line))
+    path = tmp_path / f"{provider}{tag}.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _adapter(emulator: EmulatorHandle, provider: str, max_retries: int = 2):
+    return ProvidersResource(emulator_url=emulator.base_url, max_retries=max_retries).adapter(provider)
+
+
+def _request(provider: str, job_key: str, line_count: int = 2) -> CreateRequest:
+    return CreateRequest(job_key=job_key, endpoint=ENDPOINT[provider], model=MODEL[provider], completion_window="24h",
+                         line_count=line_count, metadata={JOB_KEY_METADATA: job_key, "task_id": "t", "shard_id": "s"})
+
+
+def _wait_terminal(adapter, batch_id: str, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    previous = JobState.SUBMITTED
+    while True:
+        snap = adapter.poll(JobRef(batch_id), previous)
+        if snap.terminal:
+            return snap
+        previous = snap.state
+        assert time.monotonic() < deadline, f"{batch_id} still {snap.raw_status}"
+        time.sleep(0.03)
+
+
+@pytest.mark.parametrize("provider", sorted(MODEL))
+def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the_sdk(provider, emulator, tmp_path):
+    adapter = _adapter(emulator, provider, max_retries=3)   # the SDK would retry 5xx/429 3 times ...
+    path = _shard(tmp_path, provider)
+    prepared = adapter.prepare_input(path, "job-1", ENDPOINT[provider], inline_max_bytes=0)
+    for status, outcome in ((503, CreateOutcome.UNKNOWN), (500, CreateOutcome.UNKNOWN), (429, CreateOutcome.UNKNOWN),
+                            (400, CreateOutcome.FAILED)):
+        emulator.configure(fail_next_requests=2, fail_status=status)
+        result = adapter.create(_request(provider, "job-1"), prepared)
+        # ... but the create was tried exactly once: one injected failure is left.
+        assert emulator.settings.fail_next_requests == 1, f"{provider} create was retried on {status}"
+        emulator.configure(fail_next_requests=0)
+        assert (result.outcome, result.status_code, result.snapshot) == (outcome, status, None)
+        assert result.error is not None and result.error.message
+    assert adapter.find_job("job-1", FindHints(created_after_unix=0, line_count=2)).outcome in (
+        FindOutcome.ABSENT, FindOutcome.CANNOT_TELL)
+    created = adapter.create(_request(provider, "job-1"), prepared)
+    assert created.outcome == CreateOutcome.CREATED and created.snapshot.provider_batch_id
+    assert not created.snapshot.terminal and not created.snapshot.results_ready
+
+
+@pytest.mark.parametrize("provider", sorted(MODEL))
+def test_create_on_a_dropped_connection_is_unknown(provider, tmp_path):
+    adapter = registry.build_adapter(provider, ClientSettings("k", "http://127.0.0.1:9", max_retries=0, timeout_s=2))
+    prepared = PreparedInput(InputKind.REQUEST_BODY if provider == "anthropic" else
+                             InputKind.INLINE if provider == "gemini" else InputKind.FILE,
+                             _shard(tmp_path, provider), None if provider in ("anthropic", "gemini") else "file-x")
+    result = adapter.create(_request(provider, "job-1"), prepared)
+    assert result.outcome == CreateOutcome.UNKNOWN and result.status_code is None and result.error
+
+
+@pytest.mark.parametrize("provider", sorted(MODEL))
+def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, tmp_path):
+    adapter = _adapter(emulator, provider)
+    path = _shard(tmp_path, provider, n=3)
+    prepared = adapter.prepare_input(path, "job-life", ENDPOINT[provider], inline_max_bytes=0)
+    if provider == "anthropic":
+        assert (prepared.kind, prepared.file_id) == (InputKind.REQUEST_BODY, None)
+    else:
+        assert prepared.kind == InputKind.FILE and prepared.file_id
+    created = adapter.create(_request(provider, "job-life", 3), prepared)
+    assert created.outcome == CreateOutcome.CREATED
+    batch_id = created.snapshot.provider_batch_id
+    found = adapter.find_job("job-life", FindHints(created_after_unix=int(time.time()) - 60, line_count=3))
+    assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
+    if provider != "anthropic":
+        assert adapter.find_job("job-other", FindHints(created_after_unix=0, line_count=3)).outcome == FindOutcome.ABSENT
+    snap = _wait_terminal(adapter, batch_id)
+    assert snap.state == JobState.COMPLETED and snap.results_ready and not snap.results_pending
+    for file_id in (snap.output_file_id, snap.error_file_id):
+        assert file_id is None or not file_id.startswith(("local:", "inline:"))
+    job = JobRef(batch_id, output_file_id=snap.output_file_id, error_file_id=snap.error_file_id,
+                 input_file_id=prepared.file_id)
+    files = adapter.stream_results(job, tmp_path / "raw", "job-life")
+    assert [f.kind for f in files] == ["output"]
+    (out,) = files
+    assert out.path == tmp_path / "raw" / "job-life.output.jsonl" and out.byte_count == out.path.stat().st_size > 0
+    assert len(out.path.read_text(encoding="utf-8").splitlines()) == 3
+    assert out.provider_file_id == snap.output_file_id
+    assert not list((tmp_path / "raw").glob("*.part"))
+    deleted = adapter.delete_remote_files(job)
+    if provider == "anthropic":
+        assert deleted == []
+    else:
+        assert prepared.file_id in deleted and (snap.output_file_id is None or snap.output_file_id in deleted)
+
+
+def test_gemini_goes_inline_within_the_limit_but_never_for_embeddings(emulator, tmp_path):
+    adapter = _adapter(emulator, "gemini")
+    path = _shard(tmp_path, "gemini")
+    inline = adapter.prepare_input(path, "job-g", "generateContent", inline_max_bytes=10_000)
+    assert (inline.kind, inline.file_id) == (InputKind.INLINE, None)
+    by_file = adapter.prepare_input(path, "job-g", "generateContent", inline_max_bytes=10)
+    assert by_file.kind == InputKind.FILE and by_file.file_id.startswith("files/")
+    embed = adapter.prepare_input(path, "job-e", "embedContent", inline_max_bytes=10_000)
+    assert embed.kind == InputKind.FILE and embed.file_id
+    # An inline job's responses are written as {key, response | error} lines.
+    created = adapter.create(_request("gemini", "job-g"), inline)
+    snap = _wait_terminal(adapter, created.snapshot.provider_batch_id)
+    assert snap.results_ready and snap.output_file_id is None
+    (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "g")
+    lines = [json.loads(x) for x in out.path.read_text(encoding="utf-8").splitlines()]
+    assert sorted(line["key"] for line in lines) == ["r0", "r1"] and all("response" in line for line in lines)
+    assert out.provider_file_id is None
+
+
+def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
+    for state in ("JOB_STATE_UNSPECIFIED", None):
+        job = genai_types.BatchJob(name="batches/b1", state=state)
+        for previous in (JobState.RUNNING, JobState.SUBMITTED, JobState.FINALIZING):
+            snap = snapshot_from_job(job, previous)
+            assert snap.state == previous and not snap.results_ready
+    done = genai_types.BatchJob(name="batches/b1", state="JOB_STATE_SUCCEEDED",
+                                dest=genai_types.BatchJobDestination(file_name="files/out"))
+    snap = snapshot_from_job(done, JobState.RUNNING)
+    assert (snap.state, snap.output_file_id, snap.results_ready) == (JobState.COMPLETED, "files/out", True)
+    # Terminal, but nothing to fetch yet: results pending.
+    empty = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_SUCCEEDED"), JobState.RUNNING)
+    assert empty.terminal and not empty.results_ready and empty.results_pending
+    failed = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_FAILED",
+                                                    error=genai_types.JobError(code=3, message="bad input")))
+    assert failed.errors == (BatchError("3", "bad input"),) and not failed.results_pending
+
+
+def test_anthropic_find_job_absent_found_or_cannot_tell(emulator, tmp_path):
+    adapter = _adapter(emulator, "anthropic")
+    since = int(time.time()) - 5
+    hints = FindHints(created_after_unix=since, line_count=2)
+    assert adapter.find_job("job-a", hints).outcome == FindOutcome.ABSENT
+    first = adapter.create(_request("anthropic", "job-a"),
+                           adapter.prepare_input(_shard(tmp_path, "anthropic", tag="a"), "job-a", "/v1/messages", 0))
+    # A batch of another size is never a candidate.
+    adapter.create(_request("anthropic", "job-x", 3),
+                   adapter.prepare_input(_shard(tmp_path, "anthropic", n=3, tag="x"), "job-x", "/v1/messages", 0))
+    found = adapter.find_job("job-a", hints)
+    assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, first.snapshot.provider_batch_id)
+    assert found.reason == "matched by creation time and request count"
+    second = adapter.create(_request("anthropic", "job-b"),
+                            adapter.prepare_input(_shard(tmp_path, "anthropic", tag="b"), "job-b", "/v1/messages", 0))
+    unsure = adapter.find_job("job-a", hints)
+    assert unsure.outcome == FindOutcome.CANNOT_TELL and unsure.snapshot is None
+    assert set(unsure.candidates) == {first.snapshot.provider_batch_id, second.snapshot.provider_batch_id}
+    assert "no metadata" in unsure.reason
+    # A batch already claimed by another ledger job is not a candidate.
+    claimed = FindHints(created_after_unix=since, line_count=2,
+                        known_batch_ids=frozenset({second.snapshot.provider_batch_id}))
+    assert adapter.find_job("job-a", claimed).snapshot.provider_batch_id == first.snapshot.provider_batch_id
+    # Batches created before the intent are not looked at.
+    later = FindHints(created_after_unix=int(time.time()) + 3600, line_count=2)
+    assert adapter.find_job("job-a", later).outcome == FindOutcome.ABSENT
+
+
+def test_anthropic_results_are_streamed_only_once_they_are_there(emulator, tmp_path):
+    adapter = _adapter(emulator, "anthropic")
+    emulator.configure(force_batch_status="stuck")
+    created = adapter.create(_request("anthropic", "job-s"),
+                             adapter.prepare_input(_shard(tmp_path, "anthropic"), "job-s", "/v1/messages", 0))
+    batch_id = created.snapshot.provider_batch_id
+    assert adapter.stream_results(JobRef(batch_id), tmp_path / "raw", "s") == []
+    assert adapter.cancel(JobRef(batch_id)).cancel_requested
+    snap = _wait_terminal(adapter, batch_id)
+    assert snap.state == JobState.CANCELLED and snap.results_ready
+    (out,) = adapter.stream_results(JobRef(batch_id), tmp_path / "raw", "s")
+    assert out.provider_file_id is None and out.byte_count > 0
+
+
+def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
+    adapter = _adapter(emulator, "openai")
+    emulator.configure(max_requests_per_batch=1)
+    prepared = adapter.prepare_input(_shard(tmp_path, "openai"), "job-f", ENDPOINT["openai"], 0)
+    created = adapter.create(_request("openai", "job-f"), prepared)
+    snap = _wait_terminal(adapter, created.snapshot.provider_batch_id)
+    assert snap.state == JobState.FAILED and not snap.results_pending
+    assert snap.errors and all(isinstance(e, BatchError) and e.message for e in snap.errors)
+    assert snap.errors[0].code == "too_many_tasks" or snap.errors[0].code
