@@ -26,8 +26,8 @@ from batch_assets.cli.errors import CliError
 from batch_assets.cli.output import Field, render
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.providers.base import ClientSettings
-from batch_assets.providers.openai_batch import OpenAIBatchAdapter
+from batch_assets.providers.contract import ClientSettings, JobRef, JobState
+from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
@@ -439,7 +439,7 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
     with wh.connect(read_only=True) as conn:
         batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job").fetchone()[0]
     deadline = time.monotonic() + 20
-    while not adapter.poll(batch_id).terminal:  # finished at the provider, not yet polled into the ledger
+    while not adapter.poll(JobRef(batch_id), JobState.SUBMITTED).terminal:  # finished at the provider, not yet polled into the ledger
         assert time.monotonic() < deadline
         time.sleep(0.05)
     code, out, err = run(capsys, "--database", wh.database, "cancel", job_key)
