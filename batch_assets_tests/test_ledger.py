@@ -1,0 +1,207 @@
+"""The ledger's own rules: one transaction helper; the job-state vocabulary defined once; migrations
+upgrade a ledger that holds data and refuse one newer than the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from batch_assets.ledger import schema
+from batch_assets.ledger.states import IN_FLIGHT_SQL, NOT_TERMINAL_SQL, TERMINAL_STATES_SQL, in_flight_sql
+from batch_assets.ledger.transaction import transaction
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.providers.contract import TERMINAL_STATES, JobState
+
+# --- transaction() -------------------------------------------------------------------------------
+
+def _conn() -> duckdb.DuckDBPyConnection:
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    return conn
+
+
+def test_transaction_commits_a_block_that_ends_normally():
+    conn = _conn()
+    with transaction(conn):
+        conn.execute("INSERT INTO t (x) VALUES (1)")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("exc", [ValueError("boom"), KeyboardInterrupt()])
+def test_transaction_rolls_back_on_any_exception(exc):
+    conn = _conn()
+    with pytest.raises(type(exc)):
+        with transaction(conn):
+            conn.execute("INSERT INTO t (x) VALUES (1)")
+            raise exc
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    with transaction(conn):  # the connection is usable again
+        conn.execute("INSERT INTO t (x) VALUES (2)")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(2,)]
+
+
+def test_transaction_rolls_back_after_a_failed_statement():
+    conn = _conn()
+    conn.execute("CREATE TABLE k (id INTEGER PRIMARY KEY)")
+    with pytest.raises(duckdb.ConstraintException):
+        with transaction(conn):
+            conn.execute("INSERT INTO t (x) VALUES (1)")
+            conn.execute("INSERT INTO k (id) VALUES (1), (1)")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_a_nested_transaction_joins_the_outer_one():
+    conn = _conn()
+    with pytest.raises(RuntimeError):
+        with transaction(conn):
+            with transaction(conn):
+                conn.execute("INSERT INTO t (x) VALUES (1)")
+            conn.execute("INSERT INTO t (x) VALUES (2)")
+            raise RuntimeError("outer fails after the inner block ended")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+# --- job states ----------------------------------------------------------------------------------
+
+def test_state_sql_matches_the_provider_contract():
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE j (state VARCHAR, provider_batch_id VARCHAR)")
+    conn.executemany("INSERT INTO j (state, provider_batch_id) VALUES (?, ?)",
+                     [(s.value, b) for s in JobState for b in (None, "batch_1")])
+    terminal = {r[0] for r in conn.execute(f"SELECT DISTINCT state FROM j WHERE state IN {TERMINAL_STATES_SQL}").fetchall()}
+    assert terminal == {s.value for s in TERMINAL_STATES}
+    not_terminal = {r[0] for r in conn.execute(f"SELECT DISTINCT state FROM j WHERE {NOT_TERMINAL_SQL}").fetchall()}
+    assert not_terminal == {s.value for s in JobState} - terminal
+    in_flight = conn.execute(f"SELECT state, provider_batch_id FROM j WHERE {IN_FLIGHT_SQL} ORDER BY 1").fetchall()
+    assert in_flight == sorted((s, "batch_1") for s in not_terminal)
+    aliased = conn.execute(f"SELECT count(*) FROM j AS x WHERE {in_flight_sql('x')}").fetchone()[0]
+    assert aliased == len(in_flight)
+
+
+# --- migrations ----------------------------------------------------------------------------------
+
+V1_ROWS = """
+INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model, endpoint, prompt_version,
+    output_schema_version, manifest_uri, manifest_version, status, total_items, est_input_tokens, est_output_tokens,
+    created_at, updated_at)
+VALUES ('ticket_triage_20261120', 'ticket_triage', DATE '2026-11-20', 'ticket', 'openai', 'gpt-4o-mini',
+    '/v1/chat/completions', 'v1', 'v1', '/data/manifests/v1.parquet', 1, 'SUBMITTED', 3, 900, 600,
+    TIMESTAMP '2026-11-20 08:00:00', TIMESTAMP '2026-11-20 08:05:00');
+INSERT INTO ledger.manifest_item (custom_id, task_id, business_id, item_type, input_hash, prompt_version, model,
+    params_json, output_schema_version, manifest_version, frozen_at, superseded_at)
+SELECT 'ticket_triage_20261120:ticket:T' || i || ':abcd', 'ticket_triage_20261120', 'T' || i, 'ticket', md5('T' || i),
+       'v1', 'gpt-4o-mini', '{"max_tokens": 200}', 'v1', 1, TIMESTAMP '2026-11-20 08:00:00', NULL
+FROM range(3) r(i);
+INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path, line_count, byte_count,
+    est_tokens, sha256, created_at)
+VALUES ('ticket_triage_20261120_a1_s0000', 'ticket_triage_20261120', 'openai', '/v1/chat/completions', 'gpt-4o-mini',
+    1, 0, '/data/shards/s0000.jsonl', 3, 1500, 1500, 'f00d', TIMESTAMP '2026-11-20 08:01:00');
+INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, request_id, task_id, attempt, line_bytes, est_tokens)
+SELECT 'ticket_triage_20261120_a1_s0000', i + 1, 'ticket_triage_20261120:ticket:T' || i || ':abcd', 'r' || i,
+       'ticket_triage_20261120', 1, 500, 500
+FROM range(3) r(i);
+INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id, input_file_id,
+    output_file_id, error_file_id, raw_status, state, cancel_requested, request_total, request_completed, request_failed,
+    provider_errors, created_at, submitted_at, state_changed_at, terminal_at, last_polled_at, terminal_seq, downloaded_at)
+VALUES ('ticket_triage_20261120_a1_s0000:job1', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000', 'openai',
+    '/v1/chat/completions', 'batch_abc', 'file-in', 'file-out', NULL, 'expired', 'EXPIRED', false, 3, 1, 0, NULL,
+    TIMESTAMP '2026-11-20 08:02:00', TIMESTAMP '2026-11-20 08:02:01', TIMESTAMP '2026-11-21 08:02:00',
+    TIMESTAMP '2026-11-21 08:02:00', TIMESTAMP '2026-11-21 08:02:00', nextval('ledger.terminal_seq'),
+    TIMESTAMP '2026-11-21 08:03:00');
+INSERT INTO ledger.status_event (job_key, from_state, to_state, raw_status, request_total, request_completed,
+    request_failed, observed_at)
+VALUES ('ticket_triage_20261120_a1_s0000:job1', NULL, 'CREATED', NULL, NULL, NULL, NULL, TIMESTAMP '2026-11-20 08:02:00'),
+       ('ticket_triage_20261120_a1_s0000:job1', 'CREATED', 'EXPIRED', 'expired', 3, 1, 0, TIMESTAMP '2026-11-21 08:02:00');
+INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, provider_file_id, path, sha256, byte_count, line_count,
+    downloaded_at, ingested_at)
+VALUES ('ticket_triage_20261120_a1_s0000:job1:output', 'ticket_triage_20261120_a1_s0000:job1', 'ticket_triage_20261120',
+    'output', 'file-out', '/data/raw/out.jsonl', 'beef', 700, 1, TIMESTAMP '2026-11-21 08:03:00',
+    TIMESTAMP '2026-11-21 08:04:00');
+INSERT INTO ledger.raw_result (file_key, line_no, job_key, task_id, request_id, custom_id, status, line_id, status_code,
+    provider_request_id, body, error, malformed_line, ingested_at)
+VALUES ('ticket_triage_20261120_a1_s0000:job1:output', 1, 'ticket_triage_20261120_a1_s0000:job1',
+    'ticket_triage_20261120', 'r0', 'ticket_triage_20261120:ticket:T0:abcd', 'ok', 'batch_req_1', 200, 'req_1',
+    '{"choices": []}', NULL, NULL, TIMESTAMP '2026-11-21 08:04:00');
+INSERT INTO ledger.parsed_result (custom_id, task_id, job_key, provider_succeeded, error_class, error_code, error_message,
+    http_status, output_json, finish_reason, input_tokens, output_tokens, provider_request_id, output_schema_version,
+    parsed_at)
+VALUES ('ticket_triage_20261120:ticket:T0:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', true,
+        NULL, NULL, NULL, 200, '{"category": "billing"}', 'stop', 300, 20, 'req_1', 'v1', TIMESTAMP '2026-11-21 08:05:00'),
+       ('ticket_triage_20261120:ticket:T1:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', false,
+        'expired', 'batch_expired', 'the batch ended expired before this request ran', NULL, NULL, NULL, NULL, NULL,
+        NULL, 'v1', TIMESTAMP '2026-11-21 08:05:00'),
+       ('ticket_triage_20261120:ticket:T2:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', false,
+        'expired', 'batch_expired', 'the batch ended expired before this request ran', NULL, NULL, NULL, NULL, NULL,
+        NULL, 'v1', TIMESTAMP '2026-11-21 08:05:00');
+INSERT INTO ledger.applied_result (custom_id, task_id, business_id, outcome, target_table, output_version, applied_at)
+VALUES ('ticket_triage_20261120:ticket:T0:abcd', 'ticket_triage_20261120', 'T0', 'applied', 'ticket_triage_results',
+    'v1', TIMESTAMP '2026-11-21 08:06:00');
+"""
+V1_TABLES = ("batch_task", "manifest_item", "shard", "shard_line", "provider_job", "status_event", "raw_file",
+             "raw_result", "parsed_result", "applied_result")
+
+
+def _table_rows(conn, table: str, columns: list[str]) -> list[tuple]:
+    return conn.execute(f"SELECT {', '.join(columns)} FROM ledger.{table} ORDER BY ALL").fetchall()
+
+
+def _v1_columns(conn, table: str) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
+        [table]).fetchall()]
+
+
+def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehouse: Warehouse):
+    assert schema.latest_version() >= 3
+    warehouse.database.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(warehouse.database)) as conn:
+        assert schema.migrate(conn, target=1) == 1
+        assert schema.current_version(conn) == 1
+        conn.execute(V1_ROWS)
+        v1_columns = {t: _v1_columns(conn, t) for t in V1_TABLES}
+        before = {t: _table_rows(conn, t, v1_columns[t]) for t in V1_TABLES}
+    assert "from_line" not in v1_columns["parsed_result"] and "deferred_at" not in v1_columns["shard"]
+    assert all(before[t] for t in V1_TABLES)
+
+    with warehouse.connect() as conn:  # the current code opens it: every later migration is applied
+        assert schema.current_version(conn) == schema.latest_version()
+        versions = [r[0] for r in conn.execute("SELECT version FROM ledger.schema_version ORDER BY 1").fetchall()]
+        assert versions == list(range(1, schema.latest_version() + 1))
+        after = {t: _table_rows(conn, t, v1_columns[t]) for t in V1_TABLES}
+        from_line = dict(conn.execute("SELECT custom_id, from_line FROM ledger.parsed_result").fetchall())
+        deferred = conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
+        next_seq = conn.execute("SELECT nextval('ledger.terminal_seq')").fetchone()[0]
+    assert after == before
+    # v2: parsed_result.from_line — false for outcomes taken from the batch's end state, true otherwise.
+    assert from_line == {"ticket_triage_20261120:ticket:T0:abcd": True,
+                         "ticket_triage_20261120:ticket:T1:abcd": False,
+                         "ticket_triage_20261120:ticket:T2:abcd": False}
+    # v3: shard.deferred_at — NULL (never deferred) for existing shards.
+    assert deferred == [(None,)]
+    assert next_seq == 2  # the terminal sequence continues where v1 left it
+
+
+def test_a_ledger_newer_than_the_code_is_refused(warehouse: Warehouse):
+    with warehouse.connect() as conn:
+        conn.execute("INSERT INTO ledger.schema_version (version, description, applied_at) "
+                     "VALUES (?, 'from a newer release', now()::TIMESTAMP)", [schema.latest_version() + 1])
+    with pytest.raises(RuntimeError, match="newer than this code"):
+        with warehouse.connect():
+            pass
+    with duckdb.connect(str(warehouse.database), read_only=True) as conn:  # left as it was
+        assert conn.execute("SELECT max(version) FROM ledger.schema_version").fetchone()[0] == schema.latest_version() + 1
+
+
+def test_a_failing_migration_is_rolled_back(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
+    real = schema.migrations()
+    broken = schema.Migration(len(real) + 1, "broken", "ALTER TABLE ledger.shard ADD COLUMN x INTEGER; SELECT nope;",
+                              Path("broken.sql"))
+    monkeypatch.setattr(schema, "migrations", lambda: (*real, broken))
+    warehouse.database.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(warehouse.database)) as conn:
+        with pytest.raises(duckdb.Error):
+            schema.migrate(conn)
+        assert schema.current_version(conn) == len(real)
+        assert "x" not in _v1_columns(conn, "shard")
