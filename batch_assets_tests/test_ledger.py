@@ -1,18 +1,24 @@
-"""The ledger's own rules: one transaction helper; the job-state vocabulary defined once; migrations
-upgrade a ledger that holds data and refuse one newer than the code."""
+"""The ledger's own rules: one writer (batch_assets/ledger/) owns every write to `ledger.*` and names
+its columns; one transaction helper; the job-state vocabulary defined once; migrations upgrade a
+ledger that holds data and refuse one newer than the code."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from batch_assets.ledger import schema
+from batch_assets.ledger.jobs import insert_job_intent, record_snapshot, request_cancel
+from batch_assets.ledger.shards import insert_quarantine, mark_shards_deferred
 from batch_assets.ledger.states import IN_FLIGHT_SQL, NOT_TERMINAL_SQL, TERMINAL_STATES_SQL, in_flight_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.providers.contract import TERMINAL_STATES, JobState
+from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.providers.contract import TERMINAL_STATES, BatchError, JobSnapshot, JobState
+
 
 # --- transaction() -------------------------------------------------------------------------------
 
@@ -78,6 +84,68 @@ def test_state_sql_matches_the_provider_contract():
     assert in_flight == sorted((s, "batch_1") for s in not_terminal)
     aliased = conn.execute(f"SELECT count(*) FROM j AS x WHERE {in_flight_sql('x')}").fetchone()[0]
     assert aliased == len(in_flight)
+
+
+# --- writer functions ----------------------------------------------------------------------------
+
+def _job_row(conn, job_key: str) -> dict:
+    cur = conn.execute("SELECT * FROM ledger.provider_job WHERE job_key = ?", [job_key])
+    return dict(zip([d[0] for d in cur.description], cur.fetchone()))
+
+
+def test_record_snapshot_accepts_batch_errors_and_dicts_and_a_terminal_state_is_final(warehouse: Warehouse):
+    with warehouse.connect() as conn:
+        for key in ("t_1:job1", "t_2:job1"):
+            insert_job_intent(conn, key, "t", key.split(":")[0], "openai", "/v1/chat/completions")
+        failed = JobSnapshot("batch_1", "failed", JobState.FAILED,
+                             errors=(BatchError("invalid_request", "bad line", line=3),))
+        assert record_snapshot(conn, "t_1:job1", failed, submitted=True) is True
+        row = _job_row(conn, "t_1:job1")
+        assert json.loads(row["provider_errors"]) == [{"code": "invalid_request", "message": "bad line", "line": 3}]
+        assert row["terminal_at"] is not None and row["terminal_seq"] is not None and row["submitted_at"] is not None
+        # A late observation never moves a job out of a terminal state.
+        late = JobSnapshot("batch_1", "in_progress", JobState.RUNNING)
+        assert record_snapshot(conn, "t_1:job1", late) is False
+        assert _job_row(conn, "t_1:job1")["state"] == "FAILED"
+
+        # Today's adapters report errors as a list of dicts.
+        legacy = JobSnapshot("batch_2", "failed", JobState.FAILED, errors=[{"code": "x", "message": "y"}])
+        assert record_snapshot(conn, "t_2:job1", legacy) is True
+        assert json.loads(_job_row(conn, "t_2:job1")["provider_errors"]) == [{"code": "x", "message": "y"}]
+        request_cancel(conn, "t_2:job1")
+        assert _job_row(conn, "t_2:job1")["cancel_requested"] is True
+        events = conn.execute("SELECT job_key, from_state, to_state FROM ledger.status_event ORDER BY 1, observed_at, 3").fetchall()
+    assert events == [("t_1:job1", None, "CREATED"), ("t_1:job1", "CREATED", "FAILED"),
+                      ("t_2:job1", None, "CREATED"), ("t_2:job1", "CREATED", "FAILED")]
+
+
+def test_record_snapshot_of_an_unknown_job_raises(warehouse: Warehouse):
+    with warehouse.connect() as conn, pytest.raises(KeyError):
+        record_snapshot(conn, "nope", JobSnapshot("b", "completed", JobState.COMPLETED))
+
+
+def test_set_based_writers_read_the_query_by_column_name(warehouse: Warehouse):
+    with warehouse.connect() as conn:
+        n = insert_quarantine(conn, "t", """
+            SELECT 'why' AS reason, 'empty_input' AS reason_code, 't:x:' || i AS custom_id FROM range(3) r(i)""")
+        assert n == 3
+        rows = conn.execute("SELECT custom_id, task_id, reason_code, reason FROM ledger.quarantine ORDER BY 1").fetchall()
+    assert rows == [(f"t:x:{i}", "t", "empty_input", "why") for i in range(3)]
+
+
+def test_mark_shards_deferred_keeps_the_first_time(warehouse: Warehouse):
+    with warehouse.connect() as conn:
+        conn.execute("""
+            INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path, line_count,
+                                      byte_count, est_tokens, sha256, created_at)
+            SELECT 's' || i, 't', 'openai', '/v1/chat/completions', 'm', 1, i, '/x', 1, 1, 1, NULL, now()::TIMESTAMP
+            FROM range(3) r(i)""")
+        mark_shards_deferred(conn, ["s0"])
+        first = conn.execute("SELECT deferred_at FROM ledger.shard WHERE shard_id = 's0'").fetchone()[0]
+        mark_shards_deferred(conn, ["s0", "s1"])
+        mark_shards_deferred(conn, [])
+        rows = dict(conn.execute("SELECT shard_id, deferred_at FROM ledger.shard").fetchall())
+    assert rows["s0"] == first and rows["s1"] is not None and rows["s2"] is None
 
 
 # --- migrations ----------------------------------------------------------------------------------
@@ -172,6 +240,8 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
         after = {t: _table_rows(conn, t, v1_columns[t]) for t in V1_TABLES}
         from_line = dict(conn.execute("SELECT custom_id, from_line FROM ledger.parsed_result").fetchall())
         deferred = conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
+        # The upgraded ledger takes new rows through the writer, defaults included.
+        insert_job_intent(conn, "later:job1", "ticket_triage_20261120", "later", "openai", "/v1/chat/completions")
         next_seq = conn.execute("SELECT nextval('ledger.terminal_seq')").fetchone()[0]
     assert after == before
     # v2: parsed_result.from_line — false for outcomes taken from the batch's end state, true otherwise.
@@ -181,6 +251,8 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
     # v3: shard.deferred_at — NULL (never deferred) for existing shards.
     assert deferred == [(None,)]
     assert next_seq == 2  # the terminal sequence continues where v1 left it
+    r = reconcile(warehouse, "ticket_triage_20261120")
+    assert (r.manifest_items, r.succeeded, r.expired, r.applied) == (3, 1, 2, 1)
 
 
 def test_a_ledger_newer_than_the_code_is_refused(warehouse: Warehouse):
