@@ -5,11 +5,13 @@ ledger that holds data and refuse one newer than the code."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
 import pytest
 
+import batch_assets
 from batch_assets.ledger import schema
 from batch_assets.ledger.jobs import insert_job_intent, record_snapshot, request_cancel
 from batch_assets.ledger.shards import insert_quarantine, mark_shards_deferred
@@ -18,6 +20,86 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.providers.contract import TERMINAL_STATES, BatchError, JobSnapshot, JobState
+
+PACKAGE = Path(batch_assets.__file__).resolve().parent
+LEDGER_PACKAGE = PACKAGE / "ledger"
+
+# A statement that changes a ledger table (or its rows), in any of DuckDB's spellings.
+LEDGER_WRITE = re.compile(
+    r"\b(INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE(?:\s+TABLE)?|COPY"
+    r"|ALTER\s+TABLE|DROP\s+TABLE(?:\s+IF\s+EXISTS)?|CREATE\s+(?:OR\s+REPLACE\s+)?TABLE(?:\s+IF\s+NOT\s+EXISTS)?)"
+    r"\s+\"?ledger\"?\.", re.IGNORECASE)
+# An INSERT into a ledger table and the first thing after the table name (must open the column list).
+LEDGER_INSERT = re.compile(r"\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+\"?ledger\"?\.[^\s(]+\s*(\S)", re.IGNORECASE)
+HAND_TRANSACTION = re.compile(r"""execute\(\s*f?["']{1,3}\s*(BEGIN|COMMIT|ROLLBACK|ABORT)\b""", re.IGNORECASE)
+
+
+def _sources(*suffixes: str) -> list[Path]:
+    return sorted(p for s in suffixes for p in PACKAGE.rglob(f"*{s}") if "__pycache__" not in p.parts)
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+# --- one writer ----------------------------------------------------------------------------------
+
+def test_only_the_ledger_package_writes_ledger_tables():
+    offenders = []
+    for path in _sources(".py", ".sql"):
+        if LEDGER_PACKAGE in path.parents:
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.relative_to(PACKAGE)}:{_line(text, m.start())}: {m.group(0)}"
+                      for m in LEDGER_WRITE.finditer(text)]
+    assert offenders == [], "ledger writes belong in batch_assets/ledger/ (call its writer functions):\n" + \
+        "\n".join(offenders)
+
+
+def test_every_ledger_insert_names_its_columns():
+    found, offenders = 0, []
+    for path in _sources(".py", ".sql"):
+        text = path.read_text(encoding="utf-8")
+        for m in LEDGER_INSERT.finditer(text):
+            found += 1
+            if m.group(1) != "(":
+                offenders.append(f"{path.relative_to(PACKAGE)}:{_line(text, m.start())}: {m.group(0)}")
+    assert found > 0, "the scan found no ledger INSERT at all: the pattern is broken"
+    assert offenders == [], "INSERT INTO ledger.<table> must list its columns:\n" + "\n".join(offenders)
+
+
+def test_transactions_are_opened_only_by_the_transaction_helper():
+    offenders = []
+    for path in _sources(".py"):
+        if path == LEDGER_PACKAGE / "transaction.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{path.relative_to(PACKAGE)}:{_line(text, m.start())}" for m in HAND_TRANSACTION.finditer(text)]
+    assert offenders == [], "use `with transaction(conn):` (batch_assets.ledger.transaction):\n" + "\n".join(offenders)
+
+
+def test_the_scans_catch_what_they_are_meant_to():
+    assert LEDGER_WRITE.search("conn.execute('update ledger.shard SET x = 1')")
+    assert LEDGER_WRITE.search('INSERT OR REPLACE INTO "ledger".shard SELECT 1')
+    assert not LEDGER_WRITE.search("INSERT INTO main.tickets SELECT * FROM ledger.shard")
+    assert LEDGER_INSERT.search("INSERT INTO ledger.shard VALUES (1)").group(1) == "V"
+    assert LEDGER_INSERT.search("INSERT INTO ledger.batch_task AS t VALUES (1)").group(1) == "A"
+    assert LEDGER_INSERT.search("INSERT INTO ledger.{table} ({cols}) SELECT").group(1) == "("
+    assert HAND_TRANSACTION.search('conn.execute("BEGIN TRANSACTION")')
+
+
+def test_no_job_state_is_spelled_out_in_sql():
+    """Job states reach SQL through batch_assets.ledger.states (or JobState) only: no `IN ('COMPLETED', …)`,
+    `state = 'FAILED'` or `WHEN 'EXPIRED'` typed by hand."""
+    pattern = re.compile(r"(?:\bIN\s*\(\s*|[=<>]\s*|\bWHEN\s+|,\s*)'(%s)'" % "|".join(s.value for s in JobState))
+    offenders = []
+    for path in _sources(".py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] not in ("pipeline", "ledger", "bench", "defs", "components") or path == LEDGER_PACKAGE / "states.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        offenders += [f"{rel}:{_line(text, m.start())}: {m.group(0)}" for m in pattern.finditer(text)]
+    assert offenders == [], "\n".join(offenders)
 
 
 # --- transaction() -------------------------------------------------------------------------------
