@@ -450,7 +450,7 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
 
 def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
         capsys, seeded_copy, ticket_task, cli_emulator, monkeypatch):
-    import batch_assets.pipeline.jobs
+    import batch_assets.ledger.jobs
 
     wh = seeded_copy
     _submit(wh, ticket_task, cli_emulator(**SLOW_EMULATOR))
@@ -459,7 +459,7 @@ def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
     def locked(*args, **kwargs):
         raise CliError(f"warehouse {wh.database} is locked by process 1")
 
-    monkeypatch.setattr(batch_assets.pipeline.jobs, "record_snapshot", locked)
+    monkeypatch.setattr(batch_assets.ledger.jobs, "record_snapshot", locked)
     code, out, err = run(capsys, "--database", wh.database, "cancel", job_key)
     assert code == 1 and out == ""
     assert err.splitlines()[0] == (f"{job_key}: cancel requested at the provider (cancelling), but the "

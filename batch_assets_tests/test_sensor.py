@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import queue
 import subprocess
 import sys
 import textwrap
@@ -243,56 +244,99 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, se
 
 
 SENSOR_PROCESS = textwrap.dedent("""
-    import json, sys, time
-    import batch_assets.ledger.warehouse as warehouse_mod
+    import json, logging, sys, time
+    from batch_assets.ledger import warehouse as warehouse_mod
     from batch_assets.ledger.warehouse import Warehouse
     from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
     from batch_assets.providers.contract import ClientSettings
     from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
+
+
+    class Report(logging.Handler):
+        # Every lock wait the Warehouse records is reported to the test on stdout as it happens.
+        def emit(self, record):
+            print(json.dumps({"lock_wait": record.getMessage()}), flush=True)
+
+
+    warehouse_mod.log.addHandler(Report())
+    warehouse_mod.log.setLevel(logging.INFO)
     database, data_dir, base_url, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    conflicts, real = [], warehouse_mod._is_lock_conflict
-    warehouse_mod._is_lock_conflict = lambda exc: conflicts.append(1) or real(exc)
     wh = Warehouse.at(database, data_dir)
     adapter = OpenAIBatchAdapter(ClientSettings("emulator-no-key", base_url))
-    seq, handed, deadline = 0, [], time.monotonic() + 30
+    seq, handed, deadline = 0, [], time.monotonic() + 60
+    print(json.dumps({"started": True}), flush=True)
     while len(handed) < want and time.monotonic() < deadline:
         # What provider_status_sensor does on every tick, from its own process.
         poll_jobs(wh, lambda _p: adapter)
         requests, seq = collect_requests_after(wh, seq)
         handed += [k for r in requests for k in r.job_keys]
         print(json.dumps({"tick": [r.run_key for r in requests]}), flush=True)
-    print(json.dumps({"handed": handed, "lock_waits": len(conflicts)}), flush=True)
+    print(json.dumps({"handed": handed, "lock_waits": warehouse_mod.lock_waits()}), flush=True)
 """)
 
 
-def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_copy, ticket_task, adapter, emulator,
-                                                                           monkeypatch):
-    """DuckDB admits one writing process per file: the other process waits for the lock and retries."""
-    import batch_assets.ledger.warehouse as warehouse_mod
+def _stdout_lines(proc: subprocess.Popen) -> queue.Queue:
+    """The process's stdout, one JSON message per line, readable with a timeout."""
+    lines: queue.Queue = queue.Queue()
 
-    conflicts, real = [], warehouse_mod._is_lock_conflict
-    monkeypatch.setattr(warehouse_mod, "_is_lock_conflict", lambda exc: conflicts.append(1) or real(exc))
+    def pump():
+        for line in proc.stdout:
+            lines.put(json.loads(line))
+        lines.put(None)  # end of output
+
+    threading.Thread(target=pump, name="sensor-process-stdout", daemon=True).start()
+    return lines
+
+
+def _next_message(lines: queue.Queue, deadline: float, what: str) -> dict:
+    remaining = deadline - time.monotonic()
+    assert remaining > 0, f"timed out waiting for {what}"
+    try:
+        message = lines.get(timeout=remaining)
+    except queue.Empty:
+        raise AssertionError(f"timed out waiting for {what}") from None
+    assert message is not None, f"the sensor process ended before {what}"
+    return message
+
+
+def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_copy, ticket_task, adapter, emulator):
+    """DuckDB admits one writing process per file: the other process waits for the lock and retries.
+
+    The contention is forced, not hoped for: this process holds a write connection (the file lock)
+    while the sensor process starts its tick, the sensor process reports that it is waiting for the
+    lock, and submit and collect runs go on here meanwhile. Only then is the lock released; the
+    sensor's tick proceeds and every job is handed to collection exactly once."""
     wh, task = seeded_copy, limited(ticket_task, 20)
     submit(wh, task, adapter, DAY1)
     freeze_manifest(wh, task, DAY2)
     cut_shards(wh, task, DAY2)
+    wait_provider_terminal(emulator)
     proc = subprocess.Popen([sys.executable, "-c", SENSOR_PROCESS, str(wh.database), str(wh.data_dir),
                              emulator.openai_base_url, "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None:  # keep writing while the other process polls and records
-            assert time.monotonic() < deadline, "the sensor process did not finish"
+        lines = _stdout_lines(proc)
+        with wh.connect() as held:  # the file lock: the sensor process cannot open the file until this closes
+            assert _next_message(lines, time.monotonic() + 60, "the sensor process to start") == {"started": True}
+            waiting = _next_message(lines, time.monotonic() + 60, "the sensor process to wait for the lock")
+            assert "lock_wait" in waiting, waiting
+            # Runs of this process overlap the waiting tick (same process: they share the open database).
             submit_pending(wh, task, DAY2, adapter)
             collect_partition(wh, task, DAY1, adapter)
-            time.sleep(0.2)
-        out, err = proc.communicate(timeout=30)
+            assert held.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_seq IS NOT NULL").fetchone()[0] == 3
+            assert lines.empty(), "the sensor process got past the lock while it was held"
+        deadline = time.monotonic() + 90
+        messages = []
+        while not messages or "handed" not in messages[-1]:
+            messages.append(_next_message(lines, deadline, "the sensor process to hand over every job"))
+        out_err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
-    summary = json.loads(out.strip().splitlines()[-1])
+            proc.wait()
+    assert proc.returncode == 0, out_err[1]
+    summary = messages[-1]
+    assert summary["lock_waits"] >= 1
     handed = summary["handed"]
-    assert len(conflicts) + summary["lock_waits"] > 0, "the two processes never contended for the file"
     collect_partition(wh, task, DAY1, adapter)
     collect_partition(wh, task, DAY2, adapter)
     assert_consistent(wh, handed)

@@ -26,6 +26,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from batch_assets.ledger.jobs import insert_jobs, insert_status_events
+from batch_assets.ledger.results import insert_raw_files
+from batch_assets.ledger.states import JobState, TaskStatus
+from batch_assets.ledger.tasks import set_task_status
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.shards import file_sha256
@@ -297,44 +302,45 @@ def register_terminal_jobs(wh: Warehouse, task: ResolvedTask, outputs: OutputFil
     })
     tid = sql_literal(task_id)
     with wh.connect() as conn:
-        conn.execute("BEGIN TRANSACTION")
-        conn.execute("CREATE OR REPLACE TEMP TABLE _bench_files AS SELECT * FROM bench_raw_files")
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _bench_jobs AS
-            SELECT s.shard_id, s.shard_id || ':job1' AS job_key, s.line_count,
-                   count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 >= {ERR_500_BELOW}) AS completed,
-                   count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 < {ERR_500_BELOW}) AS failed
-            FROM ledger.shard s JOIN ledger.shard_line sl USING (shard_id)
-            WHERE s.task_id = {tid}
-            GROUP BY ALL
-        """)
-        jobs = conn.execute(f"""
-            INSERT INTO ledger.provider_job
-            SELECT j.job_key, {tid}, j.shard_id, {sql_literal(spec.provider)}, {sql_literal(spec.endpoint)},
-                   'batch_' || md5(j.job_key), 'file-in-' || md5(j.job_key),
-                   (SELECT 'file-out-' || md5(f.job_key) FROM _bench_files f WHERE f.job_key = j.job_key AND f.kind = 'output'),
-                   (SELECT 'file-err-' || md5(f.job_key) FROM _bench_files f WHERE f.job_key = j.job_key AND f.kind = 'error'),
-                   'completed', 'COMPLETED', false, j.line_count, j.completed, j.failed, NULL,
-                   now()::TIMESTAMP - INTERVAL 2 HOUR, now()::TIMESTAMP - INTERVAL 2 HOUR, now()::TIMESTAMP - INTERVAL 5 MINUTE,
-                   now()::TIMESTAMP - INTERVAL 5 MINUTE, now()::TIMESTAMP - INTERVAL 5 MINUTE,
-                   nextval('ledger.terminal_seq'), now()::TIMESTAMP
-            FROM _bench_jobs j ORDER BY j.job_key
-        """).fetchone()[0]
-        conn.execute("""
-            INSERT INTO ledger.status_event
-            SELECT job_key, 'FINALIZING', 'COMPLETED', 'completed', line_count, completed, failed,
-                   now()::TIMESTAMP - INTERVAL 5 MINUTE
-            FROM _bench_jobs
-        """)
-        conn.execute(f"""
-            INSERT INTO ledger.raw_file
-            SELECT f.job_key || ':' || f.kind, f.job_key, {tid}, f.kind,
-                   CASE f.kind WHEN 'output' THEN 'file-out-' ELSE 'file-err-' END || md5(f.job_key),
-                   f.path, f.sha256, f.byte_count, NULL, now()::TIMESTAMP, NULL
-            FROM _bench_files f
-        """)
-        conn.execute("UPDATE ledger.batch_task SET status = 'SUBMITTED', updated_at = now()::TIMESTAMP WHERE task_id = ?",
-                     [task_id])
-        conn.execute("COMMIT")
+        with transaction(conn):
+            conn.execute("CREATE OR REPLACE TEMP TABLE _bench_files AS SELECT * FROM bench_raw_files")
+            conn.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _bench_jobs AS
+                SELECT s.shard_id, s.shard_id || ':job1' AS job_key, s.line_count,
+                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 >= {ERR_500_BELOW}) AS completed,
+                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 < {ERR_500_BELOW}) AS failed
+                FROM ledger.shard s JOIN ledger.shard_line sl USING (shard_id)
+                WHERE s.task_id = {tid}
+                GROUP BY ALL
+            """)
+            jobs = insert_jobs(conn, task_id, f"""
+                SELECT j.job_key, j.shard_id, {sql_literal(spec.provider)} AS provider, {sql_literal(spec.endpoint)} AS endpoint,
+                       'batch_' || md5(j.job_key) AS provider_batch_id, 'file-in-' || md5(j.job_key) AS input_file_id,
+                       (SELECT 'file-out-' || md5(f.job_key) FROM _bench_files f
+                        WHERE f.job_key = j.job_key AND f.kind = 'output') AS output_file_id,
+                       (SELECT 'file-err-' || md5(f.job_key) FROM _bench_files f
+                        WHERE f.job_key = j.job_key AND f.kind = 'error') AS error_file_id,
+                       'completed' AS raw_status, '{JobState.COMPLETED}' AS state, false AS cancel_requested,
+                       j.line_count AS request_total, j.completed AS request_completed, j.failed AS request_failed,
+                       NULL AS provider_errors,
+                       now()::TIMESTAMP - INTERVAL 2 HOUR AS created_at, now()::TIMESTAMP - INTERVAL 2 HOUR AS submitted_at,
+                       now()::TIMESTAMP - INTERVAL 5 MINUTE AS state_changed_at,
+                       now()::TIMESTAMP - INTERVAL 5 MINUTE AS terminal_at,
+                       now()::TIMESTAMP - INTERVAL 5 MINUTE AS last_polled_at, now()::TIMESTAMP AS downloaded_at
+                FROM _bench_jobs j ORDER BY j.job_key
+            """)
+            insert_status_events(conn, f"""
+                SELECT job_key, '{JobState.FINALIZING}' AS from_state, '{JobState.COMPLETED}' AS to_state,
+                       'completed' AS raw_status, line_count AS request_total, completed AS request_completed,
+                       failed AS request_failed, now()::TIMESTAMP - INTERVAL 5 MINUTE AS observed_at
+                FROM _bench_jobs
+            """)
+            insert_raw_files(conn, task_id, """
+                SELECT f.job_key || ':' || f.kind AS file_key, f.job_key, f.kind,
+                       CASE f.kind WHEN 'output' THEN 'file-out-' ELSE 'file-err-' END || md5(f.job_key) AS provider_file_id,
+                       f.path, f.sha256, f.byte_count
+                FROM _bench_files f
+            """)
+            set_task_status(conn, task_id, TaskStatus.SUBMITTED)
         conn.execute("DROP TABLE _bench_files; DROP TABLE _bench_jobs;")
     return jobs

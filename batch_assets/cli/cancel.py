@@ -51,7 +51,7 @@ def _finished_state(adapter, job: dict) -> str | None:
 
 
 def _cancel_one(wh, providers, job: dict) -> str:
-    from batch_assets.pipeline.jobs import record_snapshot
+    from batch_assets.ledger.jobs import record_snapshot, request_cancel
     from batch_assets.providers.contract import JobState
 
     adapter = providers.adapter(job["provider"])
@@ -65,7 +65,7 @@ def _cancel_one(wh, providers, job: dict) -> str:
         return f"{job['job_key']}: already {finished.lower()}, nothing to cancel (the next poll collects it)"
     try:
         with context.connect(wh, read_only=False) as conn:
-            conn.execute("UPDATE ledger.provider_job SET cancel_requested = true WHERE job_key = ?", [job["job_key"]])
+            request_cancel(conn, job["job_key"])
             record_snapshot(conn, job["job_key"], snap)
     except Exception as exc:
         raise _LedgerNotUpdated(f"cancel requested at the provider ({snap.raw_status}), but the ledger was not "

@@ -1,1 +1,19 @@
-"""The DuckDB ledger: versioned schema, migrations and short-lived connections."""
+"""The DuckDB ledger: versioned schema, migrations, short-lived connections, and its one writer.
+
+Every write to a `ledger.*` table goes through this package; stages never write ledger tables
+themselves. They hand the writer values, or a query producing the rows (read by column name), and
+the writer runs one set-based statement whose INSERTs always name their columns:
+
+* `ledger.tasks`    — batch_task (upsert_frozen_task, set_task_status)
+* `ledger.manifest` — source_reject, manifest_item (replace_source_rejects, insert_manifest_items,
+  supersede_items_not_in, revive_items_in)
+* `ledger.shards`   — quarantine, shard, shard_line (insert_quarantine, insert_shard, insert_shard_lines,
+  mark_shards_deferred)
+* `ledger.jobs`     — provider_job, status_event (insert_job_intent, set_input_file, record_snapshot,
+  request_cancel, mark_downloaded, insert_jobs, insert_status_events)
+* `ledger.results`  — raw_file, raw_result, parsed_result, applied_result (insert_raw_file,
+  insert_raw_files, insert_raw_results, mark_files_ingested, insert_parsed_results, insert_applied_results)
+
+`ledger.transaction.transaction(conn)` is the one way to make several writes atomic, and
+`ledger.states` holds the job-state vocabulary as SQL (TERMINAL_STATES_SQL, IN_FLIGHT_SQL, …).
+"""

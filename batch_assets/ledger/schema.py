@@ -14,6 +14,8 @@ from pathlib import Path
 
 import duckdb
 
+from batch_assets.ledger.transaction import transaction
+
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _FILE_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -59,8 +61,12 @@ def current_version(conn: duckdb.DuckDBPyConnection) -> int:
     return int(row[0])
 
 
-def migrate(conn: duckdb.DuckDBPyConnection) -> int:
-    """Apply every migration newer than the file's version; returns the resulting version."""
+def migrate(conn: duckdb.DuckDBPyConnection, target: int | None = None) -> int:
+    """Apply every migration newer than the file's version (up to `target`, default the latest),
+    each in its own transaction; returns the resulting version.
+
+    A file at a version newer than this code knows is refused: its schema may not be what the code
+    expects, and the code must not write to it."""
     version = current_version(conn)
     latest = latest_version()
     if version > latest:
@@ -69,17 +75,12 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> int:
             "upgrade batch_assets before opening this warehouse"
         )
     for migration in migrations():
-        if migration.number <= version:
+        if migration.number <= version or (target is not None and migration.number > target):
             continue
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(conn):
             conn.execute(migration.sql)
             conn.execute(
                 "INSERT INTO ledger.schema_version (version, description, applied_at) VALUES (?, ?, now()::TIMESTAMP)",
                 [migration.number, migration.description],
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return latest
+    return max(version, latest if target is None else min(target, latest))

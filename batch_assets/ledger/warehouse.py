@@ -8,9 +8,11 @@ set-based SQL and closes it again; a process that finds the file locked waits an
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from pathlib import Path
 import duckdb
 
 from batch_assets.ledger.schema import migrate
+
+log = logging.getLogger(__name__)
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
@@ -40,6 +44,23 @@ def memory_limit() -> str:
 def _is_lock_conflict(exc: BaseException) -> bool:
     text = str(exc)
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
+
+
+_lock_waits = 0
+_lock_waits_guard = threading.Lock()
+
+
+def lock_waits() -> int:
+    """How many times this process found the warehouse file locked by another process and waited
+    (counted once per `Warehouse.connect` that had to wait)."""
+    return _lock_waits
+
+
+def _record_lock_wait(database: Path, timeout_s: float) -> None:
+    global _lock_waits
+    with _lock_waits_guard:
+        _lock_waits += 1
+    log.info("warehouse %s is locked by another process; waiting up to %.0f s", database, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,7 @@ class Warehouse:
         self.database.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
+        waited = False
         while True:
             try:
                 conn = duckdb.connect(str(self.database), read_only=read_only)
@@ -74,6 +96,9 @@ class Warehouse:
             except (duckdb.IOException, duckdb.ConnectionException) as exc:
                 if not _is_lock_conflict(exc) or time.monotonic() > deadline:
                     raise
+                if not waited:
+                    waited = True
+                    _record_lock_wait(self.database, self.lock_timeout_s)
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         try:

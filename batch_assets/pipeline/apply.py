@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger.results import insert_applied_results
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
@@ -96,8 +98,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         )
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
         key = quote_ident(apply.key)
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(conn):
             conn.execute(f"""
                 INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
@@ -106,16 +107,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at
             """)
-            conn.execute(f"""
-                INSERT INTO ledger.applied_result
-                SELECT custom_id, {tid}, business_id, outcome, {sql_literal(apply.table)},
-                       {sql_literal(spec.output.version)}, now()::TIMESTAMP
-                FROM _decided
-            """)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _decided",
+                                   target_table=apply.table, output_version=spec.output.version)
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided;")

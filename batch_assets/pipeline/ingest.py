@@ -17,6 +17,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from batch_assets.ledger.jobs import mark_downloaded
+from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.poll import poll_jobs
@@ -59,11 +62,9 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider) -> int
                  for r in results]
         with wh.connect() as conn:
             for file_key, kind, file_id, path, sha, size in files:
-                conn.execute("""
-                    INSERT INTO ledger.raw_file VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, now()::TIMESTAMP, NULL)
-                    ON CONFLICT (file_key) DO NOTHING
-                """, [file_key, job["job_key"], task_id, kind, file_id, path, sha, size])
-            conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP WHERE job_key = ?", [job["job_key"]])
+                insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
+                                provider_file_id=file_id, path=path, sha256=sha, byte_count=size)
+            mark_downloaded(conn, job["job_key"])
         count += len(files)
     return count
 
@@ -196,30 +197,21 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 FROM _in i JOIN _files f USING (file_key)
                 LEFT JOIN ledger.shard_line sl ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
-            conn.execute("BEGIN TRANSACTION")
-            try:
-                n = conn.execute(f"""
-                    INSERT INTO ledger.raw_result
-                    SELECT i.file_key, i.line_no, k.job_key, {tid}, i.request_id, k.custom_id,
+            with transaction(conn):
+                n = insert_raw_results(conn, task_id, f"""
+                    SELECT i.file_key, i.line_no, k.job_key, i.request_id, k.custom_id,
                            CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
                                 WHEN k.custom_id IS NULL THEN 'orphan'
                                 WHEN k.nth > 1 OR prev.custom_id IS NOT NULL THEN 'duplicate'
-                                ELSE 'ok' END,
-                           i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line,
-                           now()::TIMESTAMP
+                                ELSE 'ok' END AS status,
+                           i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line
                     FROM _in i JOIN _keyed k USING (file_key, line_no)
                     LEFT JOIN (SELECT DISTINCT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok') prev
                       ON prev.custom_id = k.custom_id
-                """).fetchone()[0]
-                conn.execute("""
-                    UPDATE ledger.raw_file SET ingested_at = now()::TIMESTAMP, line_count = c.n
-                    FROM (SELECT f.file_key, count(i.file_key) AS n FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1) c
-                    WHERE raw_file.file_key = c.file_key
                 """)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                mark_files_ingested(conn, """
+                    SELECT f.file_key, count(i.file_key) AS line_count FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1
+                """)
             files_done += len(batch)
             lines_done += n
         conn.execute("DROP TABLE IF EXISTS _in; DROP TABLE IF EXISTS _keyed; DROP TABLE IF EXISTS _files")

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger import manifest as ledger_manifest
+from batch_assets.ledger.tasks import upsert_frozen_task
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
 from batch_assets.sqltext import quote_ident, sql_literal
@@ -86,32 +89,24 @@ def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refr
 
         version = (existing[0] if existing else 0) + 1
         load_source(conn, task, partition_date)
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            summary = _freeze(conn, wh, task, partition_date, task_id, version)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return summary
+        with transaction(conn):
+            return _freeze(conn, wh, task, partition_date, task_id, version)
 
 
 def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_id: str, version: int) -> ManifestSummary:
     spec = task.spec
     # Business ids that are missing or occur more than once cannot be keyed: record them, keep the rest.
-    conn.execute("DELETE FROM ledger.source_reject WHERE task_id = ?", [task_id])
-    conn.execute(f"""
-        INSERT INTO ledger.source_reject
-        SELECT {sql_literal(task_id)}, business_id, count(*),
-               CASE WHEN business_id IS NULL OR trim(business_id) = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END,
+    ledger_manifest.replace_source_rejects(conn, task_id, f"""
+        SELECT business_id, count(*) AS row_count,
+               CASE WHEN business_id IS NULL OR trim(business_id) = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END
+                   AS reason_code,
                CASE WHEN business_id IS NULL OR trim(business_id) = ''
                     THEN 'source rows without a value in ' || {sql_literal(spec.source.business_id)}
                          || '; fix the source data or filter such rows out in source.sql'
                     ELSE 'business id ' || business_id || ' appears ' || count(*) || ' times in the source; '
                          || 'none of its rows was sent. Fix: deduplicate the source (source.sql) so each '
                          || {sql_literal(spec.source.business_id)} || ' appears once'
-               END,
-               now()::TIMESTAMP
+               END AS reason
         FROM _src
         GROUP BY business_id
         HAVING business_id IS NULL OR trim(business_id) = '' OR count(*) > 1
@@ -128,24 +123,15 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                 AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))
     """)
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
-    superseded = conn.execute("""
-        UPDATE ledger.manifest_item SET superseded_at = now()::TIMESTAMP
-        WHERE task_id = ? AND superseded_at IS NULL
-          AND custom_id NOT IN (SELECT custom_id FROM _items)
-    """, [task_id]).fetchone()[0]
-    new_items = conn.execute(f"""
-        INSERT INTO ledger.manifest_item
-        SELECT i.custom_id, {sql_literal(task_id)}, i.business_id, {sql_literal(spec.item_type)}, i.input_hash,
-               {sql_literal(spec.prompt.version)}, {sql_literal(spec.model)}, {sql_literal(task.params_json)},
-               {sql_literal(spec.output.version)}, {version}, now()::TIMESTAMP, NULL
+    superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
+    new_items = ledger_manifest.insert_manifest_items(conn, task_id, f"""
+        SELECT i.custom_id, i.business_id, i.input_hash
         FROM _items i
         WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = {sql_literal(task_id)})
-    """).fetchone()[0]
+    """, item_type=spec.item_type, prompt_version=spec.prompt.version, model=spec.model,
+        params_json=task.params_json, output_schema_version=spec.output.version, manifest_version=version)
     # A changed input that flips back to an earlier text reuses its old custom_id: revive it.
-    conn.execute("""
-        UPDATE ledger.manifest_item SET superseded_at = NULL
-        WHERE task_id = ? AND superseded_at IS NOT NULL AND custom_id IN (SELECT custom_id FROM _items)
-    """, [task_id])
+    ledger_manifest.revive_items_in(conn, task_id, "SELECT custom_id FROM _items")
 
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
@@ -154,19 +140,11 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
     items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
-    conn.execute(f"""
-        INSERT INTO ledger.batch_task AS t VALUES (
-            {sql_literal(task_id)}, {sql_literal(spec.name)}, {sql_literal(partition_date)}::DATE,
-            {sql_literal(spec.item_type)}, {sql_literal(spec.provider)}, {sql_literal(spec.model)},
-            {sql_literal(spec.endpoint)}, {sql_literal(spec.prompt.version)}, {sql_literal(spec.output.version)},
-            {sql_literal(str(manifest_path))}, {version}, 'FROZEN', {items}, {tokens},
-            {items * spec.params.max_tokens}, now()::TIMESTAMP, now()::TIMESTAMP)
-        ON CONFLICT (task_id) DO UPDATE SET
-            manifest_uri = excluded.manifest_uri, manifest_version = excluded.manifest_version,
-            total_items = excluded.total_items, est_input_tokens = excluded.est_input_tokens,
-            est_output_tokens = excluded.est_output_tokens, prompt_version = excluded.prompt_version,
-            model = excluded.model, updated_at = excluded.updated_at
-    """)
+    upsert_frozen_task(
+        conn, task_id=task_id, task_name=spec.name, partition_date=partition_date, item_type=spec.item_type,
+        provider=spec.provider, model=spec.model, endpoint=spec.endpoint, prompt_version=spec.prompt.version,
+        output_schema_version=spec.output.version, manifest_uri=str(manifest_path), manifest_version=version,
+        total_items=items, est_input_tokens=tokens, est_output_tokens=items * spec.params.max_tokens)
     rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
     conn.execute("DROP TABLE _items")
     drop_source(conn)

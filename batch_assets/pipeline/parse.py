@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batch_assets.ledger.results import insert_parsed_results
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.sqltext import sql_literal
 from batch_assets.providers.registry import wire_format
@@ -45,7 +48,6 @@ def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
 def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
-    version = sql_literal(task.spec.output.version)
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     answer_sql, violation = _answer_checks(task)
     with wh.connect() as conn:
@@ -61,11 +63,9 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
             FROM (SELECT *, {answer_sql} AS answer FROM _ans)
         """)
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            parsed = conn.execute(f"""
-                INSERT INTO ledger.parsed_result
-                SELECT custom_id, {tid}, job_key, ok,
+        with transaction(conn):
+            parsed = insert_parsed_results(conn, task_id, f"""
+                SELECT custom_id, job_key, ok AS provider_succeeded,
                        CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
                             WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
@@ -74,46 +74,42 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_filter'
                             WHEN finish_reason = 'length' THEN 'finish_reason_length'
                             WHEN answer IS NULL THEN 'no_answer'
-                            WHEN violation IS NOT NULL THEN 'schema_mismatch' END,
+                            WHEN violation IS NOT NULL THEN 'schema_mismatch' END AS error_code,
                        CASE WHEN NOT ok THEN error_message
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN coalesce(refusal, 'answer blocked by the provider content filter')
                             WHEN finish_reason = 'length' THEN 'answer cut off at max_tokens; raise params.max_tokens'
                             WHEN answer IS NULL THEN {sql_literal(_EMPTY_ANSWER[task.spec.output.kind])}
-                            ELSE violation END,
-                       status_code,
+                            ELSE violation END AS error_message,
+                       status_code AS http_status,
                        CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
-                            THEN CAST(answer AS VARCHAR) END,
-                       finish_reason, input_tokens, output_tokens, provider_request_id, {version}, now()::TIMESTAMP, true
+                            THEN CAST(answer AS VARCHAR) END AS output_json,
+                       finish_reason, input_tokens, output_tokens, provider_request_id
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
-            """).fetchone()[0]
+            """, output_schema_version=task.spec.output.version, from_line=True)
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
-            synthesized = conn.execute(f"""
-                INSERT INTO ledger.parsed_result
-                SELECT custom_id, {tid}, job_key, false,
-                       CASE WHEN state = 'EXPIRED' THEN 'expired' WHEN state = 'CANCELLED' THEN 'canceled'
+            synthesized = insert_parsed_results(conn, task_id, f"""
+                SELECT custom_id, job_key, false AS provider_succeeded,
+                       CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                             WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
-                            ELSE 'validation_error' END,
+                            ELSE 'validation_error' END AS error_class,
                        error_code, error_message,
-                       NULL, NULL, NULL, NULL, NULL, NULL, {version}, now()::TIMESTAMP, false
+                       NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
+                       NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id
                 FROM (
                     SELECT sl.custom_id, j.job_key, j.state,
-                           CASE j.state WHEN 'FAILED' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
-                                        WHEN 'EXPIRED' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
-                           CASE j.state WHEN 'FAILED' THEN 'the provider rejected the whole batch: '
+                           CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
+                                        WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
+                           CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
                                                            || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
                                         ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                     FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
-                    WHERE j.task_id = {tid} AND j.state IN ('FAILED', 'EXPIRED', 'CANCELLED') AND j.downloaded_at IS NOT NULL
+                    WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
                       AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
                       AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
                       AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok')
                 )
-            """).fetchone()[0]
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            """, output_schema_version=task.spec.output.version, from_line=False)
         by_class = dict(conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
         """).fetchall())

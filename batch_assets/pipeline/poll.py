@@ -12,8 +12,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from batch_assets.ledger.jobs import record_snapshot
+from batch_assets.ledger.states import IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.jobs import record_snapshot
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
 from batch_assets.providers.registry import provider_limits
 
@@ -42,11 +43,11 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
               max_workers: int = 8, stuck_after_s: float = 6 * 3600, task_id: str | None = None) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(conn, """
+        jobs = fetch_dicts(conn, f"""
             SELECT job_key, provider, provider_batch_id, state,
                    epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
             FROM ledger.provider_job
-            WHERE state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED') AND provider_batch_id IS NOT NULL
+            WHERE {IN_FLIGHT_SQL}
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
         """, [task_id, task_id])
@@ -110,7 +111,7 @@ def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
     """(task_name, partition_date, shards waiting) for partitions whose shards were held back by
     the provider's concurrent-job cap, when that provider has room again."""
     with wh.connect() as conn:
-        rows = conn.execute("""
+        rows = conn.execute(f"""
             WITH waiting AS (
                 SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
                 FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
@@ -119,7 +120,7 @@ def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
                 GROUP BY ALL
             ), busy AS (
                 SELECT provider, count(*) AS in_flight FROM ledger.provider_job
-                WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL GROUP BY provider
+                WHERE {IN_FLIGHT_SQL} GROUP BY provider
             )
             SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
             FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
+from batch_assets.ledger.states import not_terminal_sql
 from batch_assets.ledger.warehouse import Warehouse
 
 FAILURE_CLASSES = ("validation_error", "rate_or_capacity_error", "content_policy_error", "internal_error")
@@ -123,9 +124,10 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str) -> Reconciliat
         SELECT count(*) FROM ledger.shard_line sl
         ANTI JOIN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = $t) p USING (custom_id)
         WHERE sl.task_id = $t AND sl.{ACTIVE}""", task_id)
-    r.in_flight = _one(conn, """
+    # Lines of jobs that have not ended, whether or not the provider has the batch yet.
+    r.in_flight = _one(conn, f"""
         SELECT coalesce(sum(s.line_count), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
-        WHERE j.task_id = $t AND j.terminal_at IS NULL""", task_id)
+        WHERE j.task_id = $t AND {not_terminal_sql('j')}""", task_id)
     applied = dict(conn.execute(f"SELECT outcome, count(*) FROM ledger.applied_result WHERE task_id = $t AND {ACTIVE} GROUP BY 1",
                                 {"t": task_id}).fetchall())
     r.applied, r.stale = applied.get("applied", 0), applied.get("stale", 0)

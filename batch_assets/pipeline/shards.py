@@ -17,6 +17,10 @@ from pathlib import Path
 
 import polars as pl
 
+from batch_assets.ledger import shards as ledger_shards
+from batch_assets.ledger.states import TaskStatus
+from batch_assets.ledger.tasks import set_task_status
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.render import request_id_sql, request_line_sql
 from batch_assets.sqltext import sql_literal
@@ -147,32 +151,22 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
             s["path"] = str(path)
             s["sha256"] = file_sha256(path)
 
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            quarantined = conn.execute(f"""
-                INSERT INTO ledger.quarantine
-                SELECT custom_id, {sql_literal(task_id)}, reason_code, reason, now()::TIMESTAMP
-                FROM _lines WHERE reason_code IS NOT NULL
-            """).fetchone()[0]
+        with transaction(conn):
+            quarantined = ledger_shards.insert_quarantine(
+                conn, task_id, "SELECT custom_id, reason_code, reason FROM _lines WHERE reason_code IS NOT NULL")
             for s in shards:
-                conn.execute(
-                    "INSERT INTO ledger.shard VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP, NULL)",
-                    [s["shard_id"], task_id, spec.provider, spec.endpoint, spec.model, attempt, s["shard_no"],
-                     s["path"], s["line_count"], s["byte_count"], s["est_tokens"], s["sha256"]],
-                )
-            conn.execute(f"""
-                INSERT INTO ledger.shard_line
-                SELECT printf('%s_a%d_s%04d', {sql_literal(task_id)}, {attempt}, shard_no),
-                       line_no, custom_id, request_id, {sql_literal(task_id)}, {attempt}, line_bytes, est_tokens
+                ledger_shards.insert_shard(
+                    conn, shard_id=s["shard_id"], task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
+                    model=spec.model, attempt=attempt, shard_no=s["shard_no"], path=s["path"],
+                    line_count=s["line_count"], byte_count=s["byte_count"], est_tokens=s["est_tokens"],
+                    sha256=s["sha256"])
+            ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
+                SELECT printf('%s_a%d_s%04d', {sql_literal(task_id)}, {attempt}, shard_no) AS shard_id,
+                       line_no, custom_id, request_id, line_bytes, est_tokens
                 FROM _cut2
             """)
             # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
-            conn.execute("UPDATE ledger.batch_task SET status = 'SHARDED', updated_at = now()::TIMESTAMP "
-                         "WHERE task_id = ? AND status = 'FROZEN'", [task_id])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
         total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
         conn.execute("DROP TABLE _cut2; DROP TABLE _lines;")

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from batch_assets.ledger.jobs import insert_job_intent, record_snapshot, set_input_file
+from batch_assets.ledger.shards import mark_shards_deferred
+from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus
+from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
-from batch_assets.pipeline.jobs import record_snapshot
 from batch_assets.providers.contract import (
     JOB_KEY_METADATA, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, InputKind, JobSnapshot,
     PreparedInput,
 )
 from batch_assets.spec.resolve import ResolvedTask
-
-NON_TERMINAL_SQL = "state NOT IN ('COMPLETED', 'FAILED', 'EXPIRED', 'CANCELLED')"
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
             FROM ledger.shard s LEFT JOIN ledger.provider_job j USING (shard_id)
             WHERE s.task_id = ? ORDER BY s.shard_no
         """, [task_id])
-        in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {NON_TERMINAL_SQL} "
-                                 "AND provider_batch_id IS NOT NULL", [spec.provider])
+        in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}",
+                           [spec.provider])
     capacity = max(task.limits.max_concurrent_jobs - in_flight, 0)
     submitted, recovered, waiting, already = [], [], 0, 0
     for shard in shards:
@@ -116,19 +117,12 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
         if capacity <= 0:
             # Recorded so the sensor asks for this partition's submissions again when room frees.
             with wh.connect() as conn:
-                conn.execute("UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) "
-                             "WHERE shard_id = ?", [shard["shard_id"]])
+                mark_shards_deferred(conn, [shard["shard_id"]])
             waiting += 1
             continue
         if shard["job_key"] is None:
             with wh.connect() as conn:
-                conn.execute("""
-                    INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, state,
-                                                     created_at, state_changed_at)
-                    VALUES (?, ?, ?, ?, ?, 'CREATED', now()::TIMESTAMP, now()::TIMESTAMP)
-                """, [job_key, task_id, shard["shard_id"], spec.provider, spec.endpoint])
-                conn.execute("INSERT INTO ledger.status_event VALUES (?, NULL, 'CREATED', NULL, NULL, NULL, NULL, now()::TIMESTAMP)",
-                             [job_key])
+                insert_job_intent(conn, job_key, task_id, shard["shard_id"], spec.provider, spec.endpoint)
         file_id = shard["input_file_id"]
         if file_id:
             prepared = PreparedInput(InputKind.FILE, Path(shard["path"]), file_id)
@@ -137,7 +131,7 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
             file_id = prepared.file_id
             if file_id:
                 with wh.connect() as conn:
-                    conn.execute("UPDATE ledger.provider_job SET input_file_id = ? WHERE job_key = ?", [file_id, job_key])
+                    set_input_file(conn, job_key, file_id)
         request = CreateRequest(
             job_key=job_key, endpoint=spec.endpoint, model=spec.model,
             completion_window=task.limits.completion_window, line_count=int(shard["line_count"]),
@@ -154,7 +148,6 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
         capacity -= 1
     if submitted or recovered:
         with wh.connect() as conn:
-            conn.execute("UPDATE ledger.batch_task SET status = 'SUBMITTED', updated_at = now()::TIMESTAMP WHERE task_id = ?",
-                         [task_id])
+            set_task_status(conn, task_id, TaskStatus.SUBMITTED)
     return SubmitSummary(task_id, submitted, recovered, waiting, already)
 

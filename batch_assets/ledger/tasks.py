@@ -1,0 +1,44 @@
+"""Writes to `ledger.batch_task`: one row per task partition (task name + partition date)."""
+
+from __future__ import annotations
+
+import duckdb
+
+from batch_assets.ledger.states import TaskStatus
+
+
+def upsert_frozen_task(conn: duckdb.DuckDBPyConnection, *, task_id: str, task_name: str, partition_date: str,
+                       item_type: str, provider: str, model: str, endpoint: str, prompt_version: str,
+                       output_schema_version: str, manifest_uri: str, manifest_version: int, total_items: int,
+                       est_input_tokens: int, est_output_tokens: int) -> None:
+    """Record a (re)frozen manifest for the task partition.
+
+    A new partition starts in status FROZEN. A refreeze of a known partition replaces the manifest
+    (uri, version, item count, token estimates, prompt version, model) and keeps its status."""
+    conn.execute("""
+        INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model, endpoint,
+                                       prompt_version, output_schema_version, manifest_uri, manifest_version, status,
+                                       total_items, est_input_tokens, est_output_tokens, created_at, updated_at)
+        VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP, now()::TIMESTAMP)
+        ON CONFLICT (task_id) DO UPDATE SET
+            manifest_uri = excluded.manifest_uri, manifest_version = excluded.manifest_version,
+            total_items = excluded.total_items, est_input_tokens = excluded.est_input_tokens,
+            est_output_tokens = excluded.est_output_tokens, prompt_version = excluded.prompt_version,
+            model = excluded.model, updated_at = excluded.updated_at
+    """, [task_id, task_name, partition_date, item_type, provider, model, endpoint, prompt_version,
+          output_schema_version, manifest_uri, manifest_version, TaskStatus.FROZEN.value, total_items,
+          est_input_tokens, est_output_tokens])
+
+
+def set_task_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: TaskStatus | str, *,
+                    only_from: TaskStatus | str | None = None) -> bool:
+    """Set the partition's status (and updated_at). With `only_from`, only a partition currently in
+    that status moves (so a status never goes backwards). Returns whether a row changed."""
+    status = TaskStatus(status).value
+    if only_from is None:
+        cur = conn.execute("UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ?",
+                           [status, task_id])
+    else:
+        cur = conn.execute("UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP "
+                           "WHERE task_id = ? AND status = ?", [status, task_id, TaskStatus(only_from).value])
+    return cur.fetchone()[0] > 0

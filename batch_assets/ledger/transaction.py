@@ -1,0 +1,38 @@
+"""The one way ledger work is made atomic: `with transaction(conn): ...`.
+
+BEGIN on entry, COMMIT when the block ends normally, ROLLBACK when anything is raised in it
+(KeyboardInterrupt included), then the exception propagates. DuckDB has no nested transactions:
+a `transaction(conn)` opened while the same connection is already inside one joins the outer
+transaction, so a writer function that must be atomic on its own can still be called from a
+stage's larger transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator
+
+import duckdb
+
+_open: weakref.WeakSet = weakref.WeakSet()  # connections inside a transaction() block
+
+
+@contextlib.contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN … COMMIT around the block, ROLLBACK if it raises; joins an enclosing transaction()."""
+    if conn in _open:
+        yield conn
+        return
+    conn.execute("BEGIN TRANSACTION")
+    _open.add(conn)
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT has already ended the transaction; then there is nothing to roll back.
+        with contextlib.suppress(duckdb.TransactionException):
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        _open.discard(conn)
