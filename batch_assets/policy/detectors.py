@@ -21,6 +21,7 @@ Full-width digits (`１３８…`) are not detected.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -155,12 +156,16 @@ CN_ID_PATTERN = r"[0-9]*[0-9]{6} ?[0-9]{4} ?[0-9]{4} ?[0-9]{3}[0-9Xx][0-9]*"
 
 
 def confirm_cn_id(candidate: str) -> Confirmed:
-    """18 characters (spaces allowed as 6-4-4-4), GB 11643 check character, a real birth date in the
-    past (python-stdnum `cn.ric`; it also checks the birth-place code's province)."""
-    compact = candidate.replace(" ", "")
-    if len(compact) != 18:
+    """18 characters (spaces allowed as 6-4-4-4), GB 11643 check character, a real calendar date
+    (python-stdnum `cn.ric`, which also checks the birth-place code's province) that is not in the
+    future and not before 1900 (stdnum accepts a 2099 birth date)."""
+    compact = candidate.replace(" ", "").upper()
+    if len(compact) != 18 or not ric.is_valid(compact):
         return []
-    return [(0, candidate)] if ric.is_valid(compact.upper()) else []
+    born = ric.get_birth_date(compact)
+    if not (datetime.date(1900, 1, 1) <= born <= datetime.date.today()):
+        return []
+    return [(0, candidate)]
 
 
 # --- IBAN -------------------------------------------------------------------------------------
