@@ -332,6 +332,8 @@ def test_evaluate_counts_block_and_redact(conn):
     reported = repr(out.counts) + repr(out.blocked(conn))
     for v in ("13812345678", "4111", "11010519491231002X", "GB82", "li.si", "张三", "李四"):
         assert v not in reported
+    out.drop(conn)
+    assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'policy_%'").fetchone() == (0,)
 
 
 def test_evaluate_sensitive_columns_block(conn):
@@ -339,6 +341,21 @@ def test_evaluate_sensitive_columns_block(conn):
     policy = PolicySpec(sensitive_columns=["customer_name"], sensitive_columns_action="block")
     out = evaluate(conn, "t", "id", ["body", "customer_name"], policy)
     assert out.blocked(conn) == {1: ("sensitive column customer_name",)}
+
+
+def test_ids_must_be_unique_and_set(conn):
+    load(conn, [(1, "a"), (1, "b")])
+    with pytest.raises(ValueError, match="not unique"):
+        find_sensitive(conn, "t", "id", ["body"])
+    load(conn, [(1, "a"), (None, "b")])
+    with pytest.raises(ValueError, match="NULL"):
+        find_sensitive(conn, "t", "id", ["body"])
+
+
+def test_relation_can_be_a_query(conn):
+    load(conn, [(1, MIXED), (2, "none")])
+    table = find_sensitive(conn, "SELECT id * 10 AS item, body FROM t", "item", ["body"])
+    assert conn.execute(f"SELECT DISTINCT id FROM {table}").fetchall() == [(10,)]
 
 
 def test_failing_validator_never_quotes_the_value(conn):

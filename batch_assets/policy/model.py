@@ -122,6 +122,11 @@ class PolicyOutcome:
     def mapping_table(self) -> str:
         return self.redaction.mapping_table
 
+    def drop(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Drop the temp tables (they also go away with the connection)."""
+        for t in (self.blocked_table, self.redaction.table, self.redaction.mapping_table, self.findings_table):
+            conn.execute(f"DROP TABLE IF EXISTS {quote_ident(t)}")
+
     def blocked(self, conn: duckdb.DuckDBPyConnection) -> dict[object, tuple[str, ...]]:
         rows = conn.execute(f"SELECT id, reasons FROM {quote_ident(self.blocked_table)} ORDER BY id").fetchall()
         return {i: tuple(r) for i, r in rows}

@@ -57,6 +57,19 @@ def _relation(relation_sql: str) -> str:
     return s
 
 
+def _check_ids(conn: duckdb.DuckDBPyConnection, relation_sql: str, id_col: str) -> None:
+    """Offsets, placeholders and the redacted relation are keyed by id: it must be unique and set."""
+    total, distinct, non_null = conn.execute(
+        f"SELECT count(*), count(DISTINCT {quote_ident(id_col)}), count({quote_ident(id_col)}) "
+        f"FROM {_relation(relation_sql)} AS r"
+    ).fetchone()
+    if non_null != total:
+        raise ValueError(f"id column {id_col!r} has {total - non_null} NULL value(s); every row needs an id")
+    if distinct != total:
+        raise ValueError(f"id column {id_col!r} is not unique ({total - distinct} duplicate row(s)); "
+                         "scan a relation with one row per item")
+
+
 def candidates_sql(texts_sql: str, detectors: Sequence[Detector]) -> str:
     """(id, column_name, col_idx, detector, candidate, start_offset) for every regex hit."""
     branches = []
@@ -130,11 +143,12 @@ def find_sensitive(
 
     `start_offset` is 0-based in code points (Python `str` indexing); `value` is the matched text
     exactly as it appears. Findings of different detectors may overlap (a phone number inside an
-    e-mail address); redaction merges overlapping spans.
+    e-mail address); redaction merges overlapping spans. `id_col` must be unique and non-NULL.
     """
     names = [d.name for d in detectors]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate detector names: {names}")
+    _check_ids(conn, relation_sql, id_col)
     table = table or temp_name("policy_findings")
     cand = temp_name("policy_candidates")
     verdicts = temp_name("policy_verdicts")
