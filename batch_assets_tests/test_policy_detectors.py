@@ -207,6 +207,19 @@ def test_validators_directly():
     assert make_confirm_phone(["CN"])("13812345678 4111 1111 1111 1111") == [(0, "13812345678")]
 
 
+def test_phone_fast_paths_agree_with_libphonenumber():
+    import random
+
+    rng = random.Random(11)
+    fast, slow = make_confirm_phone(["CN"]), make_confirm_phone(["CN"], fast_paths=False)
+    samples = [str(rng.randrange(10 ** (k - 1), 10 ** k)) for k in range(7, 16) for _ in range(150)]
+    samples += [f"20{rng.randrange(10, 30)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d} "
+                f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:05" for _ in range(100)]
+    samples += ["2024-01-15 12", "2024-01-15", "8613812345678", "4008123123", "2760221213"]
+    for s in samples:
+        assert fast(s) == slow(s), s
+
+
 # --- mixed text, overlaps -------------------------------------------------------------------------
 
 def test_mixed_chinese_english(conn):

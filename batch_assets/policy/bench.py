@@ -81,6 +81,7 @@ def synthesize(conn: duckdb.DuckDBPyConnection, n: int, *, table: str = "bench_t
 def bench_scan(n: int = 1_000_000, *, threads: int | None = None, detectors: tuple[Detector, ...] = DEFAULT_DETECTORS) -> dict:
     """Synthesize n rows and time the scan; returns a dict of timings (seconds) and counts."""
     conn = duckdb.connect()
+    conn.execute("SET enable_progress_bar = false")
     if threads:
         conn.execute(f"SET threads = {int(threads)}")
     try:

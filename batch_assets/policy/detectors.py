@@ -90,7 +90,10 @@ PHONE_PATTERN = r"(?:\+|\(\+?)?[0-9](?:[ ().:/\-]{0,3}[0-9]){6,}"
 _DATE_PREFIX = re.compile(r"(?:19|20)[0-9]{2}[-/.](?:0?[1-9]|1[0-2])[-/.]", re.ASCII)
 
 
-def make_confirm_phone(regions: Sequence[str] = ("CN",)) -> Callable[[str], Confirmed]:
+_DATETIME_ONLY = re.compile(r"[0-9]{4}[-/.][0-9]{1,2}[-/.][0-9]{1,2}(?:[ T][0-9]{1,2}(?::[0-9]{2}){1,2})?", re.ASCII)
+
+
+def make_confirm_phone(regions: Sequence[str] = ("CN",), *, fast_paths: bool = True) -> Callable[[str], Confirmed]:
     """Phone confirmation with `phonenumbers.PhoneNumberMatcher`, leniency VALID.
 
     Why the matcher and not `parse` + `is_valid_number`: a candidate can hold several numbers or a
@@ -113,8 +116,19 @@ def make_confirm_phone(regions: Sequence[str] = ("CN",)) -> Callable[[str], Conf
     """
     regions = tuple(r.upper() for r in regions) or ("CN",)
     cn = "CN" in regions
+    cn_only = regions == ("CN",)
 
     def confirm_phone(candidate: str) -> Confirmed:
+        if fast_paths:
+            # Skip libphonenumber (~70 us a call) where its answer is known to be "nothing":
+            # a bare date/time, and - for CN alone - a bare digit run that starts with neither the
+            # trunk 0, a mobile's 1, nor the country code 86 (no + or 00 is possible without
+            # a separator-free prefix, and prefix-less landlines are rejected below anyway).
+            # Order numbers and time stamps are most phone candidates in real text.
+            if _DATETIME_ONLY.fullmatch(candidate):
+                return []
+            if cn_only and candidate.isdigit() and candidate.isascii() and not candidate.startswith(("0", "1", "86")):
+                return []
         found: dict[int, str] = {}
         if cn:
             for m in _CN_MOBILE.finditer(candidate):

