@@ -1,4 +1,4 @@
-"""The SPEC §9 benchmark harness at a small size: it runs, measures every stage, and checks itself.
+"""The benchmark harness at a small size: it runs, measures every stage, and checks itself.
 
 No assertion on speed here: the benchmark is run at 1,000,000 items by `make bench`, not in tests.
 """

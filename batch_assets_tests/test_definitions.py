@@ -1,4 +1,4 @@
-"""The Dagster surface (SPEC §3): the project's Definitions load cleanly, every task becomes its own
+"""The Dagster surface: the project's Definitions load cleanly, every task becomes its own
 asset group with the six pipeline assets, jobs, a daily schedule for yesterday's partition, the one
 provider sensor, and a blocking shards check."""
 

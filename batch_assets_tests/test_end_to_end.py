@@ -1,4 +1,4 @@
-"""The real Dagster asset graph end to end (SPEC §3, §10): a date-range backfill of the submit job,
+"""The real Dagster asset graph end to end: a date-range backfill of the submit job,
 the provider sensor handing finished partitions to collect runs, asset checks passing with the
 reconciliation numbers, results in the business table; and the blocking shards check gating
 submission."""

@@ -1,4 +1,4 @@
-"""Stages 5-7 (SPEC §3.5-§3.7, §6, §8): results loaded by custom_id whatever their order, re-imports add
+"""Stages 5-7: results loaded by custom_id whatever their order, re-imports add
 nothing, orphan / duplicate / malformed lines recorded, every failure classified, batch-level failure and
 expiry accounted for, and the business table written exactly once, never over newer data."""
 

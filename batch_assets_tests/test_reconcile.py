@@ -1,4 +1,4 @@
-"""The reconciliation equation (SPEC §3): every term an independent ledger query; a finished run
+"""The reconciliation equation: every term an independent ledger query; a finished run
 balances with the expected numbers, and a tampered ledger makes it fail with the numbers spelled out."""
 
 from __future__ import annotations

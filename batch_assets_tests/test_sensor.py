@@ -1,4 +1,4 @@
-"""The provider status sensor (SPEC §3.4, §4, §6): polls jobs, records every transition with its time,
+"""The provider status sensor: polls jobs, records every transition with its time,
 requests exactly one collect run per partition with newly terminal jobs (deterministic run keys, a
 cursor), and a tick overlapping a run - in another thread or another process - loses nothing."""
 

@@ -1,4 +1,4 @@
-"""Stage 2, shards (SPEC §3.2): every line validated on its own and bad ones quarantined with a reason;
+"""Stage 2, shards: every line validated on its own and bad ones quarantined with a reason;
 shards cut by the provider's limits (requests, bytes, bytes per line); provider-ready JSONL in the
 OpenAI batch input format; tampering detected before submission; provider-safe request ids."""
 

@@ -1,4 +1,4 @@
-"""Task specs (SPEC §2): the real task loads; every invalid spec names the file, the field and the fix;
+"""Task specs: the real task loads; every invalid spec names the file, the field and the fix;
 Dagster's component loading points at the YAML file and line; output schemas compile to SQL checks
 that agree with JSON Schema itself."""
 

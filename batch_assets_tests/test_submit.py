@@ -1,4 +1,4 @@
-"""Stage 3, submissions (SPEC §3.3, §8): one provider batch per shard, intent recorded before the
+"""Stage 3, submissions: one provider batch per shard, intent recorded before the
 create call, idempotent re-runs, a crash between create and record finds the batch again instead of
 billing twice, and at most N batches in flight per provider."""
 

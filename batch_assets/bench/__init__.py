@@ -1,4 +1,4 @@
-"""SPEC §9 benchmark: the local pipeline at 1,000,000 items against plain-DuckDB floors.
+"""The benchmark: the local pipeline at 1,000,000 items against plain-DuckDB floors.
 
     from batch_assets.bench import run_benchmark, main
     report = run_benchmark(items=1_000_000, workdir=Path("/tmp/bench"), keep=False)

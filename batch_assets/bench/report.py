@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-STAGE_VS_FLOOR_MAX = 3.0       # SPEC §9 target: each stage within 3x its plain-DuckDB floor
+STAGE_VS_FLOOR_MAX = 3.0       # target: each stage within 3x its plain-DuckDB floor
 TOTAL_WALL_MAX_S = 60.0        # whole local pipeline at 1M items
 PEAK_RSS_MAX_MB = 3 * 1024.0   # 3 GiB
 

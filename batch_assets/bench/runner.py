@@ -113,7 +113,7 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="batch-assets bench", description=(
-        "SPEC §9 benchmark: the local pipeline at N items against plain-DuckDB floors, offline."))
+        "The benchmark: the local pipeline at N items against plain-DuckDB floors, offline."))
     p.add_argument("--items", type=int, default=DEFAULT_ITEMS, help=f"items in the partition (default {DEFAULT_ITEMS:,})")
     p.add_argument("--workdir", type=Path, default=None,
                    help=f"where the warehouse, files and report go (default {DEFAULT_WORKDIR}); "

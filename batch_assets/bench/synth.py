@@ -5,7 +5,7 @@
   dozen phrase fragments picked by hash (~300-800 bytes per body), and a few empty bodies (which
   the shards stage quarantines).
 * `write_provider_outputs` — for every submitted shard line, the provider's result line in the
-  OpenAI Batch output-file format (reference §1.6): `id`, `custom_id`, `response{status_code,
+  OpenAI Batch output-file format: `id`, `custom_id`, `response{status_code,
   request_id, body: chat.completion}`, `error: null`. About 0.5 % of the lines are HTTP 429 / 500
   failures written to the job's error file; 0.2 % of the answers break the output schema and 0.1 %
   stop at `finish_reason: length` (so parse has failures to classify). Lines are shuffled. Written

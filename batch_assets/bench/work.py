@@ -2,7 +2,7 @@
 
 Every function takes the child's `Probe` first and wraps exactly the part to be measured in
 `probe.measure()`. Stages call the product's own stage functions (never copies of their SQL); the
-floors are the plain DuckDB statements SPEC §9 compares them with, over the same data.
+floors are the plain DuckDB statements they are compared with, over the same data.
 Imported by the forkserver before it forks (see proc.py), so keep module-level work cheap.
 """
 

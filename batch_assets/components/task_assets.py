@@ -1,4 +1,4 @@
-"""A task's assets, checks, jobs and schedule (SPEC §3): thin Dagster wiring over batch_assets.pipeline."""
+"""A task's assets, checks, jobs and schedule: thin Dagster wiring over batch_assets.pipeline."""
 
 
 from datetime import timedelta
@@ -112,7 +112,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         })
 
     @dg.asset(key=key("parsed_results"), deps=[key("raw_results")], kinds={"duckdb"},
-              description="Answers checked against the output schema; failures classified (SPEC §6).", **common)
+              description="Answers checked against the output schema; every failure classified (validation, rate/capacity, content policy, internal, parse, expired, canceled).", **common)
     def parsed_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         out = [parse_results(warehouse.warehouse(), task, pk) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
@@ -124,7 +124,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
     @dg.asset(key=key("applied"), deps=[key("parsed_results")], kinds={"duckdb", "table"},
               description=f"Usable answers written once into {spec.apply.table}; stale inputs held back.",
               check_specs=[dg.AssetCheckSpec(RECONCILIATION_CHECK, asset=key("applied"),
-                                             description="The SPEC §3 reconciliation equation over the ledger.")],
+                                             description="Every manifest item accounted for: the reconciliation equations over the ledger.")],
               **common)
     def applied(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         wh = warehouse.warehouse()

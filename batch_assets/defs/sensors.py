@@ -1,4 +1,4 @@
-"""The provider status sensor: one for all tasks (SPEC §3.4).
+"""The provider status sensor: one for all tasks.
 
 Each tick polls the non-terminal provider jobs (bounded time), records every transition in the
 ledger, requests one collect run (raw_results -> parsed_results -> applied) per task partition

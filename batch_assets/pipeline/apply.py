@@ -1,4 +1,4 @@
-"""Stage 7 — write usable answers into the business table exactly once (SPEC §3.7).
+"""Stage 7 — write usable answers into the business table exactly once.
 
 The business table is keyed by (business key, output_version). Before writing, the live source is
 re-read and each candidate's input is re-hashed: a result whose input hash no longer matches the

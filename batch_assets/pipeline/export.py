@@ -1,4 +1,4 @@
-"""Export a task partition's results merged with its inputs, as CSV for spreadsheets (SPEC §10)."""
+"""Export a task partition's results merged with its inputs, as CSV for spreadsheets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage 5 — download terminal jobs' result files and load every line by custom_id (SPEC §3.5).
+"""Stage 5 — download terminal jobs' result files and load every line by custom_id.
 
 Files are streamed to disk under data/raw/ and kept (audit, re-parsing). Each line is keyed by the
 provider request id it carries, mapped back to its custom_id through ledger.shard_line — never by

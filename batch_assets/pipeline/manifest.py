@@ -1,4 +1,4 @@
-"""Stage 1 — freeze a partition's source rows into the input manifest (SPEC §3.1).
+"""Stage 1 — freeze a partition's source rows into the input manifest.
 
 A frozen partition is reused as is; only an explicit `refreeze` re-queries the source, and then
 items whose input hash is unchanged keep their custom_id while new or changed ones get new ones

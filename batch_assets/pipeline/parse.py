@@ -1,4 +1,4 @@
-"""Stage 6 — extract and check every answer; classify every failure (SPEC §3.6, §6).
+"""Stage 6 — extract and check every answer; classify every failure.
 
 One parsed_result per item that got an outcome: provider success with a schema-valid answer,
 provider success whose answer is unusable (parse_error / content_policy_error), or a provider

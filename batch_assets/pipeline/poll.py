@@ -1,4 +1,4 @@
-"""Stage 4 — poll provider jobs and hand newly terminal partitions to collection (SPEC §3.4).
+"""Stage 4 — poll provider jobs and hand newly terminal partitions to collection.
 
 Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
 first, within a time budget per tick; records every transition; reports jobs stuck in one state.

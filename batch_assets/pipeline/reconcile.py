@@ -1,4 +1,4 @@
-"""The reconciliation equation (SPEC §3), every term an independent query over the ledger.
+"""The reconciliation equation, every term an independent query over the ledger.
 
     manifest items = succeeded + failed (by class) + expired + canceled + quarantined + missing
     applied + stale + failed-to-parse = succeeded

@@ -33,7 +33,7 @@ def blank_columns_sql(task: ResolvedTask) -> str:
 
 
 def input_hash_sql(task: ResolvedTask, prompt_col: str = "prompt_text") -> str:
-    """SPEC §2: sha256 of the canonical request (text + prompt version + model + params + schema version)."""
+    """input_hash: sha256 of the canonical request (text + prompt version + model + params + schema version)."""
     canonical = [
         task.spec.provider, task.spec.endpoint, task.spec.model, task.spec.prompt.version,
         task.params_json, task.spec.output.version, task.spec.prompt.system or "",

@@ -1,4 +1,4 @@
-"""Stage 2 — render, validate and cut provider-ready JSONL shards (SPEC §3.2).
+"""Stage 2 — render, validate and cut provider-ready JSONL shards.
 
 Every manifest item not yet in a shard is rendered into the provider's request line and validated
 on its own; a bad line is quarantined with its reason and fix instead of failing the file. Valid

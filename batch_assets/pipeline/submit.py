@@ -1,4 +1,4 @@
-"""Stage 3 — submit shards as provider batches, idempotently (SPEC §3.3).
+"""Stage 3 — submit shards as provider batches, idempotently.
 
 Per shard: record the intent (provider_job row in state CREATED) → prepare the input (upload where
 the provider takes files) → record the file id → create the batch (tagged with the job_key) →

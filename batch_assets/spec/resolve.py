@@ -40,7 +40,7 @@ class ResolvedTask:
         return self.spec.name
 
     def task_id(self, partition_date: str) -> str:
-        """SPEC §2: task_id = {task_name}_{YYYYMMDD}."""
+        """task_id = {task_name}_{YYYYMMDD} (the partition's date)."""
         return f"{self.spec.name}_{partition_date.replace('-', '')}"
 
     @property

@@ -154,7 +154,7 @@ CREATE TABLE ledger.parsed_result (
     task_id                VARCHAR NOT NULL,
     job_key                VARCHAR NOT NULL,
     provider_succeeded     BOOLEAN NOT NULL,
-    error_class            VARCHAR,   -- SPEC §6 class; NULL when the answer is usable
+    error_class            VARCHAR,   -- failure class; NULL when the answer is usable
     error_code             VARCHAR,
     error_message          VARCHAR,
     http_status            INTEGER,
