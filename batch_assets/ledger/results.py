@@ -18,9 +18,9 @@ from batch_assets.sqltext import sql_literal
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 RAW_FILE_COLUMNS = ("file_key", "job_key", "kind", "provider_file_id", "path", "sha256", "byte_count")
-RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "request_id", "custom_id", "status", "line_id",
+RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id", "custom_id", "status", "line_id",
                       "status_code", "provider_request_id", "body", "error", "malformed_line")
-PARSED_RESULT_COLUMNS = ("custom_id", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
+PARSED_RESULT_COLUMNS = ("custom_id", "attempt", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
                          "http_status", "output_json", "finish_reason", "input_tokens", "output_tokens",
                          "provider_request_id")
 APPLIED_RESULT_COLUMNS = ("custom_id", "business_id", "outcome")

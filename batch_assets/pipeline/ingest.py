@@ -179,35 +179,37 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
             fmt = wire_format(provider, endpoint)
         files = fetch_dicts(conn, """
-            SELECT f.file_key, f.job_key, f.path, f.byte_count, j.shard_id FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key)
+            SELECT f.file_key, f.job_key, f.path, f.byte_count, j.shard_id, s.attempt
+            FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key) JOIN ledger.shard s USING (shard_id)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """, [task_id])
         for batch in _batches(files):
             rows = ", ".join(f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
-                             f"{sql_literal(f['shard_id'])})" for i, f in enumerate(batch))
+                             f"{sql_literal(f['shard_id'])}, {int(f['attempt'])})" for i, f in enumerate(batch))
             conn.execute(f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
-                         "AS t(ord, file_key, job_key, path, shard_id)")
+                         "AS t(ord, file_key, job_key, path, shard_id, attempt)")
             _stage_batch(conn, batch, fmt)
-            # Map each line to its custom_id and rank repeats: narrow columns only (no bodies).
+            # Map each line to its custom_id and rank repeats: narrow columns only (no bodies). A
+            # retried item answers once per attempt, so repeats are counted per (custom_id, attempt).
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _keyed AS
-                SELECT i.file_key, i.line_no, f.job_key, sl.custom_id,
+                SELECT i.file_key, i.line_no, f.job_key, f.attempt, sl.custom_id,
                        CASE WHEN sl.custom_id IS NOT NULL
-                            THEN row_number() OVER (PARTITION BY sl.custom_id ORDER BY f.ord, i.line_no) END AS nth
+                            THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt ORDER BY f.ord, i.line_no) END AS nth
                 FROM _in i JOIN _files f USING (file_key)
                 LEFT JOIN ledger.shard_line sl ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
             with transaction(conn):
                 n = insert_raw_results(conn, task_id, f"""
-                    SELECT i.file_key, i.line_no, k.job_key, i.request_id, k.custom_id,
+                    SELECT i.file_key, i.line_no, k.job_key, k.attempt, i.request_id, k.custom_id,
                            CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
                                 WHEN k.custom_id IS NULL THEN 'orphan'
                                 WHEN k.nth > 1 OR prev.custom_id IS NOT NULL THEN 'duplicate'
                                 ELSE 'ok' END AS status,
                            i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line
                     FROM _in i JOIN _keyed k USING (file_key, line_no)
-                    LEFT JOIN (SELECT DISTINCT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok') prev
-                      ON prev.custom_id = k.custom_id
+                    LEFT JOIN (SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok') prev
+                      ON prev.custom_id = k.custom_id AND prev.attempt = k.attempt
                 """)
                 mark_files_ingested(conn, """
                     SELECT f.file_key, count(i.file_key) AS line_count FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1

@@ -53,10 +53,11 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     with wh.connect() as conn:
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _ans AS
-            SELECT r.custom_id, r.job_key, r.status_code, r.provider_request_id, {fmt.answer_sql('r')}
+            SELECT r.custom_id, r.attempt, r.job_key, r.status_code, r.provider_request_id, {fmt.answer_sql('r')}
             FROM ledger.raw_result r
             WHERE r.task_id = {tid} AND r.status = 'ok'
-              AND r.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
+              AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
+                              WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)
         """)
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _checked AS
@@ -65,7 +66,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         """)
         with transaction(conn):
             parsed = insert_parsed_results(conn, task_id, f"""
-                SELECT custom_id, job_key, ok AS provider_succeeded,
+                SELECT custom_id, attempt, job_key, ok AS provider_succeeded,
                        CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
                             WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
@@ -89,7 +90,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
             synthesized = insert_parsed_results(conn, task_id, f"""
-                SELECT custom_id, job_key, false AS provider_succeeded,
+                SELECT custom_id, attempt, job_key, false AS provider_succeeded,
                        CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                             WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
                             ELSE 'validation_error' END AS error_class,
@@ -97,7 +98,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
                        NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id
                 FROM (
-                    SELECT sl.custom_id, j.job_key, j.state,
+                    SELECT sl.custom_id, sl.attempt, j.job_key, j.state,
                            CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
                                         WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
                            CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
@@ -106,8 +107,10 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                     FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
                     WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
                       AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-                      AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.parsed_result WHERE task_id = {tid})
-                      AND sl.custom_id NOT IN (SELECT custom_id FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok')
+                      AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
+                                      WHERE p.task_id = {tid} AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
+                      AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.task_id = {tid} AND r.status = 'ok'
+                                      AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt)
                 )
             """, output_schema_version=task.spec.output.version, from_line=False)
         by_class = dict(conn.execute(f"""
