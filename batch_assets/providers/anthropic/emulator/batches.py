@@ -82,7 +82,8 @@ class MessageBatchService:
             # The requests go to a blob before the record exists, so a record never lacks them.
             self.store.put_blob(_requests_blob(batch_id), canonical.encode())
             self.store.add(KIND, record)
-            return self._view(record, created, origin)
+            # Results are written before any answer says `ended` (with no delays, this one may).
+            return self._refresh(record, origin, created)
 
     # --- read ---------------------------------------------------------------------------------
 

@@ -130,6 +130,8 @@ class GeminiBatchService:
                 parsed = ParsedInput(items)
             settings = self.runtime.take_batch_settings()
             record, created = self._create(kind, model, display_name, file_name, priority, data, parsed, settings)
+            # Results are written before any answer says SUCCEEDED (with no delays, this one may).
+            self._refresh(record, created)
             return self._view(record, created)
 
     def _create(

@@ -126,7 +126,9 @@ class BatchService:
             # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
             self.store.copy_blob(source["id"], _input_blob(batch_id))
         self.store.add(KIND, record)
-        return self._view(flavor, record, created)
+        # With no delays the batch may already be terminal: its files are written before any
+        # answer says `completed`, so a snapshot never shows a finished batch without results.
+        return self._refresh(flavor, record, created)
 
     def _capacity_errors(
         self, flavor: Flavor, parsed: ParsedInput, prompt_tokens: int, settings: EmulatorSettings

@@ -1,0 +1,218 @@
+"""Real-service behaviours the emulator reproduces (issues #7 item 8 and #8), each through the
+official SDK against `running_emulator(...)`. Conditions are forced with knobs, never timed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from batch_assets.emulator.testing import EmulatorHandle, running_emulator
+
+from .conftest import WIRE_EMULATOR
+
+pytestmark = pytest.mark.usefixtures("no_emulator_left_running")
+
+# Every delay zero: a batch is terminal the moment it is created.
+INSTANT = {**WIRE_EMULATOR, "queue_delay_s": 0, "seconds_per_request": 0, "finalize_delay_s": 0, "cancel_delay_s": 0}
+GEMINI_MODEL = "gemini-2.5-flash"
+# google-genai sends through httpx or its fork httpx2, whichever it finds; a dropped connection
+# surfaces as that library's TransportError (RemoteProtocolError), not wrapped in an APIError.
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError,)
+if importlib.util.find_spec("httpx2") is not None:
+    import httpx2
+
+    TRANSPORT_ERRORS = (httpx.TransportError, httpx2.TransportError)
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp_path / "emulator", **INSTANT) as emu:
+        yield emu
+
+
+# --- clients and inputs ---------------------------------------------------------------------------
+
+
+def openai_client(emu: EmulatorHandle, base_url: str | None = None) -> openai.OpenAI:
+    return openai.OpenAI(api_key="sk-test", base_url=base_url or emu.openai_base_url, max_retries=0)
+
+
+def anthropic_client(emu: EmulatorHandle) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="k", base_url=emu.base_url, max_retries=0)
+
+
+def gemini_client(emu: EmulatorHandle) -> genai.Client:
+    # No retry_options: the SDK makes one attempt per call.
+    return genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emu.base_url))
+
+
+def chat_line(i: int, model: str = "gpt-4o-mini", **body: Any) -> dict[str, Any]:
+    return {
+        "custom_id": f"req-{i}",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": model, "messages": [{"role": "user", "content": f"Ticket {i}: my parcel is late."}], **body},
+    }
+
+
+def jsonl(lines: list[Any]) -> bytes:
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def openai_batch(client: openai.OpenAI, lines: list[Any]) -> Any:
+    uploaded = client.files.create(file=("input.jsonl", jsonl(lines)), purpose="batch")
+    return client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+
+
+def openai_lines(client: openai.OpenAI, file_id: str | None) -> list[dict[str, Any]]:
+    if file_id is None:
+        return []
+    return [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
+
+
+def anthropic_request(i: int, **params: Any) -> dict[str, Any]:
+    message = {"role": "user", "content": f"Ticket {i}: my parcel is late."}
+    return {"custom_id": f"req-{i}", "params": {"model": "claude-sonnet-4-5", "max_tokens": 200,
+                                                "messages": [message], **params}}
+
+
+def gemini_request(i: int, **extra: Any) -> dict[str, Any]:
+    return {"contents": [{"parts": [{"text": f"Ticket {i}: my parcel is late."}], "role": "user"}], **extra}
+
+
+def gemini_file_batch(client: genai.Client, tmp_path: Path, lines: list[Any], model: str = GEMINI_MODEL) -> Any:
+    path = tmp_path / "gemini-input.jsonl"
+    path.write_bytes(jsonl(lines))
+    uploaded = client.files.upload(file=path, config=types.UploadFileConfig(mime_type="jsonl"))
+    return client.batches.create(model=model, src=uploaded.name)
+
+
+def gemini_results(client: genai.Client, job: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in client.files.download(file=job.dest.file_name).decode().splitlines()]
+
+
+# --- 1. never finished without results -------------------------------------------------------------
+
+
+def test_openai_and_dashscope_never_report_completed_without_files(emulator: EmulatorHandle) -> None:
+    emulator.configure(item_error_rate=0.5)
+    for base_url in (emulator.openai_base_url, emulator.dashscope_base_url):
+        with openai_client(emulator, base_url) as client:
+            created = openai_batch(client, [chat_line(i) for i in range(6)])
+            assert created.status == "completed"
+            assert created.output_file_id is not None and created.error_file_id is not None
+            lines = openai_lines(client, created.output_file_id) + openai_lines(client, created.error_file_id)
+            assert sorted(line["custom_id"] for line in lines) == [f"req-{i}" for i in range(6)]
+            listed = next(b for b in client.batches.list() if b.id == created.id)
+            assert listed.output_file_id == created.output_file_id
+
+
+def test_anthropic_never_reports_ended_without_results(emulator: EmulatorHandle) -> None:
+    with anthropic_client(emulator) as client:
+        created = client.messages.batches.create(requests=[anthropic_request(i) for i in range(3)])
+        assert created.processing_status == "ended"
+        assert created.results_url is not None
+        assert created.request_counts.succeeded == 3
+        assert len(list(client.messages.batches.results(created.id))) == 3
+
+
+def test_gemini_never_reports_succeeded_without_results(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    client = gemini_client(emulator)
+    inline = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(i) for i in range(3)])
+    assert inline.state.value == "JOB_STATE_SUCCEEDED"
+    assert inline.dest is not None and len(inline.dest.inlined_responses) == 3
+    from_file = gemini_file_batch(client, tmp_path, [{"key": f"k{i}", "request": gemini_request(i)} for i in range(3)])
+    assert from_file.state.value == "JOB_STATE_SUCCEEDED"
+    assert [line["key"] for line in gemini_results(client, from_file)] == ["k0", "k1", "k2"]
+
+
+# --- 3. calls that fail after the work was done ----------------------------------------------------
+
+
+def _lose(path: str, mode: str = "lose", **rule: Any) -> dict[str, Any]:
+    return {"after_processing_faults": [{"method": "POST", "path": path, "count": 1, "mode": mode, **rule}]}
+
+
+@pytest.mark.parametrize("mode", ["lose", "error"])
+def test_openai_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str) -> None:
+    with openai_client(emulator) as client:
+        uploaded = client.files.create(file=("input.jsonl", jsonl([chat_line(0)])), purpose="batch")
+        emulator.configure(**_lose(r"^/v1/batches$", mode, status=502))
+        expected = openai.APIConnectionError if mode == "lose" else openai.InternalServerError
+        with pytest.raises(expected) as raised:
+            client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        if mode == "error":
+            assert raised.value.status_code == 502
+        [batch] = client.batches.list().data
+        assert batch.input_file_id == uploaded.id and batch.status == "completed"
+        # The rule is used up: the next call answers normally.
+        assert emulator.settings.after_processing_faults == []
+        assert client.batches.retrieve(batch.id).id == batch.id
+
+
+def test_dashscope_create_fails_after_the_batch_exists(emulator: EmulatorHandle) -> None:
+    with openai_client(emulator, emulator.dashscope_base_url) as client:
+        uploaded = client.files.create(file=("input.jsonl", jsonl([chat_line(0, "qwen-plus")])), purpose="batch")
+        emulator.configure(**_lose(r"^/compatible-mode/v1/batches$"))
+        with pytest.raises(openai.APIConnectionError):
+            client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert [b.input_file_id for b in client.batches.list()] == [uploaded.id]
+
+
+@pytest.mark.parametrize("mode", ["lose", "error"])
+def test_anthropic_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str) -> None:
+    emulator.configure(**_lose(r"^/v1/messages/batches$", mode, status=500))
+    with anthropic_client(emulator) as client:
+        expected = anthropic.APIConnectionError if mode == "lose" else anthropic.InternalServerError
+        with pytest.raises(expected):
+            client.messages.batches.create(requests=[anthropic_request(0)])
+        [batch] = client.messages.batches.list().data
+        assert batch.request_counts.succeeded == 1
+
+
+@pytest.mark.parametrize("mode", ["lose", "error"])
+def test_gemini_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str, tmp_path: Path) -> None:
+    client = gemini_client(emulator)
+    emulator.configure(**_lose(r":batchGenerateContent$", mode))
+    expected = TRANSPORT_ERRORS if mode == "lose" else (genai_errors.ServerError,)
+    with pytest.raises(expected):
+        client.batches.create(model=GEMINI_MODEL, src=[gemini_request(0)])
+    [job] = list(client.batches.list())
+    assert job.state.value == "JOB_STATE_SUCCEEDED"
+
+    emulator.configure(**_lose(r":asyncBatchEmbedContent$", mode))
+    with pytest.raises(expected), warnings.catch_warnings():
+        warnings.simplefilter("ignore", genai_errors.ExperimentalWarning)
+        client.batches.create_embeddings(
+            model="gemini-embedding-001",
+            src=types.EmbeddingsBatchJobSource(
+                inlined_requests=types.EmbedContentBatch(contents=["a parcel is late"])
+            ),
+        )
+    assert len(list(client.batches.list())) == 2
+
+
+def test_after_processing_rules_match_method_path_and_count(emulator: EmulatorHandle) -> None:
+    rule = {"method": "GET", "path": r"^/v1/batches/", "count": 2, "mode": "error", "status": 503}
+    with openai_client(emulator) as client:
+        created = openai_batch(client, [chat_line(0)])
+        emulator.configure(after_processing_faults=[rule])
+        client.batches.list()  # GET /v1/batches: the regex needs a trailing slash, so no match
+        for _ in range(2):
+            with pytest.raises(openai.InternalServerError):
+                client.batches.retrieve(created.id)
+        assert client.batches.retrieve(created.id).status == "completed"
+    with pytest.raises(ValueError, match="mode"):
+        emulator.configure(after_processing_faults=[{**rule, "mode": "explode"}])
