@@ -216,3 +216,50 @@ def test_after_processing_rules_match_method_path_and_count(emulator: EmulatorHa
         assert client.batches.retrieve(created.id).status == "completed"
     with pytest.raises(ValueError, match="mode"):
         emulator.configure(after_processing_faults=[{**rule, "mode": "explode"}])
+
+
+# --- 2. item faults per (request id, occurrence) ---------------------------------------------------
+
+
+def _openai_rounds(emu: EmulatorHandle) -> list[list[str]]:
+    """Submit 12 requests, then resubmit the failed ones until none fail; the failed ids per round."""
+    rounds = []
+    pending = list(range(12))
+    with openai_client(emu) as client:
+        while pending:
+            assert len(rounds) < 12, "resubmitted requests keep failing"
+            batch = openai_batch(client, [chat_line(i) for i in pending])
+            failed = sorted(line["custom_id"] for line in openai_lines(client, batch.error_file_id))
+            rounds.append(failed)
+            pending = [int(custom_id.removeprefix("req-")) for custom_id in failed]
+    return rounds
+
+
+def test_item_faults_drawn_per_occurrence_let_a_resubmission_succeed(tmp_path: Path) -> None:
+    knobs = {**INSTANT, "item_error_rate": 0.5, "item_faults_by_occurrence": True}
+    with running_emulator(tmp_path / "one", **knobs) as emu:
+        first = _openai_rounds(emu)
+    with running_emulator(tmp_path / "two", **knobs) as emu:
+        assert _openai_rounds(emu) == first  # deterministic across emulators
+    assert first[0] and len(first) >= 2 and first[-1] == []
+    assert all(set(later) <= set(earlier) for earlier, later in zip(first, first[1:], strict=False))
+
+    # Without the knob, the same file gets the same draw whenever it is resubmitted.
+    with running_emulator(tmp_path / "three", **{**knobs, "item_faults_by_occurrence": False}) as emu:
+        with openai_client(emu) as client:
+            lines = [chat_line(i) for i in range(12)]
+            errors = [openai_lines(client, openai_batch(client, lines).error_file_id) for _ in range(2)]
+            assert [line["custom_id"] for line in errors[0]] == [line["custom_id"] for line in errors[1]] != []
+
+
+def test_anthropic_item_faults_per_occurrence(tmp_path: Path) -> None:
+    knobs = {**INSTANT, "item_error_rate": 0.5, "item_faults_by_occurrence": True}
+    with running_emulator(tmp_path / "emulator", **knobs) as emu, anthropic_client(emu) as client:
+        requests = [anthropic_request(i) for i in range(12)]
+        outcomes = []
+        for _ in range(2):  # the very same requests twice: occurrence 0, then occurrence 1
+            batch = client.messages.batches.create(requests=requests)
+            results = {line.custom_id: line.result.type for line in client.messages.batches.results(batch.id)}
+            outcomes.append(results)
+        assert outcomes[0] != outcomes[1]
+        assert "errored" in outcomes[0].values()

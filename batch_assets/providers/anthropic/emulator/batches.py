@@ -67,7 +67,11 @@ class MessageBatchService:
             created = clock.now()
             batch_id = f"msgbatch_01{ids.random_base62(22)}"
             order = faults.processing_order(len(requests), seed_sha, settings.shuffle_output)
-            outcomes = _outcomes(requests, seed_sha, settings)
+            custom_ids = [custom_id for custom_id, _ in requests]
+            plan, occurrences = faults.plan_for(self.store, "anthropic", seed_sha, settings, custom_ids)
+            outcomes = _outcomes(requests, plan, settings)
+            if occurrences is not None:
+                occurrences.count(custom_ids)
             timeline = Timeline.plan(created, len(requests), settings, settings.completion_window_s or WINDOW_S)
             record = {
                 "id": batch_id,
@@ -223,7 +227,9 @@ class MessageBatchService:
         }
 
 
-def _outcomes(requests: list[tuple[str, dict[str, Any]]], seed_sha: str, settings: EmulatorSettings) -> list[str]:
+def _outcomes(
+    requests: list[tuple[str, dict[str, Any]]], plan: faults.FaultPlan, settings: EmulatorSettings
+) -> list[str]:
     """Each request's outcome, in input order.
 
     `force_batch_status: failed` has no Anthropic counterpart (no batch-level failure): the
@@ -232,7 +238,6 @@ def _outcomes(requests: list[tuple[str, dict[str, Any]]], seed_sha: str, setting
     """
     if settings.force_batch_status == "failed":
         return [faults.SERVER_ERROR] * len(requests)
-    plan = faults.FaultPlan(seed_sha, settings)
     outcomes = []
     for custom_id, params in requests:
         injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order

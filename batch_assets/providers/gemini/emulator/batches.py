@@ -147,12 +147,13 @@ class GeminiBatchService:
     ) -> tuple[Record, float]:
         created = clock.now()
         input_sha = hashlib.sha256(data).hexdigest()
-        plan = faults.FaultPlan(input_sha, settings)
+        keys = [item.key if item.key is not None else f"#{index}" for index, item in enumerate(parsed.items)]
+        plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
         outcomes = []
         prompt_tokens = 0
         for index, item in enumerate(parsed.items):
             invalid = request_error(kind, item.request)
-            injected = plan.outcome(item.key if item.key is not None else f"#{index}")
+            injected = plan.outcome(keys[index])
             outcomes.append(faults.INVALID_REQUEST if invalid else injected)
             prompt_tokens += prompt_of(kind, item.request).tokens
         error = ("INVALID_ARGUMENT", parsed.error) if parsed.error else None
@@ -177,6 +178,8 @@ class GeminiBatchService:
             "finalized": False,
             "output_file": None,
         }
+        if error is None and occurrences is not None:
+            occurrences.count(keys)
         if error is None:
             # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
             self.store.put_blob(_input_blob(batch_id), data)

@@ -87,7 +87,8 @@ class BatchService:
         data = self.store.read_blob(source["id"])
         file_sha = hashlib.sha256(data).hexdigest()
         parsed = parse_input(data, params["endpoint"], settings.max_requests_per_batch)
-        plan = faults.FaultPlan(file_sha, settings)
+        custom_ids = [custom_id for custom_id, _ in parsed.requests]
+        plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
         outcomes = []
         prompt_tokens = 0
         if not parsed.errors:
@@ -122,6 +123,8 @@ class BatchService:
             "error_file_id": None,
             "usage": None,
         }
+        if not parsed.errors and occurrences is not None:
+            occurrences.count(custom_ids)
         if not parsed.errors:
             # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
             self.store.copy_blob(source["id"], _input_blob(batch_id))
