@@ -263,3 +263,35 @@ def test_anthropic_item_faults_per_occurrence(tmp_path: Path) -> None:
             outcomes.append(results)
         assert outcomes[0] != outcomes[1]
         assert "errored" in outcomes[0].values()
+
+
+# --- 4. enqueued-token limit per model --------------------------------------------------------------
+
+
+def test_enqueued_token_limit_per_model_counts_max_tokens_and_clears(emulator: EmulatorHandle) -> None:
+    emulator.configure(enqueued_token_limit={"gpt-4o-mini": 2500})
+    with openai_client(emulator) as client:
+        emulator.configure(force_batch_status="stuck")  # stays in_progress until cancelled
+        active = openai_batch(client, [chat_line(i, max_tokens=1000) for i in range(2)])
+        assert active.status == "in_progress"
+
+        refused = openai_batch(client, [chat_line(9, max_tokens=1000)])
+        assert refused.status == "failed"
+        [error] = refused.errors.data
+        assert error.code == "token_limit_exceeded"
+        assert error.message.startswith("Enqueued token limit reached for gpt-4o-mini in organization org-")
+        assert "Limit: 2500 enqueued tokens. Please try again once some in_progress batches have been completed." in (
+            error.message
+        )
+        # Input tokens alone fit: it is max_tokens that fills the limit.
+        assert openai_batch(client, [chat_line(9)]).status == "completed"
+        # Other models have no limit in the object form.
+        assert openai_batch(client, [chat_line(9, "gpt-4.1", max_tokens=5000)]).status == "completed"
+
+        client.batches.cancel(active.id)
+        assert client.batches.retrieve(active.id).status == "cancelled"
+        assert openai_batch(client, [chat_line(9, max_tokens=1000)]).status == "completed"
+
+        # One int applies to every model.
+        emulator.configure(enqueued_token_limit=100)
+        assert openai_batch(client, [chat_line(9, "gpt-4.1", max_tokens=200)]).status == "failed"

@@ -23,7 +23,7 @@ from typing import Any
 
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
-from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
+from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
 from batch_assets.providers.gemini.emulator.bodies import respond
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
@@ -194,7 +194,7 @@ class GeminiBatchService:
         if total > settings.max_requests_per_batch:
             message = f"The batch has {total} requests; a batch may hold at most {settings.max_requests_per_batch}."
             return "INVALID_ARGUMENT", message
-        limit = settings.enqueued_token_limit
+        limit = token_limit_for(settings.enqueued_token_limit, model)
         if limit is not None and prompt_tokens + self._enqueued_tokens(model) > limit:
             return "RESOURCE_EXHAUSTED", (
                 f"Enqueued token limit reached for {model}: the batch has {prompt_tokens} tokens and the limit "
