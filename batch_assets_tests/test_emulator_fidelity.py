@@ -295,3 +295,40 @@ def test_enqueued_token_limit_per_model_counts_max_tokens_and_clears(emulator: E
         # One int applies to every model.
         emulator.configure(enqueued_token_limit=100)
         assert openai_batch(client, [chat_line(9, "gpt-4.1", max_tokens=200)]).status == "failed"
+
+
+# --- 5. Gemini errors as google.rpc.Status ---------------------------------------------------------
+
+
+def test_gemini_item_errors_are_rpc_statuses(emulator: EmulatorHandle) -> None:
+    client = gemini_client(emulator)
+    emulator.configure(item_error_rate=0.6)
+    requests = [gemini_request(i) for i in range(30)] + [gemini_request(99, config={"max_output_tokens": 0})]
+    job = client.batches.create(model=GEMINI_MODEL, src=requests)
+    errors = [r.error for r in job.dest.inlined_responses if r.error is not None]
+    assert {e.code for e in errors} == {3, 8, 13, 14}  # INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
+    assert "max_output_tokens" in job.dest.inlined_responses[-1].error.message
+    raw = httpx.get(f"{emulator.base_url}/v1beta/{job.name}", headers={"x-goog-api-key": "k"}).json()
+    raw_errors = [r["error"] for r in raw["response"]["inlinedResponses"]["inlinedResponses"] if "error" in r]
+    assert all(set(e) == {"code", "message"} for e in raw_errors)
+
+    emulator.configure(gemini_item_error_status_names=True)
+    job = client.batches.create(model=GEMINI_MODEL, src=requests)
+    raw = httpx.get(f"{emulator.base_url}/v1beta/{job.name}", headers={"x-goog-api-key": "k"}).json()
+    named = {(r["error"]["code"], r["error"]["status"]) for r in raw["response"]["inlinedResponses"]["inlinedResponses"]
+             if "error" in r}
+    assert (3, "INVALID_ARGUMENT") in named and (8, "RESOURCE_EXHAUSTED") in named
+
+
+def test_gemini_failed_batch_carries_an_rpc_status(emulator: EmulatorHandle) -> None:
+    client = gemini_client(emulator)
+    emulator.configure(enqueued_token_limit={GEMINI_MODEL: 5})
+    job = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(i) for i in range(3)])
+    assert job.state.value == "JOB_STATE_FAILED"
+    assert job.dest is None
+    # google-genai maps no error from a Gemini Developer API operation (batches._BatchJob_from_mldev
+    # reads only `metadata`), so the operation is read as it is sent.
+    raw = httpx.get(f"{emulator.base_url}/v1beta/{job.name}", headers={"x-goog-api-key": "k"}).json()
+    assert raw["done"] is True and "response" not in raw
+    assert raw["error"]["code"] == 8 and "Enqueued token limit" in raw["error"]["message"]  # RESOURCE_EXHAUSTED
+    assert set(raw["error"]) == {"code", "message"}

@@ -172,6 +172,7 @@ class GeminiBatchService:
             "input_sha": input_sha,
             "prompt_tokens": prompt_tokens,
             "duplicate_output_lines": settings.duplicate_output_lines,
+            "item_error_status_names": settings.gemini_item_error_status_names,
             "error": error[1] if error else None,
             "error_status": error[0] if error else None,
             "cancel_requested_at": None,
@@ -286,7 +287,12 @@ class GeminiBatchService:
         for index in processing_order(len(items)):
             item = items[index]
             result = respond(
-                record["kind"], record["model"], item.request, record["outcomes"][index], f"{record['id']}:{index}"
+                record["kind"],
+                record["model"],
+                item.request,
+                record["outcomes"][index],
+                f"{record['id']}:{index}",
+                status_names=record.get("item_error_status_names", False),
             )
             results.append((item, result.payload))
         if inline:

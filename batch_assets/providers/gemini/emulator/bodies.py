@@ -32,7 +32,7 @@ from batch_assets.providers.gemini.emulator.requests import (
     prompt_of,
     request_error,
 )
-from batch_assets.providers.gemini.emulator.wire import error_status, field, google_error, int64
+from batch_assets.providers.gemini.emulator.wire import field, google_error, int64, rpc_status
 
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
 _FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
@@ -52,6 +52,7 @@ _INJECTED_ERRORS = {
     ),
     faults.INJECTED_BAD_REQUEST: (400, "Request contains an invalid argument."),
 }
+_UNAVAILABLE = (503, "The service is currently unavailable.")
 
 
 @dataclass(frozen=True)
@@ -62,21 +63,33 @@ class ItemResult:
     output_tokens: int = 0
 
 
-def respond(kind: str, model: str, request: dict[str, Any], outcome: str, seed_id: str) -> ItemResult:
-    """The answer to one request whose injected outcome (see `faults`) is `outcome`."""
+def respond(
+    kind: str, model: str, request: dict[str, Any], outcome: str, seed_id: str, *, status_names: bool = False
+) -> ItemResult:
+    """The answer to one request whose injected outcome (see `faults`) is `outcome`.
+
+    A failed item's `error` is a google.rpc.Status with a gRPC code (3 INVALID_ARGUMENT,
+    8 RESOURCE_EXHAUSTED, 13 INTERNAL or 14 UNAVAILABLE), not an HTTP error body: the Batch API
+    reference types it `Status`, and the SDK's `types.JobError` reads only code/message/details.
+    """
     if outcome in faults.FAILURES:
-        return ItemResult({"error": error_status(_item_error(kind, request, outcome))}, ok=False)
+        error = _item_error(kind, request, outcome, seed_id)
+        return ItemResult({"error": rpc_status(error, with_name=status_names)}, ok=False)
     if kind == EMBED:
         return _embedding(model, request)
     return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id)
 
 
-def _item_error(kind: str, request: dict[str, Any], outcome: str) -> ApiError:
+def _item_error(kind: str, request: dict[str, Any], outcome: str, seed_id: str) -> ApiError:
     if outcome == faults.INVALID_REQUEST:
         found = request_error(kind, request)
         assert found is not None, "outcome INVALID_REQUEST is only given to requests request_error rejects"
         return found
     status, message = _INJECTED_ERRORS[outcome]
+    # [GUESS] server-side item failures split between INTERNAL and UNAVAILABLE by a stable draw,
+    # as the Anthropic emulator splits api_error/overloaded_error.
+    if outcome == faults.SERVER_ERROR and faults.unit_draw("gemini_server_error", seed_id) < 0.5:
+        status, message = _UNAVAILABLE
     return google_error(status, message)
 
 
