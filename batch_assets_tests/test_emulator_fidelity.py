@@ -332,3 +332,39 @@ def test_gemini_failed_batch_carries_an_rpc_status(emulator: EmulatorHandle) -> 
     assert raw["done"] is True and "response" not in raw
     assert raw["error"]["code"] == 8 and "Enqueued token limit" in raw["error"]["message"]  # RESOURCE_EXHAUSTED
     assert set(raw["error"]) == {"code", "message"}
+
+
+# --- 6. Gemini: succeeded before results, inlined responses out of order and without keys ------------
+
+
+def test_gemini_succeeded_before_results_appear(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    client = gemini_client(emulator)
+    emulator.configure(succeeded_before_results_s=1e9)
+    from_file = gemini_file_batch(client, tmp_path, [{"key": "k0", "request": gemini_request(0)}])
+    inline = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(0)])
+    for job in (from_file, inline, client.batches.get(name=from_file.name)):
+        assert job.state.value == "JOB_STATE_SUCCEEDED"
+        assert job.dest is None
+    # Read live: once the lag is over (here: lowered), the results are there.
+    emulator.configure(succeeded_before_results_s=0)
+    assert client.batches.get(name=from_file.name).dest.file_name is not None
+    assert len(client.batches.get(name=inline.name).dest.inlined_responses) == 1
+
+
+def test_gemini_inlined_responses_shuffled_and_without_keys(emulator: EmulatorHandle) -> None:
+    client = gemini_client(emulator)
+    requests = [{**gemini_request(i), "metadata": {"key": f"k{i}"}} for i in range(20)]
+    ordered = client.batches.create(model=GEMINI_MODEL, src=requests)
+    assert [r.metadata["key"] for r in ordered.dest.inlined_responses] == [f"k{i}" for i in range(20)]
+
+    emulator.configure(inline_responses_shuffled=True, inline_responses_drop_keys_rate=0.3)
+    shuffled = client.batches.create(model=GEMINI_MODEL, src=requests)
+    responses = shuffled.dest.inlined_responses
+    keys = [(r.metadata or {}).get("key") for r in responses]
+    assert None in keys and 0 < keys.count(None) < 20
+    present = [k for k in keys if k is not None]
+    assert len(set(present)) == len(present) and present != sorted(present, key=lambda k: int(k[1:]))
+    # Each response still answers its own request (the text echoes the ticket number).
+    by_key = {r.metadata["key"]: r for r in responses if r.metadata and "key" in r.metadata}
+    first = {r.metadata["key"]: r for r in ordered.dest.inlined_responses}
+    assert all(by_key[k].response.text == first[k].response.text for k in by_key)
