@@ -368,3 +368,30 @@ def test_gemini_inlined_responses_shuffled_and_without_keys(emulator: EmulatorHa
     by_key = {r.metadata["key"]: r for r in responses if r.metadata and "key" in r.metadata}
     first = {r.metadata["key"]: r for r in ordered.dest.inlined_responses}
     assert all(by_key[k].response.text == first[k].response.text for k in by_key)
+
+
+# --- 7. Gemini usage of thinking models ------------------------------------------------------------
+
+
+def test_gemini_thinking_models_report_thoughts_apart(emulator: EmulatorHandle) -> None:
+    client = gemini_client(emulator)
+    plain = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(0)])
+    usage = plain.dest.inlined_responses[0].response.usage_metadata
+    assert usage.thoughts_token_count is None and usage.cached_content_token_count is None  # the default
+
+    emulator.configure(gemini_thinking_models=["gemini-2.5-*"], gemini_cached_token_fraction=0.5)
+    no_budget = gemini_request(1, config={"thinking_config": {"thinking_budget": 0}})
+    capped = gemini_request(2, config={"thinking_config": {"thinking_budget": 40}})
+    for model in (GEMINI_MODEL, "gemini-2.0-flash-thinking-exp"):
+        job = client.batches.create(model=model, src=[gemini_request(0), no_budget, capped])
+        thinking, disabled, limited = (r.response.usage_metadata for r in job.dest.inlined_responses)
+        assert thinking.thoughts_token_count > 0
+        assert thinking.total_token_count == (
+            thinking.prompt_token_count + thinking.candidates_token_count + thinking.thoughts_token_count
+        )
+        if model == GEMINI_MODEL:  # the same answer as without thinking: candidates count it alone
+            assert thinking.candidates_token_count == usage.candidates_token_count
+        assert thinking.cached_content_token_count == thinking.prompt_token_count // 2
+        assert disabled.thoughts_token_count is None
+        assert disabled.total_token_count == disabled.prompt_token_count + disabled.candidates_token_count
+        assert 0 < limited.thoughts_token_count <= 40

@@ -19,6 +19,7 @@ results ("no results can be retrieved", in the words of Google's Batch API docs)
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
-from batch_assets.providers.gemini.emulator.bodies import respond
+from batch_assets.providers.gemini.emulator.bodies import UsageOptions, respond
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
 from batch_assets.providers.gemini.emulator.requests import (
     EMBED,
@@ -177,6 +178,8 @@ class GeminiBatchService:
             "duplicate_output_lines": settings.duplicate_output_lines,
             "item_error_status_names": settings.gemini_item_error_status_names,
             "speed": settings.speed,
+            "thinking": thinks(model, settings),
+            "cached_fraction": settings.gemini_cached_token_fraction,
             "inline_shuffled": settings.inline_responses_shuffled,
             "inline_drop_keys_rate": settings.inline_responses_drop_keys_rate,
             "error": error[1] if error else None,
@@ -299,6 +302,7 @@ class GeminiBatchService:
                 record["outcomes"][index],
                 f"{record['id']}:{index}",
                 status_names=record.get("item_error_status_names", False),
+                usage=UsageOptions(record.get("thinking", False), record.get("cached_fraction", 0.0)),
             )
             results.append((item, result.payload))
         if inline:
@@ -421,6 +425,13 @@ def _inline_items(kind: str, requests: Any) -> list[Item]:
         key = metadata.get("key") if metadata else None
         items.append(Item(key if isinstance(key, str) else None, metadata, request))
     return items
+
+
+def thinks(model: str, settings: EmulatorSettings) -> bool:
+    """Whether `model` reports thinking tokens: names with "thinking", or matching a
+    `gemini_thinking_models` pattern (e.g. `gemini-2.5-*`, whose models all think by default)."""
+    bare = model.removeprefix("models/")
+    return "thinking" in bare or any(fnmatch.fnmatchcase(bare, pattern) for pattern in settings.gemini_thinking_models)
 
 
 def _check_model(kind: str, model: str) -> str:

@@ -31,6 +31,7 @@ from batch_assets.providers.gemini.emulator.requests import (
     output_format,
     prompt_of,
     request_error,
+    thinking_budget,
 )
 from batch_assets.providers.gemini.emulator.wire import field, google_error, int64, rpc_status
 
@@ -63,8 +64,23 @@ class ItemResult:
     output_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class UsageOptions:
+    """How usageMetadata is reported, fixed per batch when it is created."""
+
+    thinking: bool = False  # the model thinks: thoughtsTokenCount
+    cached_fraction: float = 0.0  # this share of the prompt is reported as cachedContentTokenCount
+
+
 def respond(
-    kind: str, model: str, request: dict[str, Any], outcome: str, seed_id: str, *, status_names: bool = False
+    kind: str,
+    model: str,
+    request: dict[str, Any],
+    outcome: str,
+    seed_id: str,
+    *,
+    status_names: bool = False,
+    usage: UsageOptions = UsageOptions(),
 ) -> ItemResult:
     """The answer to one request whose injected outcome (see `faults`) is `outcome`.
 
@@ -77,7 +93,7 @@ def respond(
         return ItemResult({"error": rpc_status(error, with_name=status_names)}, ok=False)
     if kind == EMBED:
         return _embedding(model, request)
-    return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id)
+    return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id, usage)
 
 
 def _item_error(kind: str, request: dict[str, Any], outcome: str, seed_id: str) -> ApiError:
@@ -97,7 +113,20 @@ def model_version(model: str) -> str:
     return model.removeprefix("models/")
 
 
-def _generate(model: str, request: dict[str, Any], fault: str | None, seed_id: str) -> ItemResult:
+def thoughts_tokens(request: dict[str, Any], seed: str) -> int:
+    """The thinking tokens of one answer of a thinking model: none when `thinkingBudget` is 0
+    (thinking disabled, per the SDK's `types.ThinkingConfig`), else a stable 64..1023 capped by a
+    positive budget. [GUESS] the amounts; real counts vary with the prompt."""
+    budget = thinking_budget(request)
+    if budget == 0:
+        return 0
+    tokens = 64 + int(faults.unit_draw("thoughts", seed) * 960)
+    return min(tokens, budget) if budget is not None and budget > 0 else tokens
+
+
+def _generate(
+    model: str, request: dict[str, Any], fault: str | None, seed_id: str, options: UsageOptions = UsageOptions()
+) -> ItemResult:
     prompt = prompt_of(GENERATE, request)
     fmt = output_format(request)
     seed = request_seed([model, request])
@@ -115,18 +144,29 @@ def _generate(model: str, request: dict[str, Any], fault: str | None, seed_id: s
         for i in range(candidate_count(request))
     ]
     completion = sum(a.completion_tokens for a in answers)
+    # Thinking models (gemini-2.5-*, names with "thinking"): `candidatesTokenCount` excludes the
+    # thoughts, reported apart as `thoughtsTokenCount`; `totalTokenCount` adds all three (the
+    # SDK's `types.GenerateContentResponseUsageMetadata`). Cached tokens are part of the prompt.
+    thoughts = thoughts_tokens(request, seed) if options.thinking else 0
+    cached = int(prompt.tokens * options.cached_fraction)
     usage: dict[str, Any] = {"promptTokenCount": prompt.tokens}
     if completion:
         usage["candidatesTokenCount"] = completion
-    usage["totalTokenCount"] = prompt.tokens + completion
+    usage["totalTokenCount"] = prompt.tokens + completion + thoughts
+    if cached:
+        usage["cachedContentTokenCount"] = cached
     usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt.tokens}]
+    if cached:
+        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
     response = {
         "candidates": [_candidate(i, a) for i, a in enumerate(answers)],
         "usageMetadata": usage,
         "modelVersion": model_version(model),
         "responseId": ids.derived_base62(23, "gemini-response", seed_id),
     }
-    return ItemResult({"response": response}, True, prompt.tokens, completion)
+    return ItemResult({"response": response}, True, prompt.tokens, completion + thoughts)
 
 
 def _candidate(index: int, answer: Answer) -> dict[str, Any]:
