@@ -395,3 +395,58 @@ def test_gemini_thinking_models_report_thoughts_apart(emulator: EmulatorHandle) 
         assert disabled.thoughts_token_count is None
         assert disabled.total_token_count == disabled.prompt_token_count + disabled.candidates_token_count
         assert 0 < limited.thoughts_token_count <= 40
+
+
+# --- 8. Gemini: strict request files ----------------------------------------------------------------
+
+
+def test_gemini_allowed_fields_come_from_the_sdk() -> None:
+    from batch_assets.providers.gemini.emulator.fields import allowed_fields
+
+    allowed = allowed_fields()
+    assert {"contents", "systemInstruction", "generationConfig", "safetySettings", "tools", "toolConfig",
+            "cachedContent"} <= allowed["generate"]
+    assert {"temperature", "maxOutputTokens", "responseMimeType", "responseSchema", "responseJsonSchema",
+            "thinkingConfig"} <= allowed["generationConfig"]
+    assert {"content", "taskType", "title", "outputDimensionality"} <= allowed["embed"]
+    assert "thinkingConfig" not in allowed["generate"]
+
+
+def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    client = gemini_client(emulator)
+    good = [
+        {"key": "camel", "request": gemini_request(0, generationConfig={"thinkingConfig": {"thinkingBudget": 0}},
+                                                   systemInstruction={"parts": [{"text": "Be brief."}]})},
+        {"key": "snake", "request": gemini_request(1, generation_config={"thinking_config": {"thinking_budget": 0},
+                                                                          "max_output_tokens": 50},
+                                                   system_instruction={"parts": [{"text": "Be brief."}]})},
+    ]
+    job = gemini_file_batch(client, tmp_path, good)
+    assert job.state.value == "JOB_STATE_SUCCEEDED"
+
+    for bad, name, where in [
+        (gemini_request(2, thinking_config={"thinking_budget": 0}), "thinking_config", "'request'"),
+        (gemini_request(2, generationConfig={"thinkingBudget": 0}), "thinkingBudget", "'request.generationConfig'"),
+        (gemini_request(2, generation_config={"thinking_config": {"budget": 1}}), "budget", "thinking_config'"),
+        (gemini_request(2, temperature=0.2), "temperature", "'request'"),
+    ]:
+        job = gemini_file_batch(client, tmp_path, [*good, {"key": "bad", "request": bad}])
+        assert job.state.value == "JOB_STATE_FAILED" and job.dest is None
+        raw = httpx.get(f"{emulator.base_url}/v1beta/{job.name}", headers={"x-goog-api-key": "k"}).json()
+        assert raw["error"]["code"] == 3  # INVALID_ARGUMENT
+        message = raw["error"]["message"]
+        assert message.startswith("Line 3 of the input file") and f'Unknown name "{name}"' in message
+        assert where in message
+
+    embed_path = tmp_path / "embed.jsonl"
+    embed_path.write_bytes(jsonl([{"key": "e", "request": {"content": {"parts": [{"text": "hi"}]},
+                                                          "task_type": "RETRIEVAL_QUERY", "dimensions": 8}}]))
+    uploaded = client.files.upload(file=embed_path, config=types.UploadFileConfig(mime_type="jsonl"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", genai_errors.ExperimentalWarning)
+        job = client.batches.create_embeddings(model="gemini-embedding-001", src={"file_name": uploaded.name})
+    assert job.state.value == "JOB_STATE_FAILED"
+
+    emulator.configure(gemini_strict_request_fields=False)
+    job = gemini_file_batch(client, tmp_path, [{"key": "bad", "request": gemini_request(2, temperature=0.2)}])
+    assert job.state.value == "JOB_STATE_SUCCEEDED"

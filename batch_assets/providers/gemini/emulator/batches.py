@@ -30,6 +30,7 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
 from batch_assets.providers.gemini.emulator.bodies import UsageOptions, respond
+from batch_assets.providers.gemini.emulator.fields import unknown_field
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
 from batch_assets.providers.gemini.emulator.requests import (
     EMBED,
@@ -127,7 +128,7 @@ class GeminiBatchService:
                         f"* {_request_name(kind)}.batch.input_config.file_name: must be a file name like files/abc.\n"
                     )
                 _, data = self.files.read_input(file_name)
-                parsed = parse_file(data)
+                parsed = parse_file(data, kind if self.runtime.current.gemini_strict_request_fields else None)
             else:
                 items = _inline_items(kind, requests)
                 data = json.dumps(requests, sort_keys=True, ensure_ascii=False).encode()
@@ -384,8 +385,10 @@ class GeminiBatchService:
 # --- input ---------------------------------------------------------------------------------------
 
 
-def parse_file(data: bytes) -> ParsedInput:
-    """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch."""
+def parse_file(data: bytes, strict_kind: str | None = None) -> ParsedInput:
+    """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch,
+    and so, given `strict_kind` (the `gemini_strict_request_fields` knob), does a request with a
+    field its kind of request does not have at that level (see `fields`)."""
     parsed = ParsedInput()
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -400,6 +403,15 @@ def parse_file(data: bytes) -> ParsedInput:
         request = line.get("request")
         if not isinstance(request, dict):
             parsed.error = f"Line {number} of the input file has no 'request' object."
+            return parsed
+        unknown = unknown_field(strict_kind, request) if strict_kind is not None else None
+        if unknown is not None:
+            # [GUESS] the wording: Google's proto JSON parser error, with the line it is on.
+            name, where = unknown
+            parsed.error = (
+                f'Line {number} of the input file: Invalid JSON payload received. Unknown name "{name}" '
+                f"at '{where}': Cannot find field."
+            )
             return parsed
         key = line.get("key")
         parsed.items.append(Item(key if isinstance(key, str) else None, None, request))
