@@ -450,3 +450,27 @@ def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: Em
     emulator.configure(gemini_strict_request_fields=False)
     job = gemini_file_batch(client, tmp_path, [{"key": "bad", "request": gemini_request(2, temperature=0.2)}])
     assert job.state.value == "JOB_STATE_SUCCEEDED"
+
+
+# --- 9. Anthropic: the rarer stop reasons ----------------------------------------------------------
+
+
+def test_anthropic_rarer_stop_reasons(emulator: EmulatorHandle) -> None:
+    with anthropic_client(emulator) as client:
+        requests = [anthropic_request(i) for i in range(40)]
+        batch = client.messages.batches.create(requests=requests)
+        reasons = {line.result.message.stop_reason for line in client.messages.batches.results(batch.id)}
+        assert reasons == {"end_turn"}  # the default
+
+        emulator.configure(anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25,
+                           anthropic_refusal_rate=0.25)
+        batch = client.messages.batches.create(requests=requests)
+        assert batch.request_counts.succeeded == 40
+        messages = {line.custom_id: line.result.message for line in client.messages.batches.results(batch.id)}
+        reasons = {m.stop_reason for m in messages.values()}
+        assert reasons == {"end_turn", "model_context_window_exceeded", "pause_turn", "refusal"}
+        for message in messages.values():
+            if message.stop_reason == "refusal":
+                assert message.stop_details is not None and message.stop_details.type == "refusal"
+            else:
+                assert message.content[0].text and message.usage.output_tokens >= 1

@@ -20,7 +20,12 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
-from batch_assets.providers.anthropic.emulator.messages import result_for
+from batch_assets.providers.anthropic.emulator.messages import (
+    CONTEXT_WINDOW_EXCEEDED,
+    PAUSE_TURN,
+    REFUSAL,
+    result_for,
+)
 from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, parse_create, request_error
 
 KIND = "anthropic_batches"
@@ -241,8 +246,22 @@ def _outcomes(
     outcomes = []
     for custom_id, params in requests:
         injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order
+        if injected == faults.OK:
+            injected = _stop_outcome(plan, custom_id, settings)
         outcomes.append(faults.INVALID_REQUEST if request_error(params) else injected)
     return outcomes
+
+
+def _stop_outcome(plan: faults.FaultPlan, custom_id: str, settings: EmulatorSettings) -> str:
+    """A succeeded result's rarer stop reason, if the `anthropic_*_rate` knobs draw one."""
+    for outcome, rate in (
+        (CONTEXT_WINDOW_EXCEEDED, settings.anthropic_context_window_exceeded_rate),
+        (PAUSE_TURN, settings.anthropic_pause_turn_rate),
+        (REFUSAL, settings.anthropic_refusal_rate),
+    ):
+        if plan.draw(f"anthropic_stop:{outcome}", custom_id) < rate:
+            return outcome
+    return faults.OK
 
 
 def _phase(record: Record, at: float) -> Phase:
