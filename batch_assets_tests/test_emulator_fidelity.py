@@ -505,3 +505,33 @@ def test_gemini_format_classifies_rpc_status_item_errors(emulator: EmulatorHandl
     assert classes == {
         3: "validation_error", 8: "rate_or_capacity_error", 13: "internal_error", 14: "internal_error"
     }
+
+
+# --- structured knobs: settings file, CLI flags, admin endpoint -----------------------------------
+
+
+def test_structured_knobs_from_file_flags_and_admin_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from batch_assets.emulator import server
+    from batch_assets.emulator.settings import EmulatorSettings
+
+    rule = {"method": "POST", "path": "^/v1/batches$", "count": 1, "mode": "lose"}
+    (tmp_path / "settings.json").write_text(json.dumps({"enqueued_token_limit": {"gpt-4o-mini": 10}}))
+    started: dict[str, Any] = {}
+    monkeypatch.setattr(server, "serve", lambda **kwargs: started.update(kwargs))
+    server.main(["--state-dir", str(tmp_path), "--after-processing-faults", json.dumps([rule]),
+                 "--gemini-thinking-models", '["gemini-2.5-*"]'])
+    assert started["settings"] == EmulatorSettings(
+        enqueued_token_limit={"gpt-4o-mini": 10},
+        after_processing_faults=[rule],
+        gemini_thinking_models=["gemini-2.5-*"],
+    )
+    for bad in ({"enqueued_token_limit": {"m": 0}}, {"enqueued_token_limit": "many"},
+                {"after_processing_faults": [{"path": "("}]}, {"after_processing_faults": [{**rule, "count": 0}]},
+                {"after_processing_faults": [{**rule, "status": 404}]}, {"gemini_thinking_models": "gemini-*"}):
+        with pytest.raises(ValueError):
+            EmulatorSettings().replace(**bad)
+
+    with running_emulator(tmp_path / "emulator", **INSTANT) as emu:
+        answer = httpx.post(f"{emu.base_url}/_emulator/settings", json={"after_processing_faults": [rule]})
+        assert answer.status_code == 200 and answer.json()["after_processing_faults"] == [rule]
+        assert httpx.post(f"{emu.base_url}/_emulator/settings", json={"enqueued_token_limit": []}).status_code == 400

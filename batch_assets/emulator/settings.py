@@ -63,7 +63,9 @@ class EmulatorSettings:
     log_requests: bool = _knob(True, "log method, path and status of each request")
     # --- Gemini ---
     succeeded_before_results_s: float = _knob(
-        0.0, "Gemini: a batch reads SUCCEEDED this long before its responses file / inlined responses appear"
+        0.0,
+        "Gemini: a batch reads SUCCEEDED this long before its responses file / inlined responses appear "
+        "(read live: lowering it reveals waiting results at once)",
     )
     inline_responses_shuffled: bool = _knob(False, "Gemini: inlined responses in a non-request order")
     inline_responses_drop_keys_rate: float = _knob(
@@ -85,7 +87,9 @@ class EmulatorSettings:
     anthropic_context_window_exceeded_rate: float = _knob(
         0.0, "Anthropic: fraction of succeeded results with stop_reason model_context_window_exceeded"
     )
-    anthropic_pause_turn_rate: float = _knob(0.0, "Anthropic: fraction of succeeded results with stop_reason pause_turn")
+    anthropic_pause_turn_rate: float = _knob(
+        0.0, "Anthropic: fraction of succeeded results with stop_reason pause_turn"
+    )
     anthropic_refusal_rate: float = _knob(0.0, "Anthropic: fraction of succeeded results with stop_reason refusal")
 
     def replace(self, **changes: Any) -> EmulatorSettings:
@@ -115,7 +119,8 @@ class EmulatorSettings:
         _check_rules(self.after_processing_faults)
         if self.succeeded_before_results_s < 0:
             raise ValueError("succeeded_before_results_s must be >= 0")
-        if not all(isinstance(p, str) and p for p in self.gemini_thinking_models):
+        models = self.gemini_thinking_models
+        if not isinstance(models, list) or not all(isinstance(p, str) and p for p in models):
             raise ValueError("gemini_thinking_models must be a list of non-empty strings")
         if self.fail_next_requests < 0:
             raise ValueError("fail_next_requests must be >= 0")
