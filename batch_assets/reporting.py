@@ -5,7 +5,7 @@ from __future__ import annotations
 from batch_assets.pipeline.reconcile import FAILURE_CLASSES, Reconciliation
 
 SHORT_CLASS = {"validation_error": "valid", "rate_or_capacity_error": "rate", "content_policy_error": "policy",
-               "internal_error": "internal"}
+               "internal_error": "internal", "parse_error": "parse", "expired": "expired", "canceled": "canceled"}
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -17,12 +17,15 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:
-    headers = ["task_id", "items", "rejected", "quarant", "lines", "submitted", "succeeded",
-               *(f"fail:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "expired", "canceled", "missing",
-               "applied", "stale", "unparsed", "balanced"]
+    """Per partition: what happened to every item (final outcomes, retries, what is still open)."""
+    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "stale",
+               *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
+               "unresolved", "balanced", "check", "status"]
     rows = []
     for r in recs:
-        rows.append([r.task_id, r.manifest_items, r.source_rejects, r.quarantined, r.shard_lines, r.submitted_lines,
-                     r.succeeded, *(r.failed.get(c, 0) for c in FAILURE_CLASSES), r.expired, r.canceled, r.missing,
-                     r.applied, r.stale, r.failed_to_parse, "yes" if not r.problems() else "NO"])
+        verdict = r.verdict()
+        rows.append([r.task_id, r.manifest_items, r.source_rejects, r.quarantined, r.submitted_lines, r.retried,
+                     r.max_attempt, r.applied, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
+                     r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
+                     "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
     return format_table(headers, rows)

@@ -33,7 +33,7 @@ from batch_assets.resources import EMULATOR_API_KEY
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
 
 TASK_ID = "ticket_triage_20261120"
-COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "cancel")
+COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = ["job_key", "task_id", "provider", "provider_batch_id", "state", "raw_status", "request_total",
               "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at"]
@@ -194,25 +194,25 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     assert out == reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
 
 
-def test_report_json_and_csv_carry_every_figure_of_the_table(capsys, finished_db):
+def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, finished_db):
     code, out, _ = run(capsys, "--database", finished_db, "report", "--format", "json")
     assert code == 0
     [row] = json.loads(out)
     assert row["task_id"] == TASK_ID and row["balanced"] is True and row["problems"] == []
-    assert (row["manifest_items"], row["source_rejects"], row["quarantined"], row["shard_lines"]) == (58, 2, 5, 53)
-    assert (row["submitted_lines"], row["succeeded"], row["applied"], row["missing"]) == (53, 53, 53, 0)
-    for name in ("failed_validation_error", "failed_rate_or_capacity_error", "failed_content_policy_error",
-                 "failed_internal_error", "expired", "canceled", "stale", "failed_to_parse"):
-        assert row[name] == 0
+    assert (row["items"], row["rejected"], row["quarantined"], row["applied"], row["stale"]) == (58, 2, 5, 53, 0)
+    assert row["final_failed"] == {c: 0 for c in ("validation_error", "rate_or_capacity_error", "content_policy_error",
+                                                  "internal_error", "parse_error", "expired", "canceled")}
+    assert (row["retried"], row["max_attempt"], row["in_flight"], row["retry_pending"], row["unresolved"]) == (0, 1, 0, 0, 0)
+    assert (row["canceled"], row["compliance_held"], row["check"]) == (0, 0, "passed")
 
     code, out, _ = run(capsys, "--database", finished_db, "report", "--format", "csv", "--task", TASK_ID)
     assert code == 0
     [csv_row] = list(csv.DictReader(io.StringIO(out)))
-    assert list(csv_row) == list(row)
-    assert csv_row["balanced"] == "true" and csv_row["manifest_items"] == "58"
+    assert csv_row["balanced"] == "true" and csv_row["items"] == "58" and csv_row["final_failed_parse_error"] == "0"
+    assert "final_failed" not in csv_row
 
 
-def test_an_unbalanced_report_exits_1_and_keeps_stdout_parseable(capsys, finished_db, tmp_path):
+def test_an_unbalanced_report_exits_0_names_it_and_keeps_stdout_parseable(capsys, finished_db, tmp_path):
     db = tmp_path / "warehouse.duckdb"
     shutil.copy(finished_db, db)
     import duckdb
@@ -221,13 +221,13 @@ def test_an_unbalanced_report_exits_1_and_keeps_stdout_parseable(capsys, finishe
         conn.execute("DELETE FROM ledger.applied_result WHERE custom_id = (SELECT min(custom_id) "
                      "FROM ledger.applied_result)")
     code, out, _ = run(capsys, "--database", db, "report")
-    assert code == 1
-    assert "  NO" in out.splitlines()[2] and f"UNBALANCED {TASK_ID}: applied 52" in out
+    assert code == 0
+    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 52" in out
     code, out, err = run(capsys, "--database", db, "report", "--format", "json")
-    assert code == 1
+    assert code == 0
     [row] = json.loads(out)
-    assert row["balanced"] is False and row["applied"] == 52 and row["problems"]
-    assert f"UNBALANCED {TASK_ID}: applied 52" in err
+    assert row["balanced"] is False and row["applied"] == 52 and row["problems"] and row["check"] == "failed"
+    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 52" in err
 
 
 def test_the_renderer_writes_every_format_from_one_field_list():

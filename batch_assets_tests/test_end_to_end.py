@@ -87,7 +87,8 @@ def test_backfill_sensor_collect_and_checks_end_to_end(dagster_env, emulator, e2
             (recon,) = checks(run)["reconciliation"]
             assert recon.passed
             meta = {k: v.value for k, v in recon.metadata.items()}
-            assert meta["problems"] == "balanced"
+            assert meta["verdict"].endswith("passed: every item final, all equations hold")
+            assert (meta["unresolved"], meta["final_status"]) == (0, "COMPLETED")
             assert (meta["manifest_items"], meta["quarantined"], meta["shard_lines"]) == (58, 5, 53)
             assert (meta["succeeded"], meta["applied"], meta["missing"], meta["failed_total"]) == (53, 53, 0, 0)
             collected.append(request.partition_key)

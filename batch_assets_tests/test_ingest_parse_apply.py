@@ -216,9 +216,10 @@ def test_every_failure_is_classified(seeded_copy, ticket_task, adapter, emulator
             assert p["provider_request_id"]
     assert set(seen) == {"429", "500", "400", "content_filter", "length", "schema", "stop"}, seen
     r = balanced(wh)
+    # A content-filtered answer is a content-policy failure, not an answer that failed to parse.
     assert r.failed == {"rate_or_capacity_error": seen["429"], "internal_error": seen["500"],
-                        "validation_error": seen["400"]}
-    assert r.failed_to_parse == seen["content_filter"] + seen["length"] + 3
+                        "validation_error": seen["400"], "content_policy_error": seen["content_filter"]}
+    assert r.failed_to_parse == seen["length"] + 3
     assert r.applied == seen["stop"] == q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"]
 
 

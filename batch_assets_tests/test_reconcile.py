@@ -104,9 +104,9 @@ def test_a_bogus_shard_line_is_detected(finished_run, tmp_path):
                '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens
         FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
     problems = r.problems()
-    assert any(f"shard lines {b.shard_lines + 1} != manifest items {b.manifest_items} - quarantined {b.quarantined}"
+    assert any(f"first-attempt shard lines {b.shard_lines + 1} + unsharded 0 != manifest items {b.manifest_items} - quarantined {b.quarantined}"
                in p for p in problems), problems
-    assert any(f"manifest items {b.manifest_items} != " in p and f"missing 1 (= {b.manifest_items + 1})" in p
+    assert any(f"manifest items {b.manifest_items} != " in p and f"missing 1 + unsharded 0 (= {b.manifest_items + 1})" in p
                for p in problems), problems
 
 
@@ -130,7 +130,7 @@ def test_a_lost_quarantine_row_is_detected(finished_run, tmp_path):
     r, b = tampered(finished_run, tmp_path,
                     "DELETE FROM ledger.quarantine WHERE custom_id = (SELECT min(custom_id) FROM ledger.quarantine)")
     problems = r.problems()
-    assert any(f"shard lines {b.shard_lines} != manifest items {b.manifest_items} - quarantined {b.quarantined - 1}"
+    assert any(f"first-attempt shard lines {b.shard_lines} + unsharded 0 != manifest items {b.manifest_items} - quarantined {b.quarantined - 1}"
                in p for p in problems), problems
     assert any(f"quarantined {b.quarantined - 1}" in p and f"(= {b.manifest_items - 1})" in p
                for p in problems if p.startswith("manifest items")), problems
@@ -141,5 +141,5 @@ def test_a_lost_manifest_item_is_detected(finished_run, tmp_path):
         DELETE FROM ledger.manifest_item WHERE custom_id = (SELECT min(custom_id) FROM ledger.shard_line)""")
     problems = r.problems()
     assert any(p.startswith(f"manifest items {b.manifest_items - 1} != ") for p in problems), problems
-    assert any(f"shard lines {b.shard_lines} != manifest items {b.manifest_items - 1} - quarantined {b.quarantined}"
+    assert any(f"first-attempt shard lines {b.shard_lines} + unsharded 0 != manifest items {b.manifest_items - 1} - quarantined {b.quarantined}"
                in p for p in problems), problems

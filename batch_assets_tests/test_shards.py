@@ -275,7 +275,7 @@ def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_copy, ticket_task)
     assert any(second["shard_id"] in p and "is missing" in p for p in problems), problems
     assert not any(third["shard_id"] in p for p in problems)
     assert counts == {"manifest_items": ITEMS, "shard_lines": ITEMS - QUARANTINED, "quarantined": QUARANTINED,
-                      "shards": 3}
+                      "shards": 3, "retry_lines": 0}
 
 
 def test_verify_detects_a_truncated_shard(seeded_copy, ticket_task):

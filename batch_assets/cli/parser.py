@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from batch_assets.cli import cancel, demo, dev, export, jobs, passthrough, report, sql
+from batch_assets.cli import cancel, demo, dev, export, jobs, passthrough, report, retry, sql
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
 from batch_assets.cli.output import add_format_option
@@ -136,10 +136,11 @@ def build_parser() -> CliParser:
     add_format_option(c)
 
     c = command("report", report.cmd_report,
-                "per-partition reconciliation table; exit 1 if any partition does not balance",
-                "Reconcile every task partition (or those --task selects): one row per partition, every term of "
-                "the equation counted from its own ledger table. Exit status 1 if any partition does not "
-                "balance; the broken equations follow the table (on stderr with --format json/csv).")
+                "per-partition outcomes: applied, final-failed by class, retries, what is still open",
+                "Reconcile every task partition (or those --task selects): one row per partition with every "
+                "item's final outcome, retries, items still in flight or unresolved, whether the equations "
+                "balance and the partition's final status. Partitions that are not done are named after the "
+                "table (on stderr with --format json/csv). Exits 0 whatever the figures say.")
     c.add_argument("--task", metavar="TASK", help=TASK_HELP)
     add_format_option(c)
 
@@ -153,6 +154,18 @@ def build_parser() -> CliParser:
                 "and print the rows as a table.")
     c.add_argument("query", help="e.g. \"SELECT category, count(*) FROM ticket_labels GROUP BY ALL\"")
     c.add_argument("--limit", type=int, default=50, help="print at most this many rows (default 50)")
+
+    c = command("retry", retry.cmd_retry,
+                "send a partition's failed items again: due retries now, or final failures of a class after a fix",
+                "Send failed items of a task partition again. With --class, items whose latest attempt is "
+                "final-failed with that class (e.g. validation_error after fixing the prompt) are reopened "
+                "first; then every due retry is cut into new shards (attempt n+1) and submitted.")
+    c.add_argument("task_id", help="e.g. ticket_triage_20261120 (see `batch-assets report`)")
+    c.add_argument("--class", dest="failure_class", action="append", metavar="CLASS",
+                   choices=("validation_error", "rate_or_capacity_error", "content_policy_error", "internal_error",
+                            "parse_error", "expired", "canceled"),
+                   help="reopen final failures of this class (repeatable)")
+    c.add_argument("--dry-run", action="store_true", help="only count what would be sent")
 
     c = command("cancel", cancel.cmd_cancel,
                 "cancel running provider batches: one job_key, or every running job of a task_id",

@@ -10,7 +10,8 @@ from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.reconcile import settle
+from batch_assets.pipeline.retry import plan_retries
 from batch_assets.pipeline.shards import cut_shards, verify_shards
 from batch_assets.pipeline.submit import submit_pending
 from batch_assets.resources import ProvidersResource, WarehouseResource
@@ -25,6 +26,11 @@ RECONCILIATION_CHECK = "reconciliation"
 class ManifestConfig(dg.Config):
     refreeze: bool = False
     """Re-query the source; unchanged items keep their custom_id, new or changed ones get new ones."""
+
+
+class SubmissionsConfig(dg.Config):
+    send_retries: bool = False
+    """Also cut and send due retries when the task's retries are not automatic (retry.automatic: false)."""
 
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
@@ -77,7 +83,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               **common)
     def shards(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         wh = warehouse.warehouse()
-        out = [cut_shards(wh, task, pk) for pk in context.partition_keys]
+        out = [cut_shards(wh, task, pk, retries=spec.retry.automatic) for pk in context.partition_keys]
         verified = [verify_shards(wh, task, pk) for pk in context.partition_keys]
         problems = [f"{pk}: {p}" for pk, (found, _) in zip(context.partition_keys, verified) for p in found]
         counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]}
@@ -91,11 +97,23 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
 
     @dg.asset(key=key("submissions"), deps=[key("shards")], kinds={spec.provider},
               description=f"One {spec.provider} batch per shard; intent recorded before every create call.", **common)
-    def submissions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
+    def submissions(context: dg.AssetExecutionContext, config: SubmissionsConfig, warehouse: WarehouseResource,
+                    providers: ProvidersResource):
+        wh = warehouse.warehouse()
         adapter = providers.adapter(spec.provider)
-        out = [submit_pending(warehouse.warehouse(), task, pk, adapter) for pk in context.partition_keys]
+        retry_lines = 0
+        if spec.retry.automatic or config.send_retries:
+            # Due retries (the retry ledger's decisions) become new, smaller shards of attempt n+1;
+            # they are checked like first-attempt shards before anything is sent.
+            for pk in context.partition_keys:
+                retry_lines += cut_shards(wh, task, pk).lines
+                problems, _ = verify_shards(wh, task, pk)
+                if problems:
+                    raise dg.Failure(f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
+                                     metadata={"problems": "\n".join(problems)})
+        out = [submit_pending(wh, task, pk, adapter) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
-            "task_ids": ", ".join(s.task_id for s in out),
+            "task_ids": ", ".join(s.task_id for s in out), "retry_lines_cut": retry_lines,
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
             **_totals(out, "waiting_for_capacity", "already_submitted"),
         })
@@ -114,31 +132,46 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
     @dg.asset(key=key("parsed_results"), deps=[key("raw_results")], kinds={"duckdb"},
               description="Answers checked against the output schema; every failure classified (validation, rate/capacity, content policy, internal, parse, expired, canceled).", **common)
     def parsed_results(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
-        out = [parse_results(warehouse.warehouse(), task, pk) for pk in context.partition_keys]
+        wh = warehouse.warehouse()
+        out = [parse_results(wh, task, pk) for pk in context.partition_keys]
+        # The retry ledger: every failed attempt gets its class's action (retry, re-queue, final, hold).
+        plans = [plan_retries(wh, task, pk) for pk in context.partition_keys]
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
             "new_parsed": sum(s.parsed for s in out), "job_outcomes_applied_to_items": sum(s.synthesized for s in out),
             **_summed_dicts((s.by_class for s in out), "outcome_"),
+            **_summed_dicts((p.by_action for p in plans), "retry_decision_"),
         })
 
     @dg.asset(key=key("applied"), deps=[key("parsed_results")], kinds={"duckdb", "table"},
               description=f"Usable answers written once into {spec.apply.table}; stale inputs held back.",
               check_specs=[dg.AssetCheckSpec(RECONCILIATION_CHECK, asset=key("applied"),
-                                             description="Every manifest item accounted for: the reconciliation equations over the ledger.")],
+                                             description="Passes only when every item of the partition is final (applied, stale, quarantined, "
+                                                         "final-failed within tolerance, held, canceled) and the reconciliation "
+                                                         "equations hold; warns while work is pending; fails when anything is unresolved.")],
               **common)
     def applied(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         wh = warehouse.warehouse()
         out = [apply_results(wh, task, pk) for pk in context.partition_keys]
-        recs = [reconcile(wh, s.task_id) for s in out]
-        problems = [f"{r.task_id}: {p}" for r in recs for p in r.problems()]
-        recon_meta = recs[0].as_metadata() if len(recs) == 1 else {
-            r.task_id: dg.MetadataValue.json(r.as_metadata()) for r in recs}
+        settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction) for s in out]
+        verdicts = [v for _, v in settled]
+        # passed only when every item of every partition is final; WARN while work is pending
+        # (in flight, retries); ERROR when nothing is pending and anything is unresolved or unbalanced.
+        passed = all(v.passed for v in verdicts)
+        severity = (dg.AssetCheckSeverity.WARN if not passed and all(v.status != "failed" for v in verdicts)
+                    else dg.AssetCheckSeverity.ERROR)
+        reasons = [f"{r.task_id}: {v.status}: {reason}" for r, v in settled for reason in v.reasons]
+        recon_meta = settled[0][0].as_metadata() if len(settled) == 1 else {
+            r.task_id: dg.MetadataValue.json(r.as_metadata()) for r, _ in settled}
         return dg.MaterializeResult(
             metadata={"task_ids": ", ".join(s.task_id for s in out), "target_table": spec.apply.table,
-                      "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out)},
+                      "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out),
+                      "unresolved": sum(r.unresolved for r, _ in settled),
+                      "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled)},
             check_results=[dg.AssetCheckResult(
-                check_name=RECONCILIATION_CHECK, passed=not problems, severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"problems": "\n".join(problems) or "balanced", **recon_meta},
+                check_name=RECONCILIATION_CHECK, passed=passed, severity=severity,
+                metadata={"verdict": "\n".join(reasons), "partitions": ", ".join(r.task_id for r, _ in settled),
+                          **recon_meta},
             )],
         )
 

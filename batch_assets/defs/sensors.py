@@ -13,7 +13,9 @@ import dagster as dg
 
 from batch_assets.components.task_assets import collect_asset_keys
 from batch_assets.pipeline.poll import collect_requests_after, partitions_waiting_to_submit, poll_jobs
+from batch_assets.pipeline.retry import pending_retries
 from batch_assets.resources import ProvidersResource, WarehouseResource
+from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
 
@@ -49,4 +51,14 @@ def provider_status_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
             run_key=f"submit:{task_name}:{day}:{high_water}", partition_key=day,
             asset_selection=[dg.AssetKey([task_name, "submissions"])],
             tags={"batch_assets/task": task_name, "batch_assets/waiting_shards": str(shards)}))
+    # Retries the retry ledger decided on go out once their backoff has passed (tasks with
+    # automatic retries); the run key changes with what is due, so each wave is asked for once.
+    automatic = {name for name, task in load_all_tasks().items() if task.spec.retry.automatic}
+    for row in pending_retries(wh):
+        if row["due"] and row["task_name"] in automatic:
+            run_requests.append(dg.RunRequest(
+                run_key=f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
+                partition_key=row["partition_date"], asset_selection=[dg.AssetKey([row["task_name"], "submissions"])],
+                tags={"batch_assets/task": row["task_name"], "batch_assets/retries_due": str(row["due"]),
+                      "batch_assets/attempt": str(row["next_attempt"])}))
     return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))

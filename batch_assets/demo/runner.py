@@ -21,15 +21,19 @@ from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.reconcile import settle
+from batch_assets.pipeline.retry import pending_retries
+from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.reporting import reconciliation_table
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
 DEMO_TASKS = ("ticket_triage", "ticket_summary", "kb_embeddings", "review_sentiment", "ticket_triage_anthropic")
 # A realistic sprinkle of per-item failures so the table shows every column at work.
+# Faults like a real service's: drawn per (request, occurrence), so a retried request can succeed.
 DEMO_EMULATOR_KNOBS = {"speed": 20.0, "item_error_rate": 0.01, "content_filter_rate": 0.004,
-                       "truncate_rate": 0.004, "shuffle_output": True, "log_requests": False}
+                       "truncate_rate": 0.004, "shuffle_output": True, "log_requests": False,
+                       "item_faults_by_occurrence": True}
 SENSOR_TICK_S = 0.5
 # Run logs go to the Dagster instance (see them in `make dev`); the console shows warnings only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -85,13 +89,19 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
                         return 1
             _drive_sensor(definitions, instance, default_resources(), wh)
 
-    recs = [reconcile(wh, f"{t}_{p.replace('-', '')}") for t in tasks for p in partitions]
+    specs = load_all_tasks()
+    settled = [settle(wh, f"{t}_{p.replace('-', '')}", specs[t].spec.retry.max_failed_fraction)
+               for t in tasks for p in partitions]
+    recs = [r for r, _ in settled]
     print()
     print(reconciliation_table(recs))
     print()
-    problems = [f"{r.task_id}: {p}" for r in recs for p in r.problems()]
+    problems = [f"{r.task_id}: {v.status}: {reason}" for r, v in settled if not v.passed for reason in v.reasons]
     for p in problems:
-        print(f"UNBALANCED {p}")
+        print(f"NOT DONE {p}")
+    unresolved = sum(r.unresolved for r in recs)
+    _say(f"{sum(r.retried for r in recs)} item(s) retried, {unresolved} unresolved, "
+         f"{sum(r.final_failed_total for r in recs)} final-failed, {sum(r.compliance_held for r in recs)} held for compliance")
     print(f"DuckDB warehouse: {wh.database}")
     print("Explore: `make dev` (Dagster UI), `.venv/bin/batch-assets report`, or SQL, e.g.\n"
           "  .venv/bin/batch-assets sql \"SELECT category, count(*) FROM ticket_labels GROUP BY ALL\"")
@@ -115,14 +125,20 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
                 partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
                 tags={"dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
             checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-            stages = "raw_results -> parsed_results -> applied" if collect else "submissions (capacity freed)"
+            retry = "batch_assets/retries_due" in request.tags
+            stages = ("raw_results -> parsed_results -> applied" if collect
+                      else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
+                           f"attempt {request.tags.get('batch_assets/attempt')})" if retry
+                      else "submissions (capacity freed)")
             _say(f"sensor -> {task} {request.partition_key}: {stages} "
                  f"{'ok' if result.success else 'FAILED'}; checks {checks}")
         with wh.connect() as conn:
             open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
             uncollected = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NOT NULL AND downloaded_at IS NULL")
-        if open_jobs == 0 and uncollected == 0 and not tick.run_requests:
+        retries = sum(r["pending"] for r in pending_retries(wh))
+        if open_jobs == 0 and uncollected == 0 and retries == 0 and not tick.run_requests:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, {uncollected} uncollected")
+            raise TimeoutError(f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, "
+                               f"{uncollected} uncollected, {retries} retries pending")
         time.sleep(SENSOR_TICK_S)

@@ -23,6 +23,7 @@ from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.render import request_id_sql, request_line_sql
+from batch_assets.pipeline.retry import due_retries_sql
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -91,9 +92,13 @@ def pack_shards(line_bytes: pl.Series, line_tokens: pl.Series, max_bytes: int, m
     return pl.Series(starts, dtype=pl.Int64).search_sorted(pl.int_range(n, eager=True), side="right") - 1
 
 
-def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: int = FIRST_ATTEMPT) -> ShardSummary:
+def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: bool = True) -> ShardSummary:
+    """Cut every manifest item not yet in a shard (attempt 1) and, with `retries`, every item whose
+    retry is due (its next attempt, from the retry ledger) into new shards. Retry shards hold at
+    most `retry.shrink`^(attempt-1) of the provider's requests per shard."""
     spec, limits = task.spec, task.limits
     task_id = task.task_id(partition_date)
+    tid = sql_literal(task_id)
     with wh.connect() as conn:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
@@ -101,76 +106,103 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, attempt: 
         rules = _quarantine_rules(task)
         reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
         reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
+        due = f"UNION ALL SELECT custom_id, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _todo AS
+            SELECT m.custom_id, {FIRST_ATTEMPT} AS attempt
+            FROM ledger.manifest_item m
+            WHERE m.task_id = {tid} AND m.superseded_at IS NULL
+              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
+              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = {tid})
+            {due}
+        """)
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _lines AS
             SELECT *, {reason_code} AS reason_code, {reason} AS reason
-            FROM (SELECT custom_id, business_id, request_id, blank_columns, est_input_tokens,
+            FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, est_input_tokens,
                          est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
                          line, strlen(line) AS line_bytes
                   FROM (SELECT *, {request_line_sql(task)} AS line
                         FROM (SELECT *, {request_id_sql(task)} AS request_id
-                              FROM (SELECT m.custom_id, m.business_id, p.prompt_text, p.blank_columns, p.est_input_tokens
-                                    FROM ledger.manifest_item m
-                                    JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)
-                                    WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
-                                      AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
-                                      AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE attempt = {attempt})))))
-            ORDER BY custom_id
+                              FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
+                                           p.est_input_tokens
+                                    FROM _todo t JOIN ledger.manifest_item m USING (custom_id)
+                                    JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)))))
+            ORDER BY attempt, custom_id
         """)
-        next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
-                               [task_id, attempt])
-        conn.execute("""
-            CREATE OR REPLACE TEMP TABLE _ordered AS
-            SELECT rowid AS rid, custom_id, request_id, line_bytes, est_tokens, row_number() OVER (ORDER BY custom_id) - 1 AS idx
-            FROM _lines WHERE reason_code IS NULL
-        """)
-        sizes = conn.sql("SELECT line_bytes + 1 AS b, est_tokens AS t FROM _ordered ORDER BY idx").pl()
-        offsets = pack_shards(sizes["b"], sizes["t"], limits.max_shard_bytes, limits.max_enqueued_tokens,
-                              limits.max_requests_per_shard)
-        assignment = pl.DataFrame({"idx": pl.int_range(len(offsets), eager=True, dtype=pl.Int64), "shard_offset": offsets})
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _cut2 AS
-            SELECT o.*, {next_shard_no} + a.shard_offset AS shard_no,
-                   row_number() OVER (PARTITION BY a.shard_offset ORDER BY o.idx) AS line_no
-            FROM _ordered o JOIN assignment a USING (idx)
-        """)
-        conn.execute("DROP TABLE _ordered")
-        shards = fetch_dicts(conn, """
-            SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
-                   min(rid) AS first_rid, max(rid) AS last_rid
-            FROM _cut2 GROUP BY shard_no ORDER BY shard_no
-        """)
-        for s in shards:
-            s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
-            path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
-            conn.execute(f"""
-                COPY (SELECT line FROM _lines
-                      WHERE rowid BETWEEN {s['first_rid']} AND {s['last_rid']} AND reason_code IS NULL ORDER BY custom_id)
-                TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
-            """)
-            s["path"] = str(path)
-            s["sha256"] = file_sha256(path)
-
+        attempts = [r[0] for r in conn.execute(
+            "SELECT DISTINCT attempt FROM _lines WHERE reason_code IS NULL ORDER BY 1").fetchall()]
+        shards: list[dict] = []
+        conn.execute("CREATE OR REPLACE TEMP TABLE _cut2 (rid BIGINT, custom_id VARCHAR, attempt INTEGER, "
+                     "request_id VARCHAR, line_bytes BIGINT, est_tokens BIGINT, idx BIGINT, shard_no BIGINT, line_no BIGINT)")
+        for attempt in attempts:
+            shards += _pack_attempt(conn, wh, task, task_id, attempt)
         with transaction(conn):
             quarantined = ledger_shards.insert_quarantine(
                 conn, task_id, "SELECT custom_id, reason_code, reason FROM _lines WHERE reason_code IS NOT NULL")
             for s in shards:
                 ledger_shards.insert_shard(
                     conn, shard_id=s["shard_id"], task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
-                    model=spec.model, attempt=attempt, shard_no=s["shard_no"], path=s["path"],
+                    model=spec.model, attempt=s["attempt"], shard_no=s["shard_no"], path=s["path"],
                     line_count=s["line_count"], byte_count=s["byte_count"], est_tokens=s["est_tokens"],
                     sha256=s["sha256"])
-            ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
-                SELECT printf('%s_a%d_s%04d', {sql_literal(task_id)}, {attempt}, shard_no) AS shard_id,
-                       line_no, custom_id, request_id, line_bytes, est_tokens
-                FROM _cut2
-            """)
+            for attempt in attempts:
+                ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
+                    SELECT printf('%s_a%d_s%04d', {tid}, {attempt}, shard_no) AS shard_id,
+                           line_no, custom_id, request_id, line_bytes, est_tokens
+                    FROM _cut2 WHERE attempt = {attempt}
+                """)
             # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
             set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
         total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
-        conn.execute("DROP TABLE _cut2; DROP TABLE _lines;")
+        conn.execute("DROP TABLE _cut2; DROP TABLE _lines; DROP TABLE _todo;")
         return ShardSummary(task_id, shards, lines, quarantined, total)
+
+
+def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt: int) -> list[dict]:
+    """Pack one attempt's valid lines of _lines into shards (rows appended to _cut2), write the
+    shard files; returns the shards (not yet recorded)."""
+    limits = task.limits
+    max_requests = limits.max_requests_per_shard
+    if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
+        max_requests = max(1, int(max_requests * task.spec.retry.shrink ** (attempt - 1)))
+    next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
+                           [task_id, attempt])
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _ordered AS
+        SELECT rowid AS rid, custom_id, attempt, request_id, line_bytes, est_tokens,
+               row_number() OVER (ORDER BY custom_id) - 1 AS idx
+        FROM _lines WHERE reason_code IS NULL AND attempt = {int(attempt)}
+    """)
+    sizes = conn.sql("SELECT line_bytes + 1 AS b, est_tokens AS t FROM _ordered ORDER BY idx").pl()
+    offsets = pack_shards(sizes["b"], sizes["t"], limits.max_shard_bytes, limits.max_enqueued_tokens, max_requests)
+    assignment = pl.DataFrame({"idx": pl.int_range(len(offsets), eager=True, dtype=pl.Int64), "shard_offset": offsets})
+    conn.execute(f"""
+        INSERT INTO _cut2 BY NAME
+        SELECT o.*, {next_shard_no} + a.shard_offset AS shard_no,
+               row_number() OVER (PARTITION BY a.shard_offset ORDER BY o.idx) AS line_no
+        FROM _ordered o JOIN assignment a USING (idx)
+    """)
+    conn.execute("DROP TABLE _ordered")
+    shards = fetch_dicts(conn, f"""
+        SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
+               min(rid) AS first_rid, max(rid) AS last_rid
+        FROM _cut2 WHERE attempt = {int(attempt)} GROUP BY shard_no ORDER BY shard_no
+    """)
+    for s in shards:
+        s["attempt"] = attempt
+        s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
+        path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
+        conn.execute(f"""
+            COPY (SELECT line FROM _lines
+                  WHERE rowid BETWEEN {s['first_rid']} AND {s['last_rid']} AND reason_code IS NULL
+                    AND attempt = {int(attempt)} ORDER BY custom_id)
+            TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
+        """)
+        s["path"] = str(path)
+        s["sha256"] = file_sha256(path)
+    return shards
 
 
 def _count_lines(path: Path) -> int:
@@ -183,7 +215,8 @@ def _count_lines(path: Path) -> int:
 
 def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tuple[list[str], dict]:
     """The pre-submission gate: every shard file intact and within limits, and every manifest item
-    either in a shard or quarantined. Returns (problems, counts)."""
+    either in a first-attempt shard or quarantined (retry shards are counted per attempt and
+    checked file by file). Returns (problems, counts)."""
     limits = task.limits
     task_id = task.task_id(partition_date)
     problems: list[str] = []
@@ -195,7 +228,7 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
         quarantined = scalar(conn, "SELECT count(*) FROM ledger.quarantine WHERE task_id = ?", [task_id])
         # Lines of items a refreeze superseded stay in their (already cut) shards but are no items.
         superseded_lines = scalar(conn, """
-            SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND custom_id IN
+            SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND attempt = 1 AND custom_id IN
                 (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)""",
                                   {"t": task_id})
         superseded_quarantined = scalar(conn, """
@@ -217,8 +250,10 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
                             f"limit {limits.max_requests_per_shard}")
         if s["est_tokens"] > limits.max_enqueued_tokens:
             problems.append(f"{sid}: {s['est_tokens']} estimated tokens > max_enqueued_tokens {limits.max_enqueued_tokens}")
-    shard_lines = sum(s["ledger_lines"] for s in shards) - superseded_lines
+    shard_lines = sum(s["ledger_lines"] for s in shards if s["attempt"] == FIRST_ATTEMPT) - superseded_lines
+    retry_lines = sum(s["ledger_lines"] for s in shards if s["attempt"] != FIRST_ATTEMPT)
     quarantined -= superseded_quarantined
     if shard_lines + quarantined != items:
         problems.append(f"shard lines {shard_lines} + quarantined {quarantined} != manifest items {items}")
-    return problems, {"manifest_items": items, "shard_lines": shard_lines, "quarantined": quarantined, "shards": len(shards)}
+    return problems, {"manifest_items": items, "shard_lines": shard_lines, "retry_lines": retry_lines,
+                      "quarantined": quarantined, "shards": len(shards)}

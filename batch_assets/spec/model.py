@@ -128,6 +128,40 @@ class LimitsSpec(_Strict):
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
 
 
+FAILURE_CLASSES = ("validation_error", "rate_or_capacity_error", "expired", "content_policy_error",
+                   "internal_error", "parse_error", "canceled")
+RetryAction = Literal["retry", "final_failed", "compliance_hold", "await_operator"]
+
+
+class RetrySpec(_Strict):
+    """What happens to failed items: per failure class an action, bounded attempts, a failure tolerance.
+
+    Default actions: a batch rejected whole for capacity is re-queued without costing its items an
+    attempt; rate/capacity, internal, expired and system-canceled items are retried (expired and
+    canceled remainders in smaller shards); a parse error is re-asked `parse_retries` times; a
+    validation error waits for an operator (`batch-assets retry --class validation_error` after a
+    fix); a content-policy refusal goes to the compliance queue; an operator's cancel is final.
+    """
+
+    automatic: bool = Field(default=True, description="Send retries without a person (sensor + submissions asset).")
+    max_attempts: int = Field(default=3, ge=1, le=20, description="Attempts per item; then it is final-failed.")
+    parse_retries: int = Field(default=1, ge=0, le=10, description="Re-asks after an answer that fails the schema.")
+    backoff_s: float = Field(default=30.0, ge=0, description="Wait before a retry; doubles with each attempt.")
+    shrink: float = Field(default=0.5, gt=0, le=1, description="Retry shards hold at most this fraction of the "
+                          "provider's requests per shard, per attempt (expired remainders go in smaller shards).")
+    max_failed_fraction: float = Field(default=0.01, ge=0, le=1, description="Final failures a partition may "
+                                       "have and still pass its reconciliation check.")
+    actions: dict[str, RetryAction] = Field(default_factory=dict, description="Per failure class, override the default action.")
+
+    @field_validator("actions")
+    @classmethod
+    def _classes(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(v) - set(FAILURE_CLASSES))
+        if unknown:
+            raise ValueError(f"unknown failure class(es) {unknown}; use: {', '.join(FAILURE_CLASSES)}")
+        return v
+
+
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
@@ -142,6 +176,7 @@ class TaskSpec(_Strict):
     apply: ApplySpec
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
     limits: LimitsSpec = LimitsSpec()
+    retry: RetrySpec = RetrySpec()
 
     @field_validator("name")
     @classmethod

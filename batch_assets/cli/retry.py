@@ -1,0 +1,60 @@
+"""`batch-assets retry <task_id> [--class C …] [--dry-run]`: send failed items of a partition again.
+
+With --class, items whose latest attempt is final-failed (or waits for an operator) with that class
+are reopened first — e.g. `--class validation_error` after fixing the prompt or the schema. Then
+every retry that is due is cut into new shards (attempt n+1) and submitted, exactly as the
+submissions asset would. --dry-run only counts.
+"""
+
+from __future__ import annotations
+
+from batch_assets.cli import context
+from batch_assets.cli.errors import CliError
+
+
+def cmd_retry(args) -> int:
+    from batch_assets.pipeline.retry import due_retries_sql, reopen_for_operator
+    from batch_assets.pipeline.shards import cut_shards, verify_shards
+    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.resources import default_resources
+    from batch_assets.spec.resolve import load_all_tasks
+    from batch_assets.sqltext import sql_literal
+
+    wh = context.warehouse(args)
+    with context.connect(wh, read_only=True) as conn:
+        row = conn.execute("SELECT task_name, strftime(partition_date, '%Y-%m-%d') FROM ledger.batch_task "
+                           "WHERE task_id = ?", [args.task_id]).fetchone()
+    if row is None:
+        raise CliError(f"no batch task {args.task_id!r}; list them with `batch-assets report`")
+    task_name, partition = row
+    task = load_all_tasks().get(task_name)
+    if task is None:
+        raise CliError(f"task {task_name!r} of {args.task_id} is no longer defined in batch_assets/defs/tasks")
+    classes = tuple(args.failure_class or ())
+    try:
+        reopened = reopen_for_operator(wh, args.task_id, classes, dry_run=args.dry_run) if classes else {}
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    with context.connect(wh, read_only=args.dry_run) as conn:
+        due = dict(conn.execute(f"SELECT error_class, count(*) FROM ({due_retries_sql(sql_literal(args.task_id))}) "
+                                "GROUP BY 1").fetchall())
+    if args.dry_run:
+        for cls, n in sorted(reopened.items()):
+            print(f"{args.task_id}: would reopen {n} final {cls} item(s)")
+        total = sum(due.values()) + sum(reopened.values())
+        print(f"{args.task_id}: would send {total} item(s) again "
+              f"({', '.join(f'{c} {n}' for c, n in sorted({**due, **reopened}.items())) or 'none due'})")
+        return 0
+    for cls, n in sorted(reopened.items()):
+        print(f"{args.task_id}: reopened {n} final {cls} item(s)")
+    cut = cut_shards(wh, task, partition)
+    problems, _ = verify_shards(wh, task, partition)
+    if problems:
+        raise CliError(f"{args.task_id}: shards failed their checks, nothing sent: {problems[0]}")
+    if cut.lines == 0:
+        print(f"{args.task_id}: no retry is due (see `batch-assets report --task {args.task_id}`)")
+        return 0
+    summary = submit_pending(wh, task, partition, default_resources()["providers"].adapter(task.spec.provider))
+    print(f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
+          f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity")
+    return 0
