@@ -1,0 +1,165 @@
+"""Adapter and wire-format side of provider fidelity (issue #8): what the real services do, as the
+emulator reproduces it, read correctly by our adapters and formats. Each behaviour is forced with an
+emulator knob (all delays zero), never timed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from batch_assets.emulator.testing import EmulatorHandle, running_emulator
+from batch_assets.pipeline.ingest import stage_result_file
+from batch_assets.providers.contract import (
+    JOB_KEY_METADATA, CreateOutcome, CreateRequest, InputKind, JobRef, JobState, PreparedInput,
+)
+from batch_assets.providers.registry import wire_format
+from batch_assets.resources import ProvidersResource
+
+from .conftest import WIRE_EMULATOR
+
+pytestmark = pytest.mark.usefixtures("no_emulator_left_running")
+
+INSTANT = {**WIRE_EMULATOR, "queue_delay_s": 0, "seconds_per_request": 0, "finalize_delay_s": 0, "cancel_delay_s": 0}
+MODEL = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-flash"}
+ENDPOINT = {"anthropic": "/v1/messages", "gemini": "generateContent"}
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp_path / "emulator", **INSTANT) as emu:
+        yield emu
+
+
+def adapter_for(emu: EmulatorHandle, provider: str):
+    return ProvidersResource(emulator_url=emu.base_url, max_retries=0).adapter(provider)
+
+
+def normalize(path: Path, provider: str, endpoint: str) -> list[dict[str, Any]]:
+    """Every line of a result file through the real ingest envelope and parse extraction."""
+    fmt = wire_format(provider, endpoint)
+    conn = duckdb.connect()
+    stage_result_file(conn, str(path), fmt)
+    cur = conn.execute(f"""
+        SELECT a.*, CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL
+                         ELSE {fmt.failure_class_sql} END AS failure_class
+        FROM (SELECT r.line_no, r.request_id, r.status_code, r.error, {fmt.answer_sql('r')} FROM _in r) a
+        ORDER BY line_no
+    """)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def write_shard(tmp_path: Path, provider: str, requests: list[dict[str, Any]]) -> Path:
+    path = tmp_path / f"{provider}-shard.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    return path
+
+
+def create(adapter, provider: str, shard: Path, job_key: str, inline_max_bytes: int = 0, model: str | None = None):
+    prepared = adapter.prepare_input(shard, job_key, ENDPOINT[provider], inline_max_bytes)
+    lines = sum(1 for line in shard.read_text(encoding="utf-8").splitlines() if line.strip())
+    result = adapter.create(CreateRequest(job_key, ENDPOINT[provider], model or MODEL[provider], "24h", lines,
+                                          {JOB_KEY_METADATA: job_key}), prepared)
+    assert result.outcome == CreateOutcome.CREATED, result
+    return result.snapshot, prepared
+
+
+def gemini_line(key: str, text: str, **request: Any) -> dict[str, Any]:
+    return {"key": key, "request": {"contents": [{"role": "user", "parts": [{"text": text}]}], **request}}
+
+
+# --- Anthropic: the rarer stop reasons ------------------------------------------------------------
+
+
+def test_anthropic_cut_off_stop_reasons_read_as_length_and_refusal_as_content_filter(
+        emulator: EmulatorHandle, tmp_path: Path) -> None:
+    emulator.configure(anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25,
+                       anthropic_refusal_rate=0.25)
+    adapter = adapter_for(emulator, "anthropic")
+    shard = write_shard(tmp_path, "anthropic", [
+        {"custom_id": f"r{i}", "params": {"model": MODEL["anthropic"], "max_tokens": 64,
+                                          "messages": [{"role": "user", "content": f"Ticket {i}"}]}}
+        for i in range(40)])
+    snap, _ = create(adapter, "anthropic", shard, "job-a")
+    assert snap.terminal and snap.results_ready
+    (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "a")
+    reasons = {json.loads(line)["custom_id"]: json.loads(line)["result"]["message"]["stop_reason"]
+               for line in out.path.read_text(encoding="utf-8").splitlines()}
+    rows = {r["request_id"]: r for r in normalize(out.path, "anthropic", "/v1/messages")}
+    expected = {"end_turn": "stop", "model_context_window_exceeded": "length", "pause_turn": "length",
+                "refusal": "content_filter"}
+    assert set(reasons.values()) == set(expected)
+    for custom_id, reason in reasons.items():
+        row = rows[custom_id]
+        assert row["status_code"] == 200 and row["finish_reason"] == expected[reason], (reason, row)
+        assert (row["refusal"] is not None) == (reason == "refusal")
+
+
+# --- DashScope: error-file lines in either shape -----------------------------------------------------
+
+
+def test_dashscope_error_lines_in_the_openai_shape_and_with_error_code_and_error_msg(tmp_path: Path) -> None:
+    lines = [
+        {"id": "l1", "custom_id": "a", "response": None,
+         "error": {"code": "Throttling", "message": "Requests throttled"}},
+        {"id": "l2", "custom_id": "b", "response": {"status_code": 400, "request_id": "q2",
+                                                    "body": {"error": {"code": "DataInspectionFailed",
+                                                                       "message": "inappropriate content"}}},
+         "error": None},
+        {"id": "l3", "custom_id": "c", "response": None, "error_code": "Arrearage", "error_msg": "account in arrears"},
+        {"id": "l4", "custom_id": "d", "response": None,
+         "error": {"error_code": "InvalidParameter", "error_msg": "messages must not be empty"}},
+        {"id": "l5", "custom_id": "e", "response": {"status_code": 400, "request_id": "q5",
+                                                    "body": {"code": "data_inspection_failed",
+                                                             "message": "Input data may contain inappropriate content.",
+                                                             "request_id": "q5"}}},
+        {"id": "l6", "custom_id": "f", "response": {"status_code": 200, "request_id": "q6", "body": {
+            "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}}, "error": None},
+    ]
+    path = tmp_path / "dashscope-errors.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    rows = {r["request_id"]: r for r in normalize(path, "dashscope", "/v1/chat/completions")}
+    got = {k: (r["error_code"], r["error_message"], r["failure_class"]) for k, r in rows.items()}
+    assert got == {
+        "a": ("Throttling", "Requests throttled", "rate_or_capacity_error"),
+        "b": ("DataInspectionFailed", "inappropriate content", "content_policy_error"),
+        "c": ("Arrearage", "account in arrears", "rate_or_capacity_error"),
+        "d": ("InvalidParameter", "messages must not be empty", "internal_error"),
+        "e": ("data_inspection_failed", "Input data may contain inappropriate content.", "content_policy_error"),
+        "f": (None, None, None),
+    }
+    assert rows["f"]["content"] == "ok" and rows["f"]["error"] is None
+    # The same lines read as OpenAI's keep OpenAI's reading (no DashScope field names there).
+    openai_rows = {r["request_id"]: r for r in normalize(path, "openai", "/v1/chat/completions")}
+    assert openai_rows["a"]["error_code"] == "Throttling" and openai_rows["c"]["error_code"] is None
+
+
+# --- Gemini: usage of thinking models ------------------------------------------------------------------
+
+
+def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    emulator.configure(gemini_thinking_models=["gemini-2.5-*"], gemini_cached_token_fraction=0.5)
+    adapter = adapter_for(emulator, "gemini")
+    shard = write_shard(tmp_path, "gemini", [
+        gemini_line("think", "Ticket 1"),
+        gemini_line("plain", "Ticket 2", generationConfig={"thinkingConfig": {"thinkingBudget": 0}}),
+    ])
+    snap, prepared = create(adapter, "gemini", shard, "job-g")
+    assert prepared.kind == InputKind.FILE and snap.results_ready
+    (out,) = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
+                                    tmp_path / "raw", "g")
+    usage = {json.loads(line)["key"]: json.loads(line)["response"]["usageMetadata"]
+             for line in out.path.read_text(encoding="utf-8").splitlines()}
+    rows = {r["request_id"]: r for r in normalize(out.path, "gemini", "generateContent")}
+    think = usage["think"]
+    assert think["thoughtsTokenCount"] > 0
+    assert rows["think"]["output_tokens"] == think["candidatesTokenCount"] + think["thoughtsTokenCount"]
+    assert rows["think"]["input_tokens"] == think["promptTokenCount"]
+    assert "thoughtsTokenCount" not in usage["plain"]
+    assert rows["plain"]["output_tokens"] == usage["plain"]["candidatesTokenCount"]
