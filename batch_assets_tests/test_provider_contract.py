@@ -53,7 +53,7 @@ def test_the_registry_finds_each_provider_in_its_own_folder():
         assert adapter.name == name
     # Limits keep their values (per provider, from its own file).
     assert registry.provider_limits("openai").max_requests_per_shard == 50_000
-    assert registry.provider_limits("gemini").max_inline_bytes == 20_000_000
+    assert registry.provider_limits("gemini").max_inline_bytes == 0   # file jobs unless a task opts in
     assert registry.provider_limits("dashscope").max_concurrent_jobs == 1000
     assert registry.provider_limits("anthropic").request_id_pattern == "^[a-zA-Z0-9_-]{1,64}$"
     # Where each lives on the emulator, and its live default.
@@ -302,7 +302,7 @@ def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
     assert empty.terminal and not empty.results_ready and empty.results_pending
     failed = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_FAILED",
                                                     error=genai_types.JobError(code=3, message="bad input")))
-    assert failed.errors == (BatchError("3", "bad input"),) and not failed.results_pending
+    assert failed.errors == (BatchError("INVALID_ARGUMENT", "bad input"),) and not failed.results_pending
 
 
 def test_anthropic_find_job_absent_found_or_cannot_tell(emulator, tmp_path):

@@ -163,3 +163,62 @@ def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path:
     assert rows["think"]["input_tokens"] == think["promptTokenCount"]
     assert "thoughtsTokenCount" not in usage["plain"]
     assert rows["plain"]["output_tokens"] == usage["plain"]["candidatesTokenCount"]
+
+
+# --- Gemini: a failed batch's cause, read from the operation as sent ---------------------------------
+
+
+def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    from batch_assets.providers.gemini.formats import CAPACITY_CODES
+
+    adapter = adapter_for(emulator, "gemini")
+    emulator.configure(enqueued_token_limit={MODEL["gemini"]: 1})
+    snap, _ = create(adapter, "gemini", write_shard(tmp_path, "gemini", [gemini_line("k0", "Ticket 0")]), "job-f")
+    assert snap.state == JobState.FAILED and not snap.results_pending
+    [error] = snap.errors
+    assert error.code == "RESOURCE_EXHAUSTED" and "Enqueued token limit" in error.message
+    assert error.code in CAPACITY_CODES   # parse classes the batch's items as rate_or_capacity_error
+    polled = adapter.poll(JobRef(snap.provider_batch_id), JobState.SUBMITTED)
+    assert polled.errors == snap.errors
+
+    # A request file with a field the service does not know fails the batch: INVALID_ARGUMENT.
+    emulator.configure(enqueued_token_limit=None)
+    bad = write_shard(tmp_path, "gemini", [gemini_line("k0", "Ticket 0", temperature=0.2)])
+    snap, _ = create(adapter, "gemini", bad, "job-v")
+    [error] = snap.errors
+    assert snap.state == JobState.FAILED and error.code == "INVALID_ARGUMENT" and "temperature" in error.message
+
+
+# --- Gemini: inline only by opt-in, and never matched by position ------------------------------------------
+
+
+def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
+        emulator: EmulatorHandle, tmp_path: Path) -> None:
+    from batch_assets.providers.gemini.adapter import UnkeyedInlineResponses
+    from batch_assets.providers.registry import provider_limits
+
+    assert provider_limits("gemini").max_inline_bytes == 0
+    adapter = adapter_for(emulator, "gemini")
+    shard = write_shard(tmp_path, "gemini", [gemini_line(f"k{i}", f"Ticket {i}") for i in range(20)])
+    assert adapter.prepare_input(shard, "job-d", "generateContent", 0).kind == InputKind.FILE
+
+    def inline_answers(job_key: str) -> list[tuple[str, str]]:
+        snap, prepared = create(adapter, "gemini", shard, job_key, inline_max_bytes=1 << 20)
+        assert prepared.kind == InputKind.INLINE and snap.results_ready
+        (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", job_key)
+        lines = [json.loads(line) for line in out.path.read_text(encoding="utf-8").splitlines()]
+        return [(line["key"], json.dumps(line["response"]["candidates"])) for line in lines]
+
+    # Opted in: inline. Shuffled responses that all carry their key land by key, not by position.
+    ordered = inline_answers("job-o")
+    emulator.configure(inline_responses_shuffled=True)
+    shuffled = inline_answers("job-s")
+    assert [k for k, _ in ordered] == [f"k{i}" for i in range(20)] and shuffled != ordered
+    assert sorted(shuffled) == sorted(ordered)
+
+    # Some responses without their key: refused, nothing written, the job can be collected later.
+    emulator.configure(inline_responses_drop_keys_rate=0.3)
+    snap, _ = create(adapter, "gemini", shard, "job-u", inline_max_bytes=1 << 20)
+    with pytest.raises(UnkeyedInlineResponses, match=rf"{snap.provider_batch_id}: \d+ of 20 inline responses"):
+        adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "u")
+    assert not list((tmp_path / "raw").glob("u.*"))
