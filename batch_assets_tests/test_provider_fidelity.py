@@ -222,3 +222,57 @@ def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
     with pytest.raises(UnkeyedInlineResponses, match=rf"{snap.provider_batch_id}: \d+ of 20 inline responses"):
         adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "u")
     assert not list((tmp_path / "raw").glob("u.*"))
+
+
+# --- Gemini: SUCCEEDED before its results exist ------------------------------------------------------
+
+
+def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
+        emulator: EmulatorHandle, warehouse, tmp_path: Path) -> None:
+    from batch_assets.demo import seed_kb_articles
+    from batch_assets.ledger.warehouse import fetch_dicts
+    from batch_assets.pipeline.ingest import collect_raw_results
+    from batch_assets.pipeline.manifest import freeze_manifest
+    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.poll import poll_jobs
+    from batch_assets.pipeline.shards import cut_shards
+    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.spec.resolve import load_all_tasks
+
+    day = "2026-11-20"
+    with warehouse.connect() as conn:
+        seed_kb_articles(conn, days=1, per_day=10)
+    task = load_all_tasks()["kb_embeddings"]
+    task_id = task.task_id(day)
+    adapter = adapter_for(emulator, "gemini")
+    emulator.configure(succeeded_before_results_s=1e9)
+    freeze_manifest(warehouse, task, day)
+    cut_shards(warehouse, task, day)
+    submit_pending(warehouse, task, day, adapter)
+    poll_jobs(warehouse, lambda _p: adapter, task_id=task_id)
+
+    def job() -> dict:
+        with warehouse.connect() as conn:
+            [row] = fetch_dicts(conn, "SELECT * FROM ledger.provider_job WHERE task_id = ?", [task_id])
+            row["raw_files"] = conn.execute("SELECT count(*) FROM ledger.raw_file WHERE job_key = ?",
+                                            [row["job_key"]]).fetchone()[0]
+        return row
+
+    first = job()
+    assert (first["state"], first["results_ready"], first["output_file_id"]) == ("COMPLETED", False, None)
+    summary = collect_raw_results(warehouse, task, day, adapter)
+    assert summary.downloaded_files == 0
+    still = job()
+    assert still["downloaded_at"] is None and still["raw_files"] == 0 and still["results_ready"] is False
+    assert parse_results(warehouse, task, day).parsed == 0   # nothing frozen as done with nothing
+
+    emulator.configure(succeeded_before_results_s=0)   # the results file appears
+    summary = collect_raw_results(warehouse, task, day, adapter)
+    done = job()
+    assert summary.downloaded_files == 1 and done["downloaded_at"] is not None and done["results_ready"] is True
+    assert done["output_file_id"] and done["terminal_seq"] == first["terminal_seq"]   # still the same end
+    assert summary.lines > 0 and summary.by_status.get("ok", 0) > 0
+    with warehouse.connect() as conn:
+        events = conn.execute("SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at",
+                              [done["job_key"]]).fetchall()
+    assert [e for (e,) in events].count("COMPLETED") == 1

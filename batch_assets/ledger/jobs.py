@@ -60,17 +60,21 @@ def _errors_json(errors) -> str | None:
 def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, submitted: bool = False) -> bool:
     """Store what a poll (or the create call) saw; returns True if the internal state changed.
 
-    Updates the job row (batch id, raw status, state, request counts, file ids, errors, cancel flag;
-    `submitted_at` the first time `submitted` is true; `state_changed_at` on a change of state;
-    `terminal_at` and the next `terminal_seq` when the state becomes terminal; `last_polled_at`
-    always) and adds a status_event when the state or the raw status changed.
+    Updates the job row (batch id, raw status, state, request counts, file ids, errors, cancel flag,
+    whether its results can be fetched; `submitted_at` the first time `submitted` is true;
+    `state_changed_at` on a change of state; `terminal_at` and the next `terminal_seq` when the state
+    becomes terminal; `last_polled_at` always) and adds a status_event when the state or the raw
+    status changed.
 
-    A terminal state is final: a late or reordered observation never moves a job out of it."""
+    A terminal state is final: a late or reordered observation never moves a job out of it. A later
+    poll of a terminal job only completes what it learns about the results (see
+    `_record_results_of_terminal`)."""
     row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).fetchone()
     if row is None:
         raise KeyError(f"no provider job {job_key!r} in the ledger")
     old_state, old_raw = row
     if old_state in TERMINAL_STATES:
+        _record_results_of_terminal(conn, job_key, snap)
         return False
     new_state = JobState(snap.state).value
     changed = old_state != new_state
@@ -79,7 +83,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         UPDATE ledger.provider_job SET
             provider_batch_id = ?, raw_status = ?, state = ?, request_total = ?, request_completed = ?,
             request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?,
-            cancel_requested = cancel_requested OR ?,
+            cancel_requested = cancel_requested OR ?, results_ready = ?,
             submitted_at = CASE WHEN ? THEN coalesce(submitted_at, now()::TIMESTAMP) ELSE submitted_at END,
             state_changed_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE state_changed_at END,
             terminal_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE terminal_at END,
@@ -88,7 +92,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         WHERE job_key = ?
     """, [snap.provider_batch_id, snap.raw_status, new_state, snap.request_total, snap.request_completed,
           snap.request_failed, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors),
-          snap.cancel_requested, submitted, changed, terminal, terminal, job_key])
+          snap.cancel_requested, snap.results_ready, submitted, changed, terminal, terminal, job_key])
     if changed or old_raw != snap.raw_status:
         insert_values(conn, "status_event", {
             "job_key": job_key, "from_state": old_state, "to_state": new_state, "raw_status": snap.raw_status,
@@ -96,6 +100,19 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
             "request_failed": snap.request_failed,
         }, fixed={"observed_at": NOW})
     return changed
+
+
+def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot) -> None:
+    """A terminal job polled again (its provider reported the end before its results existed): keep
+    its state, take the results' readiness (once ready, it stays ready), file ids and errors the
+    provider names now, and the poll time. Adds no status event."""
+    conn.execute("""
+        UPDATE ledger.provider_job SET
+            results_ready = coalesce(results_ready, false) OR ?,
+            output_file_id = coalesce(?, output_file_id), error_file_id = coalesce(?, error_file_id),
+            provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP
+        WHERE job_key = ?
+    """, [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key])
 
 
 def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
