@@ -148,14 +148,15 @@ def test_batch_errors_serialize_without_empty_fields():
 
 def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr():
     res = ProvidersResource(emulator_url="http://127.0.0.1:1234/",
-                            connections={"dashscope": ProviderConnection(api_key="sk-very-secret"),
-                                         "openai": ProviderConnection(base_url="http://proxy.example/v1")})
+                            connections={"dashscope": ProviderConnection(mode="live", api_key="sk-very-secret"),
+                                         "openai": ProviderConnection(api_key="sk-not-live",
+                                                                      base_url="http://proxy.example/v1")})
     assert res.is_live("dashscope") and not res.is_live("openai") and not res.is_live("gemini")
     live = res.settings_for("dashscope")
     assert (live.api_key, live.base_url) == ("sk-very-secret", registry.provider_definition("dashscope").live_base_url)
-    # No key: the emulator answers, under the provider's emulator path (a base URL alone does not go live).
+    # Not live: the emulator answers, under the provider's emulator path (a key or base URL alone never goes live).
     assert res.settings_for("openai").base_url == "http://127.0.0.1:1234/v1"
-    assert res.settings_for("dashscope").api_key != EMULATOR_API_KEY
+    assert res.settings_for("openai").api_key == EMULATOR_API_KEY
     assert res.settings_for("anthropic").base_url == "http://127.0.0.1:1234"
     assert "sk-very-secret" not in repr(res) and "sk-very-secret" not in repr(live)
 

@@ -276,3 +276,95 @@ def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
         events = conn.execute("SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at",
                               [done["job_key"]]).fetchall()
     assert [e for (e,) in events].count("COMPLETED") == 1
+
+
+# --- live mode is explicit ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    from batch_assets.providers.registry import known_providers
+
+    monkeypatch.delenv("BATCH_ASSETS_PROVIDER_MODE", raising=False)
+    for name in known_providers():
+        for var in (f"{name.upper()}_API_KEY", f"{name.upper()}_BASE_URL", f"BATCH_ASSETS_{name.upper()}_MODE"):
+            monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def test_a_key_without_live_mode_stays_on_the_emulator(clean_provider_env: pytest.MonkeyPatch) -> None:
+    from batch_assets.resources import EMULATOR_API_KEY, default_resources
+
+    clean_provider_env.setenv("OPENAI_API_KEY", "sk-not-used")
+    providers = default_resources()["providers"]
+    assert not any(providers.is_live(p) for p in ("openai", "anthropic", "gemini", "dashscope"))
+    assert providers.settings_for("openai").api_key == EMULATOR_API_KEY
+    assert providers.endpoint_of("openai") == ("emulator", "http://127.0.0.1:8765")
+
+
+def test_live_mode_globally_or_per_provider(clean_provider_env: pytest.MonkeyPatch) -> None:
+    from batch_assets.resources import default_resources
+
+    env = clean_provider_env
+    env.setenv("OPENAI_API_KEY", "sk-live-secret")
+    env.setenv("BATCH_ASSETS_OPENAI_MODE", "live")
+    providers = default_resources()["providers"]
+    assert providers.is_live("openai") and not providers.is_live("gemini")
+    assert providers.settings_for("openai").api_key == "sk-live-secret"
+    assert providers.endpoint_of("openai") == ("live", "https://api.openai.com")
+
+    for name in ("openai", "anthropic", "gemini", "dashscope"):
+        env.setenv(f"{name.upper()}_API_KEY", f"key-{name}")
+    env.setenv("BATCH_ASSETS_PROVIDER_MODE", "live")
+    env.setenv("BATCH_ASSETS_GEMINI_MODE", "emulator")   # a provider's own mode wins
+    env.setenv("DASHSCOPE_BASE_URL", "https://user:pw@dashscope.aliyuncs.com/compatible-mode/v1?x=1")
+    providers = default_resources()["providers"]
+    assert [p for p in ("openai", "anthropic", "gemini", "dashscope") if providers.is_live(p)] == [
+        "openai", "anthropic", "dashscope"]
+    assert providers.endpoint_of("dashscope") == ("live", "https://dashscope.aliyuncs.com")   # host only
+    assert providers.endpoint_of("anthropic") == ("live", "https://api.anthropic.com")
+    assert "key-" not in repr(providers)
+
+
+@pytest.mark.parametrize(("variables", "message"), [
+    ({"BATCH_ASSETS_PROVIDER_MODE": "live"}, "'openai' is in live mode but OPENAI_API_KEY is not set. Fix: set "
+                                             "OPENAI_API_KEY, or run it against the emulator"),
+    ({"BATCH_ASSETS_GEMINI_MODE": "live", "OPENAI_API_KEY": "k"}, "GEMINI_API_KEY is not set"),
+    ({"BATCH_ASSETS_PROVIDER_MODE": "production"}, "BATCH_ASSETS_PROVIDER_MODE='production' is not a provider mode"),
+])
+def test_live_mode_without_a_key_refuses_to_load(clean_provider_env: pytest.MonkeyPatch, variables: dict[str, str],
+                                                 message: str) -> None:
+    from batch_assets.definitions import defs
+    from batch_assets.resources import ProviderConfigurationError, ProvidersResource
+
+    for name, value in variables.items():
+        clean_provider_env.setenv(name, value)
+    with pytest.raises(Exception) as raised:  # Dagster wraps what a defs module raises in its own error
+        defs()
+    causes = []
+    error: BaseException | None = raised.value
+    while error is not None:
+        causes.append(error)
+        error = error.__cause__ or error.__context__
+    [cause] = [c for c in causes if isinstance(c, ProviderConfigurationError)]
+    assert message in str(cause)
+    # The resource itself refuses too, whatever builds it.
+    with pytest.raises(ProviderConfigurationError, match="ANTHROPIC_API_KEY"):
+        ProvidersResource(mode="live").adapter("anthropic")
+
+
+def test_the_ledger_records_where_each_job_went(warehouse) -> None:
+    from batch_assets.ledger.jobs import insert_job_intent, record_job_endpoints, set_job_endpoint
+
+    with warehouse.connect() as conn:
+        insert_job_intent(conn, "j1", "t_1", "s1", "openai", "/v1/chat/completions",
+                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret")
+        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions")
+        insert_job_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent")
+        assert record_job_endpoints(conn, "t_1", "openai", "emulator", "http://127.0.0.1:8765/v1") == 1
+        set_job_endpoint(conn, "j3", "live", "https://user:pw@generativelanguage.googleapis.com/v1beta")
+        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url FROM ledger.provider_job ORDER BY 1").fetchall()
+        with pytest.raises(ValueError, match="endpoint_mode"):
+            set_job_endpoint(conn, "j3", "production", "https://x")
+    assert rows == [("j1", "live", "https://api.openai.com"), ("j2", "emulator", "http://127.0.0.1:8765"),
+                    ("j3", "live", "https://generativelanguage.googleapis.com")]

@@ -6,6 +6,7 @@ from datetime import timedelta
 import dagster as dg
 
 from batch_assets.components.partitions import daily_partitions
+from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -93,7 +94,12 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               description=f"One {spec.provider} batch per shard; intent recorded before every create call.", **common)
     def submissions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
         adapter = providers.adapter(spec.provider)
-        out = [submit_pending(warehouse.warehouse(), task, pk, adapter) for pk in context.partition_keys]
+        wh = warehouse.warehouse()
+        out = [submit_pending(wh, task, pk, adapter) for pk in context.partition_keys]
+        mode, url = providers.endpoint_of(spec.provider)
+        with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
+            for summary in out:
+                record_job_endpoints(conn, summary.task_id, spec.provider, mode, url)
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),

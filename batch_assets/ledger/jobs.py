@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -32,17 +33,54 @@ STATUS_EVENT_COLUMNS = ("job_key", "from_state", "to_state", "raw_status", "requ
                         "request_failed", "observed_at")
 
 
+ENDPOINT_MODES = ("emulator", "live")
+
+
+def _endpoint_host(url: str) -> str:
+    """`scheme://host[:port]` only: a recorded endpoint never carries a path, query or credentials."""
+    parts = urlsplit(url)
+    host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    return f"{parts.scheme}://{host}" if parts.scheme else host
+
+
+def _check_endpoint_mode(mode: str) -> None:
+    if mode not in ENDPOINT_MODES:
+        raise ValueError(f"endpoint_mode must be one of {', '.join(ENDPOINT_MODES)}, got {mode!r}")
+
+
 def insert_job_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                      endpoint: str) -> None:
+                      endpoint: str, endpoint_mode: str | None = None, endpoint_url: str | None = None) -> None:
     """Record the intent to submit a shard: a provider_job row in state CREATED (no provider batch
-    yet) and its first status event, atomically. Written before the provider is called."""
+    yet) and its first status event, atomically. Written before the provider is called. Where the
+    job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) is recorded with
+    it when given."""
+    values = {"job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider,
+              "endpoint": endpoint, "state": JobState.CREATED.value}
+    if endpoint_mode is not None:
+        _check_endpoint_mode(endpoint_mode)
+        values |= {"endpoint_mode": endpoint_mode, "endpoint_url": _endpoint_host(endpoint_url or "")}
     with transaction(conn):
-        insert_values(conn, "provider_job", {
-            "job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider, "endpoint": endpoint,
-            "state": JobState.CREATED.value,
-        }, fixed={"created_at": NOW, "state_changed_at": NOW})
+        insert_values(conn, "provider_job", values, fixed={"created_at": NOW, "state_changed_at": NOW})
         insert_values(conn, "status_event", {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
                       fixed={"observed_at": NOW})
+
+
+def set_job_endpoint(conn: duckdb.DuckDBPyConnection, job_key: str, endpoint_mode: str, endpoint_url: str) -> None:
+    """Record where the job went: `emulator` or `live`, and the endpoint's `scheme://host[:port]`."""
+    _check_endpoint_mode(endpoint_mode)
+    conn.execute("UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ? WHERE job_key = ?",
+                 [endpoint_mode, _endpoint_host(endpoint_url), job_key])
+
+
+def record_job_endpoints(conn: duckdb.DuckDBPyConnection, task_id: str, provider: str, endpoint_mode: str,
+                         endpoint_url: str) -> int:
+    """Record where the task partition's jobs of `provider` went, for those not recorded yet (right
+    after the submit run that created them, with the same provider settings). Returns how many."""
+    _check_endpoint_mode(endpoint_mode)
+    return conn.execute("""
+        UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ?
+        WHERE task_id = ? AND provider = ? AND endpoint_mode IS NULL
+    """, [endpoint_mode, _endpoint_host(endpoint_url), task_id, provider]).fetchone()[0]
 
 
 def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) -> None:
