@@ -368,3 +368,98 @@ def test_the_ledger_records_where_each_job_went(warehouse) -> None:
             set_job_endpoint(conn, "j3", "production", "https://x")
     assert rows == [("j1", "live", "https://api.openai.com"), ("j2", "emulator", "http://127.0.0.1:8765"),
                     ("j3", "live", "https://generativelanguage.googleapis.com")]
+
+
+# --- Gemini: request lines exactly per the REST requests -----------------------------------------------
+
+
+def _as_gemini(task, schema_field: str = "response_json_schema"):
+    """A demo task sent to Gemini instead (its output kind decides the endpoint)."""
+    from dataclasses import replace
+
+    from batch_assets.providers.registry import provider_limits
+    from batch_assets.spec.model import ProviderOptionsSpec
+
+    embedding = task.spec.output.kind == "embedding"
+    spec = task.spec.model_copy(update={
+        "provider": "gemini", "endpoint": "embedContent" if embedding else "generateContent",
+        "model": "gemini-embedding-001" if embedding else MODEL["gemini"],
+        "provider_options": ProviderOptionsSpec(gemini_schema_field=schema_field)})
+    return replace(task, spec=spec, limits=provider_limits("gemini"))
+
+
+def _rendered_lines(task, n: int = 3) -> list[dict[str, Any]]:
+    from batch_assets.pipeline.render import request_line_sql
+
+    rows = duckdb.connect().execute(
+        f"SELECT {request_line_sql(task)} FROM (SELECT 'r' || i AS request_id, 'Prompt ' || i || ' \"quoted\"' "
+        f"AS prompt_text FROM range({n}) t(i))").fetchall()
+    return [json.loads(line) for (line,) in rows]
+
+
+@pytest.mark.parametrize("schema_field", ["response_json_schema", "response_schema"])
+def test_every_demo_task_renders_gemini_lines_with_only_known_fields(schema_field: str) -> None:
+    from google.genai import types
+
+    from batch_assets.providers.gemini.emulator.fields import unknown_field
+    from batch_assets.providers.gemini.emulator.requests import EMBED
+    from batch_assets.spec.resolve import load_all_tasks
+
+    kinds = set()
+    for name, original in sorted(load_all_tasks().items()):
+        task = _as_gemini(original, schema_field) if original.spec.provider != "gemini" else original
+        for line in _rendered_lines(task):
+            assert set(line) == {"key", "request"}, name
+            request = line["request"]
+            kind = EMBED if task.spec.endpoint == "embedContent" else "generate"
+            assert unknown_field(kind, request) is None, (name, unknown_field(kind, request))
+            # camelCase throughout (proto JSON takes both; the REST reference writes camelCase).
+            assert all("_" not in k for k in request) and all("_" not in k for k in request.get("generationConfig", {}))
+            kinds.add(task.spec.output.kind)
+            if task.spec.output.kind == "json":
+                config = request["generationConfig"]
+                wanted, other = (("responseSchema", "responseJsonSchema") if schema_field == "response_schema"
+                                 else ("responseJsonSchema", "responseSchema"))
+                assert wanted in config and other not in config
+                if schema_field == "response_schema":   # a valid Schema in the SDK's own model
+                    types.Schema.model_validate(config["responseSchema"])
+                    assert config["responseSchema"]["type"] == "OBJECT"
+                else:
+                    assert config["responseJsonSchema"] == task.output_schema
+    assert kinds == {"json", "text", "embedding"}
+
+
+@pytest.mark.parametrize("schema_field", ["response_json_schema", "response_schema"])
+def test_gemini_structured_output_in_either_schema_field_runs_on_the_strict_emulator(
+        schema_field: str, emulator: EmulatorHandle, tmp_path: Path) -> None:
+    from batch_assets.spec.resolve import load_all_tasks
+
+    assert emulator.settings.gemini_strict_request_fields
+    task = _as_gemini(load_all_tasks()["ticket_triage"], schema_field)
+    shard = write_shard(tmp_path, "gemini", _rendered_lines(task, 4))
+    adapter = adapter_for(emulator, "gemini")
+    for job_key, inline in (("job-file", 0), ("job-inline", 1 << 20)):
+        snap, prepared = create(adapter, "gemini", shard, job_key, inline_max_bytes=inline)
+        assert prepared.kind == (InputKind.INLINE if inline else InputKind.FILE)
+        assert snap.state == JobState.COMPLETED and not snap.errors, snap
+        (out,) = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
+                                        tmp_path / "raw", job_key)
+        rows = normalize(out.path, "gemini", "generateContent")
+        assert len(rows) == 4 and all(r["status_code"] == 200 and json.loads(r["content"]) for r in rows)
+
+
+def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash() -> None:
+    from pydantic import ValidationError
+
+    from batch_assets.pipeline.render import input_hash_sql
+    from batch_assets.spec.model import TaskSpec
+    from batch_assets.spec.resolve import load_all_tasks
+
+    task = load_all_tasks()["ticket_triage"]
+    data = task.spec.model_dump(exclude_unset=True)
+    with pytest.raises(ValidationError, match="provider_options.gemini_schema_field applies to provider 'gemini' only"):
+        TaskSpec.model_validate({**data, "provider_options": {"gemini_schema_field": "response_schema"}})
+    default = _as_gemini(task)
+    assert default.spec.provider_options.non_default() == {}
+    assert input_hash_sql(_as_gemini(task, "response_schema")) != input_hash_sql(default)
+    assert "gemini_schema_field" not in input_hash_sql(task)   # tasks on the defaults keep their hashes

@@ -108,6 +108,7 @@ def _inline_request(line: dict) -> dict:
     config = {k: v for k, v in {
         "temperature": gen.get("temperature"), "max_output_tokens": gen.get("maxOutputTokens"),
         "response_mime_type": gen.get("responseMimeType"), "response_json_schema": gen.get("responseJsonSchema"),
+        "response_schema": gen.get("responseSchema"),
         "system_instruction": req.get("systemInstruction"),
     }.items() if v is not None}
     return {"contents": req["contents"], "config": config, "metadata": {"key": line["key"]}}

@@ -85,6 +85,25 @@ class GeminiFormat(WireFormat):
                 f"{raw}.error ->> '$.message' AS error_message")
 
 
+def response_schema(json_schema: dict) -> dict:
+    """A JSON Schema as Gemini's OpenAPI Schema subset (generationConfig.responseSchema), converted by
+    the SDK itself (`types.Schema.from_json_schema`): upper-case types, camelCase names, and keywords
+    the subset lacks dropped."""
+    from google.genai import types
+
+    schema = types.Schema.from_json_schema(json_schema=types.JSONSchema.model_validate(json_schema),
+                                           api_option="GEMINI_API")
+    return schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def schema_config_sql(task) -> str:
+    """The generationConfig entry carrying the output schema, in the form the task chose
+    (`provider_options.gemini_schema_field`)."""
+    if task.spec.provider_options.gemini_schema_field == "response_schema":
+        return "'responseSchema', " + json_const(response_schema(task.output_schema))
+    return "'responseJsonSchema', " + json_const(task.output_schema)
+
+
 def _output_tokens_sql(raw: str) -> str:
     """Billed output: the answer's tokens plus a thinking model's thoughts, which usageMetadata counts
     apart (`thoughtsTokenCount`, not included in `candidatesTokenCount`; total = prompt + candidates
@@ -101,7 +120,7 @@ class GenerateContent(GeminiFormat):
         system, user = system_and_user(task, prompt_col)
         config = [f"'temperature', {float(spec.params.temperature)!r}", f"'maxOutputTokens', {int(spec.params.max_tokens)}"]
         if spec.output.kind == "json":
-            config += ["'responseMimeType', 'application/json'", "'responseJsonSchema', " + json_const(task.output_schema)]
+            config += ["'responseMimeType', 'application/json'", schema_config_sql(task)]
         request = [f"'contents', json_array(json_object('role', 'user', 'parts', json_array(json_object('text', {user}))))",
                    f"'generationConfig', json_object({', '.join(config)})"]
         if system:
