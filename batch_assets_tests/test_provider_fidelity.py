@@ -463,3 +463,30 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
     assert default.spec.provider_options.non_default() == {}
     assert input_hash_sql(_as_gemini(task, "response_schema")) != input_hash_sql(default)
     assert "gemini_schema_field" not in input_hash_sql(task)   # tasks on the defaults keep their hashes
+
+
+def test_a_gemini_batch_refused_for_enqueued_tokens_classes_its_items_as_capacity(
+        emulator: EmulatorHandle, warehouse) -> None:
+    from batch_assets.demo import seed_kb_articles
+    from batch_assets.pipeline.ingest import collect_raw_results
+    from batch_assets.pipeline.manifest import freeze_manifest
+    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.shards import cut_shards
+    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.spec.resolve import load_all_tasks
+
+    day = "2026-11-20"
+    with warehouse.connect() as conn:
+        seed_kb_articles(conn, days=1, per_day=10)
+    task = load_all_tasks()["kb_embeddings"]
+    adapter = adapter_for(emulator, "gemini")
+    emulator.configure(enqueued_token_limit={task.spec.model: 1})
+    freeze_manifest(warehouse, task, day)
+    cut_shards(warehouse, task, day)
+    submit_pending(warehouse, task, day, adapter)
+    with warehouse.connect() as conn:
+        [(state, errors)] = conn.execute("SELECT state, provider_errors FROM ledger.provider_job").fetchall()
+    assert state == "FAILED" and json.loads(errors)[0]["code"] == "RESOURCE_EXHAUSTED"
+    collect_raw_results(warehouse, task, day, adapter)
+    summary = parse_results(warehouse, task, day)
+    assert summary.synthesized > 0 and summary.by_class == {"rate_or_capacity_error": summary.synthesized}

@@ -2,8 +2,11 @@
 
 Shards go as uploaded JSONL files (every response line carries its request's `key`). Inline
 requests are used only when a task opts in (`limits.max_inline_bytes` above 0; the provider default
-is 0): inlined responses may come back out of order and without their `metadata.key`, so an inline
-job's responses are written out only when every one carries its key, never matched by position.
+is 0): inlined responses may come back out of order (googleapis/python-genai#1909) and without
+their `metadata.key` (python-genai#2008, js-genai#1191), so an inline job's responses are written
+out only when every one carries its key, never matched by position. A job may also report
+SUCCEEDED before its responses exist (tidyverse/ellmer#926 keeps polling for the output file): its
+snapshot is terminal with `results_ready` false until they do.
 Batch embeddings always go by file (inline embedding requests carry no per-request key). The job
 key is the batch's display name, which is how a lost create is found again. Inline responses are
 written to disk in the same `{key, response | error}` line shape as the responses file, so ingest
