@@ -65,8 +65,9 @@ def dagster_env(monkeypatch: pytest.MonkeyPatch, seeded_warehouse: Warehouse, em
     monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(seeded_warehouse.database))
     monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(seeded_warehouse.data_dir))
     monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
-    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(key, raising=False)
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BATCH_ASSETS_PROVIDER_MODE", "BATCH_ASSETS_OPENAI_MODE",
+                "BATCH_ASSETS_DASHSCOPE_MODE", "BATCH_ASSETS_ANTHROPIC_MODE", "BATCH_ASSETS_GEMINI_MODE"):
+        monkeypatch.delenv(key, raising=False)  # emulator mode, whatever the developer's shell has
     return seeded_warehouse
 
 

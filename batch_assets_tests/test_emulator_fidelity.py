@@ -476,11 +476,9 @@ def test_anthropic_rarer_stop_reasons(emulator: EmulatorHandle) -> None:
                 assert message.content[0].text and message.usage.output_tokens >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="adapter reads HTTP codes; gRPC codes fixed in the fidelity issue")
 def test_gemini_format_classifies_rpc_status_item_errors(emulator: EmulatorHandle, tmp_path: Path) -> None:
-    """The Gemini wire format reads an item error's `code` as an HTTP status and its `status` as the
-    error code (providers/gemini/formats.py, envelope_sql and _errors); real item errors are
-    google.rpc.Status objects, so RESOURCE_EXHAUSTED (8) is not classed as capacity."""
+    """Real item errors are google.rpc.Status objects with gRPC codes: the Gemini wire format maps
+    each code to its HTTP status and name, so RESOURCE_EXHAUSTED (8) is classed as capacity."""
     import duckdb
 
     from batch_assets.providers import registry
@@ -505,6 +503,40 @@ def test_gemini_format_classifies_rpc_status_item_errors(emulator: EmulatorHandl
     assert classes == {
         3: "validation_error", 8: "rate_or_capacity_error", 13: "internal_error", 14: "internal_error"
     }
+
+
+def _gemini_classes(tmp_path: Path, errors: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """(status_code, error_code, error_message, class) of Gemini result lines carrying `errors`."""
+    import duckdb
+
+    from batch_assets.providers import registry
+
+    path = tmp_path / "errors.jsonl"
+    path.write_bytes(jsonl([{"key": f"k{i}", "error": e} for i, e in enumerate(errors)]))
+    fmt = registry.wire_format("gemini", "generateContent")
+    columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
+    return duckdb.connect().execute(
+        f"SELECT status_code, error_code, error_message, {fmt.failure_class_sql} FROM ("
+        f"  SELECT status_code, {fmt._errors('env')} FROM ("
+        f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l) env)",
+        [str(path)],
+    ).fetchall()
+
+
+def test_gemini_format_classifies_every_grpc_code_and_keeps_http_codes_and_names(tmp_path: Path) -> None:
+    expected = {1: "canceled", 2: "internal_error", 3: "validation_error", 4: "internal_error",
+                5: "validation_error", 7: "validation_error", 8: "rate_or_capacity_error",
+                9: "validation_error", 13: "internal_error", 14: "internal_error", 16: "validation_error"}
+    rows = _gemini_classes(tmp_path, [{"code": c, "message": f"m{c}"} for c in expected])
+    assert [(code, cls) for (_, _, _, cls), code in zip(rows, expected, strict=True)] == list(expected.items())
+    assert rows[6][:3] == (429, "RESOURCE_EXHAUSTED", "m8") and rows[0][:2] == (499, "CANCELLED")
+    # An HTTP-style code, or a status name alone, still classifies.
+    rows = _gemini_classes(tmp_path, [{"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"},
+                                      {"code": 400, "message": "bad"}, {"status": "UNAVAILABLE", "message": "x"},
+                                      {"code": 503, "message": "down"}])
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        (429, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"), (400, "400", "validation_error"),
+        (503, "UNAVAILABLE", "internal_error"), (503, "503", "internal_error")]
 
 
 # --- structured knobs: settings file, CLI flags, admin endpoint -----------------------------------

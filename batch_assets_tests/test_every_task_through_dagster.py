@@ -4,6 +4,7 @@ business table."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import dagster as dg
@@ -37,6 +38,10 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     task = load_all_tasks()[task_name]
     submit = d.resolve_job_def(f"{task_name}__submit").execute_in_process(partition_key=DAY1, instance=module_instance)
     assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {"shards_within_limits": True}
+    with wh.connect() as conn:  # every job records where it went: the emulator, by host only
+        endpoints = set(conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
+                                     [task.task_id(DAY1)]).fetchall())
+    assert endpoints == {("emulator", os.environ["BATCH_ASSETS_EMULATOR_URL"])}
 
     sensor = d.resolve_sensor_def("provider_status_sensor")
     cursor, collected = None, []

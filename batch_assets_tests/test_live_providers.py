@@ -1,7 +1,8 @@
 """Live smoke tests: one tiny batch per provider, through the real pipeline and the real service.
 
 Opt-in: each runs only when its provider's key is in the environment (OPENAI_API_KEY,
-ANTHROPIC_API_KEY, GEMINI_API_KEY, DASHSCOPE_API_KEY) and is skipped with the reason otherwise.
+ANTHROPIC_API_KEY, GEMINI_API_KEY, DASHSCOPE_API_KEY) and is skipped with the reason otherwise. A
+key alone never goes live: each test sets its provider's live mode (BATCH_ASSETS_<PROVIDER>_MODE).
 Provider batches can take hours: the test waits up to BATCH_ASSETS_LIVE_TIMEOUT_S (default 900 s)
 for completion and then checks the whole chain; if the batch is still running by then it cancels
 it and checks that the cancel was recorded. Costs a few requests per run.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
@@ -57,10 +59,11 @@ def _tiny_source(wh: Warehouse, table: str) -> None:
 
 
 @pytest.mark.parametrize("provider", sorted(LIVE_TASKS))
-def test_one_tiny_live_batch(provider: str, tmp_path: Path) -> None:
+def test_one_tiny_live_batch(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key = f"{provider.upper()}_API_KEY"
     if not os.environ.get(key):
         pytest.skip(f"{key} is not set: live {provider} smoke test skipped")
+    monkeypatch.setenv(f"BATCH_ASSETS_{provider.upper()}_MODE", "live")
     providers = default_resources()["providers"]
     assert providers.is_live(provider)
     task_name, table = LIVE_TASKS[provider]
@@ -73,6 +76,8 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path) -> None:
     assert cut_shards(wh, task, PARTITION).lines == 2
     assert len(submit_pending(wh, task, PARTITION, adapter).submitted) == 1
     task_id = task.task_id(PARTITION)
+    with wh.connect() as conn:  # as the submissions asset does after submit_pending
+        record_job_endpoints(conn, task_id, provider, *providers.endpoint_of(provider))
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         poll_jobs(wh, lambda _p: adapter, task_id=task_id)
@@ -93,4 +98,7 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path) -> None:
     apply_results(wh, task, PARTITION)
     recon = reconcile(wh, task_id)
     assert recon.problems() == []
+    with wh.connect() as conn:  # where the job went (host only)
+        assert conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
+                            [task_id]).fetchall() == [("live", providers.endpoint_of(provider)[1])]
     assert recon.succeeded + recon.failed_total + recon.expired + recon.canceled == 2

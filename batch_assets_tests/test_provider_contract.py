@@ -53,7 +53,7 @@ def test_the_registry_finds_each_provider_in_its_own_folder():
         assert adapter.name == name
     # Limits keep their values (per provider, from its own file).
     assert registry.provider_limits("openai").max_requests_per_shard == 50_000
-    assert registry.provider_limits("gemini").max_inline_bytes == 20_000_000
+    assert registry.provider_limits("gemini").max_inline_bytes == 0   # file jobs unless a task opts in
     assert registry.provider_limits("dashscope").max_concurrent_jobs == 1000
     assert registry.provider_limits("anthropic").request_id_pattern == "^[a-zA-Z0-9_-]{1,64}$"
     # Where each lives on the emulator, and its live default.
@@ -148,14 +148,15 @@ def test_batch_errors_serialize_without_empty_fields():
 
 def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr():
     res = ProvidersResource(emulator_url="http://127.0.0.1:1234/",
-                            connections={"dashscope": ProviderConnection(api_key="sk-very-secret"),
-                                         "openai": ProviderConnection(base_url="http://proxy.example/v1")})
+                            connections={"dashscope": ProviderConnection(mode="live", api_key="sk-very-secret"),
+                                         "openai": ProviderConnection(api_key="sk-not-live",
+                                                                      base_url="http://proxy.example/v1")})
     assert res.is_live("dashscope") and not res.is_live("openai") and not res.is_live("gemini")
     live = res.settings_for("dashscope")
     assert (live.api_key, live.base_url) == ("sk-very-secret", registry.provider_definition("dashscope").live_base_url)
-    # No key: the emulator answers, under the provider's emulator path (a base URL alone does not go live).
+    # Not live: the emulator answers, under the provider's emulator path (a key or base URL alone never goes live).
     assert res.settings_for("openai").base_url == "http://127.0.0.1:1234/v1"
-    assert res.settings_for("dashscope").api_key != EMULATOR_API_KEY
+    assert res.settings_for("openai").api_key == EMULATOR_API_KEY
     assert res.settings_for("anthropic").base_url == "http://127.0.0.1:1234"
     assert "sk-very-secret" not in repr(res) and "sk-very-secret" not in repr(live)
 
@@ -302,7 +303,7 @@ def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
     assert empty.terminal and not empty.results_ready and empty.results_pending
     failed = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_FAILED",
                                                     error=genai_types.JobError(code=3, message="bad input")))
-    assert failed.errors == (BatchError("3", "bad input"),) and not failed.results_pending
+    assert failed.errors == (BatchError("INVALID_ARGUMENT", "bad input"),) and not failed.results_pending
 
 
 def test_anthropic_find_job_absent_found_or_cannot_tell(emulator, tmp_path):

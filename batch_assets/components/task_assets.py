@@ -6,6 +6,7 @@ from datetime import timedelta
 import dagster as dg
 
 from batch_assets.components.partitions import daily_partitions
+from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -112,6 +113,10 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                     raise dg.Failure(f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
                                      metadata={"problems": "\n".join(problems)})
         out = [submit_pending(wh, task, pk, adapter) for pk in context.partition_keys]
+        mode, url = providers.endpoint_of(spec.provider)
+        with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
+            for summary in out:
+                record_job_endpoints(conn, summary.task_id, spec.provider, mode, url)
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out), "retry_lines_cut": retry_lines,
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -32,17 +33,54 @@ STATUS_EVENT_COLUMNS = ("job_key", "from_state", "to_state", "raw_status", "requ
                         "request_failed", "observed_at")
 
 
+ENDPOINT_MODES = ("emulator", "live")
+
+
+def _endpoint_host(url: str) -> str:
+    """`scheme://host[:port]` only: a recorded endpoint never carries a path, query or credentials."""
+    parts = urlsplit(url)
+    host = f"{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    return f"{parts.scheme}://{host}" if parts.scheme else host
+
+
+def _check_endpoint_mode(mode: str) -> None:
+    if mode not in ENDPOINT_MODES:
+        raise ValueError(f"endpoint_mode must be one of {', '.join(ENDPOINT_MODES)}, got {mode!r}")
+
+
 def insert_job_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                      endpoint: str) -> None:
+                      endpoint: str, endpoint_mode: str | None = None, endpoint_url: str | None = None) -> None:
     """Record the intent to submit a shard: a provider_job row in state CREATED (no provider batch
-    yet) and its first status event, atomically. Written before the provider is called."""
+    yet) and its first status event, atomically. Written before the provider is called. Where the
+    job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) is recorded with
+    it when given."""
+    values = {"job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider,
+              "endpoint": endpoint, "state": JobState.CREATED.value}
+    if endpoint_mode is not None:
+        _check_endpoint_mode(endpoint_mode)
+        values |= {"endpoint_mode": endpoint_mode, "endpoint_url": _endpoint_host(endpoint_url or "")}
     with transaction(conn):
-        insert_values(conn, "provider_job", {
-            "job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider, "endpoint": endpoint,
-            "state": JobState.CREATED.value,
-        }, fixed={"created_at": NOW, "state_changed_at": NOW})
+        insert_values(conn, "provider_job", values, fixed={"created_at": NOW, "state_changed_at": NOW})
         insert_values(conn, "status_event", {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
                       fixed={"observed_at": NOW})
+
+
+def set_job_endpoint(conn: duckdb.DuckDBPyConnection, job_key: str, endpoint_mode: str, endpoint_url: str) -> None:
+    """Record where the job went: `emulator` or `live`, and the endpoint's `scheme://host[:port]`."""
+    _check_endpoint_mode(endpoint_mode)
+    conn.execute("UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ? WHERE job_key = ?",
+                 [endpoint_mode, _endpoint_host(endpoint_url), job_key])
+
+
+def record_job_endpoints(conn: duckdb.DuckDBPyConnection, task_id: str, provider: str, endpoint_mode: str,
+                         endpoint_url: str) -> int:
+    """Record where the task partition's jobs of `provider` went, for those not recorded yet (right
+    after the submit run that created them, with the same provider settings). Returns how many."""
+    _check_endpoint_mode(endpoint_mode)
+    return conn.execute("""
+        UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ?
+        WHERE task_id = ? AND provider = ? AND endpoint_mode IS NULL
+    """, [endpoint_mode, _endpoint_host(endpoint_url), task_id, provider]).fetchone()[0]
 
 
 def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) -> None:
@@ -60,17 +98,21 @@ def _errors_json(errors) -> str | None:
 def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, submitted: bool = False) -> bool:
     """Store what a poll (or the create call) saw; returns True if the internal state changed.
 
-    Updates the job row (batch id, raw status, state, request counts, file ids, errors, cancel flag;
-    `submitted_at` the first time `submitted` is true; `state_changed_at` on a change of state;
-    `terminal_at` and the next `terminal_seq` when the state becomes terminal; `last_polled_at`
-    always) and adds a status_event when the state or the raw status changed.
+    Updates the job row (batch id, raw status, state, request counts, file ids, errors, cancel flag,
+    whether its results can be fetched; `submitted_at` the first time `submitted` is true;
+    `state_changed_at` on a change of state; `terminal_at` and the next `terminal_seq` when the state
+    becomes terminal; `last_polled_at` always) and adds a status_event when the state or the raw
+    status changed.
 
-    A terminal state is final: a late or reordered observation never moves a job out of it."""
+    A terminal state is final: a late or reordered observation never moves a job out of it. A later
+    poll of a terminal job only completes what it learns about the results (see
+    `_record_results_of_terminal`)."""
     row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).fetchone()
     if row is None:
         raise KeyError(f"no provider job {job_key!r} in the ledger")
     old_state, old_raw = row
     if old_state in TERMINAL_STATES:
+        _record_results_of_terminal(conn, job_key, snap)
         return False
     new_state = JobState(snap.state).value
     changed = old_state != new_state
@@ -79,7 +121,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         UPDATE ledger.provider_job SET
             provider_batch_id = ?, raw_status = ?, state = ?, request_total = ?, request_completed = ?,
             request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?,
-            cancel_requested = cancel_requested OR ?,
+            cancel_requested = cancel_requested OR ?, results_ready = ?,
             submitted_at = CASE WHEN ? THEN coalesce(submitted_at, now()::TIMESTAMP) ELSE submitted_at END,
             state_changed_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE state_changed_at END,
             terminal_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE terminal_at END,
@@ -88,7 +130,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         WHERE job_key = ?
     """, [snap.provider_batch_id, snap.raw_status, new_state, snap.request_total, snap.request_completed,
           snap.request_failed, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors),
-          snap.cancel_requested, submitted, changed, terminal, terminal, job_key])
+          snap.cancel_requested, snap.results_ready, submitted, changed, terminal, terminal, job_key])
     if changed or old_raw != snap.raw_status:
         insert_values(conn, "status_event", {
             "job_key": job_key, "from_state": old_state, "to_state": new_state, "raw_status": snap.raw_status,
@@ -96,6 +138,19 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
             "request_failed": snap.request_failed,
         }, fixed={"observed_at": NOW})
     return changed
+
+
+def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot) -> None:
+    """A terminal job polled again (its provider reported the end before its results existed): keep
+    its state, take the results' readiness (once ready, it stays ready), file ids and errors the
+    provider names now, and the poll time. Adds no status event."""
+    conn.execute("""
+        UPDATE ledger.provider_job SET
+            results_ready = coalesce(results_ready, false) OR ?,
+            output_file_id = coalesce(?, output_file_id), error_file_id = coalesce(?, error_file_id),
+            provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP
+        WHERE job_key = ?
+    """, [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key])
 
 
 def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:

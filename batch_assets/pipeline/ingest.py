@@ -17,14 +17,14 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from batch_assets.ledger.jobs import mark_downloaded
+from batch_assets.ledger.jobs import mark_downloaded, record_snapshot
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
-from batch_assets.providers.contract import BatchProvider, JobRef
+from batch_assets.providers.contract import BatchProvider, JobRef, JobState
 from batch_assets.providers.registry import wire_format
 from batch_assets.providers.wire import WireFormat
 from batch_assets.spec.resolve import ResolvedTask
@@ -45,16 +45,39 @@ def _safe_name(job_key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", job_key)
 
 
+def _results_still_pending(wh: Warehouse, job: dict, adapter: BatchProvider) -> bool:
+    """Whether a COMPLETED job's results cannot be fetched yet. The provider may report success
+    before its results exist (Gemini: SUCCEEDED with no `dest` yet): such a job is polled again here
+    (poll_jobs polls only jobs that are not terminal) and, while still not ready, left for a later
+    collection instead of being marked downloaded with nothing. A job recorded before readiness was
+    tracked (results_ready NULL), or one that ended FAILED / EXPIRED / CANCELLED (it may well have
+    no results at all), is downloaded as before."""
+    if job["state"] != JobState.COMPLETED.value or job["results_ready"] is not False:
+        return False
+    snap = adapter.poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
+    with wh.connect() as conn:
+        record_snapshot(conn, job["job_key"], snap)
+    if not snap.results_ready:
+        return True
+    job.update(output_file_id=snap.output_file_id or job["output_file_id"],
+               error_file_id=snap.error_file_id or job["error_file_id"])
+    return False
+
+
 def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider) -> int:
     """Stream the results (output and error files, or the results stream) of the task's terminal
-    jobs not downloaded yet to data/raw/<task_id>/."""
+    jobs not downloaded yet to data/raw/<task_id>/. A completed job whose results are not ready
+    yet is skipped (not marked downloaded): see `_results_still_pending`."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, """
-            SELECT job_key, provider_batch_id, input_file_id, output_file_id, error_file_id FROM ledger.provider_job
+            SELECT job_key, provider_batch_id, input_file_id, output_file_id, error_file_id, state, results_ready
+            FROM ledger.provider_job
             WHERE task_id = ? AND terminal_at IS NOT NULL AND downloaded_at IS NULL ORDER BY job_key
         """, [task_id])
     count = 0
     for job in jobs:
+        if _results_still_pending(wh, job, adapter):
+            continue
         ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
                      error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
         results = adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"]))

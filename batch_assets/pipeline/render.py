@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 
 from batch_assets.sqltext import quote_ident, sql_literal
@@ -38,6 +40,9 @@ def input_hash_sql(task: ResolvedTask, prompt_col: str = "prompt_text") -> str:
         task.spec.provider, task.spec.endpoint, task.spec.model, task.spec.prompt.version,
         task.params_json, task.spec.output.version, task.spec.prompt.system or "",
     ]
+    options = task.spec.provider_options.non_default()
+    if options:  # only when set: tasks on the defaults keep the hashes they always had
+        canonical.append(json.dumps(options, sort_keys=True, separators=(",", ":")))
     fixed = "\x1f".join(canonical) + "\x1f"
     return f"sha256({sql_literal(fixed)} || {prompt_col})"
 

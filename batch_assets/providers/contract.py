@@ -240,6 +240,7 @@ class ProviderDefinition:
     limits_path: Path                        # the folder's limits.yaml
     emulator_path: str                       # where it lives on the local emulator ("/v1", "", ...)
     live_base_url: str | None = None         # live default base URL (None: the SDK's own default)
+    live_host: str | None = None             # where the SDK's own default goes (recorded per job)
 
     def build_adapter(self, settings: ClientSettings) -> BatchProvider:
         return self.adapter(settings)

@@ -34,15 +34,16 @@ def _in_list(codes: Sequence[str]) -> str:
     return ", ".join(map(sql_literal, codes))
 
 
-def failure_class_sql(capacity_codes: Sequence[str], content_policy_codes: Sequence[str]) -> str:
+def failure_class_sql(capacity_codes: Sequence[str], content_policy_codes: Sequence[str],
+                      cancelled_codes: Sequence[str] = ()) -> str:
     """The class of a provider-level failure, from the normalized status_code / error_code.
 
-    Classes: expired, canceled, rate_or_capacity_error (HTTP 429 or one of the provider's capacity
+    Classes: expired, canceled (also the provider's own cancelled codes), rate_or_capacity_error (HTTP 429 or one of the provider's capacity
     or quota codes: retry later, smaller), content_policy_error (one of its content-policy codes),
     validation_error (any other 4xx except 408 and 409), internal_error (everything else).
     """
     whens = [f"WHEN error_code IN ({_in_list(EXPIRED_CODES)}) THEN 'expired'",
-             f"WHEN error_code IN ({_in_list(CANCELLED_CODES)}) THEN 'canceled'",
+             f"WHEN error_code IN ({_in_list((*CANCELLED_CODES, *cancelled_codes))}) THEN 'canceled'",
              "WHEN status_code = 429"
              + (f" OR error_code IN ({_in_list(capacity_codes)})" if capacity_codes else "")
              + " THEN 'rate_or_capacity_error'"]
@@ -62,11 +63,13 @@ class WireFormat:
     capacity_codes: tuple[str, ...] = ()
     #: error codes of this provider meaning "blocked by its content policy"
     content_policy_codes: tuple[str, ...] = ()
+    #: error codes of this provider meaning "cancelled" (besides the pipeline's own)
+    cancelled_codes: tuple[str, ...] = ()
 
     @property
     def failure_class_sql(self) -> str:
         """SQL CASE classifying a failed line (columns status_code, error_code) for this provider."""
-        return failure_class_sql(self.capacity_codes, self.content_policy_codes)
+        return failure_class_sql(self.capacity_codes, self.content_policy_codes, self.cancelled_codes)
 
     def request_line_sql(self, task: ResolvedTask, request_id_col: str, prompt_col: str) -> str:
         raise TypeError(f"{type(self).__name__} renders no request lines")

@@ -64,6 +64,26 @@ class ParamsSpec(_Strict):
     max_tokens: int = Field(default=256, ge=1, le=65536)
 
 
+GEMINI_SCHEMA_FIELDS = ("response_json_schema", "response_schema")
+
+
+class ProviderOptionsSpec(_Strict):
+    """Request options of one provider; each `<provider>_...` option applies to that provider only."""
+
+    gemini_schema_field: Literal["response_json_schema", "response_schema"] = Field(
+        default="response_json_schema",
+        description="Gemini structured output (kind json): `response_json_schema` (default) sends the output "
+                    "schema as JSON Schema in generationConfig.responseJsonSchema; `response_schema` sends the "
+                    "SDK's conversion of it to Gemini's OpenAPI Schema subset in generationConfig.responseSchema "
+                    "(keywords that subset lacks, e.g. additionalProperties, are not sent; answers are still "
+                    "checked against the full schema).")
+
+    def non_default(self) -> dict[str, str]:
+        """The options set to something other than their default (part of the input hash)."""
+        defaults = ProviderOptionsSpec()
+        return {k: v for k, v in self.model_dump().items() if v != getattr(defaults, k)}
+
+
 class OutputSpec(_Strict):
     kind: Literal["json", "text", "embedding"] = Field(
         default="json",
@@ -172,6 +192,7 @@ class TaskSpec(_Strict):
     model: str
     endpoint: str = "/v1/chat/completions"
     params: ParamsSpec = ParamsSpec()
+    provider_options: ProviderOptionsSpec = ProviderOptionsSpec()
     output: OutputSpec
     apply: ApplySpec
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
@@ -209,6 +230,14 @@ class TaskSpec(_Strict):
         if v not in endpoints:
             raise ValueError(f"endpoint {v!r} is not supported for provider {provider!r}; use one of: {', '.join(endpoints)}")
         return v
+
+    @model_validator(mode="after")
+    def _provider_options_apply(self) -> TaskSpec:
+        for option in self.provider_options.model_fields_set:
+            if not option.startswith(f"{self.provider}_"):
+                raise ValueError(f"provider_options.{option} applies to provider {option.split('_')[0]!r} only "
+                                 f"(this task's provider is {self.provider!r}); remove it")
+        return self
 
     @model_validator(mode="after")
     def _output_kind_supported(self) -> TaskSpec:

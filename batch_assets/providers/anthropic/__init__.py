@@ -13,4 +13,5 @@ PROVIDER = ProviderDefinition(
     limits_path=Path(__file__).with_name("limits.yaml"),
     emulator_path="",
     live_base_url=None,
+    live_host="https://api.anthropic.com",  # the SDK default's host
 )

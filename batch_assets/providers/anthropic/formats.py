@@ -21,6 +21,11 @@ ERROR_TYPE_STATUS = {
 CAPACITY_CODES = ("rate_limit_error", "overloaded_error", "billing_error")
 # Anthropic reports a content refusal as stop_reason `refusal` on a success, not as an error type.
 CONTENT_POLICY_CODES: tuple[str, ...] = ()
+# Stop reasons of an answer that ended before it was complete: read as finish_reason 'length' (the
+# item is a parse_error, asked again). `max_tokens`; `model_context_window_exceeded` (the context
+# window filled up, Claude 4.5+ models); `pause_turn` (a long-running server-tool turn was paused,
+# its content is partial). Anthropic's "Handling stop reasons" docs.
+CUT_OFF_STOP_REASONS = ("max_tokens", "model_context_window_exceeded", "pause_turn")
 
 
 class Messages(WireFormat):
@@ -64,9 +69,12 @@ class Messages(WireFormat):
         stop = f"({raw}.body ->> '$.stop_reason')"
         return (
             f"{text} AS content, NULL::JSON AS vector, "
-            f"CASE {stop} WHEN 'end_turn' THEN 'stop' WHEN 'stop_sequence' THEN 'stop' WHEN 'max_tokens' THEN 'length' "
-            f"WHEN 'refusal' THEN 'content_filter' ELSE {stop} END AS finish_reason, "
-            f"CASE WHEN {stop} = 'refusal' THEN coalesce(nullif({text}, ''), 'refused') END AS refusal, "
+            f"CASE WHEN {stop} IN ('end_turn', 'stop_sequence') THEN 'stop' "
+            f"WHEN {stop} = 'refusal' THEN 'content_filter' "
+            f"WHEN {stop} IN ({', '.join(map(sql_literal, CUT_OFF_STOP_REASONS))}) THEN 'length' "
+            f"ELSE {stop} END AS finish_reason, "
+            f"CASE WHEN {stop} = 'refusal' THEN coalesce({raw}.body ->> '$.stop_details.explanation', nullif({text}, ''), "
+            f"'refused' || coalesce(' (' || ({raw}.body ->> '$.stop_details.category') || ')', '')) END AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usage.input_tokens' AS BIGINT) AS input_tokens, "
             f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
             f"{raw}.error ->> '$.code' AS error_code, {raw}.error ->> '$.message' AS error_message"

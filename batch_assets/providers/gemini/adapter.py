@@ -1,16 +1,28 @@
 """Google Gemini Batch adapter on the official `google-genai` SDK.
 
-Shards within the inline limit are sent inline in the create call; larger ones are uploaded as
-JSONL files. Batch embeddings always go by file (inline embedding requests carry no per-request
-key to map answers back). The job key is the batch's display name, which is how a lost create is
-found again. Inline responses are written to disk in the same `{key, response | error}` line
-shape as the responses file, so ingest reads both the same way.
+Shards go as uploaded JSONL files (every response line carries its request's `key`). Inline
+requests are used only when a task opts in (`limits.max_inline_bytes` above 0; the provider default
+is 0): inlined responses may come back out of order (googleapis/python-genai#1909) and without
+their `metadata.key` (python-genai#2008, js-genai#1191), so an inline job's responses are written
+out only when every one carries its key, never matched by position. A job may also report
+SUCCEEDED before its responses exist (tidyverse/ellmer#926 keeps polling for the output file): its
+snapshot is terminal with `results_ready` false until they do.
+Batch embeddings always go by file (inline embedding requests carry no per-request key). The job
+key is the batch's display name, which is how a lost create is found again. Inline responses are
+written to disk in the same `{key, response | error}` line shape as the responses file, so ingest
+reads both the same way.
+
+A failed batch's cause is the operation's `error` (a google.rpc.Status). The SDK's Gemini API
+converter (`google.genai.batches._BatchJob_from_mldev`) maps only the operation's `metadata`, so the
+adapter reads a failed operation once more as sent, through the SDK's own API client, and records
+the status under its gRPC code name (RESOURCE_EXHAUSTED is capacity, INVALID_ARGUMENT validation).
 """
 
 from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -23,6 +35,7 @@ from batch_assets.providers.contract import (
     TERMINAL_STATES, BatchError, ClientSettings, CreateOutcome, CreateRequest, CreateResult, FindHints, FindOutcome,
     FindResult, InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
 )
+from batch_assets.providers.gemini.formats import grpc_code_name
 
 try:  # the SDK sends through httpx, or its fork httpx2 where that is installed
     import httpx2
@@ -66,13 +79,25 @@ def snapshot_from_job(job, previous: JobState = JobState.SUBMITTED) -> JobSnapsh
     file_name = job.dest.file_name if job.dest is not None else None
     terminal = state in TERMINAL_STATES
     error = getattr(job, "error", None)
-    errors = (BatchError(code=None if error.code is None else str(error.code), message=error.message or ""),) if error else ()
+    errors = (BatchError(code=grpc_code_name(error.code), message=error.message or ""),) if error else ()
     return JobSnapshot(
         provider_batch_id=job.name, raw_status=raw, state=state,
         output_file_id=file_name if terminal else None,
         results_ready=terminal and bool(file_name or _inline_responses(job)),
         errors=errors, cancel_requested=raw == "JOB_STATE_CANCELLING",
     )
+
+
+class UnkeyedInlineResponses(RuntimeError):
+    """An inline job's responses cannot be matched to their requests: some lack `metadata.key`."""
+
+
+def rpc_status_error(status: object) -> BatchError | None:
+    """A google.rpc.Status (`{code, message}` as sent) as a BatchError named by its gRPC code."""
+    if not isinstance(status, dict) or not status:
+        return None
+    code = status.get("status") or grpc_code_name(status.get("code"))
+    return BatchError(code=code, message=str(status.get("message") or ""))
 
 
 def error_of(exc: genai_errors.APIError) -> BatchError:
@@ -86,6 +111,7 @@ def _inline_request(line: dict) -> dict:
     config = {k: v for k, v in {
         "temperature": gen.get("temperature"), "max_output_tokens": gen.get("maxOutputTokens"),
         "response_mime_type": gen.get("responseMimeType"), "response_json_schema": gen.get("responseJsonSchema"),
+        "response_schema": gen.get("responseSchema"),
         "system_instruction": req.get("systemInstruction"),
     }.items() if v is not None}
     return {"contents": req["contents"], "config": config, "metadata": {"key": line["key"]}}
@@ -101,8 +127,9 @@ class GeminiBatchAdapter:
             base_url=settings.base_url, timeout=int(settings.timeout_s * 1000), retry_options=retry))
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
-        """Inline when the shard is within `inline_max_bytes` (never for embedContent); otherwise upload."""
-        if endpoint != EMBED_ENDPOINT and shard_path.stat().st_size <= inline_max_bytes:
+        """Inline when the task opted in (`inline_max_bytes` > 0) and the shard is within it (never for
+        embedContent); otherwise upload."""
+        if endpoint != EMBED_ENDPOINT and 0 < shard_path.stat().st_size <= inline_max_bytes:
             return PreparedInput(InputKind.INLINE, shard_path)
         uploaded = self._client.files.upload(
             file=str(shard_path), config=types.UploadFileConfig(display_name=job_key, mime_type="jsonl"))
@@ -129,21 +156,42 @@ class GeminiBatchAdapter:
             return CreateResult(create_outcome_for_status(exc.code), error=error_of(exc), status_code=exc.code)
         except TRANSPORT_ERRORS as exc:
             return CreateResult(CreateOutcome.UNKNOWN, error=BatchError(type(exc).__name__, str(exc)))
-        return CreateResult(CreateOutcome.CREATED, snapshot_from_job(job))
+        try:
+            snapshot = self._snapshot(job)
+        except (genai_errors.APIError, *TRANSPORT_ERRORS) as exc:  # the batch exists: never report it unknown
+            snapshot = replace(snapshot_from_job(job), errors=(
+                BatchError(None, f"the batch failed; its error could not be read: {type(exc).__name__}: {exc}"),))
+        return CreateResult(CreateOutcome.CREATED, snapshot)
 
     def find_job(self, job_key: str, hints: FindHints) -> FindResult:
         """The batch whose display name is job_key."""
         for job in self._client.batches.list(config={"page_size": 100}):
             if job.display_name == job_key:
-                return FindResult(FindOutcome.FOUND, snapshot_from_job(job), reason="matched by display name")
+                return FindResult(FindOutcome.FOUND, self._snapshot(job), reason="matched by display name")
         return FindResult(FindOutcome.ABSENT, reason="no batch has this job key as display name")
 
+    def _operation_error(self, name: str) -> BatchError | None:
+        """The batch operation's `error` as sent (the SDK's converter drops it): one raw GET of the
+        operation through the SDK's API client (same key, base URL and retry options)."""
+        response = self._client._api_client.request("get", name, {}, None)
+        body = json.loads(response.body) if response.body else {}
+        return rpc_status_error(body.get("error"))
+
+    def _snapshot(self, job, previous: JobState = JobState.SUBMITTED) -> JobSnapshot:
+        """snapshot_from_job, plus the operation's error for a failed batch."""
+        snap = snapshot_from_job(job, previous)
+        if snap.state == JobState.FAILED and not snap.errors:
+            error = self._operation_error(job.name)
+            if error is not None:
+                snap = replace(snap, errors=(error,))
+        return snap
+
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
-        return snapshot_from_job(self._client.batches.get(name=job.provider_batch_id), previous)
+        return self._snapshot(self._client.batches.get(name=job.provider_batch_id), previous)
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         self._client.batches.cancel(name=job.provider_batch_id)
-        return snapshot_from_job(self._client.batches.get(name=job.provider_batch_id), JobState.RUNNING)
+        return self._snapshot(self._client.batches.get(name=job.provider_batch_id), JobState.RUNNING)
 
     def stream_results(self, job: JobRef, dest_dir: Path, stem: str) -> list[ResultFile]:
         """The responses file, streamed to `dest_dir/stem.output.jsonl`; for an inline job its
@@ -163,9 +211,16 @@ class GeminiBatchAdapter:
                 responses = _inline_responses(remote)
                 if not responses:
                     return []
+                unkeyed = sum(1 for r in responses if not (r.metadata or {}).get("key"))
+                if unkeyed:
+                    raise UnkeyedInlineResponses(
+                        f"gemini batch {job.provider_batch_id}: {unkeyed} of {len(responses)} inline responses carry "
+                        "no metadata.key, so they cannot be matched to their requests (responses may come back "
+                        "in any order; matching by position would misattribute answers). Nothing was written; "
+                        "the job stays collectable. Send such shards as files (limits.max_inline_bytes: 0).")
                 with open(tmp, "w", encoding="utf-8") as out:
                     for r in responses:
-                        line = {"key": (r.metadata or {}).get("key")}
+                        line = {"key": r.metadata["key"]}
                         if r.error is not None:
                             line["error"] = r.error.model_dump(mode="json", by_alias=True, exclude_none=True)
                         else:

@@ -2,37 +2,116 @@
 
 generateContent answers are `candidates[0].content.parts[].text`; batch embeddings answer
 `embedding.values`. Inline jobs' responses are written by the adapter in this same line shape.
+
+A failed item's `error` is a `google.rpc.Status` `{code, message}` whose `code` is a gRPC code
+(3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...), not an HTTP status: the envelope gives it the
+HTTP status Google maps that code to (google/rpc/code.proto) and the code's name as error_code, so
+the shared classification applies (8 -> 429 -> capacity; 1 CANCELLED -> canceled; 3, 5, 7, 9,
+16 -> 4xx -> validation; 2, 4, 13, 14 -> 5xx -> internal). An HTTP-style code (100-599) or a
+`status` name, where a line carries one, is read as such.
 """
 
 from __future__ import annotations
 
 from batch_assets.providers.wire import WireFormat, json_const, system_and_user
+from batch_assets.sqltext import sql_literal
 
 BLOCKED_FINISH = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
-# google.rpc status names (error.status) that mean "capacity or quota", and content blocks.
+# google.rpc status names that mean "capacity or quota", and content blocks.
 CAPACITY_CODES = ("RESOURCE_EXHAUSTED",)
 CONTENT_POLICY_CODES = ("SAFETY", "PROHIBITED_CONTENT")
+CANCELLED_CODES = ("CANCELLED",)
+
+# gRPC code -> (its name, the HTTP status Google maps it to), from google/rpc/code.proto.
+GRPC_CODES: dict[int, tuple[str, int]] = {
+    1: ("CANCELLED", 499), 2: ("UNKNOWN", 500), 3: ("INVALID_ARGUMENT", 400), 4: ("DEADLINE_EXCEEDED", 504),
+    5: ("NOT_FOUND", 404), 6: ("ALREADY_EXISTS", 409), 7: ("PERMISSION_DENIED", 403),
+    8: ("RESOURCE_EXHAUSTED", 429), 9: ("FAILED_PRECONDITION", 400), 10: ("ABORTED", 409),
+    11: ("OUT_OF_RANGE", 400), 12: ("UNIMPLEMENTED", 501), 13: ("INTERNAL", 500), 14: ("UNAVAILABLE", 503),
+    15: ("DATA_LOSS", 500), 16: ("UNAUTHENTICATED", 401),
+}
+GRPC_NAMES = {name: code for code, (name, _) in GRPC_CODES.items()}
+
+
+def grpc_code_name(code: int | str | None) -> str | None:
+    """The name of a gRPC code (8 -> RESOURCE_EXHAUSTED); a name or an HTTP-style code is kept as text."""
+    if code is None:
+        return None
+    try:
+        number = int(code)
+    except (TypeError, ValueError):
+        return str(code)
+    return GRPC_CODES[number][0] if number in GRPC_CODES else str(number)
+
+
+def _status_code_sql(error: str) -> str:
+    """HTTP status of an rpc.Status: an HTTP-style code as is, a gRPC code or `status` name mapped."""
+    code = f"TRY_CAST({error} ->> '$.code' AS INTEGER)"
+    by_code = " ".join(f"WHEN {c} THEN {http}" for c, (_, http) in GRPC_CODES.items())
+    by_name = " ".join(f"WHEN {sql_literal(name)} THEN {http}" for name, http in
+                       ((n, GRPC_CODES[c][1]) for n, c in GRPC_NAMES.items()))
+    return (f"CASE WHEN {code} BETWEEN 100 AND 599 THEN {code} "
+            f"ELSE coalesce(CASE {code} {by_code} END, CASE upper({error} ->> '$.status') {by_name} END, "
+            f"CASE WHEN {error} IS NOT NULL THEN 500 END) END")
+
+
+def _error_code_sql(error: str) -> str:
+    """The rpc.Status name (from `status`, else from the gRPC code), or an HTTP-style code as text."""
+    by_code = " ".join(f"WHEN {c} THEN {sql_literal(name)}" for c, (name, _) in GRPC_CODES.items())
+    return (f"coalesce({error} ->> '$.status', CASE TRY_CAST({error} ->> '$.code' AS INTEGER) {by_code} END, "
+            f"{error} ->> '$.code')")
 
 
 class GeminiFormat(WireFormat):
     result_columns = {"key": "VARCHAR", "response": "JSON", "error": "JSON"}
     capacity_codes = CAPACITY_CODES
     content_policy_codes = CONTENT_POLICY_CODES
+    cancelled_codes = CANCELLED_CODES
 
     def envelope_sql(self, line: str) -> str:
+        error = f"(CASE WHEN json_type({line}.error) = 'OBJECT' THEN {line}.error END)"
         return (
             f"{line}.key AS request_id, {line}.response ->> '$.responseId' AS line_id, "
             f"CASE WHEN {line}.response IS NOT NULL AND json_type({line}.response) = 'OBJECT' THEN 200 "
-            f"ELSE TRY_CAST({line}.error ->> '$.code' AS INTEGER) END AS status_code, "
+            f"ELSE {_status_code_sql(error)} END AS status_code, "
             f"{line}.response ->> '$.responseId' AS provider_request_id, "
             f"{line}.response AS body, "
-            f"CASE WHEN json_type({line}.error) = 'OBJECT' THEN {line}.error END AS error"
+            f"{error} AS error"
         )
 
     @staticmethod
     def _errors(raw: str) -> str:
-        return (f"coalesce({raw}.error ->> '$.status', {raw}.error ->> '$.code') AS error_code, "
+        return (f"{_error_code_sql(f'{raw}.error')} AS error_code, "
                 f"{raw}.error ->> '$.message' AS error_message")
+
+
+def response_schema(json_schema: dict) -> dict:
+    """A JSON Schema as Gemini's OpenAPI Schema subset (generationConfig.responseSchema), converted by
+    the SDK itself (`types.Schema.from_json_schema`): upper-case types, camelCase names, and keywords
+    the subset lacks dropped."""
+    from google.genai import types
+
+    schema = types.Schema.from_json_schema(json_schema=types.JSONSchema.model_validate(json_schema),
+                                           api_option="GEMINI_API")
+    return schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def schema_config_sql(task) -> str:
+    """The generationConfig entry carrying the output schema, in the form the task chose
+    (`provider_options.gemini_schema_field`)."""
+    if task.spec.provider_options.gemini_schema_field == "response_schema":
+        return "'responseSchema', " + json_const(response_schema(task.output_schema))
+    return "'responseJsonSchema', " + json_const(task.output_schema)
+
+
+def _output_tokens_sql(raw: str) -> str:
+    """Billed output: the answer's tokens plus a thinking model's thoughts, which usageMetadata counts
+    apart (`thoughtsTokenCount`, not included in `candidatesTokenCount`; total = prompt + candidates
+    + thoughts). NULL only when the response reports neither."""
+    candidates = f"TRY_CAST({raw}.body ->> '$.usageMetadata.candidatesTokenCount' AS BIGINT)"
+    thoughts = f"TRY_CAST({raw}.body ->> '$.usageMetadata.thoughtsTokenCount' AS BIGINT)"
+    return (f"CASE WHEN {candidates} IS NULL AND {thoughts} IS NULL THEN NULL "
+            f"ELSE coalesce({candidates}, 0) + coalesce({thoughts}, 0) END")
 
 
 class GenerateContent(GeminiFormat):
@@ -41,7 +120,7 @@ class GenerateContent(GeminiFormat):
         system, user = system_and_user(task, prompt_col)
         config = [f"'temperature', {float(spec.params.temperature)!r}", f"'maxOutputTokens', {int(spec.params.max_tokens)}"]
         if spec.output.kind == "json":
-            config += ["'responseMimeType', 'application/json'", "'responseJsonSchema', " + json_const(task.output_schema)]
+            config += ["'responseMimeType', 'application/json'", schema_config_sql(task)]
         request = [f"'contents', json_array(json_object('role', 'user', 'parts', json_array(json_object('text', {user}))))",
                    f"'generationConfig', json_object({', '.join(config)})"]
         if system:
@@ -60,7 +139,7 @@ class GenerateContent(GeminiFormat):
             f"ELSE lower({finish}) END AS finish_reason, "
             f"{raw}.body ->> '$.promptFeedback.blockReason' AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usageMetadata.promptTokenCount' AS BIGINT) AS input_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usageMetadata.candidatesTokenCount' AS BIGINT) AS output_tokens, "
+            f"{_output_tokens_sql(raw)} AS output_tokens, "
             + self._errors(raw)
         )
 
@@ -70,7 +149,7 @@ class EmbedContent(GeminiFormat):
         spec = task.spec
         request = [f"'content', json_object('parts', json_array(json_object('text', {prompt_col})))"]
         if spec.output.dimensions:
-            request.append(f"'output_dimensionality', {int(spec.output.dimensions)}")
+            request.append(f"'outputDimensionality', {int(spec.output.dimensions)}")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
 
     def answer_sql(self, raw: str) -> str:

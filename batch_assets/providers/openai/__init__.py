@@ -13,4 +13,5 @@ PROVIDER = ProviderDefinition(
     limits_path=Path(__file__).with_name("limits.yaml"),
     emulator_path="/v1",
     live_base_url=None,  # the SDK's own default
+    live_host="https://api.openai.com",  # the SDK default's host
 )

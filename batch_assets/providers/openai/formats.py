@@ -37,8 +37,12 @@ class OpenAIFormat(WireFormat):
             f"{line}.response.status_code AS status_code, "
             f"{line}.response.request_id AS provider_request_id, "
             f"{line}.response.body AS body, "
-            f"CASE WHEN json_type({line}.error) IN ('OBJECT', 'VARCHAR') THEN {line}.error END AS error"
+            f"{self._error_sql(line)} AS error"
         )
+
+    def _error_sql(self, line: str) -> str:
+        """The line's error (JSON), as the envelope's `error` column."""
+        return f"CASE WHEN json_type({line}.error) IN ('OBJECT', 'VARCHAR') THEN {line}.error END"
 
     @staticmethod
     def _errors(raw: str) -> str:
