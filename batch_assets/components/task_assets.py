@@ -93,11 +93,19 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               description=f"One {spec.provider} batch per shard; intent recorded before every create call.", **common)
     def submissions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
         adapter = providers.adapter(spec.provider)
-        out = [submit_pending(warehouse.warehouse(), task, pk, adapter) for pk in context.partition_keys]
+        out = [submit_pending(warehouse.warehouse(), task, pk, adapter, run_id=context.run_id)
+               for pk in context.partition_keys]
+        elsewhere = [k for s in out for k in s.claimed_elsewhere]
+        undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
             **_totals(out, "waiting_for_capacity", "already_submitted"),
+            # Shards another submit run holds: skipped here (that run submits them).
+            "claimed_elsewhere": len(elsewhere), "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",
+            # Creates that may or may not have happened: nothing was created; the next run looks again.
+            "undecided": len(undecided),
+            "undecided_jobs": "\n".join(f"{k}: {why}" for k, why in undecided.items()) or "none",
         })
 
     @dg.asset(key=key("raw_results"), deps=[key("submissions")], kinds={spec.provider, "duckdb"},
