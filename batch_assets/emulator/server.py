@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import ipaddress
+import json
 import logging
 import typing
 from pathlib import Path
@@ -13,7 +14,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from batch_assets.emulator.app import create_app
-from batch_assets.emulator.settings import FORCED_STATUSES, EmulatorSettings, load_settings
+from batch_assets.emulator.settings import FORCED_STATUSES, STRUCTURED, EmulatorSettings, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -73,7 +74,9 @@ def _parser() -> argparse.ArgumentParser:
             "default": argparse.SUPPRESS,
             "help": f"{knob.metadata['help']} (default: {knob.default})",
         }
-        if kind is bool:
+        if knob.name in STRUCTURED:
+            parser.add_argument(flag, type=json.loads, **extra)
+        elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **extra)
         elif knob.name == "force_batch_status":
             parser.add_argument(flag, choices=FORCED_STATUSES, **extra)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 import typing
 from dataclasses import dataclass, field
@@ -15,7 +16,12 @@ FORCED_STATUSES = ("failed", "expired", "stuck")
 
 
 def _knob(default: Any, help_text: str) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: json.loads(json.dumps(default)), metadata={"help": help_text})
     return field(default=default, metadata={"help": help_text})
+
+
+AFTER_PROCESSING_MODES = ("lose", "error")
 
 
 @dataclass(frozen=True)
@@ -30,15 +36,61 @@ class EmulatorSettings:
     completion_window_s: float | None = _knob(None, "expiry window; unset: the batch's own completion_window")
     shuffle_output: bool = _knob(True, "write output lines in a deterministic non-input order")
     item_error_rate: float = _knob(0.0, "fraction of requests answered with an HTTP 429/500/400 error line")
+    item_faults_by_occurrence: bool = _knob(
+        False,
+        "draw each request's item fault from (provider, custom_id/key, how many earlier batches of that provider "
+        "held that id) instead of (input file hash, id): a resubmitted request gets a fresh, deterministic draw",
+    )
     content_filter_rate: float = _knob(0.0, "fraction answered 200 with finish_reason content_filter")
     truncate_rate: float = _knob(0.0, "fraction answered 200 with finish_reason length and cut-off content")
     duplicate_output_lines: float = _knob(0.0, "fraction of output-file lines written a second time")
     max_requests_per_batch: int = _knob(50_000, "more lines fail the batch with too_many_tasks")
-    enqueued_token_limit: int | None = _knob(None, "per model over active batches; more fails token_limit_exceeded")
+    enqueued_token_limit: int | dict[str, int] | None = _knob(
+        None,
+        "enqueued tokens per model over active batches (one int for every model, or a JSON object model -> "
+        "tokens; unlisted models unlimited); a batch's tokens are its input tokens plus each request's "
+        "max_tokens; a new batch over the limit fails token_limit_exceeded (Gemini: RESOURCE_EXHAUSTED)",
+    )
     fail_next_requests: int = _knob(0, "the next N API calls answer fail_status (one consumed per call)")
     fail_status: int = _knob(429, "HTTP status for fail_next_requests")
+    after_processing_faults: list[dict[str, Any]] = _knob(
+        [],
+        "JSON list of rules {method, path (regex searched in the URL path), count, mode: lose|error, status}: "
+        "a matching call is fully processed (e.g. the batch is created), then mode lose drops the connection "
+        "without a complete response and mode error answers `status` (default 503); each match uses one count",
+    )
     force_batch_status: str | None = _knob(None, "one-shot for the next created batch: failed, expired or stuck")
     log_requests: bool = _knob(True, "log method, path and status of each request")
+    # --- Gemini ---
+    succeeded_before_results_s: float = _knob(
+        0.0,
+        "Gemini: a batch reads SUCCEEDED this long before its responses file / inlined responses appear "
+        "(read live: lowering it reveals waiting results at once)",
+    )
+    inline_responses_shuffled: bool = _knob(False, "Gemini: inlined responses in a non-request order")
+    inline_responses_drop_keys_rate: float = _knob(
+        0.0, "Gemini: fraction of inlined responses whose metadata lacks `key`"
+    )
+    gemini_item_error_status_names: bool = _knob(
+        False, "Gemini: item errors also carry the `status` name next to the gRPC `code`"
+    )
+    gemini_thinking_models: list[str] = _knob(
+        [], "Gemini: model name patterns (fnmatch, e.g. gemini-2.5-*) that think; names with 'thinking' always do"
+    )
+    gemini_cached_token_fraction: float = _knob(
+        0.0, "Gemini: fraction of each prompt reported as usageMetadata.cachedContentTokenCount"
+    )
+    gemini_strict_request_fields: bool = _knob(
+        True, "Gemini: an unknown or misplaced field in a JSONL request file fails the batch (INVALID_ARGUMENT)"
+    )
+    # --- Anthropic ---
+    anthropic_context_window_exceeded_rate: float = _knob(
+        0.0, "Anthropic: fraction of succeeded results with stop_reason model_context_window_exceeded"
+    )
+    anthropic_pause_turn_rate: float = _knob(
+        0.0, "Anthropic: fraction of succeeded results with stop_reason pause_turn"
+    )
+    anthropic_refusal_rate: float = _knob(0.0, "Anthropic: fraction of succeeded results with stop_reason refusal")
 
     def replace(self, **changes: Any) -> EmulatorSettings:
         """A copy with `changes` applied; raises ValueError on an unknown knob or a bad value."""
@@ -58,13 +110,18 @@ class EmulatorSettings:
                 raise ValueError(f"{name} must be >= 0")
         if self.completion_window_s is not None and self.completion_window_s <= 0:
             raise ValueError("completion_window_s must be > 0")
-        for name in ("item_error_rate", "content_filter_rate", "truncate_rate", "duplicate_output_lines"):
+        for name in _RATES:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         if self.max_requests_per_batch < 1:
             raise ValueError("max_requests_per_batch must be >= 1")
-        if self.enqueued_token_limit is not None and self.enqueued_token_limit < 1:
-            raise ValueError("enqueued_token_limit must be >= 1")
+        _check_token_limit(self.enqueued_token_limit)
+        _check_rules(self.after_processing_faults)
+        if self.succeeded_before_results_s < 0:
+            raise ValueError("succeeded_before_results_s must be >= 0")
+        models = self.gemini_thinking_models
+        if not isinstance(models, list) or not all(isinstance(p, str) and p for p in models):
+            raise ValueError("gemini_thinking_models must be a list of non-empty strings")
         if self.fail_next_requests < 0:
             raise ValueError("fail_next_requests must be >= 0")
         if not 400 <= self.fail_status <= 599:
@@ -76,7 +133,69 @@ class EmulatorSettings:
         return dataclasses.asdict(self)
 
 
+_RATES = (
+    "item_error_rate",
+    "content_filter_rate",
+    "truncate_rate",
+    "duplicate_output_lines",
+    "inline_responses_drop_keys_rate",
+    "gemini_cached_token_fraction",
+    "anthropic_context_window_exceeded_rate",
+    "anthropic_pause_turn_rate",
+    "anthropic_refusal_rate",
+)
+# Knobs holding JSON structures: their values are checked by `__post_init__`, not by type.
+STRUCTURED = frozenset({"enqueued_token_limit", "after_processing_faults", "gemini_thinking_models"})
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_token_limit(limit: Any) -> None:
+    if limit is None or _positive_int(limit):
+        return
+    if isinstance(limit, dict) and all(isinstance(k, str) and _positive_int(v) for k, v in limit.items()):
+        return
+    raise ValueError("enqueued_token_limit must be null, an int >= 1 or an object of model -> int >= 1")
+
+
+def token_limit_for(limit: int | dict[str, int] | None, model: str | None) -> int | None:
+    """The enqueued-token limit of `model` (a Gemini `models/` prefix is ignored), or None."""
+    if limit is None or isinstance(limit, int):
+        return limit
+    if model is None:
+        return None
+    return limit.get(model, limit.get(model.removeprefix("models/")))
+
+
+def _check_rules(rules: Any) -> None:
+    if not isinstance(rules, list):
+        raise ValueError("after_processing_faults must be a list of rules")
+    for rule in rules:
+        if not isinstance(rule, dict) or not isinstance(rule.get("path"), str):
+            raise ValueError("each after_processing_faults rule needs a `path` regex")
+        unknown = set(rule) - {"method", "path", "count", "mode", "status"}
+        if unknown:
+            raise ValueError(f"after_processing_faults: unknown rule fields {sorted(unknown)}")
+        try:
+            re.compile(rule["path"])
+        except re.error as exc:
+            raise ValueError(f"after_processing_faults: bad path regex {rule['path']!r}: {exc}") from None
+        if rule.get("mode", "lose") not in AFTER_PROCESSING_MODES:
+            raise ValueError(f"after_processing_faults: mode must be one of {AFTER_PROCESSING_MODES}")
+        if not _positive_int(rule.get("count", 1)):
+            raise ValueError("after_processing_faults: count must be an int >= 1")
+        status = rule.get("status", 503)
+        if not _positive_int(status) or not 500 <= status <= 599:
+            raise ValueError("after_processing_faults: status must be a 5xx HTTP status")
+        if rule.get("method") is not None and not isinstance(rule["method"], str):
+            raise ValueError("after_processing_faults: method must be a string")
+
+
 def _coerce(name: str, hint: Any, raw: Any) -> Any:
+    if name in STRUCTURED:
+        return raw
     args = typing.get_args(hint)
     optional = type(None) in args
     base = next((a for a in args if a is not type(None)), hint)
@@ -134,6 +253,22 @@ class RuntimeSettings:
                 self._settings, fail_next_requests=self._settings.fail_next_requests - 1
             )
             return self._settings.fail_status
+
+    def take_after_processing_fault(self, method: str, path: str) -> dict[str, Any] | None:
+        """The first `after_processing_faults` rule matching this call, one of its count consumed."""
+        with self._lock:
+            rules = self._settings.after_processing_faults
+            for index, rule in enumerate(rules):
+                wanted = rule.get("method")
+                if wanted is not None and wanted.upper() != method.upper():
+                    continue
+                if not re.search(rule["path"], path):
+                    continue
+                left = rule.get("count", 1) - 1
+                remaining = [*rules[:index], *([{**rule, "count": left}] if left > 0 else []), *rules[index + 1 :]]
+                self._settings = dataclasses.replace(self._settings, after_processing_faults=remaining)
+                return {"mode": "lose", "status": 503, **rule}
+            return None
 
     def take_batch_settings(self) -> EmulatorSettings:
         """The settings a new batch is created with; `force_batch_status` applies to it alone."""

@@ -20,7 +20,12 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
-from batch_assets.providers.anthropic.emulator.messages import result_for
+from batch_assets.providers.anthropic.emulator.messages import (
+    CONTEXT_WINDOW_EXCEEDED,
+    PAUSE_TURN,
+    REFUSAL,
+    result_for,
+)
 from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, parse_create, request_error
 
 KIND = "anthropic_batches"
@@ -67,7 +72,11 @@ class MessageBatchService:
             created = clock.now()
             batch_id = f"msgbatch_01{ids.random_base62(22)}"
             order = faults.processing_order(len(requests), seed_sha, settings.shuffle_output)
-            outcomes = _outcomes(requests, seed_sha, settings)
+            custom_ids = [custom_id for custom_id, _ in requests]
+            plan, occurrences = faults.plan_for(self.store, "anthropic", seed_sha, settings, custom_ids)
+            outcomes = _outcomes(requests, plan, settings)
+            if occurrences is not None:
+                occurrences.count(custom_ids)
             timeline = Timeline.plan(created, len(requests), settings, settings.completion_window_s or WINDOW_S)
             record = {
                 "id": batch_id,
@@ -82,7 +91,8 @@ class MessageBatchService:
             # The requests go to a blob before the record exists, so a record never lacks them.
             self.store.put_blob(_requests_blob(batch_id), canonical.encode())
             self.store.add(KIND, record)
-            return self._view(record, created, origin)
+            # Results are written before any answer says `ended` (with no delays, this one may).
+            return self._refresh(record, origin, created)
 
     # --- read ---------------------------------------------------------------------------------
 
@@ -222,7 +232,9 @@ class MessageBatchService:
         }
 
 
-def _outcomes(requests: list[tuple[str, dict[str, Any]]], seed_sha: str, settings: EmulatorSettings) -> list[str]:
+def _outcomes(
+    requests: list[tuple[str, dict[str, Any]]], plan: faults.FaultPlan, settings: EmulatorSettings
+) -> list[str]:
     """Each request's outcome, in input order.
 
     `force_batch_status: failed` has no Anthropic counterpart (no batch-level failure): the
@@ -231,12 +243,25 @@ def _outcomes(requests: list[tuple[str, dict[str, Any]]], seed_sha: str, setting
     """
     if settings.force_batch_status == "failed":
         return [faults.SERVER_ERROR] * len(requests)
-    plan = faults.FaultPlan(seed_sha, settings)
     outcomes = []
     for custom_id, params in requests:
         injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order
+        if injected == faults.OK:
+            injected = _stop_outcome(plan, custom_id, settings)
         outcomes.append(faults.INVALID_REQUEST if request_error(params) else injected)
     return outcomes
+
+
+def _stop_outcome(plan: faults.FaultPlan, custom_id: str, settings: EmulatorSettings) -> str:
+    """A succeeded result's rarer stop reason, if the `anthropic_*_rate` knobs draw one."""
+    for outcome, rate in (
+        (CONTEXT_WINDOW_EXCEEDED, settings.anthropic_context_window_exceeded_rate),
+        (PAUSE_TURN, settings.anthropic_pause_turn_rate),
+        (REFUSAL, settings.anthropic_refusal_rate),
+    ):
+        if plan.draw(f"anthropic_stop:{outcome}", custom_id) < rate:
+            return outcome
+    return faults.OK
 
 
 def _phase(record: Record, at: float) -> Phase:

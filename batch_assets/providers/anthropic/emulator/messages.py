@@ -16,6 +16,15 @@ from batch_assets.providers.anthropic.emulator.requests import output_schema, pr
 
 REFUSAL_TEXT = "I can't help with that request."
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
+# Outcomes of succeeded results with the rarer stop reasons of the SDK's `types/stop_reason.py`,
+# drawn by the `anthropic_*_rate` knobs (see `batches._outcomes`); one character each, as in `faults`.
+CONTEXT_WINDOW_EXCEEDED = "w"  # stop_reason model_context_window_exceeded: cut-off text
+PAUSE_TURN = "p"  # stop_reason pause_turn: a long-running turn paused, partial text
+REFUSAL = "x"  # stop_reason refusal, as content_filter_rate gives it
+# [GUESS] the content of cut-off answers: the answer truncated as a max_tokens stop would cut it.
+# `types/message.py`: pause_turn "we paused a long-running turn" (the response may be sent back
+# as-is to continue), model_context_window_exceeded "we exceeded the model's context window".
+_CUT_STOPS = {CONTEXT_WINDOW_EXCEEDED: "model_context_window_exceeded", PAUSE_TURN: "pause_turn"}
 
 
 def message_id(batch_id: str, index: int) -> str:
@@ -68,7 +77,7 @@ def _error(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> d
 
 def _message(params: dict[str, Any], outcome: str, msg_id: str) -> dict[str, Any]:
     prompt = prompt_of(params)
-    refused = outcome == faults.CONTENT_FILTERED
+    refused = outcome in (faults.CONTENT_FILTERED, REFUSAL)
     stop_details = None
     stop_sequence = None
     if refused:
@@ -80,10 +89,10 @@ def _message(params: dict[str, Any], outcome: str, msg_id: str) -> dict[str, Any
             prompt.topic,
             schema=output_schema(params),
             max_tokens=params["max_tokens"],
-            fault=LENGTH if outcome == faults.TRUNCATED else None,
+            fault=LENGTH if outcome in (faults.TRUNCATED, *_CUT_STOPS) else None,
             sentences=prompt.sentences,
         )
-        text, stop_reason = answer.content or "", _STOP_REASONS[answer.finish_reason]
+        text, stop_reason = answer.content or "", _CUT_STOPS.get(outcome, _STOP_REASONS[answer.finish_reason])
         if stop_reason == "end_turn":
             text, stop_sequence = _apply_stop_sequences(text, params.get("stop_sequences"))
             if stop_sequence is not None:

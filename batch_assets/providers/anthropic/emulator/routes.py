@@ -108,6 +108,7 @@ class _Routes:
                 handler,
                 refusal=_refusal,
                 take_injected_failure=self.runtime.take_injected_failure,
+                take_after_processing_fault=self.runtime.take_after_processing_fault,
                 injected=lambda status: _injected(status, rid),
                 render=lambda error: _error_response(error, rid),
             )

@@ -9,13 +9,17 @@ queued -> PENDING, running/finalizing -> RUNNING, done -> SUCCEEDED, expired -> 
 cancelled -> CANCELLED (a pending cancel still shows the state it interrupted), and a batch with
 batch-level errors turns FAILED when its queue delay ends. Results are written once, on the first
 read after the batch succeeded: to `files/batch-<id>` for file input, inline for inline input,
-always in input order (see `processing_order` below). EXPIRED and CANCELLED batches expose no
+in input order (see `processing_order` below) unless `inline_responses_shuffled` says otherwise.
+Knobs reproduce reported real-service quirks: `succeeded_before_results_s` (SUCCEEDED before the
+results appear), `inline_responses_shuffled` and `inline_responses_drop_keys_rate` (inlined
+responses out of order, some without `metadata.key`). EXPIRED and CANCELLED batches expose no
 results ("no results can be retrieved", in the words of Google's Batch API docs); their
 `batchStats` still count what was processed.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -23,9 +27,10 @@ from typing import Any
 
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
-from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
+from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
-from batch_assets.providers.gemini.emulator.bodies import respond
+from batch_assets.providers.gemini.emulator.bodies import UsageOptions, respond
+from batch_assets.providers.gemini.emulator.fields import unknown_field
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
 from batch_assets.providers.gemini.emulator.requests import (
     EMBED,
@@ -123,13 +128,15 @@ class GeminiBatchService:
                         f"* {_request_name(kind)}.batch.input_config.file_name: must be a file name like files/abc.\n"
                     )
                 _, data = self.files.read_input(file_name)
-                parsed = parse_file(data)
+                parsed = parse_file(data, kind if self.runtime.current.gemini_strict_request_fields else None)
             else:
                 items = _inline_items(kind, requests)
                 data = json.dumps(requests, sort_keys=True, ensure_ascii=False).encode()
                 parsed = ParsedInput(items)
             settings = self.runtime.take_batch_settings()
             record, created = self._create(kind, model, display_name, file_name, priority, data, parsed, settings)
+            # Results are written before any answer says SUCCEEDED (with no delays, this one may).
+            self._refresh(record, created)
             return self._view(record, created)
 
     def _create(
@@ -145,12 +152,13 @@ class GeminiBatchService:
     ) -> tuple[Record, float]:
         created = clock.now()
         input_sha = hashlib.sha256(data).hexdigest()
-        plan = faults.FaultPlan(input_sha, settings)
+        keys = [item.key if item.key is not None else f"#{index}" for index, item in enumerate(parsed.items)]
+        plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
         outcomes = []
         prompt_tokens = 0
         for index, item in enumerate(parsed.items):
             invalid = request_error(kind, item.request)
-            injected = plan.outcome(item.key if item.key is not None else f"#{index}")
+            injected = plan.outcome(keys[index])
             outcomes.append(faults.INVALID_REQUEST if invalid else injected)
             prompt_tokens += prompt_of(kind, item.request).tokens
         error = ("INVALID_ARGUMENT", parsed.error) if parsed.error else None
@@ -169,12 +177,20 @@ class GeminiBatchService:
             "input_sha": input_sha,
             "prompt_tokens": prompt_tokens,
             "duplicate_output_lines": settings.duplicate_output_lines,
+            "item_error_status_names": settings.gemini_item_error_status_names,
+            "speed": settings.speed,
+            "thinking": thinks(model, settings),
+            "cached_fraction": settings.gemini_cached_token_fraction,
+            "inline_shuffled": settings.inline_responses_shuffled,
+            "inline_drop_keys_rate": settings.inline_responses_drop_keys_rate,
             "error": error[1] if error else None,
             "error_status": error[0] if error else None,
             "cancel_requested_at": None,
             "finalized": False,
             "output_file": None,
         }
+        if error is None and occurrences is not None:
+            occurrences.count(keys)
         if error is None:
             # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
             self.store.put_blob(_input_blob(batch_id), data)
@@ -189,7 +205,7 @@ class GeminiBatchService:
         if total > settings.max_requests_per_batch:
             message = f"The batch has {total} requests; a batch may hold at most {settings.max_requests_per_batch}."
             return "INVALID_ARGUMENT", message
-        limit = settings.enqueued_token_limit
+        limit = token_limit_for(settings.enqueued_token_limit, model)
         if limit is not None and prompt_tokens + self._enqueued_tokens(model) > limit:
             return "RESOURCE_EXHAUSTED", (
                 f"Enqueued token limit reached for {model}: the batch has {prompt_tokens} tokens and the limit "
@@ -281,11 +297,17 @@ class GeminiBatchService:
         for index in processing_order(len(items)):
             item = items[index]
             result = respond(
-                record["kind"], record["model"], item.request, record["outcomes"][index], f"{record['id']}:{index}"
+                record["kind"],
+                record["model"],
+                item.request,
+                record["outcomes"][index],
+                f"{record['id']}:{index}",
+                status_names=record.get("item_error_status_names", False),
+                usage=UsageOptions(record.get("thinking", False), record.get("cached_fraction", 0.0)),
             )
             results.append((item, result.payload))
         if inline:
-            responses = [{**payload, **({"metadata": i.metadata} if i.metadata else {})} for i, payload in results]
+            responses = _inline_responses(record, results)
             self.store.put_blob(_inline_output_blob(record["id"]), json.dumps(responses, ensure_ascii=False).encode())
             return
         lines = [_line(item.key, payload) for item, payload in results]
@@ -314,7 +336,7 @@ class GeminiBatchService:
         }
         if record["input_file"] is not None:
             metadata["inputConfig"] = {"fileName": record["input_file"]}
-        output = self._output(record) if state == SUCCEEDED else None
+        output = self._output(record) if state == SUCCEEDED and self._results_shown(record, phase, at) else None
         if output is not None:
             metadata["output"] = output
         ended = _ended_at(record, state, phase, timeline)
@@ -333,12 +355,25 @@ class GeminiBatchService:
         operation["done"] = True
         if output is not None:
             operation["response"] = {"@type": _TYPE_PREFIX + _TYPES[kind][1], **output}
+        elif state == SUCCEEDED:
+            pass  # succeeded, results not there yet (`succeeded_before_results_s`): done, no response [GUESS]
         elif state == FAILED:
             operation["error"] = {"code": GRPC_CODES[record["error_status"]], "message": record["error"]}
         else:
             status = "CANCELLED" if state == CANCELLED else "DEADLINE_EXCEEDED"
             operation["error"] = {"code": GRPC_CODES[status], "message": _ENDED[state]}
         return operation
+
+    def _results_shown(self, record: Record, phase: Phase, at: float) -> bool:
+        """Whether a SUCCEEDED batch shows its results yet.
+
+        [GUESS] tidyverse/ellmer saw live Gemini batches read SUCCEEDED while `dest.file_name` was
+        still missing, for a while. `succeeded_before_results_s` is read live (not snapshotted at
+        create like the other knobs) so that lowering it reveals waiting results at once; it is
+        measured in the batch's own simulated seconds from the moment it succeeded.
+        """
+        lag = self.runtime.current.succeeded_before_results_s
+        return lag == 0 or at >= phase.since + lag / record.get("speed", 1.0)
 
     def _output(self, record: Record) -> dict[str, Any]:
         if record["output_file"] is not None:
@@ -350,8 +385,10 @@ class GeminiBatchService:
 # --- input ---------------------------------------------------------------------------------------
 
 
-def parse_file(data: bytes) -> ParsedInput:
-    """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch."""
+def parse_file(data: bytes, strict_kind: str | None = None) -> ParsedInput:
+    """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch,
+    and so, given `strict_kind` (the `gemini_strict_request_fields` knob), does a request with a
+    field its kind of request does not have at that level (see `fields`)."""
     parsed = ParsedInput()
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -366,6 +403,15 @@ def parse_file(data: bytes) -> ParsedInput:
         request = line.get("request")
         if not isinstance(request, dict):
             parsed.error = f"Line {number} of the input file has no 'request' object."
+            return parsed
+        unknown = unknown_field(strict_kind, request) if strict_kind is not None else None
+        if unknown is not None:
+            # [GUESS] the wording: Google's proto JSON parser error, with the line it is on.
+            name, where = unknown
+            parsed.error = (
+                f'Line {number} of the input file: Invalid JSON payload received. Unknown name "{name}" '
+                f"at '{where}': Cannot find field."
+            )
             return parsed
         key = line.get("key")
         parsed.items.append(Item(key if isinstance(key, str) else None, None, request))
@@ -393,6 +439,13 @@ def _inline_items(kind: str, requests: Any) -> list[Item]:
     return items
 
 
+def thinks(model: str, settings: EmulatorSettings) -> bool:
+    """Whether `model` reports thinking tokens: names with "thinking", or matching a
+    `gemini_thinking_models` pattern (e.g. `gemini-2.5-*`, whose models all think by default)."""
+    bare = model.removeprefix("models/")
+    return "thinking" in bare or any(fnmatch.fnmatchcase(bare, pattern) for pattern in settings.gemini_thinking_models)
+
+
 def _check_model(kind: str, model: str) -> str:
     bare = model.removeprefix("models/")
     if not bare or "/" in bare:
@@ -413,6 +466,25 @@ def _request_name(kind: str) -> str:
 
 def _line(key: str | None, payload: dict[str, Any]) -> str:
     return json.dumps({"key": key, **payload} if key is not None else payload, ensure_ascii=False)
+
+
+def _inline_responses(record: Record, results: list[tuple[Item, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Inlined responses with each request's metadata; `inline_shuffled` / `inline_drop_keys_rate`
+    reproduce googleapis/python-genai#1909 (responses not in request order) and #2008 (some
+    responses without `metadata.key`): [GUESS] a stable permutation, and the key dropped from
+    the metadata (the whole metadata when nothing else is left)."""
+    responses = []
+    for index, (item, payload) in enumerate(results):
+        metadata = dict(item.metadata or {})
+        if "key" in metadata and faults.unit_draw("drop_key", record["input_sha"], str(index)) < record.get(
+            "inline_drop_keys_rate", 0.0
+        ):
+            del metadata["key"]
+        responses.append({**payload, **({"metadata": metadata} if metadata else {})})
+    if record.get("inline_shuffled"):
+        order = faults.processing_order(len(responses), "inline:" + record["input_sha"], shuffle=True)
+        responses = [responses[i] for i in order]
+    return responses
 
 
 def _input_blob(batch_id: str) -> str:

@@ -31,8 +31,9 @@ from batch_assets.providers.gemini.emulator.requests import (
     output_format,
     prompt_of,
     request_error,
+    thinking_budget,
 )
-from batch_assets.providers.gemini.emulator.wire import error_status, field, google_error, int64
+from batch_assets.providers.gemini.emulator.wire import field, google_error, int64, rpc_status
 
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
 _FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
@@ -52,6 +53,7 @@ _INJECTED_ERRORS = {
     ),
     faults.INJECTED_BAD_REQUEST: (400, "Request contains an invalid argument."),
 }
+_UNAVAILABLE = (503, "The service is currently unavailable.")
 
 
 @dataclass(frozen=True)
@@ -62,21 +64,48 @@ class ItemResult:
     output_tokens: int = 0
 
 
-def respond(kind: str, model: str, request: dict[str, Any], outcome: str, seed_id: str) -> ItemResult:
-    """The answer to one request whose injected outcome (see `faults`) is `outcome`."""
+@dataclass(frozen=True)
+class UsageOptions:
+    """How usageMetadata is reported, fixed per batch when it is created."""
+
+    thinking: bool = False  # the model thinks: thoughtsTokenCount
+    cached_fraction: float = 0.0  # this share of the prompt is reported as cachedContentTokenCount
+
+
+def respond(
+    kind: str,
+    model: str,
+    request: dict[str, Any],
+    outcome: str,
+    seed_id: str,
+    *,
+    status_names: bool = False,
+    usage: UsageOptions = UsageOptions(),
+) -> ItemResult:
+    """The answer to one request whose injected outcome (see `faults`) is `outcome`.
+
+    A failed item's `error` is a google.rpc.Status with a gRPC code (3 INVALID_ARGUMENT,
+    8 RESOURCE_EXHAUSTED, 13 INTERNAL or 14 UNAVAILABLE), not an HTTP error body: the Batch API
+    reference types it `Status`, and the SDK's `types.JobError` reads only code/message/details.
+    """
     if outcome in faults.FAILURES:
-        return ItemResult({"error": error_status(_item_error(kind, request, outcome))}, ok=False)
+        error = _item_error(kind, request, outcome, seed_id)
+        return ItemResult({"error": rpc_status(error, with_name=status_names)}, ok=False)
     if kind == EMBED:
         return _embedding(model, request)
-    return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id)
+    return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id, usage)
 
 
-def _item_error(kind: str, request: dict[str, Any], outcome: str) -> ApiError:
+def _item_error(kind: str, request: dict[str, Any], outcome: str, seed_id: str) -> ApiError:
     if outcome == faults.INVALID_REQUEST:
         found = request_error(kind, request)
         assert found is not None, "outcome INVALID_REQUEST is only given to requests request_error rejects"
         return found
     status, message = _INJECTED_ERRORS[outcome]
+    # [GUESS] server-side item failures split between INTERNAL and UNAVAILABLE by a stable draw,
+    # as the Anthropic emulator splits api_error/overloaded_error.
+    if outcome == faults.SERVER_ERROR and faults.unit_draw("gemini_server_error", seed_id) < 0.5:
+        status, message = _UNAVAILABLE
     return google_error(status, message)
 
 
@@ -84,7 +113,20 @@ def model_version(model: str) -> str:
     return model.removeprefix("models/")
 
 
-def _generate(model: str, request: dict[str, Any], fault: str | None, seed_id: str) -> ItemResult:
+def thoughts_tokens(request: dict[str, Any], seed: str) -> int:
+    """The thinking tokens of one answer of a thinking model: none when `thinkingBudget` is 0
+    (thinking disabled, per the SDK's `types.ThinkingConfig`), else a stable 64..1023 capped by a
+    positive budget. [GUESS] the amounts; real counts vary with the prompt."""
+    budget = thinking_budget(request)
+    if budget == 0:
+        return 0
+    tokens = 64 + int(faults.unit_draw("thoughts", seed) * 960)
+    return min(tokens, budget) if budget is not None and budget > 0 else tokens
+
+
+def _generate(
+    model: str, request: dict[str, Any], fault: str | None, seed_id: str, options: UsageOptions = UsageOptions()
+) -> ItemResult:
     prompt = prompt_of(GENERATE, request)
     fmt = output_format(request)
     seed = request_seed([model, request])
@@ -102,18 +144,29 @@ def _generate(model: str, request: dict[str, Any], fault: str | None, seed_id: s
         for i in range(candidate_count(request))
     ]
     completion = sum(a.completion_tokens for a in answers)
+    # Thinking models (gemini-2.5-*, names with "thinking"): `candidatesTokenCount` excludes the
+    # thoughts, reported apart as `thoughtsTokenCount`; `totalTokenCount` adds all three (the
+    # SDK's `types.GenerateContentResponseUsageMetadata`). Cached tokens are part of the prompt.
+    thoughts = thoughts_tokens(request, seed) if options.thinking else 0
+    cached = int(prompt.tokens * options.cached_fraction)
     usage: dict[str, Any] = {"promptTokenCount": prompt.tokens}
     if completion:
         usage["candidatesTokenCount"] = completion
-    usage["totalTokenCount"] = prompt.tokens + completion
+    usage["totalTokenCount"] = prompt.tokens + completion + thoughts
+    if cached:
+        usage["cachedContentTokenCount"] = cached
     usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt.tokens}]
+    if cached:
+        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
     response = {
         "candidates": [_candidate(i, a) for i, a in enumerate(answers)],
         "usageMetadata": usage,
         "modelVersion": model_version(model),
         "responseId": ids.derived_base62(23, "gemini-response", seed_id),
     }
-    return ItemResult({"response": response}, True, prompt.tokens, completion)
+    return ItemResult({"response": response}, True, prompt.tokens, completion + thoughts)
 
 
 def _candidate(index: int, answer: Answer) -> dict[str, Any]:

@@ -93,6 +93,11 @@ def _generation_config(request: dict[str, Any]) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def thinking_budget(request: dict[str, Any]) -> int | None:
+    """`generationConfig.thinkingConfig.thinkingBudget`: 0 disables thinking, -1 is automatic."""
+    return _as_int(field(field(_generation_config(request), "thinkingConfig"), "thinkingBudget"))
+
+
 def candidate_count(request: dict[str, Any]) -> int:
     return _as_int(field(_generation_config(request), "candidateCount")) or 1
 

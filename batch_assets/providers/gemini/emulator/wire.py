@@ -34,19 +34,25 @@ _STATUS_NAMES = {
     429: "RESOURCE_EXHAUSTED",
     499: "CANCELLED",
     500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
+    501: "UNIMPLEMENTED",
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
 # google.rpc.Code numbers, used where a google.rpc.Status sits inside a long-running operation.
 GRPC_CODES = {
     "CANCELLED": 1,
+    "UNKNOWN": 2,
     "INVALID_ARGUMENT": 3,
     "DEADLINE_EXCEEDED": 4,
     "NOT_FOUND": 5,
+    "ALREADY_EXISTS": 6,
+    "PERMISSION_DENIED": 7,
     "RESOURCE_EXHAUSTED": 8,
     "FAILED_PRECONDITION": 9,
+    "UNIMPLEMENTED": 12,
     "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
 }
 
 
@@ -70,9 +76,21 @@ def failed_precondition(message: str) -> ApiError:
 
 
 def error_status(error: ApiError) -> dict[str, Any]:
-    """The `{"code", "message", "status"}` object of an error body or an error output line."""
+    """The `{"code": <http>, "message", "status"}` object of an HTTP error body."""
     status = error.code if error.kind == "google" and error.code else status_name(error.status)
     return {"code": error.status, "message": error.message, "status": status}
+
+
+def rpc_status(error: ApiError, *, with_name: bool = False) -> dict[str, Any]:
+    """The error as a `google.rpc.Status`: `{"code": <gRPC code>, "message"}`, the shape of a batch
+    item's `error` (JSONL line or inlined response) and of a failed operation's `error`; the SDK
+    reads it as `types.JobError` (code, message, details), which has no HTTP status and no status
+    name. `with_name` adds the name as `status` (the `gemini_item_error_status_names` knob)."""
+    name = error.code if error.kind == "google" and error.code else status_name(error.status)
+    status: dict[str, Any] = {"code": GRPC_CODES.get(name, GRPC_CODES["UNKNOWN"]), "message": error.message}
+    if with_name:
+        status["status"] = name
+    return status
 
 
 def error_body(error: ApiError) -> dict[str, Any]:

@@ -86,6 +86,7 @@ class _Routes:
     def guarded(self, handler: Handler) -> Handler:
         """Auth, injected failures and error rendering around one handler."""
         return guard(handler, refusal=_refusal, take_injected_failure=self.runtime.take_injected_failure,
+                     take_after_processing_fault=self.runtime.take_after_processing_fault,
                      injected=_injected, render=error_response)
 
     async def create_file(self, request: Request) -> Response:
