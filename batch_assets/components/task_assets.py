@@ -93,7 +93,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
               description=f"One {spec.provider} batch per shard; intent recorded before every create call.", **common)
     def submissions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, providers: ProvidersResource):
         adapter = providers.adapter(spec.provider)
-        out = [submit_pending(warehouse.warehouse(), task, pk, adapter, run_id=context.run_id)
+        out = [submit_pending(warehouse.warehouse(), task, pk, adapter, run_id=context.run.run_id)
                for pk in context.partition_keys]
         elsewhere = [k for s in out for k in s.claimed_elsewhere]
         undecided = {k: why for s in out for k, why in s.undecided.items()}
