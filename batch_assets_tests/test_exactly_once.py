@@ -454,3 +454,33 @@ def test_the_submissions_asset_says_which_shards_another_run_holds(dagster_env, 
     assert (meta["submitted"], meta["claimed_elsewhere"], meta["claimed_elsewhere_jobs"]) == (0, 1, f"{shard_id}:job1")
     assert (meta["undecided"], meta["undecided_jobs"]) == (0, "none")
     assert provider_batches(emulator, "openai") == []
+
+
+def test_jobs_adopt_refuses_a_batch_tagged_with_another_job_key(seeded_copy, ticket_task, emulator, capsys,
+                                                                 monkeypatch):
+    monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    wh = seeded_copy
+    prepare(wh, ticket_task)
+    (shard_id,) = shard_ids(wh)
+    job_key = f"{shard_id}:job1"
+    with wh.connect() as conn:  # an intent a crashed run left behind (its lease already over)
+        assert claim_new_intent(conn, job_key, "ticket_triage_20261120", shard_id, "openai", "/v1/chat/completions",
+                                "crashed-run", lease_s=-1)
+        path = conn.execute("SELECT path FROM ledger.shard").fetchone()[0]
+    with openai.OpenAI(api_key=EMULATOR_API_KEY, base_url=emulator.openai_base_url) as client:
+        with open(path, "rb") as f:
+            file_id = client.files.create(file=("shard.jsonl", f), purpose="batch").id
+
+        def batch(tag: str) -> str:
+            return client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                         completion_window="24h", metadata={"batch_assets_job": tag}).id
+
+        theirs, ours = batch("ticket_triage_20261121_a1_s0000:job1"), batch(job_key)
+    code, _, err = cli(capsys, wh, "jobs", "adopt", job_key, theirs)
+    assert code == 1 and f"carries job key ticket_triage_20261121_a1_s0000:job1: not the batch of {job_key}" in err
+    code, out, err = cli(capsys, wh, "jobs", "adopt", job_key, ours)
+    assert code == 0, err
+    (job,) = ledger_jobs(wh)
+    assert (job["provider_batch_id"], job["create_outcome"]) == (ours, "adopted")

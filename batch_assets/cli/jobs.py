@@ -74,9 +74,10 @@ def _job(conn, job_key: str) -> dict:
 
 def cmd_jobs_adopt(args) -> int:
     """Record BATCH_ID as the job's batch: polled through the provider first; refused when the
-    batch belongs to another job or its request count differs from the shard's."""
+    batch belongs to another job (in the ledger, or by the job key it carries) or its request count
+    differs from the shard's."""
     from batch_assets.ledger.jobs import JobNotSettled, adopt_job
-    from batch_assets.providers.contract import JobRef, JobState
+    from batch_assets.providers.contract import JOB_KEY_METADATA, JobRef, JobState
     from batch_assets.resources import default_resources
 
     wh = context.warehouse(args)
@@ -90,6 +91,9 @@ def cmd_jobs_adopt(args) -> int:
         raise CliError(f"batch {args.batch_id} is already recorded for job {other[0]}: a batch belongs to one job")
     adapter = default_resources()["providers"].adapter(job["provider"])
     snap = adapter.poll(JobRef(args.batch_id), JobState.CREATED)
+    tagged = snap.metadata.get(JOB_KEY_METADATA)
+    if tagged and tagged != args.job_key:
+        raise CliError(f"batch {args.batch_id} carries job key {tagged}: not the batch of {args.job_key}")
     lines = int(job["line_count"])
     if snap.request_total and snap.request_total != lines:
         raise CliError(f"batch {args.batch_id} holds {snap.request_total} requests but the shard of {args.job_key} has "
