@@ -29,7 +29,9 @@ import batch_assets.emulator.clock as emulator_clock
 from batch_assets.cli import main as cli_main
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
-from batch_assets.ledger.jobs import claim_intent, claim_new_intent
+from batch_assets.ledger.jobs import (
+    JobNotSettled, abandon_job, claim_intent, claim_new_intent, release_claim, renew_claim,
+)
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.shards import cut_shards
@@ -249,6 +251,32 @@ def test_anthropic_adopts_only_after_every_candidate_ended_and_only_the_one_hold
 
 
 # --- claims: two submit runs on one partition ----------------------------------------------------------
+
+def test_the_claim_rules(warehouse):
+    """Insert-claimed wins once; a live claim keeps others out; its owner may renew and re-claim;
+    an expired one is taken over (and its old owner can no longer renew); an abandoned intent is
+    never claimed."""
+    with warehouse.connect() as conn:
+        args = ("t", "s", "openai", "/v1/chat/completions")
+        assert claim_new_intent(conn, "s:job1", *args, "a")
+        assert not claim_new_intent(conn, "s:job1", *args, "b")           # primary key: b lost
+        assert not claim_intent(conn, "s:job1", "b")                       # live lease
+        assert claim_intent(conn, "s:job1", "a") and renew_claim(conn, "s:job1", "a")
+        assert not renew_claim(conn, "s:job1", "b")
+        assert claim_intent(conn, "s:job1", "a", lease_s=-1)               # a's lease runs out ...
+        assert claim_intent(conn, "s:job1", "b")                           # ... b takes over
+        assert not renew_claim(conn, "s:job1", "a") and renew_claim(conn, "s:job1", "b")
+        release_claim(conn, "s:job1", "a")                                 # not a's: no effect
+        assert conn.execute("SELECT claimed_by FROM ledger.provider_job").fetchone() == ("b",)
+        release_claim(conn, "s:job1", "b")
+        assert conn.execute("SELECT claimed_by, claim_expires_at FROM ledger.provider_job").fetchone() == (None, None)
+        abandon_job(conn, "s:job1", "test")
+        assert not claim_intent(conn, "s:job1", "c")
+        with pytest.raises(JobNotSettled, match="was abandoned"):
+            abandon_job(conn, "s:job1", "again")
+        assert conn.execute("SELECT count(*) FROM ledger.status_event").fetchone() == (1,)
+
+
 
 def run_submit_process(wh: Warehouse, emulator: EmulatorHandle, task_name: str, max_per_shard: int,
                        run_id: str | None = None) -> subprocess.Popen:

@@ -121,6 +121,11 @@ class _Run:
         return FindHints(created_after_unix=intent_unix - CLOCK_SKEW_S, line_count=int(shard["line_count"]),
                          known_batch_ids=known, shard_path=Path(shard["path"]))
 
+    @staticmethod
+    def has_batch(conn, job_key: str) -> bool:
+        return bool(scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?",
+                           [job_key]))
+
     def defer(self, shard_id: str) -> None:
         # Recorded so the sensor asks for this partition's submissions again when room frees.
         with self.wh.connect() as conn:
@@ -142,22 +147,20 @@ class _Run:
             with self.wh.connect() as conn:
                 won = claim_new_intent(conn, job_key, self.task_id, shard["shard_id"], self.provider,
                                        self.task.spec.endpoint, self.owner, self.lease_s)
-            if not won:
-                self.claimed_elsewhere.append(job_key)
-                return
+                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:
             with self.wh.connect() as conn:
                 won = claim_intent(conn, job_key, self.owner, self.lease_s)
-                submitted_meanwhile = not won and scalar(
-                    conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?", [job_key])
-            if not won:
-                if submitted_meanwhile:
-                    self.already += 1
-                else:
-                    self.claimed_elsewhere.append(job_key)
-                return
+                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
             intent_unix, fresh = int(shard["intent_unix"]), False
+        if not won:
+            # Another run holds the shard (skipped here), or has already submitted it since this run looked.
+            if lost_to_a_finished_run:
+                self.already += 1
+            else:
+                self.claimed_elsewhere.append(job_key)
+            return
         try:
             self.claimed(shard, job_key, intent_unix, fresh)
         except _ClaimLost:
