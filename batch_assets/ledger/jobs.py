@@ -12,8 +12,9 @@ create call, and released when the job is recorded (after a crash it expires).
 
 `create_outcome` says how a create that did not plainly succeed was settled: unknown (no answer:
 the batch may exist), failed (refused), adopted (found at the provider, by a run or an operator),
-abandoned (an operator gave the intent up: the shard goes again under a new job key).
-Operator decisions also leave a `ledger.operator_action` row.
+abandoned (an operator gave the intent up: the shard goes again under a new job key);
+`create_error` holds its detail (the call's error, why the provider cannot tell yet, how the batch
+was found). Operator decisions also leave a `ledger.operator_action` row.
 """
 
 from __future__ import annotations
