@@ -54,16 +54,16 @@ class SimulatedCrash(BaseException):
 
 def crash_once_after_create(monkeypatch):
     """The process 'dies' right after the provider accepted the batch, before the ledger records it."""
-    real = submit_mod.record_snapshot
+    real = submit_mod.record_created
     state = {"crashed": False}
 
-    def record(conn, job_key, snap, submitted=False):
-        if submitted and not state["crashed"]:
+    def record(conn, job_key, snap, owner):
+        if not state["crashed"]:
             state["crashed"] = True
             raise SimulatedCrash(f"simulated crash after creating {snap.provider_batch_id} for {job_key}")
-        return real(conn, job_key, snap, submitted=submitted)
+        return real(conn, job_key, snap, owner)
 
-    monkeypatch.setattr(submit_mod, "record_snapshot", record)
+    monkeypatch.setattr(submit_mod, "record_created", record)
     return state
 
 
