@@ -65,12 +65,22 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
     `terminal_at` and the next `terminal_seq` when the state becomes terminal; `last_polled_at`
     always) and adds a status_event when the state or the raw status changed.
 
-    A terminal state is final: a late or reordered observation never moves a job out of it."""
+    Also records whether the provider's results can be fetched (`results_ready`).
+
+    A terminal state is final: a late or reordered observation never moves a job out of it. Of a
+    terminal job, a later poll only adds what the provider may publish after reporting its end:
+    result file ids and `results_ready` (which, once true, stays true)."""
     row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).fetchone()
     if row is None:
         raise KeyError(f"no provider job {job_key!r} in the ledger")
     old_state, old_raw = row
     if old_state in TERMINAL_STATES:
+        conn.execute("""
+            UPDATE ledger.provider_job SET
+                output_file_id = coalesce(output_file_id, ?), error_file_id = coalesce(error_file_id, ?),
+                results_ready = coalesce(results_ready, false) OR ?, last_polled_at = now()::TIMESTAMP
+            WHERE job_key = ?
+        """, [snap.output_file_id, snap.error_file_id, bool(snap.results_ready), job_key])
         return False
     new_state = JobState(snap.state).value
     changed = old_state != new_state
@@ -78,7 +88,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
     conn.execute("""
         UPDATE ledger.provider_job SET
             provider_batch_id = ?, raw_status = ?, state = ?, request_total = ?, request_completed = ?,
-            request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?,
+            request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?, results_ready = ?,
             cancel_requested = cancel_requested OR ?,
             submitted_at = CASE WHEN ? THEN coalesce(submitted_at, now()::TIMESTAMP) ELSE submitted_at END,
             state_changed_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE state_changed_at END,
@@ -88,7 +98,7 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         WHERE job_key = ?
     """, [snap.provider_batch_id, snap.raw_status, new_state, snap.request_total, snap.request_completed,
           snap.request_failed, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors),
-          snap.cancel_requested, submitted, changed, terminal, terminal, job_key])
+          bool(snap.results_ready), snap.cancel_requested, submitted, changed, terminal, terminal, job_key])
     if changed or old_raw != snap.raw_status:
         insert_values(conn, "status_event", {
             "job_key": job_key, "from_state": old_state, "to_state": new_state, "raw_status": snap.raw_status,
@@ -104,8 +114,33 @@ def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
 
 
 def mark_downloaded(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
-    """Record that the terminal job's result files were downloaded (now)."""
-    conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP WHERE job_key = ?", [job_key])
+    """Record that the terminal job's result files were downloaded (now); clears a collect error."""
+    conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP, collect_error = NULL "
+                 "WHERE job_key = ?", [job_key])
+
+
+def count_collect_attempts(conn: duckdb.DuckDBPyConnection, job_keys: Sequence[str]) -> None:
+    """A collect run starts on these jobs: one more collection try each (`collect_attempts`)."""
+    if job_keys:
+        conn.execute("UPDATE ledger.provider_job SET collect_attempts = coalesce(collect_attempts, 0) + 1 "
+                     "WHERE list_contains(?, job_key)", [list(job_keys)])
+
+
+def set_collect_error(conn: duckdb.DuckDBPyConnection, job_key: str, error: str | None) -> None:
+    """Record (or clear, with None) why collecting the job failed or is held back."""
+    conn.execute("UPDATE ledger.provider_job SET collect_error = ? WHERE job_key = ?",
+                 [None if error is None else error[:2000], job_key])
+
+
+def mark_stuck(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
+    """Record that the job stayed in its state longer than its SLA (the first time only)."""
+    conn.execute("UPDATE ledger.provider_job SET stuck_at = coalesce(stuck_at, now()::TIMESTAMP) WHERE job_key = ?",
+                 [job_key])
+
+
+def set_stuck_action(conn: duckdb.DuckDBPyConnection, job_key: str, action: str) -> None:
+    """Record what the stuck policy did about the job (e.g. 'cancel_requested', 'notified')."""
+    conn.execute("UPDATE ledger.provider_job SET stuck_action = ? WHERE job_key = ?", [action, job_key])
 
 
 def insert_jobs(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:

@@ -1,7 +1,8 @@
 """Stage 4 — poll provider jobs and hand newly terminal partitions to collection.
 
 Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
-first, within a time budget per tick; records every transition; reports jobs stuck in one state.
+first, within a time budget per tick; records every transition. Terminal jobs whose provider has
+not made the results fetchable yet are polled too, until it has.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from batch_assets.ledger.jobs import record_snapshot
-from batch_assets.ledger.states import IN_FLIGHT_SQL
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL, TERMINAL_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
 from batch_assets.providers.registry import provider_limits
@@ -24,7 +25,8 @@ class PollResult:
     polled: int = 0
     transitions: list[tuple[str, str, str]] = field(default_factory=list)  # (job_key, from, to)
     errors: dict[str, str] = field(default_factory=dict)                   # job_key -> error text
-    stuck: list[str] = field(default_factory=list)
+    # job_key -> the provider's reasons, for jobs that ended failed/expired/cancelled on this poll
+    batch_failures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,14 +42,15 @@ class CollectRequest:
 
 
 def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
-              max_workers: int = 8, stuck_after_s: float = 6 * 3600, task_id: str | None = None) -> PollResult:
+              max_workers: int = 8, task_id: str | None = None) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, f"""
             SELECT job_key, provider, provider_batch_id, state,
                    epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
             FROM ledger.provider_job
-            WHERE {IN_FLIGHT_SQL}
+            WHERE ({IN_FLIGHT_SQL} OR ({TERMINAL_SQL} AND state <> '{JobState.FAILED.value}'
+                                       AND downloaded_at IS NULL AND results_ready = false))
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
         """, [task_id, task_id])
@@ -83,9 +86,16 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
                 result.polled += 1
                 if record_snapshot(conn, job["job_key"], snap):
                     result.transitions.append((job["job_key"], job["state"], snap.state.value))
-                elif job["seconds_in_state"] > stuck_after_s:
-                    result.stuck.append(job["job_key"])
+                    if snap.state in FAILED_TERMINAL_STATES:
+                        result.batch_failures[job["job_key"]] = failure_reason(snap)
     return result
+
+
+def failure_reason(snap: JobSnapshot) -> str:
+    """The provider's reasons for a batch that ended without running (all of) its requests,
+    e.g. `token_limit_exceeded: Enqueued token limit reached …`."""
+    reasons = "; ".join(f"{e.code}: {e.message}" if e.code else e.message for e in snap.errors)
+    return f"{snap.state.value} ({snap.raw_status})" + (f": {reasons}" if reasons else "")
 
 
 def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectRequest], int]:
