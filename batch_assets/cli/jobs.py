@@ -1,4 +1,6 @@
-"""`batch-assets jobs`: provider jobs with their state and request counts."""
+"""`batch-assets jobs`: provider jobs with their state, request counts, and whether they are stuck
+(over their state's SLA: `stuck`, or what the stuck policy did, e.g. `cancel_requested`) or their
+collection failed (`collect_error`, after `collect_attempts` collect runs)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ FIELDS = [
     Field("cancel_requested", in_table=False),
     Field("submitted_at", header="submitted"),
     Field("terminal_at", header="terminal"),
+    Field("stuck"),
+    Field("stuck_at", in_table=False),
+    Field("collect_attempts", in_table=False),
+    Field("collect_error"),
 ]
 
 
@@ -28,7 +34,9 @@ def cmd_jobs(args) -> int:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         rows = fetch_dicts(conn, """
             SELECT job_key, task_id, provider, provider_batch_id, state, raw_status, request_total,
-                   request_completed, request_failed, cancel_requested, submitted_at, terminal_at
+                   request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
+                   CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
+                   coalesce(collect_attempts, 0) AS collect_attempts, collect_error
             FROM ledger.provider_job
             WHERE list_contains(?, task_id) ORDER BY created_at, job_key""", [task_ids])
     render(rows, FIELDS, args.format)

@@ -10,7 +10,8 @@ the writer runs one set-based statement whose INSERTs always name their columns:
 * `ledger.shards`   — quarantine, shard, shard_line (insert_quarantine, insert_shard, insert_shard_lines,
   mark_shards_deferred)
 * `ledger.jobs`     — provider_job, status_event (insert_job_intent, set_input_file, record_snapshot,
-  request_cancel, mark_downloaded, insert_jobs, insert_status_events)
+  request_cancel, mark_downloaded, count_collect_attempts, set_collect_error, mark_stuck,
+  set_stuck_action, insert_jobs, insert_status_events)
 * `ledger.results`  — raw_file, raw_result, parsed_result, applied_result (insert_raw_file,
   insert_raw_files, insert_raw_results, mark_files_ingested, insert_parsed_results, insert_applied_results)
 
