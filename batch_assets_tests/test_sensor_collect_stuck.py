@@ -359,3 +359,24 @@ def test_the_default_slas_do_not_flag_a_fresh_job(defs, sensor_instance, dagster
     job_key = submit_day1(wh, ticket_task, adapter)
     tick(defs, sensor_instance)
     assert job_row(wh, job_key)["stuck_at"] is None
+
+
+def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance, dagster_env, ticket_task, adapter,
+                                                          emulator, caplog):
+    from batch_assets.pipeline.collect import start_collect_run
+
+    wh = dagster_env
+    submit_day1(wh, ticket_task, adapter)
+    wait_provider_terminal(emulator)
+    (first,) = collect_requests(tick(defs, sensor_instance))
+    # The launched run has started (it counted its try) and is still going: no second run.
+    started = sensor_instance.create_run_for_job(
+        defs.resolve_job_def("ticket_triage__collect"), tags={**first.tags, "dagster/partition": DAY1},
+        status=dg.DagsterRunStatus.STARTED)
+    start_collect_run(wh, TASK_ID)
+    assert collect_requests(tick(defs, sensor_instance)) == []
+    assert any("a collect run is in progress" in m for m in infos(caplog))
+    # It ended without collecting (a crash): the next tick asks again, under a new key.
+    sensor_instance.report_run_failed(started)
+    (again,) = collect_requests(tick(defs, sensor_instance))
+    assert again.run_key != first.run_key

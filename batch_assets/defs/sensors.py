@@ -45,7 +45,10 @@ SENSOR_NAME = "provider_status_sensor"
 
 def _policies():
     """policy_for(task_name, provider): the task's stuck policy (provider defaults for an unknown task)."""
-    tasks = load_all_tasks()
+    try:
+        tasks = load_all_tasks()
+    except Exception:  # a task file being edited must not stop polling: provider defaults meanwhile
+        tasks = {}
     cache: dict[tuple[str, str], StuckPolicy] = {}
 
     def policy_for(task_name: str, provider: str) -> StuckPolicy:
@@ -71,8 +74,9 @@ def _attempts(wh: Warehouse) -> dict[tuple[str, str], int]:
 
 
 def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> bool:
+    """Whether a run of the job for the partition (launched by this sensor or by hand) is still going."""
     return bool(instance.get_run_ids(filters=dg.RunsFilter(job_name=job_name, statuses=ACTIVE_RUN_STATUSES,
-                                                           tags={TAG_PARTITION: partition}), limit=1))
+                                                           tags={"dagster/partition": partition}), limit=1))
 
 
 def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:

@@ -58,8 +58,8 @@ _PENDING_SQL = f"""
                   AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.shard_id = j.shard_id
                                 AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
                                                 WHERE p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
-                                AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.job_key = j.job_key
-                                                  AND r.custom_id = sl.custom_id AND r.status = 'ok'))
+                                AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.status = 'ok'
+                                                  AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt))
                THEN 'items without an outcome'
              WHEN EXISTS (SELECT 1 FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
                           WHERE p.job_key = j.job_key AND p.provider_succeeded AND p.error_class IS NULL

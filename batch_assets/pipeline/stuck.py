@@ -73,6 +73,7 @@ def in_flight_jobs(wh: Warehouse, task_name: str | None = None) -> list[dict]:
     with wh.connect() as conn:
         return fetch_dicts(conn, f"""
             SELECT j.job_key, t.task_name, j.provider, j.provider_batch_id, j.state, j.stuck_at, j.stuck_action,
+                   j.cancel_requested,
                    epoch(now()::TIMESTAMP) - epoch(j.state_changed_at) AS seconds_in_state,
                    epoch(now()::TIMESTAMP) - epoch(j.stuck_at) AS seconds_stuck
             FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
@@ -107,7 +108,8 @@ def handle_stuck_jobs(wh: Warehouse, policy_for: Callable[[str, str], StuckPolic
                 out.newly_stuck.append(job)
             continue
         act_after = policy.act_after_for(state)
-        if (policy.policy != "cancel_and_retry" or job["stuck_action"] == CANCEL_REQUESTED
+        # A job already being cancelled (by this system or by hand) is not cancelled again.
+        if (policy.policy != "cancel_and_retry" or job["stuck_action"] == CANCEL_REQUESTED or job["cancel_requested"]
                 or act_after is None or job["seconds_stuck"] < act_after):
             out.still_stuck.append(job)
             continue
