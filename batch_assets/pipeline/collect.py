@@ -12,10 +12,9 @@ carries the partition's total, so it changes after each run: a failed run is ret
 key, a run in flight is not asked for twice (same key). A job pending after `max_tries` tries is
 given up on: the sensor stops asking, and `collect_error` says why.
 
-A job whose provider reported its end before the results can be fetched (`results_ready` false) is
-not collected yet: the sensor keeps polling it; after `results_wait_s` it is flagged in
-`collect_error` (an expired or cancelled job without results is then collected as it is, so its
-items get their outcome from the batch's end state).
+A job whose provider reported success before the results can be fetched (`results_ready` false)
+is not collected yet: the sensor keeps polling it, and after `results_wait_s` it is flagged in
+`collect_error` (and logged at WARNING) until they can be.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import hashlib
 from dataclasses import dataclass
 
 from batch_assets.ledger.jobs import count_collect_attempts, set_collect_error
-from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, state_list_sql, terminal_sql
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 
 DEFAULT_MAX_COLLECT_TRIES = 5
@@ -32,16 +31,10 @@ DEFAULT_RESULTS_WAIT_S = 3600.0
 
 
 
-def ready_sql(wait_param: str = "$wait") -> str:
-    """Predicate on provider_job `j`: its results may be downloaded now (results_ready NULL: recorded
-    before the ledger knew, taken as ready; a failed batch has whatever it has). Past the wait
-    (`wait_param`, seconds), an expired or cancelled job is collected as it is."""
-    return f"""(coalesce(j.results_ready, true) OR j.state = '{JobState.FAILED.value}'
-                OR (j.state IN {state_list_sql([JobState.EXPIRED, JobState.CANCELLED])}
-                    AND epoch(now()::TIMESTAMP) - epoch(j.terminal_at) > {wait_param}))"""
-
-
-_READY_SQL = ready_sql()
+# Whether a terminal job's results may be downloaded now, on provider_job `j`. Only a job reported
+# COMPLETED whose results cannot be fetched yet is held back (results_ready NULL: recorded before
+# the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
+READY_SQL = f"(j.state <> '{JobState.COMPLETED.value}' OR coalesce(j.results_ready, true))"
 
 _PENDING_SQL = f"""
     SELECT j.job_key, j.task_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date,
@@ -69,7 +62,7 @@ _PENDING_SQL = f"""
     FROM ledger.provider_job j
     JOIN ledger.batch_task t USING (task_id)
     JOIN ledger.shard s USING (shard_id)
-    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {_READY_SQL})
+    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL})
       AND ($task_id IS NULL OR j.task_id = $task_id)
 """
 
@@ -125,12 +118,11 @@ class CollectPlan:
     results_not_ready: list[dict]       # terminal, results not fetchable yet (job_key, state, seconds)
 
 
-def pending_jobs(wh: Warehouse, task_id: str | None = None, results_wait_s: float = DEFAULT_RESULTS_WAIT_S
-                 ) -> list[PendingJob]:
+def pending_jobs(wh: Warehouse, task_id: str | None = None) -> list[PendingJob]:
     """Terminal jobs (of one partition, or all) whose results are not fully collected, with why."""
     with wh.connect() as conn:
         rows = fetch_dicts(conn, f"SELECT * FROM ({_PENDING_SQL}) WHERE reason IS NOT NULL ORDER BY task_id, job_key",
-                           {"task_id": task_id, "wait": results_wait_s})
+                           {"task_id": task_id})
     return [PendingJob(**r) for r in rows]
 
 
@@ -138,7 +130,7 @@ def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
                     results_wait_s: float = DEFAULT_RESULTS_WAIT_S) -> CollectPlan:
     """One request per partition with pending jobs still within `max_tries`; the jobs given up on
     get (once) a `collect_error` saying so; jobs waiting for their results past the wait are flagged."""
-    jobs = pending_jobs(wh, results_wait_s=results_wait_s)
+    jobs = pending_jobs(wh)
     by_partition: dict[tuple[str, str], list[PendingJob]] = {}
     given_up = []
     for job in jobs:
@@ -154,9 +146,9 @@ def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
         waiting = fetch_dicts(conn, f"""
             SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
             FROM ledger.provider_job j
-            WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {_READY_SQL}
+            WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
             ORDER BY j.job_key
-        """, {"wait": results_wait_s})
+        """)
         for job in waiting:
             if job["seconds"] > results_wait_s and job["collect_error"] is None:
                 set_collect_error(conn, job["job_key"], f"{job['state']} but results not ready after "
@@ -165,9 +157,9 @@ def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
     return CollectPlan(requests, given_up, waiting)
 
 
-def start_collect_run(wh: Warehouse, task_id: str, results_wait_s: float = DEFAULT_RESULTS_WAIT_S) -> list[PendingJob]:
+def start_collect_run(wh: Warehouse, task_id: str) -> list[PendingJob]:
     """A collect run of the partition starts: count one more try on each of its pending jobs."""
-    jobs = pending_jobs(wh, task_id, results_wait_s)
+    jobs = pending_jobs(wh, task_id)
     with wh.connect() as conn:
         count_collect_attempts(conn, [j.job_key for j in jobs])
     return jobs

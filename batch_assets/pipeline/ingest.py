@@ -24,7 +24,7 @@ from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mar
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
-from batch_assets.pipeline.collect import DEFAULT_RESULTS_WAIT_S, ready_sql, start_collect_run
+from batch_assets.pipeline.collect import READY_SQL, start_collect_run
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.providers.contract import BatchProvider, JobRef
@@ -64,7 +64,7 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
     """Stream the results (output and error files, or the results stream) of the task's terminal
     jobs not downloaded yet to data/raw/<task_id>/; returns the number of files.
 
-    A job whose provider has not made its results fetchable yet is left for later. A transient
+    A job reported COMPLETED whose results the provider cannot serve yet is left for later. A transient
     error is retried with backoff; a job that still fails keeps its place (not downloaded, its
     `collect_error` recorded) and the other jobs go on. Failures go into `errors` (job_key ->
     error) when given, else the first is raised once every job was tried."""
@@ -72,9 +72,9 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
         jobs = fetch_dicts(conn, f"""
             SELECT j.job_key, j.provider_batch_id, j.input_file_id, j.output_file_id, j.error_file_id
             FROM ledger.provider_job j
-            WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {ready_sql('?')}
+            WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {READY_SQL}
             ORDER BY j.job_key
-        """, [task_id, DEFAULT_RESULTS_WAIT_S])
+        """, [task_id])
     failed: dict[str, str] = {}
     count = 0
     for job in jobs:

@@ -2,7 +2,7 @@
 
 Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
 first, within a time budget per tick; records every transition. Terminal jobs whose provider has
-not made the results fetchable yet are polled too, until it has.
+not made the results of a COMPLETED job fetchable yet are polled too, until it has.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from batch_assets.ledger.jobs import record_snapshot
-from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL, TERMINAL_SQL
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
 from batch_assets.providers.registry import provider_limits
@@ -49,8 +49,8 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
             SELECT job_key, provider, provider_batch_id, state,
                    epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
             FROM ledger.provider_job
-            WHERE ({IN_FLIGHT_SQL} OR ({TERMINAL_SQL} AND state <> '{JobState.FAILED.value}'
-                                       AND downloaded_at IS NULL AND results_ready = false))
+            WHERE ({IN_FLIGHT_SQL} OR (state = '{JobState.COMPLETED.value}' AND downloaded_at IS NULL
+                                       AND results_ready = false))
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
         """, [task_id, task_id])
