@@ -380,3 +380,46 @@ def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance,
     sensor_instance.report_run_failed(started)
     (again,) = collect_requests(tick(defs, sensor_instance))
     assert again.run_key != first.run_key
+
+
+# --- stuck configuration ----------------------------------------------------------------------------
+
+def test_stuck_slas_default_per_provider_and_are_overridden_per_task(ticket_task):
+    from pydantic import ValidationError
+
+    from batch_assets.pipeline.stuck import resolve_policy
+    from batch_assets.providers.limits import parse_duration
+    from batch_assets.providers.registry import provider_limits
+
+    openai_limits, gemini_limits = provider_limits("openai"), provider_limits("gemini")
+    base = resolve_policy(openai_limits.completion_window, openai_limits.stuck)
+    assert dict(base.sla_s) == {"VALIDATING": 3600, "SUBMITTED": 86400, "RUNNING": 86400 + 86400, "FINALIZING": 7200}
+    assert base.policy == "cancel_and_retry" and base.act_after_for("RUNNING") == 172800   # the SLA again
+    gemini = resolve_policy(gemini_limits.completion_window, gemini_limits.stuck)
+    assert gemini.sla_for("RUNNING") == 86400 + 48 * 3600                                 # its 48 h window
+
+    task = StuckSpec(sla={"RUNNING": "30m", "VALIDATING": 90}, policy="notify", act_after="2h")
+    layered = resolve_policy(openai_limits.completion_window, openai_limits.stuck, task)
+    assert (layered.sla_for("RUNNING"), layered.sla_for("VALIDATING"), layered.sla_for("FINALIZING")) == (1800, 90, 7200)
+    assert layered.policy == "notify" and layered.act_after_for("RUNNING") == 7200
+    assert [parse_duration(v) for v in ("45s", "2d", 12, "1.5h")] == [45, 172800, 12, 5400]
+    with pytest.raises(ValidationError, match="not a duration"):
+        StuckSpec(sla={"RUNNING": "soon"})
+    with pytest.raises(ValidationError):
+        StuckSpec(sla={"CREATED": "1h"})
+    with pytest.raises(ValidationError):
+        StuckSpec(policy="ignore")
+    assert ticket_task.spec.stuck == StuckSpec()   # the demo tasks keep the provider defaults
+
+
+def test_a_provider_batch_failure_is_logged_with_its_reason(defs, sensor_instance, dagster_env, ticket_task, adapter,
+                                                            emulator, caplog):
+    wh = dagster_env
+    emulator.configure(enqueued_token_limit=1)   # the batch is refused for its tokens
+    job_key = submit_day1(wh, ticket_task, adapter)
+    wait_provider_terminal(emulator)
+    result = tick(defs, sensor_instance)
+    (failure,) = [w for w in warnings(caplog) if "provider batch ended" in w]
+    assert failure.startswith(f"{job_key}: provider batch ended FAILED (failed): token_limit_exceeded: ")
+    assert any("transitions 1, collect requests 1" in m for m in infos(caplog))
+    assert [r.partition_key for r in collect_requests(result)] == [DAY1]   # its items get their outcome
