@@ -25,7 +25,7 @@ import json
 
 import dagster as dg
 
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.ledger.warehouse import fetch_dicts, scalar
 from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
 from batch_assets.pipeline.poll import partitions_waiting_to_submit, poll_jobs
 from batch_assets.pipeline.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
@@ -44,15 +44,19 @@ SENSOR_NAME = "provider_status_sensor"
 
 
 def _policies():
-    """policy_for(task_name, provider): the task's stuck policy (provider defaults for an unknown task)."""
-    try:
-        tasks = load_all_tasks()
-    except Exception:  # a task file being edited must not stop polling: provider defaults meanwhile
-        tasks = {}
+    """policy_for(task_name, provider): the task's stuck policy (provider defaults for a task not
+    found). The task files are read on first use, once per tick."""
+    tasks: dict | None = None
     cache: dict[tuple[str, str], StuckPolicy] = {}
 
     def policy_for(task_name: str, provider: str) -> StuckPolicy:
+        nonlocal tasks
         if (task_name, provider) not in cache:
+            if tasks is None:
+                try:
+                    tasks = load_all_tasks()
+                except Exception:  # a task file being edited must not stop polling: provider defaults meanwhile
+                    tasks = {}
             task = tasks.get(task_name)
             if task is not None:
                 cache[task_name, provider] = resolve_policy(task.limits.completion_window, task.limits.stuck,
@@ -64,13 +68,15 @@ def _policies():
     return policy_for
 
 
-def _attempts(wh: Warehouse) -> dict[tuple[str, str], int]:
-    """(task_name, partition_date) -> the highest shard attempt of the partition."""
-    with wh.connect() as conn:
-        rows = fetch_dicts(conn, """
-            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day, max(s.attempt) AS attempt
-            FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""")
-    return {(r["task_name"], r["day"]): int(r["attempt"]) for r in rows}
+def _attempts(conn) -> dict[tuple[str, str], tuple[int | None, int]]:
+    """(task_name, partition_date) -> (highest shard attempt among the partition's provider jobs,
+    highest shard attempt of the partition's shards)."""
+    rows = fetch_dicts(conn, """
+        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day,
+               max(s.attempt) FILTER (WHERE s.shard_id IN (SELECT shard_id FROM ledger.provider_job)) AS of_jobs,
+               max(s.attempt) AS of_shards
+        FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""")
+    return {(r["task_name"], r["day"]): (r["of_jobs"], int(r["of_shards"])) for r in rows}
 
 
 def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> bool:
@@ -100,7 +106,7 @@ def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
 
 
 def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
-                           providers: ProvidersResource) -> dg.SensorResult:
+                         providers: ProvidersResource) -> dg.SensorResult:
     wh = warehouse.warehouse()
     log = context.log
     polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S)
@@ -111,7 +117,13 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
     for job_key, err in polled.errors.items():
         log.warning(f"{job_key}: poll failed, retried next tick: {err}")
 
-    stuck = handle_stuck_jobs(wh, _policies(), providers.adapter)
+    # One connection for the rest of the tick's ledger work (opening one is not free).
+    with wh.connect() as conn:
+        stuck = handle_stuck_jobs(wh, _policies(), providers.adapter, conn)
+        plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
+        attempts = _attempts(conn)
+        high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
+        waiting_to_submit = partitions_waiting_to_submit(wh, conn)
     for job in stuck.newly_stuck:
         log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
                     f"{_duration(job['seconds_in_state'])}, over its SLA")
@@ -121,7 +133,6 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
     for job_key, err in stuck.errors.items():
         log.warning(f"{job_key}: cancelling the stuck job failed, tried again next tick: {err}")
 
-    plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S)
     for job in plan.results_not_ready:
         message = f"{job['job_key']}: {job['state']} but its results are not ready yet ({_duration(job['seconds'])})"
         (log.warning if job["seconds"] > RESULTS_WAIT_S else log.info)(message + "; polled again next tick")
@@ -129,7 +140,6 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         log.warning(f"{job.job_key} ({job.task_name} {job.partition_date}): not collected after "
                     f"{job.collect_attempts} collect runs, no longer requested: {job.reason}"
                     + (f"; last error: {job.collect_error}" if job.collect_error else ""))
-    attempts = _attempts(wh)
     run_requests = []
     for r in plan.requests:
         job_name = f"{r.task_name}__collect"
@@ -137,25 +147,26 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
             log.info(f"{job_name} {r.partition_date}: a collect run is in progress; not requested again")
             continue
         if r.generation > 0:
-            log.warning(f"{job_name} {r.partition_date}: requested again (collect run {r.generation + 1} of at most "
+            log.warning(f"{job_name} {r.partition_date}: requested again (try {r.tries + 1} of at most "
                         f"{COLLECT_MAX_TRIES} per job): {r.describe()}")
+        of_jobs = attempts.get((r.task_name, r.partition_date), (None, 1))[0]
         run_requests.append(dg.RunRequest(
             run_key=r.run_key, job_name=job_name, partition_key=r.partition_date,
-            tags=_tags(r.task_name, r.partition_date, attempts.get((r.task_name, r.partition_date), r.attempt),
+            tags=_tags(r.task_name, r.partition_date, of_jobs or r.attempt,
                        **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]})))
     n_collect = len(run_requests)
 
     # Shards held back by a provider's concurrent-job cap go out once that provider has room; the
     # run key changes only when a job has finished since, so a waiting partition is asked for once.
-    with wh.connect() as conn:
-        high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
-    for task_name, day, shards in partitions_waiting_to_submit(wh):
+    for task_name, day, shards in waiting_to_submit:
         run_requests.append(dg.RunRequest(
             run_key=f"submit:{task_name}:{day}:{high_water}", job_name=f"{task_name}__submit", partition_key=day,
             asset_selection=[dg.AssetKey([task_name, "submissions"])],
-            tags=_tags(task_name, day, attempts.get((task_name, day), 1), **{"batch_assets/waiting_shards": str(shards)})))
+            tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
+                       **{"batch_assets/waiting_shards": str(shards)})))
+    n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
     log.info(f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {n_collect}, "
-             f"submit requests {len(run_requests) - n_collect}, stuck {len(stuck.newly_stuck) + len(stuck.still_stuck)} "
+             f"submit requests {len(run_requests) - n_collect}, stuck {n_stuck} "
              f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
              f"collect given up {len(plan.given_up)}, results not ready {len(plan.results_not_ready)}")
     return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))

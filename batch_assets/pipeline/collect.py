@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import duckdb
+
 from batch_assets.ledger.jobs import count_collect_attempts, set_collect_error
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
@@ -97,6 +99,11 @@ class CollectRequest:
         return sum(j.collect_attempts for j in self.jobs)
 
     @property
+    def tries(self) -> int:
+        """The most collect runs any of the jobs has had."""
+        return max(j.collect_attempts for j in self.jobs)
+
+    @property
     def attempt(self) -> int:
         """The highest shard attempt among the jobs (1, or more for a retry shard)."""
         return max(j.attempt for j in self.jobs)
@@ -118,48 +125,53 @@ class CollectPlan:
     results_not_ready: list[dict]       # terminal, results not fetchable yet (job_key, state, seconds)
 
 
-def pending_jobs(wh: Warehouse, task_id: str | None = None) -> list[PendingJob]:
+def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
+                 ) -> list[PendingJob]:
     """Terminal jobs (of one partition, or all) whose results are not fully collected, with why."""
-    with wh.connect() as conn:
-        rows = fetch_dicts(conn, f"SELECT * FROM ({_PENDING_SQL}) WHERE reason IS NOT NULL ORDER BY task_id, job_key",
-                           {"task_id": task_id})
+    if conn is None:
+        with wh.connect() as own:
+            return pending_jobs(wh, task_id, own)
+    rows = fetch_dicts(conn, f"SELECT * FROM ({_PENDING_SQL}) WHERE reason IS NOT NULL ORDER BY task_id, job_key",
+                       {"task_id": task_id})
     return [PendingJob(**r) for r in rows]
 
 
 def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
-                    results_wait_s: float = DEFAULT_RESULTS_WAIT_S) -> CollectPlan:
+                    results_wait_s: float = DEFAULT_RESULTS_WAIT_S,
+                    conn: duckdb.DuckDBPyConnection | None = None) -> CollectPlan:
     """One request per partition with pending jobs still within `max_tries`; the jobs given up on
     get (once) a `collect_error` saying so; jobs waiting for their results past the wait are flagged."""
-    jobs = pending_jobs(wh)
+    if conn is None:
+        with wh.connect() as own:
+            return plan_collection(wh, max_tries, results_wait_s, own)
     by_partition: dict[tuple[str, str], list[PendingJob]] = {}
     given_up = []
-    for job in jobs:
+    for job in pending_jobs(wh, conn=conn):
         if job.collect_attempts >= max_tries:
             given_up.append(job)
         else:
             by_partition.setdefault((job.task_name, job.partition_date), []).append(job)
-    with wh.connect() as conn:
-        for job in given_up:
-            if not (job.collect_error or "").startswith("gave up"):
-                set_collect_error(conn, job.job_key, f"gave up after {job.collect_attempts} collect tries: {job.reason}"
-                                  + (f"; last error: {job.collect_error}" if job.collect_error else ""))
-        waiting = fetch_dicts(conn, f"""
-            SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
-            FROM ledger.provider_job j
-            WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
-            ORDER BY j.job_key
-        """)
-        for job in waiting:
-            if job["seconds"] > results_wait_s and job["collect_error"] is None:
-                set_collect_error(conn, job["job_key"], f"{job['state']} but results not ready after "
-                                                        f"{job['seconds']:.0f} s")
+    for job in given_up:
+        if not (job.collect_error or "").startswith("gave up"):
+            set_collect_error(conn, job.job_key, f"gave up after {job.collect_attempts} collect tries: {job.reason}"
+                              + (f"; last error: {job.collect_error}" if job.collect_error else ""))
+    waiting = fetch_dicts(conn, f"""
+        SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
+        FROM ledger.provider_job j
+        WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
+        ORDER BY j.job_key
+    """)
+    for job in waiting:
+        if job["seconds"] > results_wait_s and job["collect_error"] is None:
+            set_collect_error(conn, job["job_key"], f"{job['state']} but results not ready after "
+                                                    f"{job['seconds']:.0f} s")
     requests = [CollectRequest(task, day, tuple(js)) for (task, day), js in sorted(by_partition.items())]
     return CollectPlan(requests, given_up, waiting)
 
 
 def start_collect_run(wh: Warehouse, task_id: str) -> list[PendingJob]:
     """A collect run of the partition starts: count one more try on each of its pending jobs."""
-    jobs = pending_jobs(wh, task_id)
     with wh.connect() as conn:
+        jobs = pending_jobs(wh, task_id, conn)
         count_collect_attempts(conn, [j.job_key for j in jobs])
     return jobs

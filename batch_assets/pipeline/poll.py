@@ -13,6 +13,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+import duckdb
+
 from batch_assets.ledger.jobs import record_snapshot
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
@@ -117,23 +119,26 @@ def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectR
     return requests, max([after_seq, *(int(r["max_seq"]) for r in rows)])
 
 
-def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
+def partitions_waiting_to_submit(wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
+                                 ) -> list[tuple[str, str, int]]:
     """(task_name, partition_date, shards waiting) for partitions whose shards were held back by
     the provider's concurrent-job cap, when that provider has room again."""
-    with wh.connect() as conn:
-        rows = conn.execute(f"""
-            WITH waiting AS (
-                SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
-                FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
-                LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL
-                WHERE j.job_key IS NULL AND s.deferred_at IS NOT NULL  -- held back by a submit run, not mid-run
-                GROUP BY ALL
-            ), busy AS (
-                SELECT provider, count(*) AS in_flight FROM ledger.provider_job
-                WHERE {IN_FLIGHT_SQL} GROUP BY provider
-            )
-            SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
-            FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
-        """).fetchall()
+    if conn is None:
+        with wh.connect() as own:
+            return partitions_waiting_to_submit(wh, own)
+    rows = conn.execute(f"""
+        WITH waiting AS (
+            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
+            FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
+            LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL
+            WHERE j.job_key IS NULL AND s.deferred_at IS NOT NULL  -- held back by a submit run, not mid-run
+            GROUP BY ALL
+        ), busy AS (
+            SELECT provider, count(*) AS in_flight FROM ledger.provider_job
+            WHERE {IN_FLIGHT_SQL} GROUP BY provider
+        )
+        SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
+        FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
+    """).fetchall()
     return [(task, day, shards) for task, day, shards, provider, in_flight in rows
             if in_flight < provider_limits(provider).max_concurrent_jobs]

@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import duckdb
+
 from batch_assets.ledger.jobs import mark_stuck, record_snapshot, request_cancel, set_stuck_action
 from batch_assets.ledger.states import in_flight_sql
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobState
 from batch_assets.providers.limits import parse_duration
@@ -69,18 +72,21 @@ class StuckOutcome:
     errors: dict[str, str] = field(default_factory=dict)      # job_key -> cancel error
 
 
-def in_flight_jobs(wh: Warehouse, task_name: str | None = None) -> list[dict]:
-    with wh.connect() as conn:
-        return fetch_dicts(conn, f"""
-            SELECT j.job_key, t.task_name, j.provider, j.provider_batch_id, j.state, j.stuck_at, j.stuck_action,
-                   j.cancel_requested,
-                   epoch(now()::TIMESTAMP) - epoch(j.state_changed_at) AS seconds_in_state,
-                   epoch(now()::TIMESTAMP) - epoch(j.stuck_at) AS seconds_stuck
-            FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-            WHERE {in_flight_sql('j')}
-              AND ($task_name IS NULL OR t.task_name = $task_name)
-            ORDER BY j.job_key
-        """, {"task_name": task_name})
+def in_flight_jobs(wh: Warehouse, task_name: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
+                   ) -> list[dict]:
+    if conn is None:
+        with wh.connect() as own:
+            return in_flight_jobs(wh, task_name, own)
+    return fetch_dicts(conn, f"""
+        SELECT j.job_key, t.task_name, j.provider, j.provider_batch_id, j.state, j.stuck_at, j.stuck_action,
+               j.cancel_requested,
+               epoch(now()::TIMESTAMP) - epoch(j.state_changed_at) AS seconds_in_state,
+               epoch(now()::TIMESTAMP) - epoch(j.stuck_at) AS seconds_stuck
+        FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
+        WHERE {in_flight_sql('j')}
+          AND ($task_name IS NULL OR t.task_name = $task_name)
+        ORDER BY j.job_key
+    """, {"task_name": task_name})
 
 
 def stuck_jobs(wh: Warehouse, task_name: str) -> list[dict]:
@@ -89,22 +95,25 @@ def stuck_jobs(wh: Warehouse, task_name: str) -> list[dict]:
 
 
 def handle_stuck_jobs(wh: Warehouse, policy_for: Callable[[str, str], StuckPolicy],
-                      adapter_for: Callable[[str], BatchProvider]) -> StuckOutcome:
+                      adapter_for: Callable[[str], BatchProvider],
+                      conn: duckdb.DuckDBPyConnection | None = None) -> StuckOutcome:
     """Mark the in-flight jobs over their state's SLA; act on those marked on an earlier pass.
 
     `policy_for(task_name, provider)` gives the policy. A job is cancelled at most once by this
     system (its `stuck_action` records it); a failed cancel is tried again on the next pass."""
+    if conn is None:
+        with wh.connect() as own:
+            return handle_stuck_jobs(wh, policy_for, adapter_for, own)
     out = StuckOutcome()
-    for job in in_flight_jobs(wh):
+    for job in in_flight_jobs(wh, conn=conn):
         policy = policy_for(job["task_name"], job["provider"])
         state = job["state"]
         if job["stuck_at"] is None:
             sla = policy.sla_for(state)
             if sla is not None and job["seconds_in_state"] >= sla:
-                with wh.connect() as conn:
-                    mark_stuck(conn, job["job_key"])
-                    if policy.policy == "notify":
-                        set_stuck_action(conn, job["job_key"], NOTIFIED)
+                mark_stuck(conn, job["job_key"])
+                if policy.policy == "notify":
+                    set_stuck_action(conn, job["job_key"], NOTIFIED)
                 out.newly_stuck.append(job)
             continue
         act_after = policy.act_after_for(state)
@@ -118,7 +127,7 @@ def handle_stuck_jobs(wh: Warehouse, policy_for: Callable[[str, str], StuckPolic
         except Exception as exc:  # the next pass tries again
             out.errors[job["job_key"]] = f"{type(exc).__name__}: {exc}"
             continue
-        with wh.connect() as conn:
+        with transaction(conn):
             request_cancel(conn, job["job_key"])
             set_stuck_action(conn, job["job_key"], CANCEL_REQUESTED)
             record_snapshot(conn, job["job_key"], snap)
