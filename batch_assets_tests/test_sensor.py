@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from batch_assets.components.task_assets import collect_asset_keys
+from batch_assets.emulator import clock as emulator_clock
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -137,19 +138,22 @@ def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, se
 
 
 def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_partition(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator):
+        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch):
     wh = dagster_env
-    emulator.configure(queue_delay_s=0.6, seconds_per_request=0.012, finalize_delay_s=0.7)
+    # The emulator's clock is held by the test: every phase is observed by a tick, whatever the load.
+    fake = {"now": time.time()}
+    monkeypatch.setattr(emulator_clock, "now", lambda: fake["now"])
+    emulator.configure(queue_delay_s=10, seconds_per_request=0.1, finalize_delay_s=10)
     submit(wh, ticket_task, adapter, DAY1)
     (job_key,) = jobs_by_partition(wh)[DAY1]
-    cursor, requests, ticks = None, [], 0
-    deadline = time.monotonic() + 20
-    while not requests:
-        assert time.monotonic() < deadline, "DAY1's job never became terminal"
+    cursor, requests = None, []
+    # validating -> in_progress (after 10 s) -> finalizing (53 requests x 0.1 s later) -> completed (10 s)
+    for advance in (0.0, 11.0, 6.0, 11.0):
+        fake["now"] += advance
+        assert not requests, "DAY1 was requested before its job was terminal"
         result = tick(defs, sensor_instance, cursor)
-        cursor, requests, ticks = result.cursor, result.run_requests, ticks + 1
-        time.sleep(0.05)
-    assert ticks > 2 and [r.partition_key for r in requests] == [DAY1]
+        cursor, requests = result.cursor, result.run_requests
+    assert [r.partition_key for r in requests] == [DAY1]
     ev = events(wh, job_key)
     assert [(e[0], e[1]) for e in ev if e[0] != e[1]] == [
         (None, "CREATED"), ("CREATED", "VALIDATING"), ("VALIDATING", "RUNNING"), ("RUNNING", "FINALIZING"),
@@ -164,15 +168,10 @@ def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_p
         created, submitted, changed, terminal = conn.execute(
             "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job").fetchone()
     assert created <= submitted <= terminal and changed == terminal
-    # Queue and run durations can be read off the events (the emulator queued ~0.6 s, ran ~0.6 s).
-    at = {e[1]: e[4] for e in ev}
-    assert (at["RUNNING"] - at["VALIDATING"]).total_seconds() > 0.2
-    assert (at["COMPLETED"] - at["RUNNING"]).total_seconds() > 0.3
 
     # A job that finishes later is requested on its own.
-    emulator.configure(queue_delay_s=0.02, seconds_per_request=0.0005, finalize_delay_s=0.02)
     submit(wh, ticket_task, adapter, DAY2)
-    wait_provider_terminal(emulator)
+    fake["now"] += 40.0
     later = tick(defs, sensor_instance, cursor)
     by_day = {r.partition_key: r for r in later.run_requests}
     assert sorted(by_day) == [DAY1, DAY2] and by_day[DAY1].run_key == requests[0].run_key  # DAY1: not collected yet
