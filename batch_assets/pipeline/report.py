@@ -241,11 +241,13 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
     for job_key, attempt, lines, state, created, submitted, terminal, done in jobs:
         seen = events.get(job_key) or [(JobState.CREATED.value, created)]
         segments = []
+        stop = terminal or now  # events and the job row are written a moment apart: keep within the job's life
         for (s, start), nxt in zip(seen, [*seen[1:], None]):
             if s in TERMINAL_STATES:
                 break
-            end = nxt[1] if nxt else (terminal or now)
-            segments.append((s, start, end))
+            start, end = max(start, created), min(nxt[1] if nxt else stop, stop)
+            if end > start:
+                segments.append((s, start, end))
         started = next((t for s, t in seen if s in RUNNING_STATES), None)
         if state in TERMINAL_STATES:
             done = int(lines)
