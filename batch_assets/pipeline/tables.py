@@ -6,6 +6,7 @@ count) so every asset that writes a table says which one, with what columns and 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import duckdb
@@ -39,16 +40,33 @@ class TableStats:
 
 
 def source_tables(spec: TaskSpec) -> list[str]:
-    """The tables the task's source query reads: `source.tables` if given, else DuckDB's parser's
-    answer (common table expressions are not tables); sorted, without schema (the `main` schema)."""
+    """The tables the task's source query reads: `source.tables` if given, else the tables DuckDB's
+    parser finds in the query (common table expressions and table functions are not tables);
+    sorted, schema-qualified only outside the `main` schema."""
     if spec.source.tables:
         return sorted(dict.fromkeys(spec.source.tables))
-    try:
-        # The parser will not take a prepared parameter here; any literal stands in for it.
-        found = duckdb.get_table_names(spec.source.sql.replace("$partition_date", "NULL"), qualified=False)
-    except duckdb.Error:
-        return []  # e.g. a table function over files: declare source.tables in defs.yaml
-    return sorted(found)
+    with duckdb.connect(":memory:") as conn:  # parsed, not bound: the tables need not exist here
+        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [spec.source.sql]).fetchone()[0])
+    if tree.get("error"):
+        return []
+    tables: set[str] = set()
+    ctes: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and node.get("table_name"):
+                schema = node.get("schema_name") or ""
+                tables.add(node["table_name"] if schema in ("", BUSINESS_SCHEMA) else f"{schema}.{node['table_name']}")
+            for entry in (node.get("cte_map") or {}).get("map", []):
+                ctes.add(entry.get("key", ""))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(tree.get("statements", []))
+    return sorted(tables - ctes)
 
 
 def qualified(table: str) -> str:
