@@ -175,3 +175,12 @@ def test_sensor_requested_collect_runs_keep_the_sensors_tags(runs):
     _, instance, _, _, _, by_sensor = runs
     tags = instance.get_run_by_id(by_sensor.run_id).tags
     assert {k: tags[k] for k in SENSOR_TAGS} == SENSOR_TAGS
+
+
+def test_the_report_of_a_day_nothing_was_frozen_for_says_so(dagster_env, instance):
+    report = load_defs().resolve_assets_def(key("report"))
+    result = dg.materialize([report], partition_key=DAY1, instance=instance)  # resources bound by the definitions
+    assert result.success
+    m = materializations(result, "report")[DAY1]
+    assert (m["task_id"], m["status"]) == (f"{TASK}_20261120", "no manifest frozen yet")
+    assert not (dagster_env.data_dir / "reports").exists()

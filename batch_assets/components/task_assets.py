@@ -305,14 +305,17 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         tag_run(context, name)
         wh = warehouse.warehouse()
         with wh.connect() as conn:
+            known = {r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task").fetchall()}
             reports = {pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction)
-                       for pk in context.partition_keys}
+                       for pk in context.partition_keys if task.task_id(pk) in known}
+        per_partition(context, {pk: {"task_id": task.task_id(pk), "status": "no manifest frozen yet"}
+                                for pk in context.partition_keys if pk not in reports})
         paths = {pk: write_report(r, wh.data_dir) for pk, r in reports.items()}
         per_partition(context, {pk: {
             "task_id": r.task_id, "status": r.verdict.final_status or "in progress", "summary": summary_line(r),
             **report_numbers(r), "report": dg.MetadataValue.md(report_markdown(r)),
             "report_path": dg.MetadataValue.path(str(paths[pk]))} for pk, r in reports.items()})
-        return dg.MaterializeResult(metadata={"task_ids": ", ".join(r.task_id for r in reports.values())})
+        return dg.MaterializeResult(metadata={"task_ids": ", ".join(task.task_id(pk) for pk in context.partition_keys)})
 
     job_tags = {TAG_TASK: name}
     submit_job = dg.define_asset_job(
