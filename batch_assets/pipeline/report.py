@@ -467,7 +467,9 @@ def outcome_chart_svg(r: PartitionReport, width: int = 640) -> str:
 def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) -> str:
     """A timeline per provider job: time spent in each state, from the first job until done (or now)."""
     jobs = r.jobs[:max_jobs]
-    row, left, right, legend = 22, 130, 90, 40
+    row, left, right = 22, 130, 90
+    per_line = max(1, (width - left) // 160)  # legend entries per line
+    legend = 18 * -(-len(STATE_ORDER) // per_line) + 22
     height = row * max(len(jobs), 1) + legend + 30
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='chart states' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' role='img' aria-label='Time in each state'>",
@@ -495,11 +497,10 @@ def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) ->
     y = 10 + len(jobs) * row + 8
     out.append(f"<text x='{left}' y='{y + 10}' {FONT}>0</text>"
                f"<text x='{width - right}' y='{y + 10}' text-anchor='end' {FONT}>{duration(span)}</text>")
-    x = left
-    for state, seconds in r.time_in_state_s().items():
-        out.append(f"<rect x='{x}' y='{y + 18}' width='12' height='12' fill='{STATE_COLORS.get(state, '#78909c')}'/>"
-                   f"<text x='{x + 16}' y='{y + 28}' {FONT}>{state} {duration(seconds)}</text>")
-        x += 150
+    for i, (state, seconds) in enumerate(r.time_in_state_s().items()):
+        x, ly = left + 160 * (i % per_line), y + 18 + 18 * (i // per_line)
+        out.append(f"<rect x='{x}' y='{ly}' width='12' height='12' fill='{STATE_COLORS.get(state, '#78909c')}'/>"
+                   f"<text x='{x + 16}' y='{ly + 10}' {FONT}>{state} {duration(seconds)}</text>")
     if len(r.jobs) > max_jobs:
         out.append(f"<text x='10' y='{height - 2}' {FONT}>first {max_jobs} of {len(r.jobs)} jobs</text>")
     out.append("</svg>")
