@@ -196,6 +196,17 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     assert out == reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
 
 
+def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):
+    monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(tmp_path))
+    page = tmp_path / "reports" / f"{TASK_ID}.html"
+    code, out, _ = run(capsys, "--database", finished_db, "report", "--html")
+    assert code == 0 and out.splitlines()[-1] == f"report: {page}"
+    assert page.read_text(encoding="utf-8").count("<svg") == 2
+    code, out, err = run(capsys, "--database", finished_db, "report", "--format", "json", "--html")
+    assert code == 0 and [r["task_id"] for r in json.loads(out)] == [TASK_ID]  # stdout stays JSON
+    assert f"report: {page}" in err
+
+
 def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, finished_db):
     code, out, _ = run(capsys, "--database", finished_db, "report", "--format", "json")
     assert code == 0

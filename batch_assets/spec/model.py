@@ -31,6 +31,10 @@ class SourceSpec(_Strict):
         default=None,
         description="Columns that must be non-blank for an item to be sent (default: every template column).",
     )
+    tables: list[str] | None = Field(
+        default=None,
+        description="Tables the query reads, shown as the task's source assets (default: found in the query).",
+    )
 
     @field_validator("sql")
     @classmethod
@@ -212,9 +216,18 @@ class StuckSpec(_Strict):
         return v
 
 
+OWNER_RE = re.compile(r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")
+TAG_KEY_RE = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
+TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+
+
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
+    owners: list[str] = Field(default_factory=list, description="Who answers for the task's assets: e-mail "
+                              "addresses or `team:<name>`; shown as the owners of every asset of the task.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every asset of the task (keys and "
+                                 "values: letters, digits, '_', '-', '.', at most 63; a key may have one 'prefix/').")
     item_type: str = Field(description="Kind of business record, part of custom_id (e.g. ticket).")
     source: SourceSpec
     prompt: PromptSpec
@@ -235,6 +248,23 @@ class TaskSpec(_Strict):
     def _task_name(cls, v: str) -> str:
         if not NAME_RE.match(v):
             raise ValueError("use lower-case letters, digits and '_' (start with a letter, at most 48 chars)")
+        return v
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, v: list[str]) -> list[str]:
+        bad = [o for o in v if not OWNER_RE.match(o)]
+        if bad:
+            raise ValueError(f"{bad} are not owners; use e-mail addresses or team names written `team:<name>`")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [f"{k}: {val}" for k, val in v.items() if not TAG_KEY_RE.match(k) or not TAG_VALUE_RE.match(str(val))]
+        if bad:
+            raise ValueError(f"{bad} are not valid tags; keys and values use letters, digits, '_', '-', '.' "
+                             "(at most 63 each; a key may start with one 'prefix/')")
         return v
 
     @field_validator("item_type")
