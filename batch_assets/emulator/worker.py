@@ -12,6 +12,10 @@ up where it stopped (a half-written file is never visible: results are written t
 file and renamed into place, see `Store.blob_writer`).
 
 `pause()` / `resume()` hold the worker between jobs, for tests that need a batch caught mid-way.
+
+Why a thread and not a process pool: the work is CPU-bound Python, so a second thread would not
+make it faster (the GIL), and one thread keeps the order of jobs (a batch's input is read before
+another batch created after it, as the enqueued-token limit expects).
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ class Worker:
         self._queue: queue.Queue[object] = queue.Queue()
         self._waiting: set[str] = set()
         self._lock = threading.Lock()
-        self._running = threading.Event()
-        self._running.set()
+        self._allowed: int | None = None  # jobs that may still start before a pause; None: no pause
+        self._gate = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
         self._busy = 0
         self._thread: threading.Thread | None = None
@@ -60,11 +64,15 @@ class Worker:
     def _run(self) -> None:
         while True:
             item = self._queue.get()
-            if item is _STOP:
+            if item is _STOP or self._closed:
                 return
-            self._running.wait()
             key, job = item  # type: ignore[misc]
             with self._lock:
+                self._gate.wait_for(lambda: self._allowed is None or self._allowed > 0 or self._closed)
+                if self._closed:
+                    return  # a job held at close is left to the next start (it is resubmitted then)
+                if self._allowed is not None:
+                    self._allowed -= 1
                 self._waiting.discard(key)
             try:
                 job()
@@ -75,12 +83,17 @@ class Worker:
                     self._busy -= 1
                     self._idle.notify_all()
 
-    def pause(self) -> None:
-        """Hold the worker before its next job (the job in hand, if any, finishes)."""
-        self._running.clear()
+    def pause(self, after: int = 0) -> None:
+        """Hold the worker once `after` more jobs have started (the job in hand, if any, finishes):
+        `pause(after=1)` lets a batch's input be read, then holds the writing of its results."""
+        with self._lock:
+            self._allowed = after
+            self._gate.notify_all()
 
     def resume(self) -> None:
-        self._running.set()
+        with self._lock:
+            self._allowed = None
+            self._gate.notify_all()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every submitted job has run; False on timeout."""
@@ -92,7 +105,7 @@ class Worker:
         with self._lock:
             self._closed = True
             thread = self._thread
-        self._running.set()
+            self._gate.notify_all()
         if thread is not None:
             # Drain what waits, so the stop comes next.
             try:
