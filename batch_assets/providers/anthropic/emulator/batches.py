@@ -115,7 +115,7 @@ class MessageBatchService:
                 "duplicate_output_lines": settings.duplicate_output_lines,
                 "cancel_requested_at": None,
                 # Small batches are worked on within the API call, large ones by the worker.
-                "inline": size < settings.background_min_bytes,
+                "work_in_call": size < settings.background_min_bytes,
                 "staged": None,  # the results written so far: {"state", "processed"}
                 "finalized": False,
             }
@@ -138,7 +138,7 @@ class MessageBatchService:
         if record["finalized"] or _staged_for(record, _target(record)):
             return
         batch_id = record["id"]
-        if record.get("inline"):
+        if record.get("work_in_call"):
             self._generate(batch_id)
         else:
             self.worker.submit(f"anthropic:results:{batch_id}", lambda: self._generate(batch_id))

@@ -7,9 +7,12 @@ an uploaded JSONL file (`inputConfig.fileName`) or inline (`inputConfig.requests
 The simulated clock is the shared one (`clock.Timeline`), mapped onto Gemini's states:
 queued -> PENDING, running/finalizing -> RUNNING, done -> SUCCEEDED, expired -> EXPIRED,
 cancelled -> CANCELLED (a pending cancel still shows the state it interrupted), and a batch with
-batch-level errors turns FAILED when its queue delay ends. Results are written once, on the first
-read after the batch succeeded: to `files/batch-<id>` for file input, inline for inline input,
-in input order (see `processing_order` below) unless `inline_responses_shuffled` says otherwise.
+batch-level errors turns FAILED when its queue delay ends. The app's `Worker` reads the input (the
+batch stays PENDING until it has) and writes the results of a success, a line at a time, to a
+staged file (the batch stays RUNNING until it has); the first read after the batch succeeded
+publishes them: as `files/batch-<id>` for file input, inline for inline input, in input order
+(see `processing_order` below) unless `inline_responses_shuffled` says otherwise. A small input
+(under `background_min_bytes`) is worked on within the create call instead.
 Knobs reproduce reported real-service quirks: `succeeded_before_results_s` (SUCCEEDED before the
 results appear), `inline_responses_shuffled` and `inline_responses_drop_keys_rate` (inlined
 responses out of order, some without `metadata.key`). EXPIRED and CANCELLED batches expose no
@@ -177,7 +180,7 @@ class GeminiBatchService:
             "window_s": window,
             "settings": settings.to_dict(),
             "validated": False,
-            "inline": size < settings.background_min_bytes,  # small inputs are worked on within the call
+            "work_in_call": size < settings.background_min_bytes,  # small inputs are worked on within the call
             "outcomes": "",  # input order, which is also processing order
             "input_sha": None,
             "prompt_tokens": 0,
@@ -218,7 +221,7 @@ class GeminiBatchService:
             key, job = f"gemini:results:{batch_id}", lambda: self._generate(batch_id)
         else:
             return
-        if record.get("inline"):
+        if record.get("work_in_call"):
             job()
         else:
             self.worker.submit(key, job)
@@ -250,17 +253,20 @@ class GeminiBatchService:
         else:
             with self.store.open_blob(blob) as lines:
                 error_text = parse_file(lines, kind if settings.gemini_strict_request_fields else None, take).error
+        # The draws run outside the store lock, so API calls go on meanwhile. The worker reads one
+        # batch at a time; only a small batch worked on within its create call at that very moment
+        # could read the same occurrence counts (`item_faults_by_occurrence`).
+        outcomes = []
+        occurrences = None
+        if error_text is None:
+            plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
+            for index, key in enumerate(keys):
+                injected = plan.outcome(key)  # drawn for every request: the rotation stays in input order
+                outcomes.append(faults.INVALID_REQUEST if invalid[index] else injected)
         with self.store.locked():
             record = self.store.get(KIND, batch_id)
             if record is None or record.get("validated", True):
                 return
-            outcomes = []
-            occurrences = None
-            if error_text is None:
-                plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
-                for index, key in enumerate(keys):
-                    injected = plan.outcome(key)  # drawn for every request: the rotation stays in input order
-                    outcomes.append(faults.INVALID_REQUEST if invalid[index] else injected)
             error = ("INVALID_ARGUMENT", error_text) if error_text else None
             error = error or self._capacity_error(record["model"], len(outcomes), tokens[0], settings, batch_id)
             timeline = Timeline.plan(record["timeline"]["created"], len(outcomes), settings, record["window_s"])

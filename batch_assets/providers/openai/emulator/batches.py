@@ -98,7 +98,7 @@ class BatchService:
                 "settings": settings.to_dict(),
                 "validated": False,
                 # Small inputs are worked on within the API call, large ones by the worker.
-                "inline": source["object"]["bytes"] < settings.background_min_bytes,
+                "work_in_call": source["object"]["bytes"] < settings.background_min_bytes,
                 "outcomes": "",  # in processing order, once validated
                 "file_sha": None,
                 "shuffle_output": settings.shuffle_output,
@@ -144,7 +144,7 @@ class BatchService:
             key, job = f"openai:results:{batch_id}", lambda: self._generate(flavor, batch_id)
         else:
             return
-        if record.get("inline"):
+        if record.get("work_in_call"):
             job()
         else:
             self.worker.submit(key, job)
@@ -172,27 +172,32 @@ class BatchService:
 
         with self.store.open_blob(blob) as lines:
             parsed = parse_input(lines, endpoint, settings.max_requests_per_batch, on_request=take)
+        # The draws run outside the store lock, so API calls go on meanwhile. The worker reads one
+        # batch at a time; only a small batch worked on within its create call at that very moment
+        # could read the same occurrence counts (`item_faults_by_occurrence`).
+        outcomes = []
+        occurrences = None
+        if not parsed.errors:
+            plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
+            for position, custom_id in enumerate(custom_ids):
+                injected = plan.outcome(custom_id)  # drawn for every request: the rotation stays in input order
+                outcomes.append(faults.INVALID_REQUEST if invalid[position] else injected)
+        order = faults.processing_order(len(outcomes), file_sha, settings.shuffle_output)
+        in_order = "".join(outcomes[i] for i in order)
         with self.store.locked():
             record = self.store.get(KIND, batch_id)
             if record is None or record.get("validated", True):
                 return
-            outcomes = []
-            occurrences = None
             if not parsed.errors:
-                plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
-                for position, custom_id in enumerate(custom_ids):
-                    injected = plan.outcome(custom_id)  # drawn for every request: the rotation stays in input order
-                    outcomes.append(faults.INVALID_REQUEST if invalid[position] else injected)
                 estimate = tokens["prompt"] + tokens["max"]
                 parsed.errors = self._capacity_errors(flavor, parsed, estimate, settings, batch_id)
-            order = faults.processing_order(len(outcomes), file_sha, settings.shuffle_output)
             timeline = Timeline.plan(record["timeline"]["created"], len(outcomes), settings, record["window_s"])
             record.update(
                 {
                     "model": parsed.model,
                     "errors": parsed.errors or None,
                     "timeline": timeline.to_dict(),
-                    "outcomes": "".join(outcomes[i] for i in order),
+                    "outcomes": in_order,
                     "file_sha": file_sha,
                     "prompt_tokens": tokens["prompt"],
                     "enqueued_tokens": tokens["prompt"] + tokens["max"],
