@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test dev bench emulator clean
+.PHONY: demo test dev bench emulator emulator-bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,3 +31,6 @@ emulator: $(STAMP)
 
 clean:
 	rm -rf data/warehouse.duckdb* data/manifests data/shards data/raw data/emulator data/dagster_home data/bench
+
+emulator-bench: $(STAMP)
+	$(BIN)/python -m batch_assets.emulator.bench $(if $(PROVIDER),--provider $(PROVIDER),)

@@ -22,6 +22,7 @@ from batch_assets.emulator.admin_routes import admin_routes
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
+from batch_assets.emulator.worker import Worker
 from batch_assets.providers.registry import PROVIDERS
 
 log = logging.getLogger("batch_assets.emulator")
@@ -80,7 +81,7 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     runtime = RuntimeSettings(settings if settings is not None else load_settings(state_dir))
-    ctx = EmulatorContext(Store(state_dir), runtime, state_dir)
+    ctx = EmulatorContext(Store(state_dir), runtime, state_dir, Worker())
     app = Starlette(
         routes=[*admin_routes(runtime), *provider_routes(ctx)],
         middleware=[Middleware(RequestLog, runtime=runtime)],
@@ -88,4 +89,5 @@ def create_app(state_dir: Path, settings: EmulatorSettings | None = None) -> Sta
     )
     app.state.runtime = runtime
     app.state.store = ctx.store
+    app.state.worker = ctx.worker
     return app

@@ -3,7 +3,9 @@
 A batch's schedule is fixed when it is created (knobs are snapshotted then), so its state is a
 pure function of the current time. The knobs are simulated seconds; dividing them by `speed`
 gives real seconds, so every timestamp reported is a real unix time and never in the future.
-Nothing runs in the background: state is worked out lazily whenever a request asks.
+The clock itself runs nothing: state is worked out lazily whenever a request asks. (Reading a
+batch's input and writing its results is the `worker`'s; a batch waiting on it is shown in the
+state before, see each provider's `_shown_at`.)
 """
 
 from __future__ import annotations

@@ -61,6 +61,12 @@ class EmulatorSettings:
     )
     force_batch_status: str | None = _knob(None, "one-shot for the next created batch: failed, expired or stuck")
     log_requests: bool = _knob(True, "log method, path and status of each request")
+    background_min_bytes: int = _knob(
+        1 << 20,
+        "a batch whose input has at least this many bytes is read and its results written by the background "
+        "worker, while API calls answer at once; a smaller one within its create (and cancel) call, which "
+        "takes milliseconds (0: every batch in the background)",
+    )
     # --- Gemini ---
     succeeded_before_results_s: float = _knob(
         0.0,
@@ -113,6 +119,8 @@ class EmulatorSettings:
         for name in _RATES:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
+        if self.background_min_bytes < 0:
+            raise ValueError("background_min_bytes must be >= 0")
         if self.max_requests_per_batch < 1:
             raise ValueError("max_requests_per_batch must be >= 1")
         _check_token_limit(self.enqueued_token_limit)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 Record = dict[str, Any]
 
@@ -82,6 +82,29 @@ class Store:
 
     def put_blob(self, name: str, data: bytes) -> None:
         _atomic_write(self.blob_path(name), data)
+
+    @contextmanager
+    def blob_writer(self, name: str) -> Iterator[BinaryIO]:
+        """Write blob `name` in pieces: it appears whole, by rename, when the block ends without
+        an error (never half-written, even if the emulator is killed mid-way)."""
+        path = self.blob_path(name)
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+        try:
+            with tmp.open("wb") as sink:
+                yield sink
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def open_blob(self, name: str) -> BinaryIO:
+        """The blob for reading; the open file outlives a later `drop_blob` (POSIX unlink)."""
+        return self.blob_path(name).open("rb")
+
+    def has_blob(self, name: str) -> bool:
+        return self.blob_path(name).exists()
+
+    def move_blob(self, source: str, target: str) -> None:
+        os.replace(self.blob_path(source), self.blob_path(target))
 
     def read_blob(self, name: str) -> bytes:
         return self.blob_path(name).read_bytes()

@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from batch_assets.emulator.app import create_app
 from batch_assets.emulator.server import DEFAULT_HOST, uvicorn_server
 from batch_assets.emulator.settings import EmulatorSettings, load_settings
+from batch_assets.emulator.worker import Worker
 
 _START_TIMEOUT_S = 10.0
 
@@ -40,6 +41,11 @@ class EmulatorHandle:
     @property
     def settings(self) -> EmulatorSettings:
         return self.app.state.runtime.current
+
+    @property
+    def worker(self) -> Worker:
+        """The background worker (`pause()`/`resume()` catch a batch mid-way in tests)."""
+        return self.app.state.worker
 
     def configure(self, **knobs: Any) -> EmulatorSettings:
         """Change knobs now; batch-scoped ones apply to batches created afterwards."""
@@ -68,3 +74,4 @@ def running_emulator(state_dir: Path, **settings: Any) -> Iterator[EmulatorHandl
         server.should_exit = True
         thread.join(timeout=_START_TIMEOUT_S)
         sock.close()
+        app.state.worker.close()

@@ -1,4 +1,4 @@
-"""Anthropic Message Batches: create, retrieve, list, cancel, delete, and the one-time write of results.
+"""Anthropic Message Batches: create, retrieve, list, cancel, delete, and results written in the background.
 
 Built on the shared simulated clock (`clock.Timeline`): its queued, running and finalizing phases
 all read `in_progress` here (processing starts on create, as on the real API), a cancel reads
@@ -6,14 +6,23 @@ all read `in_progress` here (processing starts on create, as on the real API), a
 in `request_counts` until the batch ends. Anthropic has no batch-level failure (a batch always
 ends; its requests succeed or fail one by one), so there is no `failed` state; see `_outcomes`
 for what `force_batch_status: failed` does instead.
+
+A create call checks the body and stores the requests one per line, reading a request at a time;
+the app's `Worker` then writes the results of the batch's expected ending to a staged file, a
+line at a time (`_generate`), and the first read after the batch ends publishes it (a rename).
+Until the worker is done the batch shows as still processing, so nothing reports `ended`
+without its results.
 """
 
 from __future__ import annotations
 
+import array
 import hashlib
+import io
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from batch_assets.emulator import clock, faults, ids
 from batch_assets.emulator.clock import Phase, Timeline
@@ -26,13 +35,15 @@ from batch_assets.providers.anthropic.emulator.messages import (
     REFUSAL,
     result_for,
 )
-from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, parse_create, request_error
+from batch_assets.emulator.worker import Worker, write_lines
+from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, read_create, request_error
 
 KIND = "anthropic_batches"
 WINDOW_S = 24 * 3600  # processing expires 24 h after creation
 RESULTS_PATH = "/v1/messages/batches/{batch_id}/results"
 _DEFAULT_MAX_REQUESTS = EmulatorSettings().max_requests_per_batch
 _UNFINISHED = {clock.CANCELLED: "canceled", clock.EXPIRED: "expired"}
+_HOLD_S = 1e-6  # how far before it ended a batch waiting on the worker is shown
 
 
 def not_found(what: str) -> ApiError:
@@ -52,32 +63,49 @@ def max_requests(settings: EmulatorSettings) -> int:
 
 
 class MessageBatchService:
-    def __init__(self, store: Store, runtime: RuntimeSettings) -> None:
+    def __init__(self, store: Store, runtime: RuntimeSettings, worker: Worker) -> None:
         self.store = store
         self.runtime = runtime
+        self.worker = worker
 
     # --- create -------------------------------------------------------------------------------
 
-    def create(self, body: bytes, origin: str) -> dict[str, Any]:
-        try:
-            parsed_body = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise invalid(f"There was an issue with your request body: invalid JSON ({exc}).") from exc
-        requests = parse_create(parsed_body, max_requests(self.runtime.current))
+    def create(self, body: bytes | BinaryIO, origin: str) -> dict[str, Any]:
+        """Check and store the create body, read a request at a time; results are written later, by
+        the worker (or here, for a small body)."""
+        source = io.BytesIO(body) if isinstance(body, bytes) else body
+        size = source.seek(0, io.SEEK_END)
+        source.seek(0)
+        batch_id = f"msgbatch_01{ids.random_base62(22)}"
         # Requests as sent, canonically serialised: their hash seeds the fault draws and output order.
-        canonical = json.dumps(requests, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        seed_sha = hashlib.sha256(canonical.encode()).hexdigest()
+        # The hash is of the whole list; the blob keeps one request per line, for reading them one by one.
+        hasher = hashlib.sha256(b"[")
+        custom_ids: list[str] = []
+        invalid_flags = bytearray()
+
+        def take(custom_id: str, params: dict[str, Any]) -> None:
+            data = json.dumps([custom_id, params], sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+            if custom_ids:
+                hasher.update(b",")
+            hasher.update(data)
+            sink.write(data + b"\n")
+            custom_ids.append(custom_id)
+            invalid_flags.append(request_error(params) is not None)
+
+        # The requests go to a blob before the record exists, so a record never lacks them.
+        with self.store.blob_writer(_requests_blob(batch_id)) as sink:
+            read_create(source, take, max_requests(self.runtime.current))
+        hasher.update(b"]")
+        seed_sha = hasher.hexdigest()
         with self.store.locked():
             settings = self.runtime.take_batch_settings()
             created = clock.now()
-            batch_id = f"msgbatch_01{ids.random_base62(22)}"
-            order = faults.processing_order(len(requests), seed_sha, settings.shuffle_output)
-            custom_ids = [custom_id for custom_id, _ in requests]
+            order = faults.processing_order(len(custom_ids), seed_sha, settings.shuffle_output)
             plan, occurrences = faults.plan_for(self.store, "anthropic", seed_sha, settings, custom_ids)
-            outcomes = _outcomes(requests, plan, settings)
+            outcomes = _outcomes(custom_ids, invalid_flags, plan, settings)
             if occurrences is not None:
                 occurrences.count(custom_ids)
-            timeline = Timeline.plan(created, len(requests), settings, settings.completion_window_s or WINDOW_S)
+            timeline = Timeline.plan(created, len(custom_ids), settings, settings.completion_window_s or WINDOW_S)
             record = {
                 "id": batch_id,
                 "timeline": timeline.to_dict(),
@@ -86,13 +114,60 @@ class MessageBatchService:
                 "shuffle_output": settings.shuffle_output,
                 "duplicate_output_lines": settings.duplicate_output_lines,
                 "cancel_requested_at": None,
+                # Small batches are worked on within the API call, large ones by the worker.
+                "work_in_call": size < settings.background_min_bytes,
+                "staged": None,  # the results written so far: {"state", "processed"}
                 "finalized": False,
             }
-            # The requests go to a blob before the record exists, so a record never lacks them.
-            self.store.put_blob(_requests_blob(batch_id), canonical.encode())
             self.store.add(KIND, record)
-            # Results are written before any answer says `ended` (with no delays, this one may).
+            self._schedule(record)
+            # Results are published before any answer says `ended` (with no delays, this one may).
             return self._refresh(record, origin, created)
+
+    # --- background work ----------------------------------------------------------------------
+
+    def resume(self) -> None:
+        """Resubmit the unfinished work of every batch (an emulator restarted mid-way)."""
+        with self.store.locked():
+            for record in self.store.all(KIND):
+                self._schedule(record)
+
+    def _schedule(self, record: Record) -> None:
+        """Write the results of the batch's expected ending, on the worker or here for a small
+        batch, unless they are written already. Call with the store lock held."""
+        if record["finalized"] or _staged_for(record, _target(record)):
+            return
+        batch_id = record["id"]
+        if record.get("work_in_call"):
+            self._generate(batch_id)
+        else:
+            self.worker.submit(f"anthropic:results:{batch_id}", lambda: self._generate(batch_id))
+
+    def _generate(self, batch_id: str) -> None:
+        """Write the results of the batch's expected ending to a staged blob, one line at a time."""
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"]:
+                return
+            target = _target(record)
+            if _staged_for(record, target):
+                return
+            snapshot = dict(record)
+        with (
+            self.store.blob_writer(_staged_blob(batch_id)) as sink,
+            self.store.open_blob(_requests_blob(batch_id)) as source,
+        ):
+            write_lines(sink, _result_lines(snapshot, target, source))
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"]:
+                self.store.drop_blob(_staged_blob(batch_id))
+                return
+            if _target(record) != target:
+                self._schedule(record)  # cancelled while writing: write the cancelled ending
+                return
+            record["staged"] = target
+            self.store.save(KIND, record)
 
     # --- read ---------------------------------------------------------------------------------
 
@@ -127,7 +202,8 @@ class MessageBatchService:
                 "last_id": data[-1]["id"] if data else None,
             }
 
-    def results(self, batch_id: str) -> bytes:
+    def results(self, batch_id: str) -> BinaryIO:
+        """The results file, open for streaming (a later delete does not cut the read short)."""
         with self.store.locked():
             record = self._record(batch_id)
             if not record["finalized"]:
@@ -135,7 +211,7 @@ class MessageBatchService:
             if not record["finalized"]:
                 # [GUESS] the real API's status and wording for results requested too early.
                 raise not_found(f"Results for message batch '{batch_id}' are not available: it has not ended yet.")
-            return self.store.read_blob(_results_blob(batch_id))
+            return self.store.open_blob(_results_blob(batch_id))
 
     # --- change -------------------------------------------------------------------------------
 
@@ -144,12 +220,15 @@ class MessageBatchService:
             record = self._record(batch_id)
             at = clock.now()
             phase = _phase(record, at)
+            if phase.state in clock.TERMINAL and not record["finalized"]:
+                return self._refresh(record, origin, at)  # ended, its results about to be published
             if phase.state in clock.TERMINAL:
                 # [GUESS] the real API's answer to canceling an ended batch.
                 raise invalid(f"Message batch '{batch_id}' has already ended and can no longer be canceled.")
             if record["cancel_requested_at"] is None:
                 record["cancel_requested_at"] = at
                 self.store.save(KIND, record)
+                self._schedule(record)  # the results to write are now the canceled batch's
             return self._refresh(record, origin, at)
 
     def delete(self, batch_id: str) -> dict[str, Any]:
@@ -165,6 +244,7 @@ class MessageBatchService:
             self.store.remove(KIND, batch_id)
             self.store.drop_blob(_results_blob(batch_id))
             self.store.drop_blob(_requests_blob(batch_id))
+            self.store.drop_blob(_staged_blob(batch_id))
             return {"id": batch_id, "type": "message_batch_deleted"}
 
     # --- state --------------------------------------------------------------------------------
@@ -176,40 +256,36 @@ class MessageBatchService:
         return found
 
     def _refresh(self, record: Record, origin: str, at: float | None = None) -> dict[str, Any]:
-        """The batch as of now, writing its results first if it has just ended."""
+        """The batch as of now, its results published first if it has just ended (a rename: the
+        worker wrote them); until the worker has, it shows as still processing (`_shown_at`)."""
         at = clock.now() if at is None else at
         phase = _phase(record, at)
         if phase.state in clock.TERMINAL and not record["finalized"]:
-            self._finalize(record, phase)
+            if _staged_for(record, {"state": phase.state, "processed": phase.processed}):
+                self._finalize(record)
+            else:
+                self._schedule(record)
         return self._view(record, at, origin)
 
-    def _finalize(self, record: Record, phase: Phase) -> None:
+    def _finalize(self, record: Record) -> None:
         batch_id = record["id"]
-        requests = json.loads(self.store.read_blob(_requests_blob(batch_id)))
-        order = faults.processing_order(len(requests), record["seed_sha"], record["shuffle_output"])
-        lines: list[str] = []
-        duplicates: list[str] = []
-        for position, index in enumerate(order):
-            custom_id, params = requests[index]
-            if position >= phase.processed:
-                result: dict[str, Any] = {"type": _UNFINISHED[phase.state]}
-            else:
-                result = result_for(params, record["outcomes"][position], batch_id, index)
-            line = _line(custom_id, result)
-            lines.append(line)
-            if position < phase.processed and faults.duplicated(
-                record["seed_sha"], custom_id, record["duplicate_output_lines"]
-            ):
-                duplicates.append(line)
-        # One JSON object per line and never a blank line: the SDK's JSONL decoder parses every line.
-        self.store.put_blob(_results_blob(batch_id), "".join(f"{line}\n" for line in lines + duplicates).encode())
+        self.store.move_blob(_staged_blob(batch_id), _results_blob(batch_id))
         record["finalized"] = True
         self.store.save(KIND, record)
         self.store.drop_blob(_requests_blob(batch_id))
 
+    @staticmethod
+    def _shown_at(record: Record, at: float) -> float:
+        """Now, or just before the batch ended when its results are not written yet."""
+        if record["finalized"]:
+            return at
+        phase = _phase(record, at)
+        return min(at, phase.since - _HOLD_S) if phase.state in clock.TERMINAL else at
+
     # --- wire shape ---------------------------------------------------------------------------
 
     def _view(self, record: Record, at: float, origin: str) -> dict[str, Any]:
+        at = self._shown_at(record, at)
         timeline = Timeline.from_dict(record["timeline"])
         cancel_at = record["cancel_requested_at"]
         phase = _phase(record, at)
@@ -233,7 +309,7 @@ class MessageBatchService:
 
 
 def _outcomes(
-    requests: list[tuple[str, dict[str, Any]]], plan: faults.FaultPlan, settings: EmulatorSettings
+    custom_ids: list[str], invalid_flags: bytearray, plan: faults.FaultPlan, settings: EmulatorSettings
 ) -> list[str]:
     """Each request's outcome, in input order.
 
@@ -242,13 +318,13 @@ def _outcomes(
     is what it gives.
     """
     if settings.force_batch_status == "failed":
-        return [faults.SERVER_ERROR] * len(requests)
+        return [faults.SERVER_ERROR] * len(custom_ids)
     outcomes = []
-    for custom_id, params in requests:
+    for custom_id, invalid_request in zip(custom_ids, invalid_flags, strict=True):
         injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order
         if injected == faults.OK:
             injected = _stop_outcome(plan, custom_id, settings)
-        outcomes.append(faults.INVALID_REQUEST if request_error(params) else injected)
+        outcomes.append(faults.INVALID_REQUEST if invalid_request else injected)
     return outcomes
 
 
@@ -285,7 +361,52 @@ def _line(custom_id: str, result: dict[str, Any]) -> str:
 
 
 def _requests_blob(batch_id: str) -> str:
-    return f"{batch_id}.requests.json"
+    return f"{batch_id}.requests.jsonl"
+
+
+def _staged_blob(batch_id: str) -> str:
+    return f"{batch_id}.staged-results.jsonl"
+
+
+def _target(record: Record) -> dict[str, Any]:
+    """How the batch will end as things stand (state, requests processed by then): the results to write."""
+    timeline = Timeline.from_dict(record["timeline"])
+    cancel_at = record["cancel_requested_at"]
+    if cancel_at is not None:
+        return {"state": clock.CANCELLED, "processed": timeline.processed_at(cancel_at)}
+    if timeline.will_expire:
+        return {"state": clock.EXPIRED, "processed": timeline.processed_at(timeline.expires)}
+    return {"state": clock.DONE, "processed": timeline.total}
+
+
+def _staged_for(record: Record, target: dict[str, Any]) -> bool:
+    staged = record.get("staged")
+    return staged is not None and staged["state"] == target["state"] and staged["processed"] == target["processed"]
+
+
+def _result_lines(record: Record, target: dict[str, Any], source: BinaryIO) -> Iterator[str]:
+    """Every result line in processing order, then the duplicated ones; reads one request at a time."""
+    offsets = array.array("q")
+    position = 0
+    for raw in source:
+        offsets.append(position)
+        position += len(raw)
+    order = faults.processing_order(len(offsets), record["seed_sha"], record["shuffle_output"])
+    duplicates: list[str] = []
+    batch_id, processed = record["id"], target["processed"]
+    for position, index in enumerate(order):
+        source.seek(offsets[index])
+        custom_id, params = json.loads(source.readline())
+        if position >= processed:
+            result: dict[str, Any] = {"type": _UNFINISHED[target["state"]]}
+        else:
+            result = result_for(params, record["outcomes"][position], batch_id, index)
+        line = _line(custom_id, result)
+        if position < processed and faults.duplicated(record["seed_sha"], custom_id, record["duplicate_output_lines"]):
+            duplicates.append(line)
+        yield line
+    # One JSON object per line and never a blank line: the SDK's JSONL decoder parses every line.
+    yield from duplicates
 
 
 def _results_blob(batch_id: str) -> str:

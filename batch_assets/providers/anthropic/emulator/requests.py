@@ -10,9 +10,12 @@ Two levels of checks, as the real API makes them:
 
 from __future__ import annotations
 
+import codecs
+import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.text import count_tokens, requested_sentences, text_of
@@ -46,25 +49,145 @@ def parse_create(body: Any, max_requests: int = MAX_REQUESTS) -> list[tuple[str,
     parsed: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     for index, item in enumerate(requests):
-        where = f"requests.{index}"
-        if not isinstance(item, dict):
-            raise invalid(f"{where}: Input should be a valid dictionary")
-        custom_id = _check_custom_id(item, where)
-        if "params" not in item:
-            raise invalid(f"{where}.params: Field required")
-        params = item["params"]
-        if not isinstance(params, dict):
-            raise invalid(f"{where}.params: Input should be a valid dictionary")
-        _check_params(params, f"{where}.params")
-        if custom_id in seen:
-            # [GUESS] the wording; that duplicates are refused on create is documented.
-            raise invalid(
-                f"{where}.custom_id: Duplicate custom_id '{custom_id}'; "
-                "each request in a Message Batch needs a unique custom_id."
-            )
-        seen.add(custom_id)
-        parsed.append((custom_id, params))
+        parsed.append(_check_item(item, index, seen))
     return parsed
+
+
+def _check_item(item: Any, index: int, seen: set[str]) -> tuple[str, dict[str, Any]]:
+    where = f"requests.{index}"
+    if not isinstance(item, dict):
+        raise invalid(f"{where}: Input should be a valid dictionary")
+    custom_id = _check_custom_id(item, where)
+    if "params" not in item:
+        raise invalid(f"{where}.params: Field required")
+    params = item["params"]
+    if not isinstance(params, dict):
+        raise invalid(f"{where}.params: Input should be a valid dictionary")
+    _check_params(params, f"{where}.params")
+    if custom_id in seen:
+        # [GUESS] the wording; that duplicates are refused on create is documented.
+        raise invalid(
+            f"{where}.custom_id: Duplicate custom_id '{custom_id}'; "
+            "each request in a Message Batch needs a unique custom_id."
+        )
+    seen.add(custom_id)
+    return custom_id, params
+
+
+def read_create(
+    source: BinaryIO, on_request: Callable[[str, dict[str, Any]], None], max_requests: int = MAX_REQUESTS
+) -> int:
+    """`parse_create` over a create body read from `source` a piece at a time: each request is
+    decoded, checked and handed to `on_request(custom_id, params)` on its own, so a body of
+    100,000 requests is never held whole, as bytes or as objects. Raises the same 400s as
+    `parse_create`, after reading the whole body (the item count is checked before the items);
+    returns the number of requests."""
+    count = 0
+    first_error: ApiError | None = None
+    seen: set[str] = set()
+    for index, item in enumerate(_requests_of(_JsonReader(source))):
+        count += 1
+        if first_error is not None or count > max_requests:
+            continue  # keep counting: a body over the limit is refused for its size first
+        try:
+            custom_id, params = _check_item(item, index, seen)
+        except ApiError as error:
+            first_error = error
+            continue
+        on_request(custom_id, params)
+    if not count:
+        raise invalid("requests: List should have at least 1 item after validation, not 0")
+    if count > max_requests:
+        raise invalid(f"requests: List should have at most {max_requests} items after validation, not {count}")
+    if first_error is not None:
+        raise first_error
+    return count
+
+
+class _JsonReader:
+    """JSON values read one at a time from a binary stream, through a window of at most a few MB."""
+
+    _CHUNK = 1 << 20
+
+    def __init__(self, source: BinaryIO) -> None:
+        self.source = source
+        self.decode = codecs.getincrementaldecoder("utf-8")().decode
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.decoder = json.JSONDecoder()
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        raw = self.source.read(self._CHUNK)
+        self.eof = not raw
+        self.buf = self.buf[self.pos :] + self.decode(raw, final=self.eof)
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character ("" at the end)."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buf) or not self._fill():
+                return self.buf[self.pos : self.pos + 1]
+
+    def take(self, char: str) -> bool:
+        if self.peek() != char:
+            return False
+        self.pos += 1
+        return True
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._fill():
+                    continue
+                raise invalid(f"There was an issue with your request body: invalid JSON ({exc.msg}).") from exc
+            if end == len(self.buf) and not self.eof and not isinstance(value, (dict, list, str)):
+                self._fill()  # a number or literal may go on in the next piece
+                continue
+            self.pos = end
+            return value
+
+
+def _requests_of(reader: _JsonReader) -> Iterator[Any]:
+    """The items of the body's `requests` list, one at a time; the body's other checks as `parse_create`'s."""
+    if not reader.take("{"):
+        reader.value()  # not an object (or not JSON): refused either way
+        raise invalid("body: Input should be a valid dictionary")
+    found = False
+    if not reader.take("}"):
+        while True:
+            key = reader.value()
+            if not isinstance(key, str) or not reader.take(":"):
+                raise invalid("There was an issue with your request body: invalid JSON (expecting a property name).")
+            if key == "requests" and reader.take("["):
+                found = True
+                if not reader.take("]"):
+                    while True:
+                        yield reader.value()
+                        if reader.take("]"):
+                            break
+                        if not reader.take(","):
+                            raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
+            else:
+                value = reader.value()
+                if key == "requests":
+                    parse_create({"requests": value})  # not a list: refused as parse_create refuses it
+            if reader.take("}"):
+                break
+            if not reader.take(","):
+                raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
+    if reader.peek():
+        raise invalid("There was an issue with your request body: invalid JSON (extra data).")
+    if not found:
+        raise invalid("requests: Field required")
 
 
 def _check_custom_id(item: dict[str, Any], where: str) -> str:

@@ -7,6 +7,8 @@ and error bodies repeat it: `{"type":"error","error":{"type","message"},"request
 
 from __future__ import annotations
 
+import tempfile
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -15,6 +17,7 @@ from starlette.routing import Route
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard, retryable
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.emulator.streams import file_response
 from batch_assets.providers.anthropic.emulator.batches import MessageBatchService
 from batch_assets.providers.anthropic.emulator.messages import error_envelope, request_id
 from batch_assets.providers.anthropic.emulator.requests import MAX_BODY_BYTES, invalid
@@ -92,8 +95,8 @@ def _limit(request: Request) -> int:
 
 
 class _Routes:
-    """Service calls run in the thread pool: they take the store lock, which a batch writing its
-    results may hold for a while, and the event loop must not wait on it."""
+    """Service calls run in the thread pool: they take the store lock, and the event loop must not
+    wait on it. Results are written by the app's worker."""
 
     def __init__(self, service: MessageBatchService, runtime: RuntimeSettings) -> None:
         self.service = service
@@ -120,10 +123,17 @@ class _Routes:
         return endpoint
 
     async def create(self, request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large")
-        return JSONResponse(await run_in_threadpool(self.service.create, body, _origin(request)))
+        # The body is spooled as it arrives (in memory up to 1 MB, then on disk) and read back a
+        # request at a time: a 100,000-request body is never held whole.
+        with tempfile.SpooledTemporaryFile(max_size=1 << 20) as body:
+            size = 0
+            async for piece in request.stream():
+                size += len(piece)
+                if size > MAX_BODY_BYTES:
+                    raise ApiError(413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large")
+                body.write(piece)
+            body.seek(0)
+            return JSONResponse(await run_in_threadpool(self.service.create, body, _origin(request)))
 
     async def retrieve(self, request: Request) -> Response:
         batch_id = request.path_params["batch_id"]
@@ -144,9 +154,9 @@ class _Routes:
         return JSONResponse(await run_in_threadpool(self.service.delete, request.path_params["batch_id"]))
 
     async def results(self, request: Request) -> Response:
-        data = await run_in_threadpool(self.service.results, request.path_params["batch_id"])
+        handle = await run_in_threadpool(self.service.results, request.path_params["batch_id"])
         # The SDK asks with `Accept: application/binary`; the real content type is not recorded.
-        return Response(data, media_type="application/binary")
+        return file_response(handle, "application/binary")
 
     def routes(self) -> list[Route]:
         g = self.guarded
@@ -162,4 +172,6 @@ class _Routes:
 
 def routes(ctx: EmulatorContext) -> list[Route]:
     """The Message Batches routes, persisting through the app's shared store."""
-    return _Routes(MessageBatchService(ctx.store, ctx.runtime), ctx.runtime).routes()
+    service = MessageBatchService(ctx.store, ctx.runtime, ctx.worker)
+    service.resume()  # work a previous run of the emulator left unfinished
+    return _Routes(service, ctx.runtime).routes()

@@ -7,9 +7,12 @@ an uploaded JSONL file (`inputConfig.fileName`) or inline (`inputConfig.requests
 The simulated clock is the shared one (`clock.Timeline`), mapped onto Gemini's states:
 queued -> PENDING, running/finalizing -> RUNNING, done -> SUCCEEDED, expired -> EXPIRED,
 cancelled -> CANCELLED (a pending cancel still shows the state it interrupted), and a batch with
-batch-level errors turns FAILED when its queue delay ends. Results are written once, on the first
-read after the batch succeeded: to `files/batch-<id>` for file input, inline for inline input,
-in input order (see `processing_order` below) unless `inline_responses_shuffled` says otherwise.
+batch-level errors turns FAILED when its queue delay ends. The app's `Worker` reads the input (the
+batch stays PENDING until it has) and writes the results of a success, a line at a time, to a
+staged file (the batch stays RUNNING until it has); the first read after the batch succeeded
+publishes them: as `files/batch-<id>` for file input, inline for inline input, in input order
+(see `processing_order` below) unless `inline_responses_shuffled` says otherwise. A small input
+(under `background_min_bytes`) is worked on within the create call instead.
 Knobs reproduce reported real-service quirks: `succeeded_before_results_s` (SUCCEEDED before the
 results appear), `inline_responses_shuffled` and `inline_responses_drop_keys_rate` (inlined
 responses out of order, some without `metadata.key`). EXPIRED and CANCELLED batches expose no
@@ -22,13 +25,15 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
+from batch_assets.emulator.worker import Worker, write_lines
 from batch_assets.providers.gemini.emulator.bodies import UsageOptions, respond
 from batch_assets.providers.gemini.emulator.fields import unknown_field
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
@@ -71,6 +76,7 @@ _STATES = {
     clock.EXPIRED: EXPIRED,
     clock.CANCELLED: CANCELLED,
 }
+_HOLD_S = 1e-6  # how far before a step a batch waiting on the worker is shown
 _ENDED = {SUCCEEDED: None, CANCELLED: "The batch was cancelled.", EXPIRED: "The batch expired before it finished."}
 
 
@@ -95,10 +101,11 @@ def processing_order(count: int) -> list[int]:
 
 
 class GeminiBatchService:
-    def __init__(self, store: Store, files: GeminiFileService, runtime: RuntimeSettings) -> None:
+    def __init__(self, store: Store, files: GeminiFileService, runtime: RuntimeSettings, worker: Worker) -> None:
         self.store = store
         self.files = files
         self.runtime = runtime
+        self.worker = worker
 
     # --- create -------------------------------------------------------------------------------
 
@@ -127,14 +134,15 @@ class GeminiBatchService:
                     raise invalid_argument(
                         f"* {_request_name(kind)}.batch.input_config.file_name: must be a file name like files/abc.\n"
                     )
-                _, data = self.files.read_input(file_name)
-                parsed = parse_file(data, kind if self.runtime.current.gemini_strict_request_fields else None)
+                source = self.files.input_blob(file_name)
+                data = None
             else:
-                items = _inline_items(kind, requests)
+                _inline_items(kind, requests)  # a malformed inline request rejects the call
+                source = None
                 data = json.dumps(requests, sort_keys=True, ensure_ascii=False).encode()
-                parsed = ParsedInput(items)
             settings = self.runtime.take_batch_settings()
-            record, created = self._create(kind, model, display_name, file_name, priority, data, parsed, settings)
+            record, created = self._create(kind, model, display_name, file_name, priority, source, data, settings)
+            self._schedule(record)
             # Results are written before any answer says SUCCEEDED (with no delays, this one may).
             self._refresh(record, created)
             return self._view(record, created)
@@ -146,24 +154,19 @@ class GeminiBatchService:
         display_name: str | None,
         file_name: str | None,
         priority: Any,
-        data: bytes,
-        parsed: ParsedInput,
+        source: str | None,
+        data: bytes | None,
         settings: EmulatorSettings,
     ) -> tuple[Record, float]:
+        """The batch's record; its input (the uploaded blob `source`, or inline `data`) is read later, by `_validate`."""
         created = clock.now()
-        input_sha = hashlib.sha256(data).hexdigest()
-        keys = [item.key if item.key is not None else f"#{index}" for index, item in enumerate(parsed.items)]
-        plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
-        outcomes = []
-        prompt_tokens = 0
-        for index, item in enumerate(parsed.items):
-            invalid = request_error(kind, item.request)
-            injected = plan.outcome(keys[index])
-            outcomes.append(faults.INVALID_REQUEST if invalid else injected)
-            prompt_tokens += prompt_of(kind, item.request).tokens
-        error = ("INVALID_ARGUMENT", parsed.error) if parsed.error else None
-        error = error or self._capacity_error(model, len(outcomes), prompt_tokens, settings)
         batch_id = random_id(36)
+        # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
+        if source is not None:
+            self.store.copy_blob(source, _input_blob(batch_id))
+        else:
+            self.store.put_blob(_input_blob(batch_id), data or b"")
+        size = self.store.blob_path(_input_blob(batch_id)).stat().st_size
         window = settings.completion_window_s or DEFAULT_WINDOW_S
         record = {
             "id": batch_id,
@@ -172,10 +175,15 @@ class GeminiBatchService:
             "display_name": display_name or f"batch-{batch_id}",
             "input_file": file_name,
             "priority": str(priority) if priority is not None else None,
-            "timeline": Timeline.plan(created, len(outcomes), settings, window).to_dict(),
-            "outcomes": "".join(outcomes),  # input order, which is also processing order
-            "input_sha": input_sha,
-            "prompt_tokens": prompt_tokens,
+            # Planned again, with the request count, once the input is read.
+            "timeline": Timeline.plan(created, 0, settings, window).to_dict(),
+            "window_s": window,
+            "settings": settings.to_dict(),
+            "validated": False,
+            "work_in_call": size < settings.background_min_bytes,  # small inputs are worked on within the call
+            "outcomes": "",  # input order, which is also processing order
+            "input_sha": None,
+            "prompt_tokens": 0,
             "duplicate_output_lines": settings.duplicate_output_lines,
             "item_error_status_names": settings.gemini_item_error_status_names,
             "speed": settings.speed,
@@ -183,21 +191,103 @@ class GeminiBatchService:
             "cached_fraction": settings.gemini_cached_token_fraction,
             "inline_shuffled": settings.inline_responses_shuffled,
             "inline_drop_keys_rate": settings.inline_responses_drop_keys_rate,
-            "error": error[1] if error else None,
-            "error_status": error[0] if error else None,
+            "error": None,
+            "error_status": None,
             "cancel_requested_at": None,
+            "staged": False,  # the worker has written the results of a successful ending
             "finalized": False,
             "output_file": None,
         }
-        if error is None and occurrences is not None:
-            occurrences.count(keys)
-        if error is None:
-            # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
-            self.store.put_blob(_input_blob(batch_id), data)
         return self.store.add(KIND, record), created
 
+    # --- background work ----------------------------------------------------------------------
+
+    def resume(self) -> None:
+        """Resubmit the unfinished work of every batch (an emulator restarted mid-way)."""
+        with self.store.locked():
+            for record in self.store.all(KIND):
+                self._schedule(record)
+
+    def _schedule(self, record: Record) -> None:
+        """Run the job the batch waits on, if any: on the worker, or here for a small input.
+
+        Call with the store lock held."""
+        if record["finalized"]:
+            return
+        batch_id = record["id"]
+        if not record.get("validated", True):
+            key, job = f"gemini:validate:{batch_id}", lambda: self._validate(batch_id)
+        elif record["error"] is None and not record.get("staged", False) and _succeeds(record):
+            key, job = f"gemini:results:{batch_id}", lambda: self._generate(batch_id)
+        else:
+            return
+        if record.get("work_in_call"):
+            job()
+        else:
+            self.worker.submit(key, job)
+
+    def _validate(self, batch_id: str) -> None:
+        """Read the batch's input a line at a time: a batch-level error, each request's outcome and
+        the token count. Runs on the worker; the batch reads PENDING until it is done."""
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("validated", True):
+                return
+            kind, inline = record["kind"], record["input_file"] is None
+            settings = EmulatorSettings(**record["settings"])
+        blob = _input_blob(batch_id)
+        input_sha = _sha256(self.store, blob)
+        keys: list[str] = []
+        invalid = bytearray()
+        tokens = [0]
+
+        def take(item: Item) -> None:
+            keys.append(item.key if item.key is not None else f"#{len(keys)}")
+            invalid.append(request_error(kind, item.request) is not None)
+            tokens[0] += prompt_of(kind, item.request).tokens
+
+        if inline:
+            for item in _inline_items(kind, json.loads(self.store.read_blob(blob))):
+                take(item)
+            error_text = None
+        else:
+            with self.store.open_blob(blob) as lines:
+                error_text = parse_file(lines, kind if settings.gemini_strict_request_fields else None, take).error
+        # The draws run outside the store lock, so API calls go on meanwhile. The worker reads one
+        # batch at a time; only a small batch worked on within its create call at that very moment
+        # could read the same occurrence counts (`item_faults_by_occurrence`).
+        outcomes = []
+        occurrences = None
+        if error_text is None:
+            plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
+            for index, key in enumerate(keys):
+                injected = plan.outcome(key)  # drawn for every request: the rotation stays in input order
+                outcomes.append(faults.INVALID_REQUEST if invalid[index] else injected)
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("validated", True):
+                return
+            error = ("INVALID_ARGUMENT", error_text) if error_text else None
+            error = error or self._capacity_error(record["model"], len(outcomes), tokens[0], settings, batch_id)
+            timeline = Timeline.plan(record["timeline"]["created"], len(outcomes), settings, record["window_s"])
+            record.update(
+                {
+                    "timeline": timeline.to_dict(),
+                    "outcomes": "".join(outcomes),
+                    "input_sha": input_sha,
+                    "prompt_tokens": tokens[0],
+                    "error": error[1] if error else None,
+                    "error_status": error[0] if error else None,
+                    "validated": True,
+                }
+            )
+            if error is None and occurrences is not None:
+                occurrences.count(keys)
+            self.store.save(KIND, record)
+            self._schedule(record)
+
     def _capacity_error(
-        self, model: str, total: int, prompt_tokens: int, settings: EmulatorSettings
+        self, model: str, total: int, prompt_tokens: int, settings: EmulatorSettings, batch_id: str
     ) -> tuple[str, str] | None:
         """(status, message) of a batch-level failure the input itself does not cause."""
         if settings.force_batch_status == "failed":
@@ -206,19 +296,19 @@ class GeminiBatchService:
             message = f"The batch has {total} requests; a batch may hold at most {settings.max_requests_per_batch}."
             return "INVALID_ARGUMENT", message
         limit = token_limit_for(settings.enqueued_token_limit, model)
-        if limit is not None and prompt_tokens + self._enqueued_tokens(model) > limit:
+        if limit is not None and prompt_tokens + self._enqueued_tokens(model, batch_id) > limit:
             return "RESOURCE_EXHAUSTED", (
                 f"Enqueued token limit reached for {model}: the batch has {prompt_tokens} tokens and the limit "
                 f"is {limit} enqueued tokens. Try again once some running batches have finished."
             )
         return None
 
-    def _enqueued_tokens(self, model: str) -> int:
+    def _enqueued_tokens(self, model: str, batch_id: str) -> int:
         at = clock.now()
         return sum(
             r["prompt_tokens"]
             for r in self.store.all(KIND)
-            if r["model"] == model and r["error"] is None and self._phase(r, at).state not in clock.TERMINAL
+            if r["model"] == model and r["id"] != batch_id and r["error"] is None and self._phase(r, at).state not in clock.TERMINAL
         )
 
     # --- read, cancel, delete -----------------------------------------------------------------
@@ -251,6 +341,8 @@ class GeminiBatchService:
             state = batch_state(record, at)
             if record["cancel_requested_at"] is not None or state == CANCELLED:
                 return
+            if state == SUCCEEDED and not record["finalized"]:
+                return  # it has succeeded and only waits for its results file: too late to cancel
             if state not in (PENDING, RUNNING):
                 raise failed_precondition(f"Batch batches/{record['id']} is in state {state} and cannot be cancelled.")
             record["cancel_requested_at"] = at
@@ -263,6 +355,7 @@ class GeminiBatchService:
             self.store.remove(KIND, record["id"])
             self.store.drop_blob(_input_blob(record["id"]))
             self.store.drop_blob(_inline_output_blob(record["id"]))
+            self.store.drop_blob(_staged_blob(record["id"]))
 
     def _record(self, name: str) -> Record:
         batch_id = name.removeprefix("batches/")
@@ -276,26 +369,70 @@ class GeminiBatchService:
         return Timeline.from_dict(record["timeline"]).phase(at, record["cancel_requested_at"])
 
     def _refresh(self, record: Record, at: float) -> None:
-        """Write the batch's results if it has just become terminal."""
+        """Publish the batch's results if it has just become terminal (cheap: the worker wrote them).
+
+        A batch that succeeded on the clock before the worker finished its results is shown as
+        still running until then (`_shown_at`)."""
         terminal = self._phase(record, at).state in clock.TERMINAL or _failed(record, at)
-        if record["finalized"] or not terminal:
+        if record["finalized"] or not terminal or not record.get("validated", True):
             return
         if batch_state(record, at) == SUCCEEDED:
-            self._write_results(record)
+            if not record.get("staged", True):
+                self._schedule(record)
+                return
+            self._publish(record)
+        else:
+            self._drop_staged(record)
         record["finalized"] = True
         self.store.save(KIND, record)
         self.store.drop_blob(_input_blob(record["id"]))
 
+    def _shown_at(self, record: Record, at: float) -> float:
+        """Now, or just before the step the batch waits on the worker for: reading its input (it is
+        PENDING until then) or writing the results of its success (RUNNING until then)."""
+        timeline = Timeline.from_dict(record["timeline"])
+        if not record.get("validated", True):
+            return min(at, timeline.running - _HOLD_S)
+        if record["finalized"] or record.get("staged", True) or _failed(record, at):
+            return at
+        phase = self._phase(record, at)
+        if phase.state == clock.DONE:
+            return min(at, phase.since - _HOLD_S)
+        return at
+
     # --- results ------------------------------------------------------------------------------
 
-    def _write_results(self, record: Record) -> None:
-        data = self.store.read_blob(_input_blob(record["id"]))
-        inline = record["input_file"] is None
-        items = _inline_items(record["kind"], json.loads(data)) if inline else parse_file(data).items
-        timeline = Timeline.from_dict(record["timeline"])
-        results = []
-        for index in processing_order(len(items)):
-            item = items[index]
+    def _generate(self, batch_id: str) -> None:
+        """Write the results of the batch's success to a staged blob, one line at a time (inlined
+        responses: one JSON document, small by the inline limit). Runs on the worker."""
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"] or record.get("staged", True) or not _succeeds(record):
+                return
+            snapshot = json.loads(json.dumps(record))
+        inline = snapshot["input_file"] is None
+        with self.store.blob_writer(_staged_blob(batch_id)) as sink:
+            if inline:
+                results = list(self._results(snapshot))
+                sink.write(json.dumps(_inline_responses(snapshot, results), ensure_ascii=False).encode())
+            else:
+                self._write_lines(snapshot, sink)
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"]:
+                self.store.drop_blob(_staged_blob(batch_id))
+                return
+            record["staged"] = True
+            self.store.save(KIND, record)
+
+    def _results(self, record: Record) -> Iterator[tuple[Item, dict[str, Any]]]:
+        """(item, response payload) for every request, in processing order, reading one at a time."""
+        blob = _input_blob(record["id"])
+        if record["input_file"] is None:
+            items: Iterable[Item] = _inline_items(record["kind"], json.loads(self.store.read_blob(blob)))
+        else:
+            items = _file_items(self.store, blob)
+        for index, item in zip(processing_order(len(record["outcomes"])), items, strict=False):
             result = respond(
                 record["kind"],
                 record["model"],
@@ -305,26 +442,41 @@ class GeminiBatchService:
                 status_names=record.get("item_error_status_names", False),
                 usage=UsageOptions(record.get("thinking", False), record.get("cached_fraction", 0.0)),
             )
-            results.append((item, result.payload))
-        if inline:
-            responses = _inline_responses(record, results)
-            self.store.put_blob(_inline_output_blob(record["id"]), json.dumps(responses, ensure_ascii=False).encode())
-            return
-        lines = [_line(item.key, payload) for item, payload in results]
+            yield item, result.payload
+
+    def _write_lines(self, record: Record, sink: BinaryIO) -> None:
         rate = record["duplicate_output_lines"]
-        lines += [
-            _line(item.key, payload)
-            for index, (item, payload) in enumerate(results)
-            if faults.duplicated(record["input_sha"], item.key or f"#{index}", rate)
-        ]
+        duplicates = []
+        lines = []
+        for index, (item, payload) in enumerate(self._results(record)):
+            line = _line(item.key, payload)
+            if faults.duplicated(record["input_sha"], item.key or f"#{index}", rate):
+                duplicates.append(line)
+            lines.append(line)
+            if len(lines) >= 256:
+                write_lines(sink, lines)
+                lines.clear()
+        write_lines(sink, lines + duplicates)
+
+    def _publish(self, record: Record) -> None:
+        """Make the staged results the batch's output: a generated file, or its inlined responses."""
+        staged = _staged_blob(record["id"])
+        if record["input_file"] is None:
+            self.store.move_blob(staged, _inline_output_blob(record["id"]))
+            return
+        timeline = Timeline.from_dict(record["timeline"])
         output_id = f"batch-{record['id']}"
-        self.files.add_generated(output_id, ("\n".join(lines) + "\n").encode(), output_id, timeline.done)
+        self.files.adopt_generated(output_id, staged, output_id, timeline.done)
         record["output_file"] = f"files/{output_id}"
+
+    def _drop_staged(self, record: Record) -> None:
+        self.store.drop_blob(_staged_blob(record["id"]))
 
     # --- wire shape ---------------------------------------------------------------------------
 
     def _view(self, record: Record, at: float) -> dict[str, Any]:
         """The `batches/<id>` Operation as of `at`; call with the store lock held."""
+        at = self._shown_at(record, at)
         kind = record["kind"]
         timeline = Timeline.from_dict(record["timeline"])
         state = batch_state(record, at)
@@ -385,12 +537,19 @@ class GeminiBatchService:
 # --- input ---------------------------------------------------------------------------------------
 
 
-def parse_file(data: bytes, strict_kind: str | None = None) -> ParsedInput:
+def parse_file(
+    data: bytes | Iterable[bytes], strict_kind: str | None = None, on_item: Callable[[Item], None] | None = None
+) -> ParsedInput:
     """Lines `{"key": ..., "request": {...}}`; a line that cannot be read fails the whole batch,
     and so, given `strict_kind` (the `gemini_strict_request_fields` knob), does a request with a
-    field its kind of request does not have at that level (see `fields`)."""
+    field its kind of request does not have at that level (see `fields`).
+
+    `data` is the file whole or as lines (an open file, read a line at a time); items go to
+    `on_item` as they are read when given, else are kept in `items`."""
     parsed = ParsedInput()
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    found = False
+    lines = data.split(b"\n") if isinstance(data, bytes) else data
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
@@ -414,10 +573,43 @@ def parse_file(data: bytes, strict_kind: str | None = None) -> ParsedInput:
             )
             return parsed
         key = line.get("key")
-        parsed.items.append(Item(key if isinstance(key, str) else None, None, request))
-    if not parsed.items:
+        item = Item(key if isinstance(key, str) else None, None, request)
+        found = True
+        if on_item is None:
+            parsed.items.append(item)
+        else:
+            on_item(item)
+    if not found:
         parsed.error = "The input file is empty; it has no requests."
     return parsed
+
+
+def _file_items(store: Store, blob: str) -> Iterator[Item]:
+    """The items of a valid input file, read one line at a time."""
+    with store.open_blob(blob) as lines:
+        for raw in lines:
+            if raw.strip():
+                line = json.loads(raw)
+                key = line.get("key")
+                yield Item(key if isinstance(key, str) else None, None, line["request"])
+
+
+def _sha256(store: Store, blob: str) -> str:
+    digest = hashlib.sha256()
+    with store.open_blob(blob) as source:
+        while chunk := source.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _succeeds(record: Record) -> bool:
+    """Whether the batch, as things stand, ends SUCCEEDED (no cancel, no expiry): only then has it results."""
+    timeline = Timeline.from_dict(record["timeline"])
+    return record["cancel_requested_at"] is None and not timeline.will_expire
+
+
+def _staged_blob(batch_id: str) -> str:
+    return f"gemini-batch-{batch_id}.staged"
 
 
 def _inline_items(kind: str, requests: Any) -> list[Item]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from typing import Any
+import shutil
+from typing import Any, BinaryIO
 
 from batch_assets.emulator.clock import now
 from batch_assets.emulator.errors import ApiError
@@ -92,9 +93,11 @@ class GeminiFileService:
             )
         return upload_id
 
-    def upload_chunk(self, upload_id: str, command: str, offset: int | None, data: bytes) -> tuple[int, Record | None]:
+    def upload_chunk(
+        self, upload_id: str, command: str, offset: int | None, data: bytes | BinaryIO
+    ) -> tuple[int, Record | None]:
         """Apply one upload call; returns the bytes received so far and, once the upload is
-        finalized, the new file's record."""
+        finalized, the new file's record. `data` may be an open file, appended in pieces."""
         commands = {c.strip() for c in command.lower().split(",") if c.strip()}
         with self.store.locked():
             session = self.store.get(UPLOADS, upload_id)
@@ -113,8 +116,12 @@ class GeminiFileService:
                         f"X-Goog-Upload-Offset {offset} does not match the {session['received']} bytes received so far."
                     )
                 with self.store.blob_path(_upload_blob(upload_id)).open("ab") as blob:
-                    blob.write(data)
-                session["received"] += len(data)
+                    start = blob.tell()
+                    if isinstance(data, bytes):
+                        blob.write(data)
+                    else:
+                        shutil.copyfileobj(data, blob, 1 << 20)
+                    session["received"] += blob.tell() - start
                 self.store.save(UPLOADS, session)
             if "finalize" not in commands:
                 return session["received"], None
@@ -122,14 +129,14 @@ class GeminiFileService:
                 raise invalid_argument(
                     f"The upload declared {session['size']} bytes but {session['received']} were received."
                 )
-            content = self.store.read_blob(_upload_blob(upload_id))
             file_id = session["file_id"]
             if file_id is not None and self.store.get(KIND, file_id) is not None:
                 self._close(session)
                 raise google_error(409, f"File files/{file_id} already exists.", "ALREADY_EXISTS")
-            record = self._add(
-                file_id or random_id(12), content, session["display_name"], session["mime_type"], UPLOADED, now()
-            )
+            file_id = file_id or random_id(12)
+            # The received bytes become the file by a rename: never read whole into memory.
+            self.store.move_blob(_upload_blob(upload_id), blob_name(file_id))
+            record = self._register(file_id, session["display_name"], session["mime_type"], UPLOADED, now())
             self._close(session)
             return session["received"], record
 
@@ -143,16 +150,32 @@ class GeminiFileService:
         with self.store.locked():
             return self._add(file_id, data, display_name, "application/jsonl", GENERATED, created)
 
+    def adopt_generated(self, file_id: str, blob: str, display_name: str, created: float) -> Record:
+        """Make the blob `blob` (results the emulator wrote) a generated file, by renaming it."""
+        with self.store.locked():
+            self.store.move_blob(blob, blob_name(file_id))
+            return self._register(file_id, display_name, "application/jsonl", GENERATED, created)
+
     def _add(
         self, file_id: str, data: bytes, display_name: str | None, mime_type: str, source: str, created: float
     ) -> Record:
         self.store.put_blob(blob_name(file_id), data)
+        return self._register(file_id, display_name, mime_type, source, created)
+
+    def _register(self, file_id: str, display_name: str | None, mime_type: str, source: str, created: float) -> Record:
+        """The record of the file whose bytes are already in its blob (size and hash read in chunks)."""
+        digest = hashlib.sha256()
+        size = 0
+        with self.store.open_blob(blob_name(file_id)) as content:
+            while chunk := content.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
         record = {
             "id": file_id,
             "display_name": display_name,
             "mime_type": mime_type,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
+            "size": size,
+            "sha256": digest.hexdigest(),
             "created": created,
             "source": source,
         }
@@ -174,11 +197,20 @@ class GeminiFileService:
                 )
             return self.store.read_blob(blob_name(record["id"]))
 
-    def read_input(self, name: str) -> tuple[Record, bytes]:
-        """An uploaded file's record and bytes, for a batch that reads it."""
+    def open_content(self, name: str) -> BinaryIO:
+        """A generated file's bytes, open for streaming (a later delete does not cut the read short)."""
         with self.store.locked():
             record = self.record(name)
-            return record, self.store.read_blob(blob_name(record["id"]))
+            if record["source"] != GENERATED:
+                raise failed_precondition(
+                    f"Only generated files can be downloaded; files/{record['id']} was uploaded."
+                )
+            return self.store.open_blob(blob_name(record["id"]))
+
+    def input_blob(self, name: str) -> str:
+        """The blob holding an uploaded file's bytes, for a batch that reads it."""
+        with self.store.locked():
+            return blob_name(self.record(name)["id"])
 
     def delete(self, name: str) -> None:
         with self.store.locked():

@@ -14,6 +14,7 @@ to the OpenAI routes, which therefore behave exactly as before.
 from __future__ import annotations
 
 import json
+import tempfile
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -25,6 +26,7 @@ from starlette.types import Scope
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.emulator.streams import file_response
 from batch_assets.providers.gemini.emulator.batches import GeminiBatchService
 from batch_assets.providers.gemini.emulator.files import GeminiFileService, file_view
 from batch_assets.providers.gemini.emulator.requests import EMBED, GENERATE
@@ -166,18 +168,23 @@ class _Routes:
         # No API key here: the upload URL itself is the credential. Errors carry
         # `x-goog-upload-status: final`, or the SDK would silently resend the chunk.
         final = {"x-goog-upload-status": "final"}
-        try:
-            offset = _int_header(request, "x-goog-upload-offset")
-            data = await request.body()
-            received, record = await run_in_threadpool(
-                self.files.upload_chunk,
-                request.query_params["upload_id"],
-                request.headers.get("x-goog-upload-command", ""),
-                offset,
-                data,
-            )
-        except ApiError as error:
-            return _error(error, final)
+        # The chunk is spooled as it arrives (in memory up to 1 MB, then on disk) and appended to
+        # the upload a piece at a time.
+        with tempfile.SpooledTemporaryFile(max_size=1 << 20) as chunk:
+            async for piece in request.stream():
+                chunk.write(piece)
+            chunk.seek(0)
+            try:
+                offset = _int_header(request, "x-goog-upload-offset")
+                received, record = await run_in_threadpool(
+                    self.files.upload_chunk,
+                    request.query_params["upload_id"],
+                    request.headers.get("x-goog-upload-command", ""),
+                    offset,
+                    chunk,
+                )
+            except ApiError as error:
+                return _error(error, final)
         if record is None:
             progress = {"x-goog-upload-status": "active", "x-goog-upload-size-received": str(received)}
             return Response(b"", headers=progress)
@@ -210,8 +217,8 @@ class _Routes:
         return await self._download(file_id)
 
     async def _download(self, file_id: str) -> Response:
-        data = await run_in_threadpool(self.files.content, file_id)
-        return Response(data, media_type="application/octet-stream")
+        handle = await run_in_threadpool(self.files.open_content, file_id)
+        return file_response(handle, "application/octet-stream")
 
     async def delete_file(self, request: Request) -> Response:
         file_id, verb = _split_verb(request.path_params["name"])
@@ -305,5 +312,6 @@ def _int_header(request: Request, name: str) -> int | None:
 def routes(ctx: EmulatorContext) -> list[Route]:
     """The routes of both API versions. Mount them before the OpenAI routes (see the module docstring)."""
     files = GeminiFileService(ctx.store)
-    batches = GeminiBatchService(ctx.store, files, ctx.runtime)
+    batches = GeminiBatchService(ctx.store, files, ctx.runtime, ctx.worker)
+    batches.resume()  # work a previous run of the emulator left unfinished
     return [route for version in VERSIONS for route in _Routes(version, files, batches, ctx.runtime).routes()]

@@ -1,20 +1,27 @@
-"""OpenAI-format batches: create, retrieve, cancel, list, and the one-time write of their results.
+"""OpenAI-format batches: create, retrieve, cancel, list, and their results, written in the background.
 
-A batch's status is derived from its `Timeline` on every read; the only writes after creation are
-a cancel request and, once the batch reaches a terminal state, its output and error files.
+A batch's status is derived from its `Timeline` on every read. The slow work runs on the app's
+`Worker`, never in an API call: reading the input (`_validate`, while the batch validates) and
+writing the results of its expected ending to staged files, a line at a time (`_generate`).
+When the clock reaches that ending, the next read publishes the staged files as the output and
+error files (a rename). Until the worker is done the batch shows the state before, so nothing
+reports a finished batch without its files.
 """
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from batch_assets.emulator import clock, faults
 from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter, not_found
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
+from batch_assets.emulator.worker import Worker, write_lines
 from batch_assets.providers.openai.emulator.bodies import respond
 from batch_assets.providers.openai.emulator.files import (
     DEFAULT_BATCH_FILE_TTL_S,
@@ -41,13 +48,16 @@ _UNFINISHED = {
     clock.CANCELLED: ("batch_cancelled", "This request could not be executed before the batch was cancelled."),
 }
 _METADATA_PAIRS, _METADATA_KEY_LEN, _METADATA_VALUE_LEN = 16, 64, 512
+_HOLD_S = 1e-6  # how far before a step a batch waiting on the worker is shown
+_CHUNK = 1 << 20
 
 
 class BatchService:
-    def __init__(self, store: Store, files: FileService, runtime: RuntimeSettings) -> None:
+    def __init__(self, store: Store, files: FileService, runtime: RuntimeSettings, worker: Worker) -> None:
         self.store = store
         self.files = files
         self.runtime = runtime
+        self.worker = worker
 
     # --- create -------------------------------------------------------------------------------
 
@@ -71,73 +81,136 @@ class BatchService:
                 raise ApiError(400, "The input file must be uploaded with purpose 'batch'.", param="input_file_id")
             settings = self.runtime.take_batch_settings()
             created = clock.now()
-            return self._create(flavor, params, source, settings, created, window_s, metadata, output_ttl)
-
-    def _create(
-        self,
-        flavor: Flavor,
-        params: dict[str, Any],
-        source: Record,
-        settings: EmulatorSettings,
-        created: float,
-        window_s: float,
-        metadata: dict[str, str] | None,
-        output_ttl: int | None,
-    ) -> dict[str, Any]:
-        data = self.store.read_blob(source["id"])
-        file_sha = hashlib.sha256(data).hexdigest()
-        parsed = parse_input(data, params["endpoint"], settings.max_requests_per_batch)
-        custom_ids = [custom_id for custom_id, _ in parsed.requests]
-        plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
-        outcomes = []
-        prompt_tokens = max_tokens = 0
-        if not parsed.errors:
-            for custom_id, body in parsed.requests:
-                invalid = request_error(params["endpoint"], body, flavor.max_embedding_dimensions)
-                injected = plan.outcome(custom_id)
-                outcomes.append(faults.INVALID_REQUEST if invalid else injected)
-                prompt_tokens += prompt_of(params["endpoint"], body).tokens
-                max_tokens += _max_tokens(output_format(params["endpoint"], body).max_tokens)
-            parsed.errors = self._capacity_errors(flavor, parsed, prompt_tokens + max_tokens, settings)
-        order = faults.processing_order(len(outcomes), file_sha, settings.shuffle_output)
-        batch_id = flavor.batch_id(created)
-        timeline = Timeline.plan(created, len(outcomes), settings, settings.completion_window_s or window_s)
-        record = {
-            "id": batch_id,
-            "flavor": flavor.name,
-            "endpoint": params["endpoint"],
-            "input_file_id": source["id"],
-            "completion_window": params["completion_window"],
-            "metadata": metadata,
-            "model": parsed.model,
-            "errors": parsed.errors or None,
-            "timeline": timeline.to_dict(),
-            "outcomes": "".join(outcomes[i] for i in order),  # in processing order
-            "file_sha": file_sha,
-            "shuffle_output": settings.shuffle_output,
-            "duplicate_output_lines": settings.duplicate_output_lines,
-            "prompt_tokens": prompt_tokens,
-            # What the batch holds of its model's enqueued-token limit while it is active.
-            "enqueued_tokens": prompt_tokens + max_tokens,
-            "output_ttl": output_ttl,
-            "cancel_requested_at": None,
-            "finalized": False,
-            "output_file_id": None,
-            "error_file_id": None,
-            "usage": None,
-        }
-        if not parsed.errors and occurrences is not None:
-            occurrences.count(custom_ids)
-        if not parsed.errors:
-            # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
+            batch_id = flavor.batch_id(created)
+            window_s = settings.completion_window_s or window_s
+            record = {
+                "id": batch_id,
+                "flavor": flavor.name,
+                "endpoint": params["endpoint"],
+                "input_file_id": source["id"],
+                "completion_window": params["completion_window"],
+                "metadata": metadata,
+                "model": None,
+                "errors": None,
+                # Planned again, with the request count, once the input is read (`_validate`).
+                "timeline": Timeline.plan(created, 0, settings, window_s).to_dict(),
+                "window_s": window_s,
+                "settings": settings.to_dict(),
+                "validated": False,
+                # Small inputs are worked on within the API call, large ones by the worker.
+                "work_in_call": source["object"]["bytes"] < settings.background_min_bytes,
+                "outcomes": "",  # in processing order, once validated
+                "file_sha": None,
+                "shuffle_output": settings.shuffle_output,
+                "duplicate_output_lines": settings.duplicate_output_lines,
+                "prompt_tokens": 0,
+                # What the batch holds of its model's enqueued-token limit while it is active.
+                "enqueued_tokens": 0,
+                "output_ttl": output_ttl,
+                "cancel_requested_at": None,
+                "staged": None,  # the results written so far: {"state", "processed", "output", "error", "usage"}
+                "finalized": False,
+                "output_file_id": None,
+                "error_file_id": None,
+                "usage": None,
+            }
+            # The batch keeps its own copy of the input (a hard link), so deleting the upload cannot break it.
             self.store.copy_blob(source["id"], _input_blob(batch_id))
-        self.store.add(KIND, record)
-        # With no delays the batch may already be terminal: its files are written before any
-        # answer says `completed`, so a snapshot never shows a finished batch without results.
-        return self._refresh(flavor, record, created)
+            self.store.add(KIND, record)
+            self._schedule(flavor, record)
+            return self._refresh(flavor, record, created)
+
+    # --- background work ----------------------------------------------------------------------
+
+    def resume(self, flavor: Flavor) -> None:
+        """Resubmit the unfinished work of `flavor`'s batches (an emulator restarted mid-way)."""
+        with self.store.locked():
+            for record in self.store.all(KIND):
+                if record["flavor"] == flavor.name:
+                    self._schedule(flavor, record)
+
+    def _schedule(self, flavor: Flavor, record: Record) -> None:
+        """Run the job the batch waits on, if any: on the worker, or here for a small input.
+
+        Call with the store lock held."""
+        if record["finalized"]:
+            return
+        batch_id = record["id"]
+        if not record.get("validated", True):
+            key, job = f"openai:validate:{batch_id}", lambda: self._validate(flavor, batch_id)
+        elif (not record["errors"] or record["cancel_requested_at"] is not None) and not _staged_for(
+            record, _target(record)
+        ):
+            key, job = f"openai:results:{batch_id}", lambda: self._generate(flavor, batch_id)
+        else:
+            return
+        if record.get("work_in_call"):
+            job()
+        else:
+            self.worker.submit(key, job)
+
+    def _validate(self, flavor: Flavor, batch_id: str) -> None:
+        """Read the batch's input, one line at a time: batch-level errors, each request's outcome,
+        the token estimate. Runs on the worker; the batch reads `validating` until it is done."""
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("validated", True):
+                return
+            endpoint = record["endpoint"]
+            settings = EmulatorSettings(**record["settings"])
+        blob = _input_blob(batch_id)
+        file_sha = _sha256(self.store, blob)
+        custom_ids: list[str] = []
+        invalid = bytearray()
+        tokens = {"prompt": 0, "max": 0}
+
+        def take(custom_id: str, body: dict[str, Any]) -> None:
+            custom_ids.append(custom_id)
+            invalid.append(request_error(endpoint, body, flavor.max_embedding_dimensions) is not None)
+            tokens["prompt"] += prompt_of(endpoint, body).tokens
+            tokens["max"] += _max_tokens(output_format(endpoint, body).max_tokens)
+
+        with self.store.open_blob(blob) as lines:
+            parsed = parse_input(lines, endpoint, settings.max_requests_per_batch, on_request=take)
+        # The draws run outside the store lock, so API calls go on meanwhile. The worker reads one
+        # batch at a time; only a small batch worked on within its create call at that very moment
+        # could read the same occurrence counts (`item_faults_by_occurrence`).
+        outcomes = []
+        occurrences = None
+        if not parsed.errors:
+            plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
+            for position, custom_id in enumerate(custom_ids):
+                injected = plan.outcome(custom_id)  # drawn for every request: the rotation stays in input order
+                outcomes.append(faults.INVALID_REQUEST if invalid[position] else injected)
+        order = faults.processing_order(len(outcomes), file_sha, settings.shuffle_output)
+        in_order = "".join(outcomes[i] for i in order)
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("validated", True):
+                return
+            if not parsed.errors:
+                estimate = tokens["prompt"] + tokens["max"]
+                parsed.errors = self._capacity_errors(flavor, parsed, estimate, settings, batch_id)
+            timeline = Timeline.plan(record["timeline"]["created"], len(outcomes), settings, record["window_s"])
+            record.update(
+                {
+                    "model": parsed.model,
+                    "errors": parsed.errors or None,
+                    "timeline": timeline.to_dict(),
+                    "outcomes": in_order,
+                    "file_sha": file_sha,
+                    "prompt_tokens": tokens["prompt"],
+                    "enqueued_tokens": tokens["prompt"] + tokens["max"],
+                    "validated": True,
+                }
+            )
+            if not parsed.errors and occurrences is not None:
+                occurrences.count(custom_ids)
+            self.store.save(KIND, record)
+            self._schedule(flavor, record)
 
     def _capacity_errors(
-        self, flavor: Flavor, parsed: ParsedInput, tokens: int, settings: EmulatorSettings
+        self, flavor: Flavor, parsed: ParsedInput, tokens: int, settings: EmulatorSettings, batch_id: str
     ) -> list[dict[str, Any]]:
         """`tokens`: the new batch's estimate, its input tokens plus every request's max_tokens.
 
@@ -147,7 +220,7 @@ class BatchService:
         reports it to users (quoted in issue #8)."""
         limit = token_limit_for(settings.enqueued_token_limit, parsed.model)
         if settings.force_batch_status == "failed" or (
-            limit is not None and tokens + self._enqueued_tokens(flavor, parsed.model) > limit
+            limit is not None and tokens + self._enqueued_tokens(flavor, parsed.model, batch_id) > limit
         ):
             return [
                 batch_error(
@@ -159,12 +232,13 @@ class BatchService:
             ]
         return []
 
-    def _enqueued_tokens(self, flavor: Flavor, model: str | None) -> int:
+    def _enqueued_tokens(self, flavor: Flavor, model: str | None, batch_id: str) -> int:
         at = clock.now()
         return sum(
             r.get("enqueued_tokens", r["prompt_tokens"])
             for r in self.store.all(KIND)
             if r["flavor"] == flavor.name
+            and r["id"] != batch_id
             and r["model"] == model
             and not r["errors"]
             and self._phase(r, at).state not in clock.TERMINAL
@@ -190,8 +264,11 @@ class BatchService:
             at = clock.now()
             current = self._refresh(flavor, record, at)
             if current["status"] in ("validating", "in_progress", "finalizing"):
+                if self._phase(record, at).state in clock.TERMINAL:
+                    return current  # it has ended and only waits for its results file: too late to cancel
                 record["cancel_requested_at"] = at
                 self.store.save(KIND, record)
+                self._schedule(flavor, record)  # the results to write are now the cancelled batch's
                 return self._refresh(flavor, record, at)
             if current["status"] in ("cancelling", "cancelled"):
                 return current
@@ -208,15 +285,38 @@ class BatchService:
         return Timeline.from_dict(record["timeline"]).phase(at, record["cancel_requested_at"])
 
     def _refresh(self, flavor: Flavor, record: Record, at: float | None = None) -> dict[str, Any]:
-        """The batch as of now, writing its result files first if it has just become terminal.
+        """The batch as of now, its result files published first if it has just become terminal.
 
-        `record` is one of `flavor`'s (`_record` and the listing pick them by flavor).
+        Publishing is cheap (the worker wrote the files already); until the worker has, the
+        batch shows the state it was in just before (see `_shown_at`). `record` is one of
+        `flavor`'s (`_record` and the listing pick them by flavor).
         """
         at = clock.now() if at is None else at
         phase = self._phase(record, at)
         if phase.state in clock.TERMINAL and not record["finalized"] and not self._failed(record, at):
-            self._finalize(flavor, record, phase)
+            if _staged_for(record, {"state": phase.state, "processed": phase.processed}):
+                self._finalize(flavor, record, phase)
+            else:
+                self._schedule(flavor, record)
         return self._view(flavor, record, at)
+
+    def _shown_at(self, record: Record, at: float) -> float:
+        """The instant the batch is shown as of: now, or just before the step it waits on.
+
+        A batch whose input the worker has not read yet is still validating; one that has ended
+        on the clock but whose results the worker has not written yet is still in the state
+        before (finalizing, cancelling, in progress). So no answer reports a finished batch
+        without its results files, and no API call waits for them to be written.
+        """
+        timeline = Timeline.from_dict(record["timeline"])
+        if not record.get("validated", True):
+            return min(at, timeline.running - _HOLD_S)
+        if record["finalized"] or self._failed(record, at):
+            return at
+        phase = self._phase(record, at)
+        if phase.state in clock.TERMINAL:
+            return min(at, phase.since - _HOLD_S)
+        return at
 
     @staticmethod
     def _failed(record: Record, at: float) -> bool:
@@ -228,44 +328,61 @@ class BatchService:
 
     # --- results ------------------------------------------------------------------------------
 
+    def _generate(self, flavor: Flavor, batch_id: str) -> None:
+        """Write the results of the batch's expected ending to staged files, one line at a time.
+
+        Runs on the worker. The files are published (`_finalize`) when the clock reaches that
+        ending; a cancel arriving meanwhile changes the ending, and this runs again for it.
+        """
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"] or not record.get("validated", True):
+                return
+            target = _target(record)
+            if _staged_for(record, target):
+                return
+            if record["errors"]:
+                # Failed validation, then cancelled before it could fail: a batch with no results.
+                record["staged"] = {**target, "output": False, "error": False, "usage": _usage(0, 0)}
+                self.store.save(KIND, record)
+                return
+            snapshot = json.loads(json.dumps(record))
+        usage = {"input": 0, "output": 0}
+        roles = {}
+        with (
+            self.store.blob_writer(_staged_blob(batch_id, "output")) as output,
+            self.store.blob_writer(_staged_blob(batch_id, "error")) as errors,
+            self.store.open_blob(_input_blob(batch_id)) as source,
+        ):
+            duplicates = []
+            for line, failed in _result_lines(flavor, snapshot, target, source, usage, duplicates):
+                (errors if failed else output).write(line.encode() + b"\n")
+            write_lines(output, duplicates)
+            roles = {"output": output.tell() > 0, "error": errors.tell() > 0}
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record["finalized"]:
+                return
+            if _target(record) != target:
+                self._schedule(flavor, record)  # cancelled while writing: write the cancelled ending
+                return
+            record["staged"] = {**target, **roles, "usage": _usage(usage["input"], usage["output"])}
+            self.store.save(KIND, record)
+
     def _finalize(self, flavor: Flavor, record: Record, phase: Phase) -> None:
-        timeline = Timeline.from_dict(record["timeline"])
-        # A batch with validation errors that was cancelled while validating has no results.
-        data = b"" if record["errors"] else self.store.read_blob(_input_blob(record["id"]))
-        requests = parse_input(data, record["endpoint"]).requests
-        order = faults.processing_order(len(record["outcomes"]), record["file_sha"], record["shuffle_output"])
-        output: list[str] = []
-        errors: list[str] = []
-        duplicates: list[str] = []
-        input_tokens = output_tokens = 0
-        for position, index in enumerate(order):
-            custom_id, body = requests[index]
-            line_id, request_id = flavor.line_ids(record["id"], index)
-            if position >= phase.processed:
-                code, message = _UNFINISHED[phase.state]
-                errors.append(_line(line_id, custom_id, None, {"code": code, "message": message}))
-                continue
-            finished = int(timeline.running + (position + 1) * timeline.per_request)
-            result = respond(flavor, record["endpoint"], body, record["outcomes"][position], line_id, finished)
-            response = {"status_code": result.status_code, "request_id": request_id, "body": result.body}
-            line = _line(line_id, custom_id, response, None)
-            if result.status_code == 200:
-                output.append(line)
-                input_tokens += result.input_tokens
-                output_tokens += result.output_tokens
-                if faults.duplicated(record["file_sha"], custom_id, record["duplicate_output_lines"]):
-                    duplicates.append(line)
-            else:
-                errors.append(line)
+        """Publish the staged results files as the batch's output and error files; cheap."""
+        staged = record["staged"]
         written = int(phase.since)
         ttl = record["output_ttl"] or DEFAULT_BATCH_FILE_TTL_S
-        for role, lines in (("output", output + duplicates), ("error", errors)):
-            if lines:
-                data = ("\n".join(lines) + "\n").encode()
+        for role in ("output", "error"):
+            blob = _staged_blob(record["id"], role)
+            if staged[role]:
                 name = f"{record['id']}_{role}.jsonl"
-                stored = self.files.add(flavor, role, name, "batch_output", data, ttl, created=written)
+                stored = self.files.adopt(flavor, role, name, "batch_output", blob, ttl, created=written)
                 record[f"{role}_file_id"] = stored["id"]
-        record["usage"] = _usage(input_tokens, output_tokens)
+            else:
+                self.store.drop_blob(blob)
+        record["usage"] = staged["usage"]
         record["finalized"] = True
         self.store.save(KIND, record)
         self.store.drop_blob(_input_blob(record["id"]))
@@ -273,6 +390,7 @@ class BatchService:
     # --- wire shape ---------------------------------------------------------------------------
 
     def _view(self, flavor: Flavor, record: Record, at: float) -> dict[str, Any]:
+        at = self._shown_at(record, at)
         timeline = Timeline.from_dict(record["timeline"])
         cancel_at = record["cancel_requested_at"]
         failed = self._failed(record, at)
@@ -366,3 +484,79 @@ def _max_tokens(value: Any) -> int:
 
 def _input_blob(batch_id: str) -> str:
     return f"{batch_id}.input.jsonl"
+
+
+def _staged_blob(batch_id: str, role: str) -> str:
+    return f"{batch_id}.staged-{role}.jsonl"
+
+
+def _target(record: Record) -> dict[str, Any]:
+    """How the batch will end as things stand (state, requests processed by then): the results to write."""
+    timeline = Timeline.from_dict(record["timeline"])
+    cancel_at = record["cancel_requested_at"]
+    if cancel_at is not None:
+        return {"state": clock.CANCELLED, "processed": timeline.processed_at(cancel_at)}
+    if timeline.will_expire:
+        return {"state": clock.EXPIRED, "processed": timeline.processed_at(timeline.expires)}
+    return {"state": clock.DONE, "processed": timeline.total}
+
+
+def _staged_for(record: Record, target: dict[str, Any]) -> bool:
+    staged = record.get("staged")
+    return staged is not None and staged["state"] == target["state"] and staged["processed"] == target["processed"]
+
+
+def _sha256(store: Store, blob: str) -> str:
+    digest = hashlib.sha256()
+    with store.open_blob(blob) as source:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _line_offsets(source: BinaryIO) -> array.array[int]:
+    """Where each non-blank line (each request of a valid file) starts."""
+    offsets = array.array("q")
+    position = 0
+    source.seek(0)
+    for raw in source:
+        if raw.strip():
+            offsets.append(position)
+        position += len(raw)
+    return offsets
+
+
+def _result_lines(
+    flavor: Flavor,
+    record: Record,
+    target: dict[str, Any],
+    source: BinaryIO,
+    usage: dict[str, int],
+    duplicates: list[str],
+) -> Iterator[tuple[str, bool]]:
+    """(line, is an error line) for every request, in processing order; reads one request at a time."""
+    timeline = Timeline.from_dict(record["timeline"])
+    offsets = _line_offsets(source)
+    order = faults.processing_order(len(record["outcomes"]), record["file_sha"], record["shuffle_output"])
+    processed = target["processed"]
+    for position, index in enumerate(order):
+        source.seek(offsets[index])
+        request = json.loads(source.readline())
+        custom_id, body = request["custom_id"], request["body"]
+        line_id, request_id = flavor.line_ids(record["id"], index)
+        if position >= processed:
+            code, message = _UNFINISHED[target["state"]]
+            yield _line(line_id, custom_id, None, {"code": code, "message": message}), True
+            continue
+        finished = int(timeline.running + (position + 1) * timeline.per_request)
+        result = respond(flavor, record["endpoint"], body, record["outcomes"][position], line_id, finished)
+        response = {"status_code": result.status_code, "request_id": request_id, "body": result.body}
+        line = _line(line_id, custom_id, response, None)
+        if result.status_code != 200:
+            yield line, True
+            continue
+        usage["input"] += result.input_tokens
+        usage["output"] += result.output_tokens
+        if faults.duplicated(record["file_sha"], custom_id, record["duplicate_output_lines"]):
+            duplicates.append(line)
+        yield line, False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import shutil
+from typing import Any, BinaryIO
 
 from batch_assets.emulator.clock import now
 from batch_assets.emulator.errors import ApiError, invalid_value, not_found
@@ -12,6 +13,7 @@ from batch_assets.providers.openai.emulator.flavor import Flavor
 KIND = "openai_files"
 DEFAULT_BATCH_FILE_TTL_S = 30 * 86_400  # purpose=batch files expire after 30 days by default
 _MIN_TTL_S, _MAX_TTL_S = 3600, 2_592_000
+_CHUNK = 1 << 20
 _UPLOAD_PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
 
 
@@ -20,8 +22,14 @@ class FileService:
         self.store = store
 
     def upload(
-        self, flavor: Flavor, filename: str, purpose: str, data: bytes, expires_after: dict[str, Any] | None
+        self,
+        flavor: Flavor,
+        filename: str,
+        purpose: str,
+        data: bytes | BinaryIO,
+        expires_after: dict[str, Any] | None,
     ) -> dict[str, Any]:
+        """Store an upload; `data` may be an open file, copied to disk in chunks (never whole in memory)."""
         if purpose not in _UPLOAD_PURPOSES:
             raise invalid_value("purpose", f"Invalid value for 'purpose': '{purpose}'.")
         if purpose == "batch" and not filename.endswith(".jsonl"):
@@ -29,7 +37,12 @@ class FileService:
         ttl = check_expires_after(expires_after, "expires_after")
         if ttl is None and purpose == "batch":
             ttl = DEFAULT_BATCH_FILE_TTL_S
-        return self.add(flavor, "input", filename, purpose, data, ttl)
+        if isinstance(data, bytes):
+            return self.add(flavor, "input", filename, purpose, data, ttl)
+        file_id = flavor.file_id("input")
+        with self.store.blob_writer(file_id) as sink:
+            shutil.copyfileobj(data, sink, _CHUNK)
+        return self._register(flavor, file_id, filename, purpose, ttl, None)
 
     def add(
         self,
@@ -42,13 +55,26 @@ class FileService:
         created: float | None = None,
     ) -> dict[str, Any]:
         """Store a file; `role` ("input", "output", "error") picks the id style."""
-        created_at = int(now() if created is None else created)
         file_id = flavor.file_id(role)
         self.store.put_blob(file_id, data)
+        return self._register(flavor, file_id, filename, purpose, ttl, created)
+
+    def adopt(
+        self, flavor: Flavor, role: str, filename: str, purpose: str, blob: str, ttl: int | None, created: float
+    ) -> dict[str, Any]:
+        """Make the blob `blob` (written by the emulator itself) a file, by renaming it."""
+        file_id = flavor.file_id(role)
+        self.store.move_blob(blob, file_id)
+        return self._register(flavor, file_id, filename, purpose, ttl, created)
+
+    def _register(
+        self, flavor: Flavor, file_id: str, filename: str, purpose: str, ttl: int | None, created: float | None
+    ) -> dict[str, Any]:
+        created_at = int(now() if created is None else created)
         public = {
             "id": file_id,
             "object": "file",
-            "bytes": len(data),
+            "bytes": self.store.blob_path(file_id).stat().st_size,
             "created_at": created_at,
             "filename": filename,
             "purpose": purpose,
@@ -72,6 +98,12 @@ class FileService:
         with self.store.locked():  # a concurrent delete must not remove the blob mid-read
             self.record(flavor, file_id)
             return self.store.read_blob(file_id)
+
+    def open_content(self, flavor: Flavor, file_id: str) -> BinaryIO:
+        """The file's bytes, open for streaming; a delete after this returns does not cut the read short."""
+        with self.store.locked():
+            self.record(flavor, file_id)
+            return self.store.open_blob(file_id)
 
     def delete(self, flavor: Flavor, file_id: str) -> dict[str, Any]:
         with self.store.locked():

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.errors import ApiError, Handler, guard, invalid_value, missing_parameter, retryable
 from batch_assets.emulator.settings import RuntimeSettings
+from batch_assets.emulator.streams import file_response
 from batch_assets.providers.openai.emulator.batches import BatchService
 from batch_assets.providers.openai.emulator.bodies import error_body
 from batch_assets.providers.openai.emulator.files import FileService
@@ -73,8 +74,8 @@ def _int_query(request: Request, name: str, default: int, low: int, high: int) -
 class _Routes:
     """The handlers for one flavor (OpenAI or DashScope), all sharing one store.
 
-    Service calls run in the thread pool: they take the store lock, which a batch writing its
-    result files may hold for a while, and the event loop must not wait on it.
+    Service calls run in the thread pool: they take the store lock, and the event loop must not
+    wait on it. The slow work (reading inputs, writing results) runs on the app's worker.
     """
 
     def __init__(self, flavor: Flavor, files: FileService, batches: BatchService, runtime: RuntimeSettings) -> None:
@@ -92,29 +93,33 @@ class _Routes:
     async def create_file(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "multipart/form-data":
             raise ApiError(400, "Invalid body: expected multipart/form-data with fields 'purpose' and 'file'.")
+        # The multipart parser spools the file part to a temporary file as it arrives (in memory
+        # up to 1 MB); the upload is then copied to the store in chunks.
         try:
-            async with request.form(max_part_size=1 << 30) as form:
-                upload = form.get("file")
-                fields = {k: v for k, v in form.items() if isinstance(v, str)}
-                data = await upload.read() if upload is not None and not isinstance(upload, str) else None
-                filename = upload.filename if data is not None else None
+            form = await request.form(max_part_size=1 << 30)
         except Exception as exc:  # python-multipart's parse errors
             raise ApiError(400, f"Invalid multipart/form-data body: {exc}.") from exc
-        if "purpose" not in fields:
-            raise missing_parameter("purpose")
-        if data is None:
-            raise missing_parameter("file")
-        anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
-        expires_after = None if anchor is None and seconds is None else {"anchor": anchor, "seconds": seconds}
-        return JSONResponse(await run_in_threadpool(
-            self.files.upload, self.flavor, filename or "upload.jsonl", fields["purpose"], data, expires_after))
+        try:
+            upload = form.get("file")
+            fields = {k: v for k, v in form.items() if isinstance(v, str)}
+            if "purpose" not in fields:
+                raise missing_parameter("purpose")
+            if upload is None or isinstance(upload, str):
+                raise missing_parameter("file")
+            anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
+            expires_after = None if anchor is None and seconds is None else {"anchor": anchor, "seconds": seconds}
+            return JSONResponse(await run_in_threadpool(
+                self.files.upload, self.flavor, upload.filename or "upload.jsonl", fields["purpose"], upload.file,
+                expires_after))
+        finally:
+            await form.close()
 
     async def retrieve_file(self, request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(self.files.retrieve, self.flavor, request.path_params["file_id"]))
 
     async def file_content(self, request: Request) -> Response:
-        data = await run_in_threadpool(self.files.content, self.flavor, request.path_params["file_id"])
-        return Response(data, media_type="application/octet-stream")
+        handle = await run_in_threadpool(self.files.open_content, self.flavor, request.path_params["file_id"])
+        return file_response(handle, "application/octet-stream")
 
     async def delete_file(self, request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(self.files.delete, self.flavor, request.path_params["file_id"]))
@@ -186,7 +191,9 @@ def flavor_routes(ctx: EmulatorContext, flavor: Flavor) -> list[Route]:
     under its lock, and tag records with the flavor's name.
     """
     files = FileService(ctx.store)
-    return _Routes(flavor, files, BatchService(ctx.store, files, ctx.runtime), ctx.runtime).routes()
+    batches = BatchService(ctx.store, files, ctx.runtime, ctx.worker)
+    batches.resume(flavor)  # work a previous run of the emulator left unfinished
+    return _Routes(flavor, files, batches, ctx.runtime).routes()
 
 
 def routes(ctx: EmulatorContext) -> list[Route]:

@@ -7,6 +7,7 @@ endpoint itself would reject become per-request error lines instead (see `reques
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,37 +20,50 @@ class ParsedInput:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (custom_id, body), input order
     errors: list[dict[str, Any]] = field(default_factory=list)  # BatchError objects
     model: str | None = None
+    count: int = 0  # valid requests seen (kept in `requests` or handed to a callback)
 
 
 def batch_error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
 
 
-def parse_input(data: bytes, endpoint: str, max_requests: int | None = None) -> ParsedInput:
+OnRequest = Callable[[str, dict[str, Any]], None]
+
+
+def parse_input(
+    data: bytes | Iterable[bytes], endpoint: str, max_requests: int | None = None, on_request: OnRequest | None = None
+) -> ParsedInput:
+    """Check an input file given whole or as lines (an open file: read one line at a time).
+
+    Valid requests go to `on_request(custom_id, body)` as they are read, or, without it, are
+    kept in `requests`; a caller streaming a large file passes the callback and keeps only what
+    it needs of each body.
+    """
     parsed = ParsedInput()
     seen_ids: set[str] = set()
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    lines = data.split(b"\n") if isinstance(data, bytes) else data
+    for number, raw in enumerate(lines, start=1):
         if len(parsed.errors) >= _MAX_REPORTED_ERRORS:
             break
         if not raw.strip():
             continue
-        problem = _check_line(raw, number, endpoint, seen_ids, parsed)
+        problem = _check_line(raw, number, endpoint, seen_ids, parsed, on_request)
         if problem:
             parsed.errors.append(problem)
-    if not parsed.requests and not parsed.errors:
+    if not parsed.count and not parsed.errors:
         parsed.errors.append(batch_error("empty_file", "The input file is empty; it has no requests."))
-    if max_requests is not None and len(parsed.requests) > max_requests:
+    if max_requests is not None and parsed.count > max_requests:
         parsed.errors.append(
             batch_error(
                 "too_many_tasks",
-                f"The input file has {len(parsed.requests)} requests; a batch may hold at most {max_requests}.",
+                f"The input file has {parsed.count} requests; a batch may hold at most {max_requests}.",
             )
         )
     return parsed
 
 
 def _check_line(
-    raw: bytes, number: int, endpoint: str, seen_ids: set[str], parsed: ParsedInput
+    raw: bytes, number: int, endpoint: str, seen_ids: set[str], parsed: ParsedInput, on_request: OnRequest | None
 ) -> dict[str, Any] | None:
     try:
         line = json.loads(raw)
@@ -98,5 +112,9 @@ def _check_line(
             "body.model",
         )
     seen_ids.add(custom_id)
-    parsed.requests.append((custom_id, body))
+    parsed.count += 1
+    if on_request is None:
+        parsed.requests.append((custom_id, body))
+    else:
+        on_request(custom_id, body)
     return None
