@@ -56,7 +56,8 @@ class SubmissionsConfig(dg.Config):
 
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
-    return [dg.AssetKey([task_name, stage]) for stage in COLLECT_STAGES]
+    """The assets of a task's collect job: collection stages, then the report."""
+    return [dg.AssetKey([task_name, stage]) for stage in (*COLLECT_STAGES, REPORT_STAGE)]
 
 
 def _duration(seconds: float) -> str:
