@@ -15,6 +15,7 @@ Every wait polls for its condition with a deadline; nothing sleeps to synchroniz
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -205,6 +206,7 @@ def test_backfill_never_passes_before_applied(stack: Stack, browser_page, artifa
         return done == wanted
 
     wait_for(f"passed reconciliation checks for {', '.join(BACKFILL)}", watch, PARTITION_TIMEOUT_S, interval_s=2.0)
+    (artifacts / "backfill_verdicts.json").write_text(json.dumps({t: sorted(v) for t, v in seen.items()}, indent=2))
     rows = ledger(stack)
     for tid in wanted:
         assert all_final(rows[tid]) and rows[tid]["status"] == "COMPLETED", rows[tid]
@@ -231,8 +233,9 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
     assert (status, tid) == ("Failed", task_id(FAILING))
     text = page.inner_text("body")
     assert "final failure(s) (validation_error" in text and "FAILED" in text
-    # The verdict row is the last of the (alphabetical) metadata: scroll it into view for the picture.
-    page.get_by_text(f"{task_id(FAILING)}: failed:").first.scroll_into_view_if_needed()
+    # The verdict is the last row of the (alphabetical) metadata: bring it to the bottom of the view,
+    # so the picture shows final_status FAILED, the validation failures, task_id and the verdict.
+    page.get_by_text(f"{task_id(FAILING)}: failed:").first.evaluate("e => e.scrollIntoView({block: 'end'})")
     publish(shot(page, artifacts, "e2e_failed_check.png"))
 
 
