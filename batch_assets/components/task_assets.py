@@ -14,6 +14,7 @@ from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import settle
 from batch_assets.pipeline.retry import plan_retries
 from batch_assets.pipeline.shards import cut_shards, verify_shards
+from batch_assets.pipeline.stuck import stuck_jobs
 from batch_assets.pipeline.submit import submit_pending
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import ResolvedTask
@@ -22,6 +23,7 @@ SUBMIT_STAGES = ("manifest", "shards", "submissions")
 COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
 SHARDS_CHECK = "shards_within_limits"
 RECONCILIATION_CHECK = "reconciliation"
+STUCK_CHECK = "no_stuck_jobs"
 
 
 class ManifestConfig(dg.Config):
@@ -36,6 +38,10 @@ class SubmissionsConfig(dg.Config):
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
     return [dg.AssetKey([task_name, stage]) for stage in COLLECT_STAGES]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
 
 
 def _totals(summaries: list, *fields: str) -> dict:
@@ -187,6 +193,18 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
             )],
         )
 
+    @dg.asset_check(asset=key("submissions"), name=STUCK_CHECK,
+                    description="No provider job of the task stayed in one state past its SLA (warns with the "
+                                "stuck jobs, their state and time in it; the provider status sensor marks them).")
+    def no_stuck_jobs(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        stuck = stuck_jobs(warehouse.warehouse(), name)
+        lines = [f"{j['job_key']}: {j['state']} for {_duration(j['seconds_in_state'])}"
+                 + (f" ({j['stuck_action']})" if j["stuck_action"] else "") for j in stuck]
+        return dg.AssetCheckResult(passed=not stuck, severity=dg.AssetCheckSeverity.WARN, metadata={
+            "stuck_jobs": "\n".join(lines) or "none", "stuck_count": len(stuck),
+            "job_keys": ", ".join(j["job_key"] for j in stuck) or "none"})
+
+    # The provider status sensor launches its runs under these two jobs (see defs/sensors.py).
     submit_job = dg.define_asset_job(
         f"{name}__submit", selection=dg.AssetSelection.assets(*[key(s) for s in SUBMIT_STAGES]),
         description=f"Freeze, shard and submit one partition of {name}.",
@@ -201,6 +219,6 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
         return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day)
     return dg.Definitions(
-        assets=[manifest, shards, submissions, raw_results, parsed_results, applied],
+        assets=[manifest, shards, submissions, raw_results, parsed_results, applied], asset_checks=[no_stuck_jobs],
         jobs=[submit_job, collect_job], schedules=[schedule],
     )

@@ -18,7 +18,8 @@ Exactly once:
   `batch-assets jobs adopt|abandon`). A re-run that finds an intent without a batch id does the same.
 - An abandoned intent's job key is never used again: the shard goes under the next one (`…:job2`).
 
-At most `max_concurrent_jobs` batches per provider are in flight; the rest wait for a later run.
+At most `max_concurrent_jobs` batches per provider are in flight, and at most `max_enqueued_tokens` estimated
+tokens per provider and model across them; the rest are deferred until a later run finds room.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from batch_assets.ledger.jobs import (
     record_found, release_claim, renew_claim, set_input_file,
 )
 from batch_assets.ledger.shards import mark_shards_deferred
-from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus
+from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.providers.contract import (
@@ -102,6 +103,10 @@ class _Run:
     owner: str
     lease_s: float
     capacity: int
+    # Tokens this provider + model may still have enqueued: the enqueued-token limit is per model
+    # across all queued batches (e.g. OpenAI's per-organization limit), not per shard.
+    token_room: int
+    tokens_in_flight: int
     submitted: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     waiting: int = 0
@@ -126,6 +131,15 @@ class _Run:
         return bool(scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?",
                            [job_key]))
 
+    def fits_enqueued_tokens(self, shard: dict) -> bool:
+        """Whether the shard's estimated tokens fit what the provider still lets this model enqueue.
+        With nothing in flight a shard always fits (shards are cut within the limit)."""
+        return self.tokens_in_flight == 0 or int(shard["est_tokens"]) <= self.token_room
+
+    def took_tokens(self, shard: dict) -> None:
+        self.token_room -= int(shard["est_tokens"])
+        self.tokens_in_flight += int(shard["est_tokens"])
+
     def defer(self, shard_id: str) -> None:
         # Recorded so the sensor asks for this partition's submissions again when room frees.
         with self.wh.connect() as conn:
@@ -140,7 +154,7 @@ class _Run:
             return
         job_key = shard["job_key"]
         if job_key is None:
-            if self.capacity <= 0:
+            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
                 self.defer(shard["shard_id"])
                 return
             job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
@@ -176,7 +190,7 @@ class _Run:
             found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
             if self.settled_by_lookup(job_key, found, created_now=False, create_error=None):
                 return
-            if self.capacity <= 0:
+            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
                 self.defer(shard["shard_id"])
                 return
         prepared = self.prepare(shard, job_key)
@@ -235,6 +249,7 @@ class _Run:
                     record_created(conn, job_key, result.snapshot, self.owner)
                 self.submitted.append(job_key)
                 self.capacity -= 1
+                self.took_tokens(shard)
                 return
             error = _error_text(result.error, result.status_code)
             if result.outcome == CreateOutcome.FAILED:
@@ -263,7 +278,7 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
     with wh.connect() as conn:
         # Per shard: its live job (the newest one not abandoned), if any, and how many jobs it ever had.
         shards = fetch_dicts(conn, f"""
-            SELECT s.shard_id, s.path, s.line_count, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
+            SELECT s.shard_id, s.path, s.line_count, s.est_tokens, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
                    epoch(j.created_at)::BIGINT AS intent_unix,
                    (SELECT count(*) FROM ledger.provider_job k WHERE k.shard_id = s.shard_id) AS jobs_of_shard
             FROM ledger.shard s
@@ -274,8 +289,12 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
         """, [task_id])
         in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}",
                            [spec.provider])
+        tokens = scalar(conn, f"""
+            SELECT coalesce(sum(s.est_tokens), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+            WHERE j.provider = ? AND s.model = ? AND {in_flight_sql('j')}""", [spec.provider, spec.model])
     run = _Run(wh, task, task_id, adapter, new_run_owner(run_id), lease_s,
-               capacity=max(task.limits.max_concurrent_jobs - in_flight, 0))
+               capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
+               token_room=task.limits.max_enqueued_tokens - int(tokens), tokens_in_flight=int(tokens))
     for shard in shards:
         run.shard(shard)
     if run.submitted or run.recovered:
