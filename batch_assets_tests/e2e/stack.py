@@ -98,6 +98,15 @@ class Stack:
                  runId jobName status tags { key value } } } } }""", limit=limit)
         return data["runsOrError"]["results"]
 
+    def sensor_log(self, sensor: str = "provider_status_sensor", limit: int = 300) -> list[str]:
+        """The messages the sensor logged on its recent ticks (the UI: Automation -> sensor -> a tick's logs)."""
+        data = self.graphql(
+            """query($name: String!, $limit: Int!) { sensorOrError(sensorSelector: {repositoryLocationName: "batch_assets",
+                 repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState {
+                 ticks(limit: $limit) { logEvents { events { message } } } } } } }""", name=sensor, limit=limit)
+        ticks = data["sensorOrError"]["sensorState"]["ticks"]
+        return [e["message"] for t in ticks for e in t["logEvents"]["events"]]
+
     # -- emulator and ledger --------------------------------------------------------------------
     def emulator_settings(self, **knobs: Any) -> dict:
         return _post_json(f"{self.emulator_url}/_emulator/settings", knobs)

@@ -243,6 +243,10 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
     assert row["final_failed"]["validation_error"] > 0, row
     assert "validation_error" in ev["metadata"]["verdict"] and ev["metadata"]["final_status"] == "FAILED"
 
+    # The provider's reason reaches the sensor's tick log (Automation -> provider_status_sensor).
+    wait_for("too_many_tasks in the sensor's tick log",
+             lambda: [m for m in stack.sensor_log() if task_id(FAILING) in m and "too_many_tasks" in m], LAUNCH_TIMEOUT_S)
+
     status, tid = ui_latest_check(page, stack)
     assert (status, tid) == ("Failed", task_id(FAILING))
     text = page.inner_text("body")
@@ -254,8 +258,8 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
 
 
 @pytest.mark.xfail(strict=True, reason="app gap: the provider's batch-level reason (too_many_tasks) is in the ledger "
-                                       "(provider_job.provider_errors, retry_decision.reason) but in no check "
-                                       "metadata, run log or asset page of the UI")
+                                       "(provider_job.provider_errors, retry_decision.reason) and the sensor's tick "
+                                       "log, but not in the reconciliation check's metadata nor the partition's runs")
 def test_failed_check_names_the_providers_reason(stack: Stack, browser_page):
     page = browser_page
     check_page(page, stack)
