@@ -25,7 +25,7 @@ dev: $(STAMP)
 
 # The UI end to end in a headless Chromium (Debian's package; Playwright drives it, downloads no browser):
 # emulator + `dg dev` on free ports over a seeded temporary data dir, stopped also on failure.
-# Screenshots and the stack's log land in data/e2e/.
+# Screenshots and the stack's log land in data/e2e/; E2E_UPDATE_DOCS=1 also refreshes docs/images/e2e_*.png.
 CHROMIUM = $(shell command -v chromium || command -v chromium-browser)
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -34,7 +34,7 @@ e2e: $(STAMP)
 		echo "installing chromium (apt)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; \
 	fi
-	E2E_CHROMIUM="$$(command -v chromium || command -v chromium-browser)" \
+	E2E_CHROMIUM="$$(command -v chromium || command -v chromium-browser)" E2E_UPDATE_DOCS=$(E2E_UPDATE_DOCS) \
 		$(BIN)/python -m pytest -q -m e2e --durations=0 batch_assets_tests/e2e
 
 bench: $(STAMP)

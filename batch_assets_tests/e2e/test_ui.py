@@ -17,6 +17,7 @@ Every wait polls for its condition with a deadline; nothing sleeps to synchroniz
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -155,9 +156,11 @@ def shot(page, artifacts: Path, name: str) -> Path:
 
 
 def publish(path: Path) -> None:
-    """Copy a screenshot into the tracked docs/images/ (the README shows them)."""
-    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, DOC_IMAGES / path.name)
+    """With E2E_UPDATE_DOCS=1, copy a screenshot into the tracked docs/images/ (the README shows them);
+    otherwise a run leaves the tracked tree alone."""
+    if os.environ.get("E2E_UPDATE_DOCS") == "1":
+        DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOC_IMAGES / path.name)
 
 
 # -- the tests -----------------------------------------------------------------------------------
