@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test dev bench emulator emulator-bench clean
+.PHONY: demo test dev bench emulator emulator-bench e2e clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,20 @@ test: $(STAMP)
 dev: $(STAMP)
 	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)
 
+# The UI end to end in a headless Chromium (Debian's package; Playwright drives it, downloads no browser):
+# emulator + `dg dev` on free ports over a seeded temporary data dir, stopped also on failure.
+# Screenshots and the stack's log land in data/e2e/; E2E_UPDATE_DOCS=1 also refreshes docs/images/e2e_*.png.
+CHROMIUM = $(shell command -v chromium || command -v chromium-browser)
+SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+e2e: $(STAMP)
+	@if [ -z "$(CHROMIUM)" ]; then \
+		echo "installing chromium (apt)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; \
+	fi
+	E2E_CHROMIUM="$$(command -v chromium || command -v chromium-browser)" E2E_UPDATE_DOCS=$(E2E_UPDATE_DOCS) \
+		$(BIN)/python -m pytest -q -m e2e --durations=0 batch_assets_tests/e2e
+
 bench: $(STAMP)
 	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
 
@@ -30,7 +44,7 @@ emulator: $(STAMP)
 	$(BIN)/batch-assets emulator --port $(EMULATOR_PORT)
 
 clean:
-	rm -rf data/warehouse.duckdb* data/manifests data/shards data/raw data/emulator data/dagster_home data/bench
+	rm -rf data/warehouse.duckdb* data/manifests data/shards data/raw data/emulator data/dagster_home data/bench data/e2e
 
 emulator-bench: $(STAMP)
 	$(BIN)/python -m batch_assets.emulator.bench $(if $(PROVIDER),--provider $(PROVIDER),)
