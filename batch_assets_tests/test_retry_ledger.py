@@ -137,6 +137,8 @@ def test_a_batch_failed_as_a_whole_never_passes(seeded_copy, ticket_task, emulat
     assert rec.applied == 0 and rec.unresolved == 0
     assert rec.final_failed == {"validation_error": ITEMS - QUARANTINED}
     assert verdict.status == FAILED and rec.final_status == "FAILED"
+    # The provider's own reason is part of the verdict (and so of the check shown in the UI).
+    assert any("provider failed batch" in r and "too_many_tasks" in r for r in verdict.reasons), verdict.reasons
 
 
 def test_a_batch_rejected_for_capacity_is_requeued_without_charging_an_attempt(seeded_copy, ticket_task, emulator,

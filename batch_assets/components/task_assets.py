@@ -296,6 +296,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                       "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled)},
             check_results=[dg.AssetCheckResult(
                 check_name=RECONCILIATION_CHECK, passed=passed, severity=severity,
+                description="; ".join(reasons)[:1000] or None,
                 metadata={"verdict": "\n".join(reasons), "partitions": ", ".join(r.task_id for r, _ in settled),
                           "partition": partition_tag_value(context.partition_keys),
                           "task_id": ", ".join(r.task_id for r, _ in settled), **recon_meta},

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
-from batch_assets.ledger.states import not_terminal_sql
+from batch_assets.ledger.states import JobState, not_terminal_sql
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.retry import FINAL_FAILED_ACTIONS, RETRY_ACTIONS
 
@@ -92,6 +92,8 @@ class Reconciliation:
     max_attempt: int = 0
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
     final_status: str | None = None   # as recorded in ledger.batch_task
+    # The provider's own reason for each batch it failed as a whole (e.g. "too_many_tasks: …").
+    batch_failures: list[str] = field(default_factory=list)
 
     @property
     def failed_total(self) -> int:
@@ -158,6 +160,7 @@ class Reconciliation:
             reasons.append(f"{self.final_failed_total} final failure(s) ({by_class}) > tolerance "
                            f"{self.max_failed_fraction:.2%} of {self.manifest_items} items")
         if reasons:
+            reasons += [f"provider failed batch {f}" for f in self.batch_failures]
             return Verdict(FAILED, tuple(reasons), "FAILED")
         if self.operator_canceled and not (self.applied + self.stale):
             final = "CANCELED"
@@ -177,6 +180,7 @@ class Reconciliation:
         d["final_failed_total"] = self.final_failed_total
         d["unresolved"] = self.unresolved
         d["final_status"] = d["final_status"] or "none"
+        d["batch_failures"] = "\n".join(self.batch_failures) or "none"
         return d
 
 
@@ -250,6 +254,11 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
     r.parsed_from_lines = _one(conn, f"SELECT count(*) FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {ACTIVE}", task_id)
     r.jobs, r.jobs_terminal = conn.execute(
         "SELECT count(*), count(terminal_at) FROM ledger.provider_job WHERE task_id = $t", {"t": task_id}).fetchone()
+    r.batch_failures = [
+        f"{job_key}: {code or 'no code'}: {message or 'no detail'}" for job_key, code, message in conn.execute(f"""
+            SELECT job_key, provider_errors::JSON ->> '$[0].code', provider_errors::JSON ->> '$[0].message'
+            FROM ledger.provider_job WHERE task_id = $t AND state = '{JobState.FAILED.value}' ORDER BY job_key""",
+                                                                                          {"t": task_id}).fetchall()]
     _finality(conn, task_id, r)
     r.final_status = conn.execute("SELECT final_status FROM ledger.batch_task WHERE task_id = $t",
                                   {"t": task_id}).fetchone()[0] if r.manifest_items else None

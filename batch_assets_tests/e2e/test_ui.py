@@ -260,9 +260,6 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
     publish(shot(page, artifacts, "e2e_failed_check.png"))
 
 
-@pytest.mark.xfail(strict=True, reason="app gap: the provider's batch-level reason (too_many_tasks) is in the ledger "
-                                       "(provider_job.provider_errors, retry_decision.reason) and the sensor's tick "
-                                       "log, but not in the reconciliation check's metadata nor the partition's runs")
 def test_failed_check_names_the_providers_reason(stack: Stack, browser_page):
     page = browser_page
     check_page(page, stack)
