@@ -13,6 +13,7 @@ import duckdb
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from batch_assets.policy.model import PolicySpec
 from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -182,6 +183,13 @@ class RetrySpec(_Strict):
         return v
 
 
+class BudgetSpec(_Strict):
+    """A task's `budget:` section: the most one partition may cost (estimated before submission,
+    in the currency of the provider's price table). No cap when unset."""
+
+    max_cost_per_partition: float | None = Field(default=None, ge=0)
+
+
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
@@ -198,6 +206,9 @@ class TaskSpec(_Strict):
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
     limits: LimitsSpec = LimitsSpec()
     retry: RetrySpec = RetrySpec()
+    policy: PolicySpec = Field(default_factory=PolicySpec, description="Sensitive data: per detector block | "
+                               "redact | allow, applied at freeze before the input hash is taken.")
+    budget: BudgetSpec = BudgetSpec()
 
     @field_validator("name")
     @classmethod
