@@ -36,7 +36,9 @@ TASK_ID = "ticket_triage_20261120"
 COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = ["job_key", "task_id", "provider", "provider_batch_id", "state", "raw_status", "request_total",
-              "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at"]
+              "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",
+              "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note", "stuck",
+              "stuck_at", "collect_attempts", "collect_error"]
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +170,7 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert code == 0
     header = table.splitlines()[0].split()
     assert header == ["job_key", "provider", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
-                      "terminal"]
+                      "terminal", "note", "stuck", "collect_error"]
     assert "COMPLETED" in table.splitlines()[2]
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "json", "--task", "ticket_triage")

@@ -16,6 +16,7 @@ from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import settle
 from batch_assets.pipeline.retry import plan_retries
 from batch_assets.pipeline.shards import cut_shards, verify_shards
+from batch_assets.pipeline.stuck import stuck_jobs
 from batch_assets.pipeline.submit import submit_pending
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import ResolvedTask
@@ -25,6 +26,7 @@ COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
 SHARDS_CHECK = "shards_within_limits"
 BUDGET_CHECK = "within_budget"
 RECONCILIATION_CHECK = "reconciliation"
+STUCK_CHECK = "no_stuck_jobs"
 
 
 class ManifestConfig(dg.Config):
@@ -45,6 +47,10 @@ class SubmissionsConfig(dg.Config):
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
     return [dg.AssetKey([task_name, stage]) for stage in COLLECT_STAGES]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
 
 
 def _totals(summaries: list, *fields: str) -> dict:
@@ -146,15 +152,22 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                 raise dg.Failure(f"{verdict.task_id}: over budget; nothing submitted. Override with run config "
                                  f"budget_override on the shards asset (a reason).",
                                  metadata={k: str(v) for k, v in verdict.as_metadata().items()})
-        out = [submit_pending(wh, task, pk, adapter) for pk in context.partition_keys]
+        out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in context.partition_keys]
         mode, url = providers.endpoint_of(spec.provider)
         with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
             for summary in out:
                 record_job_endpoints(conn, summary.task_id, spec.provider, mode, url)
+        elsewhere = [k for s in out for k in s.claimed_elsewhere]
+        undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out), "retry_lines_cut": retry_lines,
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
             **_totals(out, "waiting_for_capacity", "already_submitted"),
+            # Shards another submit run holds: skipped here (that run submits them).
+            "claimed_elsewhere": len(elsewhere), "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",
+            # Creates that may or may not have happened: nothing was created; the next run looks again.
+            "undecided": len(undecided),
+            "undecided_jobs": "\n".join(f"{k}: {why}" for k, why in undecided.items()) or "none",
         })
 
     @dg.asset(key=key("raw_results"), deps=[key("submissions")], kinds={spec.provider, "duckdb"},
@@ -221,6 +234,18 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
             )],
         )
 
+    @dg.asset_check(asset=key("submissions"), name=STUCK_CHECK,
+                    description="No provider job of the task stayed in one state past its SLA (warns with the "
+                                "stuck jobs, their state and time in it; the provider status sensor marks them).")
+    def no_stuck_jobs(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        stuck = stuck_jobs(warehouse.warehouse(), name)
+        lines = [f"{j['job_key']}: {j['state']} for {_duration(j['seconds_in_state'])}"
+                 + (f" ({j['stuck_action']})" if j["stuck_action"] else "") for j in stuck]
+        return dg.AssetCheckResult(passed=not stuck, severity=dg.AssetCheckSeverity.WARN, metadata={
+            "stuck_jobs": "\n".join(lines) or "none", "stuck_count": len(stuck),
+            "job_keys": ", ".join(j["job_key"] for j in stuck) or "none"})
+
+    # The provider status sensor launches its runs under these two jobs (see defs/sensors.py).
     submit_job = dg.define_asset_job(
         f"{name}__submit", selection=dg.AssetSelection.assets(*[key(s) for s in SUBMIT_STAGES]),
         description=f"Freeze, shard and submit one partition of {name}.",
@@ -235,6 +260,6 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
         return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day)
     return dg.Definitions(
-        assets=[manifest, shards, submissions, raw_results, parsed_results, applied],
+        assets=[manifest, shards, submissions, raw_results, parsed_results, applied], asset_checks=[no_stuck_jobs],
         jobs=[submit_job, collect_job], schedules=[schedule],
     )

@@ -14,6 +14,7 @@ import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from batch_assets.policy.model import PolicySpec
+from batch_assets.providers.limits import parse_duration
 from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -190,6 +191,35 @@ class BudgetSpec(_Strict):
     max_cost_per_partition: float | None = Field(default=None, ge=0)
 
 
+Duration = float | str
+
+
+class StuckSpec(_Strict):
+    """Per-task overrides of when a provider job counts as stuck and what is done about it."""
+
+    sla: dict[Literal["VALIDATING", "SUBMITTED", "RUNNING", "FINALIZING"], Duration] | None = Field(
+        default=None, description="Longest time a job may stay in a state: seconds or e.g. '30m', '24h'.")
+    policy: Literal["cancel_and_retry", "notify"] | None = Field(
+        default=None, description="cancel_and_retry (default): cancel a job stuck for act_after more, its "
+                                  "unfinished items are sent again; notify: only flag and log it.")
+    act_after: Duration | None = Field(default=None, description="How long after being flagged a stuck job is "
+                                                                 "cancelled (default: its state's SLA again).")
+
+    @field_validator("act_after")
+    @classmethod
+    def _duration(cls, v):
+        if v is not None:
+            parse_duration(v)
+        return v
+
+    @field_validator("sla")
+    @classmethod
+    def _durations(cls, v):
+        for value in (v or {}).values():
+            parse_duration(value)
+        return v
+
+
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
@@ -206,6 +236,7 @@ class TaskSpec(_Strict):
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
     limits: LimitsSpec = LimitsSpec()
     retry: RetrySpec = RetrySpec()
+    stuck: StuckSpec = StuckSpec()
     policy: PolicySpec = Field(default_factory=PolicySpec, description="Sensitive data: per detector block | "
                                "redact | allow, applied at freeze before the input hash is taken.")
     budget: BudgetSpec = BudgetSpec()
