@@ -14,12 +14,13 @@ import duckdb
 
 from batch_assets.ledger import manifest as ledger_manifest
 from batch_assets.ledger.tasks import set_task_currency, upsert_frozen_task
-from batch_assets.providers.prices import cost_sql_or_null, currency_of
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.gate import MAPPING_TABLE, GateCounts, blocked_reason_sql, drop_gate, gate_source
+from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, GateCounts, blocked_reason_sql, drop_gate,
+                                        gate_source)
 from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
-from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.providers.prices import cost_sql_or_null, currency_of
+from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -75,7 +76,7 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
                {prompt_sql(task)} AS prompt_text,
                {blank_columns_sql(task)} AS blank_columns,
                {blocked_reason_sql()} AS blocked_reason
-        FROM _gated_src
+        FROM {GATED_TABLE}
     """)
     return counts
 
@@ -181,8 +182,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
               FROM _items)
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
-    items, tokens, blocked = conn.execute(
-        "SELECT count(*), coalesce(sum(est_input_tokens), 0), count(blocked_reason) FROM _items").fetchone()
+    items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
     est_cost = conn.execute(f"SELECT sum({est_cost_sql(task)}) FROM _items WHERE blocked_reason IS NULL").fetchone()[0]
     upsert_frozen_task(
         conn, task_id=task_id, task_name=spec.name, partition_date=partition_date, item_type=spec.item_type,
@@ -195,4 +195,4 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     conn.execute("DROP TABLE _items")
     drop_source(conn)
     return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False,
-                           pii=pii, est_cost=est_cost if est_cost is None or currency else None, currency=currency)
+                           pii=pii, est_cost=est_cost, currency=currency)
