@@ -29,3 +29,15 @@ def reconciliation_table(recs: list[Reconciliation]) -> str:
                      r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
                      "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
     return format_table(headers, rows)
+
+
+def _money(v: float | None) -> str:
+    return "?" if v is None else f"{v:.4f}"
+
+
+def gate_table(gates) -> str:
+    """Per partition: items sent redacted / blocked for sensitive data, estimated and actual cost."""
+    headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
+    rows = [[g.task_id, g.pii_redacted, g.pii_blocked, _money(g.cost_estimated), _money(g.cost_actual),
+             g.currency or "?"] for g in gates]
+    return format_table(headers, rows)

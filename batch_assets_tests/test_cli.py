@@ -177,14 +177,14 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert code == 0
     jobs = json.loads(out)
     assert [list(j) for j in jobs] == [JOB_FIELDS]
-    assert jobs[0]["task_id"] == TASK_ID and jobs[0]["state"] == "COMPLETED" and jobs[0]["request_total"] == 53
+    assert jobs[0]["task_id"] == TASK_ID and jobs[0]["state"] == "COMPLETED" and jobs[0]["request_total"] == 50
     assert jobs[0]["cancel_requested"] is False and jobs[0]["terminal_at"].startswith("20")
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "csv")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert out.splitlines()[0] == ",".join(JOB_FIELDS)
-    assert len(rows) == 1 and rows[0]["request_completed"] == "53" and rows[0]["cancel_requested"] == "false"
+    assert len(rows) == 1 and rows[0]["request_completed"] == "50" and rows[0]["cancel_requested"] == "false"
 
 
 def test_report_table_is_the_reconciliation_table(capsys, finished_db):
@@ -193,7 +193,11 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
 
     code, out, _ = run(capsys, "--database", finished_db, "report")
     assert code == 0
-    assert out == reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
+    table = reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
+    assert out.startswith(table)
+    gate = out[len(table):].split("\n")  # then sensitive data and cost per partition
+    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
+    assert gate[3].split()[0] == TASK_ID and gate[3].split()[-1] == "USD"
 
 
 def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):
@@ -212,7 +216,7 @@ def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, fin
     assert code == 0
     [row] = json.loads(out)
     assert row["task_id"] == TASK_ID and row["balanced"] is True and row["problems"] == []
-    assert (row["items"], row["rejected"], row["quarantined"], row["applied"], row["stale"]) == (58, 2, 5, 53, 0)
+    assert (row["items"], row["rejected"], row["quarantined"], row["applied"], row["stale"]) == (58, 2, 8, 50, 0)
     assert row["final_failed"] == {c: 0 for c in ("validation_error", "rate_or_capacity_error", "content_policy_error",
                                                   "internal_error", "parse_error", "expired", "canceled")}
     assert (row["retried"], row["max_attempt"], row["in_flight"], row["retry_pending"], row["unresolved"]) == (0, 1, 0, 0, 0)
@@ -235,12 +239,12 @@ def test_an_unbalanced_report_exits_0_names_it_and_keeps_stdout_parseable(capsys
                      "FROM ledger.applied_result)")
     code, out, _ = run(capsys, "--database", db, "report")
     assert code == 0
-    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 52" in out
+    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 49" in out
     code, out, err = run(capsys, "--database", db, "report", "--format", "json")
     assert code == 0
     [row] = json.loads(out)
-    assert row["balanced"] is False and row["applied"] == 52 and row["problems"] and row["check"] == "failed"
-    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 52" in err
+    assert row["balanced"] is False and row["applied"] == 49 and row["problems"] and row["check"] == "failed"
+    assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 49" in err
 
 
 def test_the_renderer_writes_every_format_from_one_field_list():

@@ -145,8 +145,8 @@ def test_provider_sensor_is_present_and_running_by_default(defs):
 
 def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     shards = defs.resolve_assets_def(key("ticket_triage", "shards"))
-    ((shards_check,),) = [list(shards.check_specs)]
-    assert (shards_check.name, shards_check.blocking) == ("shards_within_limits", True)
+    checks = sorted((c.name, c.blocking) for c in shards.check_specs)
+    assert checks == [("shards_within_limits", True), ("within_budget", True)]
     applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
     assert [c.name for c in applied.check_specs] == ["reconciliation"]
     # Results are recorded per partition (a run over a range of days has one result for the range).

@@ -329,7 +329,7 @@ def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy,
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=10))
     prepare(wh, task)
     shards = shard_ids(wh)
-    assert len(shards) == 6
+    assert len(shards) == 5  # 50 sendable lines (3 card numbers blocked by the policy), 10 a shard
     procs = [run_submit_process(wh, emulator, "ticket_triage", 10, run_id) for run_id in ("run-a", "run-b")]
     a, b = (finished(p) for p in procs)
     created = a["submitted"] + b["submitted"] + a["recovered"] + b["recovered"]

@@ -163,7 +163,7 @@ def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_p
     raw = {e[1]: e[2] for e in ev}
     assert (raw["VALIDATING"], raw["RUNNING"], raw["FINALIZING"], raw["COMPLETED"]) == (
         "validating", "in_progress", "finalizing", "completed")
-    assert ev[-1][3] == 53
+    assert ev[-1][3] == 50
     with wh.connect() as conn:
         created, submitted, changed, terminal = conn.execute(
             "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job").fetchone()
@@ -202,7 +202,7 @@ def assert_consistent(wh, requested_job_keys: list[str]):
     assert sorted(terminal_events) == [(k, 1) for k in all_jobs]
     for task_id in ("ticket_triage_20261120", "ticket_triage_20261121"):
         r = reconcile(wh, task_id)
-        assert r.problems() == [] and r.succeeded == r.applied == 53 and r.jobs == r.jobs_terminal
+        assert r.problems() == [] and r.succeeded == r.applied == 50 and r.jobs == r.jobs_terminal
 
 
 def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, sensor_instance, dagster_env, ticket_task,

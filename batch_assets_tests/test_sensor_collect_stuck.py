@@ -171,7 +171,7 @@ def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_par
     row = job_row(wh, job_key)
     assert row["downloaded_at"] is not None and row["collect_error"] is None and row["collect_attempts"] == 2
     r = reconcile(wh, TASK_ID)
-    assert r.problems() == [] and r.succeeded == r.applied == 53
+    assert r.problems() == [] and r.succeeded == r.applied == 50
     assert collect_requests(tick(defs, sensor_instance)) == []
 
 
@@ -195,7 +195,7 @@ def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
     assert len(set(keys)) == 1, "no collect run started: the same run key each time"
     assert run(defs, sensor_instance, request, emulator).success
     assert collect_requests(tick(defs, sensor_instance)) == []
-    assert reconcile(wh, TASK_ID).applied == 53
+    assert reconcile(wh, TASK_ID).applied == 50
 
 
 def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
@@ -244,7 +244,7 @@ def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_th
     batch_id = job_row(wh, job_key)["provider_batch_id"]
     # The provider says completed, but names no results file yet.
     with wh.connect() as conn:
-        record_snapshot(conn, job_key, JobSnapshot(batch_id, "completed", JobState.COMPLETED, 53, 53, 0,
+        record_snapshot(conn, job_key, JobSnapshot(batch_id, "completed", JobState.COMPLETED, 50, 50, 0,
                                                    results_ready=False))
     row = job_row(wh, job_key)
     assert row["state"] == "COMPLETED" and row["results_ready"] is False and row["output_file_id"] is None
@@ -274,7 +274,7 @@ def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_th
     assert run(defs, sensor_instance, request, emulator).success
     row = job_row(wh, job_key)
     assert row["downloaded_at"] is not None and row["collect_error"] is None
-    assert reconcile(wh, TASK_ID).applied == 53
+    assert reconcile(wh, TASK_ID).applied == 50
 
 
 # --- stuck jobs -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from batch_assets.pipeline.shards import cut_shards, verify_shards
 from .conftest import DAY1, DAY2
 
 TASK_ID1 = "ticket_triage_20261120"
-ITEMS, QUARANTINED = 58, 5  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget
+ITEMS, QUARANTINED = 58, 8  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget, 3 card numbers blocked by the policy
 
 
 def limited(task, **limits):
@@ -97,7 +97,9 @@ def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_c
         long = {r[0] for r in conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
                                            "AND length(body) > 40000", [DAY1]).fetchall()}
     assert len(blank) == 3 and len(null_body) == 1 and len(long) == 2
-    assert set(q) == blank | long | {"BIG-1"}
+    blocked = {b for b, r in q.items() if r["reason_code"] == "blocked_by_policy"}
+    assert len(blocked) == 3 and all("card in column body" in q[b]["reason"] for b in blocked)
+    assert set(q) == blank | long | {"BIG-1"} | blocked
     for bid in blank:  # empty '' and NULL bodies alike
         assert q[bid]["reason_code"] == "empty_input"
         assert bid in q[bid]["reason"] and "body" in q[bid]["reason"]
@@ -146,7 +148,7 @@ def test_shards_respect_max_requests_per_shard(seeded_copy, ticket_task):
         lines = file_lines(sh["path"])
         assert len(lines) == sh["line_count"] <= 7
     assert sum(sh["line_count"] for sh in shards) + s.quarantined == ITEMS
-    assert sorted(sh["line_count"] for sh in shards) == [4] + [7] * 7
+    assert sorted(sh["line_count"] for sh in shards) == [1] + [7] * 7
     assert verify_shards(wh, task, DAY1)[0] == []
     assert_partition_accounted(wh)
 

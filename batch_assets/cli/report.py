@@ -20,7 +20,9 @@ from batch_assets.cli.output import Field, render
 
 SUMMARY_FIELDS = ("task_id", "items", "applied", "stale", "quarantined", "rejected", "canceled", "compliance_held",
                   "final_failed", "retried", "max_attempt", "in_flight", "retry_pending", "unresolved", "balanced",
-                  "status", "check", "problems")
+                  "status", "check", "pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency",
+                  "problems")
+GATE_FIELDS = ("pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency")
 
 
 def fields(fmt: str) -> list[Field]:
@@ -33,8 +35,9 @@ def fields(fmt: str) -> list[Field]:
     return [Field(n) for n in SUMMARY_FIELDS]
 
 
-def record(rec) -> dict:
-    """One partition's Reconciliation as a report record."""
+def record(rec, gate=None) -> dict:
+    """One partition's Reconciliation (and its sensitive-data and cost figures, `PartitionGate`) as a
+    report record."""
     from batch_assets.pipeline.reconcile import FAILURE_CLASSES
 
     verdict = rec.verdict()
@@ -45,12 +48,20 @@ def record(rec) -> dict:
             **{f"final_failed_{c}": n for c, n in final_failed.items()},
             "retried": rec.retried, "max_attempt": rec.max_attempt, "in_flight": rec.in_flight,
             "retry_pending": rec.retry_pending, "unresolved": rec.unresolved, "balanced": not rec.problems(),
-            "status": rec.final_status, "check": verdict.status, "problems": list(verdict.reasons) if not verdict.passed else []}
+            "status": rec.final_status, "check": verdict.status,
+            **{k: (gate.as_dict()[k] if gate is not None else None) for k in GATE_FIELDS},
+            "problems": list(verdict.reasons) if not verdict.passed else []}
+
+
+def _with_gate(rec: dict, gate) -> dict:
+    """The record with the partition's sensitive-data and cost figures filled in (same key order)."""
+    return rec | {k: gate.as_dict()[k] for k in GATE_FIELDS} if gate is not None else rec
 
 
 def cmd_report(args) -> int:
+    from batch_assets.pipeline.cost import partition_gates
     from batch_assets.pipeline.reconcile import reconcile_conn
-    from batch_assets.reporting import reconciliation_table
+    from batch_assets.reporting import gate_table, reconciliation_table
     from batch_assets.spec.resolve import load_all_tasks
 
     tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
@@ -60,9 +71,12 @@ def cmd_report(args) -> int:
         names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
         recs = [reconcile_conn(conn, t, *([tolerance[names[t]]] if names.get(t) in tolerance else [])) for t in task_ids]
         pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
-    records = [record(r) for r in recs]
+        gates = partition_gates(conn, list(task_ids))
+    records = [_with_gate(record(r), gates.get(r.task_id)) for r in recs]
     if args.format == "table":
         print(reconciliation_table(recs))
+        print()
+        print(gate_table([gates[r.task_id] for r in recs if r.task_id in gates]))
     else:
         render(records, fields(args.format), args.format)
     notes = sys.stdout if args.format == "table" else sys.stderr

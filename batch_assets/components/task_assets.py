@@ -24,6 +24,8 @@ from batch_assets.components.asset_metadata import (
 from batch_assets.components.partitions import daily_partitions
 from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.pipeline.apply import apply_results
+from batch_assets.pipeline.budget import check_budget
+from batch_assets.pipeline.cost import partition_gates
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
@@ -41,6 +43,7 @@ SUBMIT_STAGES = ("manifest", "shards", "submissions")
 COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
 REPORT_STAGE = "report"   # run by the collect job after `applied`
 SHARDS_CHECK = "shards_within_limits"
+BUDGET_CHECK = "within_budget"
 RECONCILIATION_CHECK = "reconciliation"
 STUCK_CHECK = "no_stuck_jobs"
 
@@ -48,6 +51,12 @@ STUCK_CHECK = "no_stuck_jobs"
 class ManifestConfig(dg.Config):
     refreeze: bool = False
     """Re-query the source; unchanged items keep their custom_id, new or changed ones get new ones."""
+
+
+class ShardsConfig(dg.Config):
+    budget_override: str = ""
+    """A reason to submit a partition although its estimate exceeds a budget cap; recorded in
+    ledger.operator_action (budget_override) with the figures."""
 
 
 class SubmissionsConfig(dg.Config):
@@ -107,6 +116,10 @@ def applied_freshness(task: ResolvedTask) -> dg.FreshnessPolicy:
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=fail), warn_window=timedelta(hours=26))
 
 
+def _money(v: float | None) -> float | str:
+    return round(v, 6) if v is not None else "unknown (model not in the provider's prices.yaml)"
+
+
 def build_task_defs(task: ResolvedTask) -> dg.Definitions:
     """Every asset handles all partition keys of its run, so a single-run date-range backfill works."""
     spec = task.spec
@@ -139,10 +152,17 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
             for table in source_tables(spec):
                 context.log_event(dg.AssetObservation(asset_key=table_key(table),
                                                       metadata=table_metadata(business_table_stats(conn, table))))
+        with wh.connect() as conn:
+            gates = partition_gates(conn, [s.task_id for s in out])
         return dg.MaterializeResult(metadata={
-            **_per_partition(out, lambda s: {"manifest_version": s.manifest_version, "reused": s.reused}),
+            **_per_partition(out, lambda s: {"manifest_version": s.manifest_version, "reused": s.reused,
+                                             **(s.pii.as_metadata() if s.pii else {}),
+                                             "cost_estimated": _money(gates[s.task_id].cost_estimated),
+                                             "currency": gates[s.task_id].currency or "unknown"}),
             "manifest_uri": dg.MetadataValue.path(out[-1].manifest_uri),
             **_totals(out, "items", "new_items", "superseded_items", "rejected_business_ids"),
+            "pii_redacted": sum(g.pii_redacted for g in gates.values()),
+            "pii_blocked": sum(s.pii.blocked_items for s in out if s.pii),
         })
 
     @dg.asset(key=key("shards"), deps=[key("manifest")], kinds={"duckdb", "json"},
@@ -152,14 +172,19 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                           "(too long, blank required input) is quarantined with its reason instead. Each shard "
                           "file is recorded with its checksum; nothing is submitted unless every shard passes.",
               check_specs=[dg.AssetCheckSpec(SHARDS_CHECK, asset=key("shards"), blocking=True,
-                                             description="Every shard file within limits and intact; lines + quarantined = items.")],
+                                             description="Every shard file within limits and intact; lines + quarantined = items."),
+                           dg.AssetCheckSpec(BUDGET_CHECK, asset=key("shards"), blocking=True,
+                                             description="The partition's estimated cost within the task's budget and the "
+                                                         "per-model / per-day caps of defs/budgets.yaml (or an operator "
+                                                         "override with a reason, recorded in the ledger).")],
               **common)
-    def shards(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+    def shards(context: dg.AssetExecutionContext, config: ShardsConfig, warehouse: WarehouseResource):
         tag_run(context, name)
         wh = warehouse.warehouse()
         out = [cut_shards(wh, task, pk, retries=spec.retry.automatic) for pk in context.partition_keys]
         verified = [verify_shards(wh, task, pk) for pk in context.partition_keys]
         record_table(context, wh, "shards")
+        budgets = [check_budget(wh, task, pk, override_reason=config.budget_override) for pk in context.partition_keys]
         problems = [f"{pk}: {p}" for pk, (found, _) in zip(context.partition_keys, verified) for p in found]
         counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]}
         return dg.MaterializeResult(
@@ -167,7 +192,10 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                       "new_lines": sum(s.lines for s in out), "newly_quarantined": sum(s.quarantined for s in out),
                       **counts},
             check_results=[dg.AssetCheckResult(check_name=SHARDS_CHECK, passed=not problems,
-                                               metadata={"problems": "\n".join(problems) or "none", **counts})],
+                                               metadata={"problems": "\n".join(problems) or "none", **counts}),
+                           dg.AssetCheckResult(check_name=BUDGET_CHECK, passed=all(b.passed for b in budgets),
+                                               metadata=budgets[0].as_metadata() if len(budgets) == 1 else {
+                                                   b.task_id: dg.MetadataValue.json(b.as_metadata()) for b in budgets})],
         )
 
     @dg.asset(key=key("submissions"), deps=[key("shards")], kinds={spec.provider},
@@ -190,6 +218,12 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                 if problems:
                     raise dg.Failure(f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
                                      metadata={"problems": "\n".join(problems)})
+        for pk in context.partition_keys:  # the budget gate also holds when this asset runs on its own
+            verdict = check_budget(wh, task, pk)
+            if not verdict.passed:
+                raise dg.Failure(f"{verdict.task_id}: over budget; nothing submitted. Override with run config "
+                                 f"budget_override on the shards asset (a reason).",
+                                 metadata={k: str(v) for k, v in verdict.as_metadata().items()})
         out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in context.partition_keys]
         mode, url = providers.endpoint_of(spec.provider)
         with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
@@ -287,13 +321,20 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         severity = (dg.AssetCheckSeverity.WARN if not passed and all(v.status != "failed" for v in verdicts)
                     else dg.AssetCheckSeverity.ERROR)
         reasons = [f"{r.task_id}: {v.status}: {reason}" for r, v in settled for reason in v.reasons]
+        with wh.connect() as conn:
+            gates = partition_gates(conn, [s.task_id for s in out])
         recon_meta = settled[0][0].as_metadata() if len(settled) == 1 else {
             r.task_id: dg.MetadataValue.json(r.as_metadata()) for r, _ in settled}
         return dg.MaterializeResult(
             metadata={"task_ids": ", ".join(s.task_id for s in out), "target_table": spec.apply.table,
                       "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out),
                       "unresolved": sum(r.unresolved for r, _ in settled),
-                      "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled)},
+                      "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled),
+                      "cost_estimated": _money(sum(g.cost_estimated or 0 for g in gates.values())),
+                      "cost_actual": _money(sum(g.cost_actual or 0 for g in gates.values())),
+                      "currency": ", ".join(sorted({g.currency or "unknown" for g in gates.values()})),
+                      "pii_redacted": sum(g.pii_redacted for g in gates.values()),
+                      "pii_blocked": sum(g.pii_blocked for g in gates.values())},
             check_results=[dg.AssetCheckResult(
                 check_name=RECONCILIATION_CHECK, passed=passed, severity=severity,
                 description="; ".join(reasons)[:1000] or None,

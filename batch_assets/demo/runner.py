@@ -25,7 +25,8 @@ from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES as COLLECT_M
 from batch_assets.pipeline.reconcile import settle
 from batch_assets.pipeline.retry import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
-from batch_assets.reporting import reconciliation_table
+from batch_assets.pipeline.cost import partition_gates
+from batch_assets.reporting import gate_table, reconciliation_table
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
@@ -97,6 +98,10 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
     recs = [r for r, _ in settled]
     print()
     print(reconciliation_table(recs))
+    print()
+    with wh.connect() as conn:
+        gates = partition_gates(conn, [r.task_id for r in recs])
+    print(gate_table([gates[r.task_id] for r in recs if r.task_id in gates]))
     print()
     problems = [f"{r.task_id}: {v.status}: {reason}" for r, v in settled if not v.passed for reason in v.reasons]
     for p in problems:

@@ -17,7 +17,8 @@ from batch_assets.sqltext import sql_literal
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 SOURCE_REJECT_COLUMNS = ("business_id", "row_count", "reason_code", "reason")
-MANIFEST_ITEM_COLUMNS = ("custom_id", "business_id", "input_hash")
+MANIFEST_ITEM_COLUMNS = ("custom_id", "business_id", "input_hash", "est_input_tokens", "est_cost")
+PII_MAPPING_COLUMNS = ("custom_id", "detector", "placeholder", "value")
 
 
 def replace_source_rejects(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:
@@ -31,7 +32,8 @@ def replace_source_rejects(conn: duckdb.DuckDBPyConnection, task_id: str, query:
 def insert_manifest_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None, *,
                           item_type: str, prompt_version: str, model: str, params_json: str,
                           output_schema_version: str, manifest_version: int) -> int:
-    """Add manifest items (columns of `query`: custom_id, business_id, input_hash), frozen now under
+    """Add manifest items (columns of `query`: custom_id, business_id, input_hash, est_input_tokens,
+    est_cost), frozen now under
     `manifest_version`, not superseded. Returns the number inserted."""
     return insert_select(conn, "manifest_item", MANIFEST_ITEM_COLUMNS, query, params, fixed={
         "task_id": sql_literal(task_id), "item_type": sql_literal(item_type),
@@ -59,3 +61,12 @@ def revive_items_in(conn: duckdb.DuckDBPyConnection, task_id: str, current_ids_q
         WHERE task_id = ? AND superseded_at IS NOT NULL
           AND custom_id IN (SELECT custom_id FROM ({current_ids_query}))
     """, [task_id]).fetchone()[0]
+
+
+def insert_pii_mapping(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:
+    """Keep the original values behind redaction placeholders (columns of `query`: custom_id,
+    detector, placeholder, value), recorded now. Local only: nothing reads this table to send,
+    log or report it. A (custom_id, placeholder) already kept stays as it is. Returns rows added."""
+    return insert_select(conn, "pii_mapping", PII_MAPPING_COLUMNS, query, params,
+                         fixed={"task_id": sql_literal(task_id), "recorded_at": NOW},
+                         on_conflict="ON CONFLICT (custom_id, placeholder) DO NOTHING")

@@ -42,3 +42,8 @@ def set_task_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: TaskS
         cur = conn.execute("UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP "
                            "WHERE task_id = ? AND status = ?", [status, task_id, TaskStatus(only_from).value])
     return cur.fetchone()[0] > 0
+
+
+def set_task_currency(conn: duckdb.DuckDBPyConnection, task_id: str, currency: str | None) -> None:
+    """Record the currency of the partition's costs (from the provider's price table; NULL: not priced)."""
+    conn.execute("UPDATE ledger.batch_task SET currency = ? WHERE task_id = ?", [currency, task_id])

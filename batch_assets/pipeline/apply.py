@@ -15,6 +15,7 @@ import duckdb
 from batch_assets.ledger.results import insert_applied_results
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.gate import restore_json_sql
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
@@ -70,6 +71,15 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
               AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
         """)
+        if spec.policy.restore_on_apply:
+            # Placeholders the model repeated in its answer get their original values back (from the
+            # local ledger.pii_mapping) in the business table only.
+            conn.execute(f"""
+                UPDATE _cand SET answer = r.restored::JSON
+                FROM ({restore_json_sql("CAST(answer AS VARCHAR)", "custom_id",
+                                        "_cand WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)")}) AS r
+                WHERE _cand.custom_id = r.custom_id
+            """)
         n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
             conn.execute("DROP TABLE _cand")

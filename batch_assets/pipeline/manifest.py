@@ -13,11 +13,14 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger import manifest as ledger_manifest
-from batch_assets.ledger.tasks import upsert_frozen_task
+from batch_assets.ledger.tasks import set_task_currency, upsert_frozen_task
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, GateCounts, blocked_reason_sql, drop_gate,
+                                        gate_source)
 from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
-from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.providers.prices import cost_sql_or_null, currency_of
+from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -35,12 +38,16 @@ class ManifestSummary:
     superseded_items: int
     rejected_business_ids: int
     reused: bool
+    pii: GateCounts | None = None       # None when the manifest was reused (nothing scanned)
+    est_cost: float | None = None       # estimated cost of the live items (None: model not priced)
+    currency: str | None = None
 
 
-def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
-    """Run the source query once into temp table `_raw_src`; `_src` (business_id, prompt_text, ...)
-    is a temp VIEW over it, so the rendered prompts are computed where used, never stored twice.
-    Drop both with drop_source()."""
+def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> GateCounts:
+    """Run the source query once into temp table `_raw_src`, pass it through the task's sensitive-data
+    policy (`pipeline.gate`: redacted columns, block reasons, the local `_pii_map`); `_src`
+    (business_id, prompt_text, blank_columns, blocked_reason) is a temp VIEW over the gated rows,
+    so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
     spec = task.spec
     try:
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
@@ -59,20 +66,24 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
             f"the prompt template or source.required_columns in {task.yaml_path}); it returns {sorted(columns)}. "
             "Fix: select those columns or correct the names."
         )
-    bid = quote_ident(spec.source.business_id)
+    counts = gate_source(conn, task, columns)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _src AS
         -- The id exactly as the source holds it: 'A' and ' A ' are two records, and a trimmed id
-        -- would be a key the business table does not have.
-        SELECT CAST({bid} AS VARCHAR) AS business_id,
+        -- would be a key the business table does not have. The prompt is rendered from the
+        -- redacted columns: what is hashed and sent holds placeholders, never the values.
+        SELECT __bid AS business_id,
                {prompt_sql(task)} AS prompt_text,
-               {blank_columns_sql(task)} AS blank_columns
-        FROM _raw_src
+               {blank_columns_sql(task)} AS blank_columns,
+               {blocked_reason_sql()} AS blocked_reason
+        FROM {GATED_TABLE}
     """)
+    return counts
 
 
 def drop_source(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("DROP VIEW IF EXISTS _src; DROP TABLE IF EXISTS _raw_src;")
+    drop_gate(conn)
 
 
 def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
@@ -88,12 +99,38 @@ def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refr
             return ManifestSummary(task_id, existing[1], existing[0], items, 0, 0, rejects, reused=True)
 
         version = (existing[0] if existing else 0) + 1
-        load_source(conn, task, partition_date)
+        pii = load_source(conn, task, partition_date)
         with transaction(conn):
-            return _freeze(conn, wh, task, partition_date, task_id, version)
+            return _freeze(conn, wh, task, partition_date, task_id, version, pii)
 
 
-def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_id: str, version: int) -> ManifestSummary:
+def expected_output_tokens(task: ResolvedTask) -> int:
+    """Output tokens the estimate assumes per item: `params.max_tokens`, the most that can be billed
+    (an upper bound; thinking tokens count against it), 0 for embeddings."""
+    return 0 if task.spec.output.kind == "embedding" else int(task.spec.params.max_tokens)
+
+
+REQUEST_FRAMING_TOKENS = 10  # per request: role markers of the system and user turns and the reply's start
+
+
+def request_overhead_tokens(task: ResolvedTask) -> int:
+    """Input tokens a request bills beyond its prompt text: the system prompt (estimated like the
+    prompt, ~4 bytes a token) plus the chat framing. 0 for embeddings (the text is all)."""
+    if task.spec.output.kind == "embedding":
+        return 0
+    system = (task.spec.prompt.system or "").encode("utf-8")
+    return -(-len(system) // 4) + REQUEST_FRAMING_TOKENS
+
+
+def est_cost_sql(task: ResolvedTask, input_tokens_sql: str = "est_input_tokens") -> str:
+    """Estimated cost of one item: its prompt's offline token estimate plus the request overhead
+    in, `expected_output_tokens` out, at the batch price (NULL when the model has no price)."""
+    return cost_sql_or_null(task.spec.provider, task.spec.model,
+                            f"({input_tokens_sql} + {request_overhead_tokens(task)})", str(expected_output_tokens(task)))
+
+
+def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_id: str, version: int,
+            pii: GateCounts) -> ManifestSummary:
     spec = task.spec
     # Business ids that are missing or occur more than once cannot be keyed: record them, keep the rest.
     ledger_manifest.replace_source_rejects(conn, task_id, f"""
@@ -115,7 +152,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _items AS
         SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
-        FROM (SELECT business_id, prompt_text, blank_columns,
+        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason,
                      {input_hash_sql(task)} AS input_hash,
                      {estimated_tokens_sql('prompt_text')} AS est_input_tokens
               FROM _src
@@ -125,27 +162,37 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
     new_items = ledger_manifest.insert_manifest_items(conn, task_id, f"""
-        SELECT i.custom_id, i.business_id, i.input_hash
+        SELECT i.custom_id, i.business_id, i.input_hash, i.est_input_tokens,
+               {est_cost_sql(task, 'i.est_input_tokens')} AS est_cost
         FROM _items i
         WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = {sql_literal(task_id)})
     """, item_type=spec.item_type, prompt_version=spec.prompt.version, model=spec.model,
         params_json=task.params_json, output_schema_version=spec.output.version, manifest_version=version)
     # A changed input that flips back to an earlier text reuses its old custom_id: revive it.
     ledger_manifest.revive_items_in(conn, task_id, "SELECT custom_id FROM _items")
+    # The values behind the placeholders, kept locally by custom_id (for restore_on_apply).
+    ledger_manifest.insert_pii_mapping(conn, task_id, f"""
+        SELECT i.custom_id, m.detector, m.placeholder, m.value
+        FROM {MAPPING_TABLE} m JOIN _items i USING (business_id)
+    """)
 
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
-        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, prompt_text
+        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text
               FROM _items)
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
     items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
+    est_cost = conn.execute(f"SELECT sum({est_cost_sql(task)}) FROM _items WHERE blocked_reason IS NULL").fetchone()[0]
     upsert_frozen_task(
         conn, task_id=task_id, task_name=spec.name, partition_date=partition_date, item_type=spec.item_type,
         provider=spec.provider, model=spec.model, endpoint=spec.endpoint, prompt_version=spec.prompt.version,
         output_schema_version=spec.output.version, manifest_uri=str(manifest_path), manifest_version=version,
         total_items=items, est_input_tokens=tokens, est_output_tokens=items * spec.params.max_tokens)
+    currency = currency_of(spec.provider, spec.model)
+    set_task_currency(conn, task_id, currency)
     rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
     conn.execute("DROP TABLE _items")
     drop_source(conn)
-    return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False)
+    return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False,
+                           pii=pii, est_cost=est_cost, currency=currency)

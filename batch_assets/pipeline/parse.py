@@ -15,6 +15,7 @@ from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.sqltext import sql_literal
+from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.providers.registry import wire_format
 from batch_assets.spec.output_schema import schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
@@ -86,7 +87,8 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                             THEN CAST(answer AS VARCHAR) END AS output_json,
                        finish_reason, input_tokens, output_tokens, provider_request_id
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
-            """, output_schema_version=task.spec.output.version, from_line=True)
+            """, output_schema_version=task.spec.output.version, from_line=True,
+                cost_sql=cost_sql_or_null(task.spec.provider, task.spec.model, "_rows.input_tokens", "_rows.output_tokens"))
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
             synthesized = insert_parsed_results(conn, task_id, f"""

@@ -22,6 +22,7 @@ from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.pipeline.gate import BLOCKED_CODE
 from batch_assets.pipeline.render import request_id_sql, request_line_sql
 from batch_assets.pipeline.retry import due_retries_sql
 from batch_assets.sqltext import sql_literal
@@ -52,6 +53,8 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     limits = task.limits
     line_cap = min(limits.max_line_bytes, limits.max_shard_bytes - 1)
     return [
+        # The sensitive-data policy's verdict at freeze (detector and column, never the value).
+        (BLOCKED_CODE, "blocked_reason IS NOT NULL", "blocked_reason"),
         ("empty_input", "len(blank_columns) > 0",
          "'required column(s) ' || array_to_string(blank_columns, ', ') || ' empty for ' || business_id "
          "|| '; fix the source row or adjust source.required_columns'"),
@@ -106,6 +109,10 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         rules = _quarantine_rules(task)
         reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
         reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
+        # Manifests frozen before the sensitive-data gate have no blocked_reason column.
+        has_blocked = "blocked_reason" in {r[0] for r in conn.execute(
+            f"DESCRIBE SELECT * FROM read_parquet({sql_literal(uri)})").fetchall()}
+        blocked = "p.blocked_reason" if has_blocked else "NULL::VARCHAR AS blocked_reason"
         due = f"UNION ALL SELECT custom_id, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _todo AS
@@ -119,13 +126,13 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _lines AS
             SELECT *, {reason_code} AS reason_code, {reason} AS reason
-            FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, est_input_tokens,
+            FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
                          est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
                          line, strlen(line) AS line_bytes
                   FROM (SELECT *, {request_line_sql(task)} AS line
                         FROM (SELECT *, {request_id_sql(task)} AS request_id
                               FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
-                                           p.est_input_tokens
+                                           {blocked}, p.est_input_tokens
                                     FROM _todo t JOIN ledger.manifest_item m USING (custom_id)
                                     JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)))))
             ORDER BY attempt, custom_id

@@ -13,6 +13,7 @@ import duckdb
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from batch_assets.policy.model import PolicySpec
 from batch_assets.providers.limits import parse_duration
 from batch_assets.providers.registry import known_providers, provider_limits
 
@@ -187,6 +188,13 @@ class RetrySpec(_Strict):
         return v
 
 
+class BudgetSpec(_Strict):
+    """A task's `budget:` section: the most one partition may cost (estimated before submission,
+    in the currency of the provider's price table). No cap when unset."""
+
+    max_cost_per_partition: float | None = Field(default=None, ge=0)
+
+
 Duration = float | str
 
 
@@ -242,6 +250,9 @@ class TaskSpec(_Strict):
     limits: LimitsSpec = LimitsSpec()
     retry: RetrySpec = RetrySpec()
     stuck: StuckSpec = StuckSpec()
+    policy: PolicySpec = Field(default_factory=PolicySpec, description="Sensitive data: per detector block | "
+                               "redact | allow, applied at freeze before the input hash is taken.")
+    budget: BudgetSpec = BudgetSpec()
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,58 @@
+"""Per-partition figures of the gate: sensitive data (items redacted / blocked) and cost
+(estimated / actual), read from the ledger by query. No matched value is ever read here.
+
+* estimated cost: sum of `manifest_item.est_cost` (priced at freeze, see `providers.prices`) of the
+  partition's live items that are not quarantined (blocked or otherwise held back) - what the
+  first attempt will cost at most; retries are not estimated.
+* actual cost: sum of `parsed_result.cost` over every attempt, from the provider's usage
+  (NULL usage - a failed request the provider does not bill - counts as 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import duckdb
+
+from batch_assets.pipeline.gate import BLOCKED_CODE
+
+
+@dataclass(frozen=True)
+class PartitionGate:
+    task_id: str
+    pii_redacted: int
+    pii_blocked: int
+    cost_estimated: float | None
+    cost_actual: float | None
+    currency: str | None
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("cost_estimated", "cost_actual"):
+            d[k] = None if d[k] is None else round(d[k], 6)
+        return d
+
+
+def partition_gate_sql() -> str:
+    """(task_id, pii_redacted, pii_blocked, cost_estimated, cost_actual, currency) of every partition."""
+    return f"""
+        SELECT t.task_id,
+               (SELECT count(DISTINCT p.custom_id) FROM ledger.pii_mapping p JOIN ledger.manifest_item m USING (custom_id)
+                WHERE p.task_id = t.task_id AND m.superseded_at IS NULL) AS pii_redacted,
+               (SELECT count(*) FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
+                WHERE q.task_id = t.task_id AND q.reason_code = '{BLOCKED_CODE}' AND m.superseded_at IS NULL) AS pii_blocked,
+               (SELECT sum(m.est_cost) FROM ledger.manifest_item m
+                WHERE m.task_id = t.task_id AND m.superseded_at IS NULL
+                  AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = t.task_id)) AS cost_estimated,
+               CASE WHEN t.currency IS NULL THEN NULL ELSE
+                   coalesce((SELECT sum(r.cost) FROM ledger.parsed_result r WHERE r.task_id = t.task_id), 0) END AS cost_actual,
+               t.currency
+        FROM ledger.batch_task t
+    """
+
+
+def partition_gates(conn: duckdb.DuckDBPyConnection, task_ids: list[str] | None = None) -> dict[str, PartitionGate]:
+    rows = conn.execute(f"SELECT * FROM ({partition_gate_sql()}) "
+                        + ("WHERE list_contains(?::VARCHAR[], task_id)" if task_ids is not None else ""),
+                        [task_ids] if task_ids is not None else []).fetchall()
+    return {r[0]: PartitionGate(r[0], int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows}
