@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test dev bench emulator clean
+.PHONY: demo test dev bench soak emulator clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ dev: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
+
+# Not part of `make test`: every provider, 20 partitions, 5 % random faults, driven to final (a few minutes).
+soak: $(STAMP)
+	$(BIN)/batch-assets soak $(SOAK_ARGS)
 
 emulator: $(STAMP)
 	$(BIN)/batch-assets emulator --port $(EMULATOR_PORT)
