@@ -37,6 +37,7 @@ from pathlib import Path
 
 from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
+from batch_assets.ledger.states import JobState
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
@@ -346,7 +347,7 @@ def observed_item_faults(wh: Warehouse) -> Counter:
             out[f"result line {status}"] += n
         for code, n in conn.execute("""
                 SELECT coalesce(provider_errors::JSON ->> '$[0].code', 'no code'), count(*) FROM ledger.provider_job
-                WHERE state = 'FAILED' GROUP BY 1""").fetchall():
+                WHERE state = ? GROUP BY 1""", [JobState.FAILED.value]).fetchall():
             out[f"batch refused whole: {code}"] += n
     return out
 

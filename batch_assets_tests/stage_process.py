@@ -7,11 +7,15 @@ batch_assets.pipeline.faultpoints) the process blocks at that point until the te
 
 The submit stage's point `submit.created` (the batch exists at the provider, the ledger does not
 know its id yet) is placed here, not in pipeline/submit.py: the first ledger write after the
-create call is wrapped to reach the point first.
+create call is wrapped to reach the point first. Where submissions are claimed with a lease, the
+run's lease is KILL_TEST_CLAIM_LEASE_S seconds when set, so that a restart can take over the shard
+of the killed run once that lease has run out (as it would after the default lease).
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.registry import build_adapter, provider_definition
 from batch_assets.spec.resolve import load_task_file
 
+LEASE_ENV = "KILL_TEST_CLAIM_LEASE_S"
 EMULATOR_API_KEY = "emulator-no-key"   # as batch_assets.resources (not imported: it pulls in Dagster)
 
 
@@ -50,7 +55,11 @@ def main(argv: list[str]) -> int:
         from batch_assets.pipeline.submit import submit_pending
 
         _arm_submit_point()
-        submit_pending(wh, task, day, adapter)
+        kwargs = {}
+        lease = os.environ.get(LEASE_ENV)
+        if lease and "lease_s" in inspect.signature(submit_pending).parameters:
+            kwargs["lease_s"] = float(lease)   # a killed run's claim on its shard runs out this soon
+        submit_pending(wh, task, day, adapter, **kwargs)
     elif stage == "download":
         from batch_assets.pipeline.ingest import download_results
 

@@ -37,10 +37,12 @@ from batch_assets.soak import provider_batch_ids
 from batch_assets.spec.resolve import ResolvedTask
 
 from .conftest import DAY1, FAST_EMULATOR
+from .stage_process import LEASE_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MARKER_TIMEOUT_S = 60.0   # how long the stage may take to reach its point (not a timing assumption)
 ROUNDS = 8
+CLAIM_LEASE_S = 3.0       # the killed submit run's claim lease, where submissions are claimed
 
 
 @pytest.fixture
@@ -84,12 +86,27 @@ def run_stage(stage: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorH
     assert rc == 0, log.read_text(errors="replace")
 
 
+def wait_for_claims_to_expire(wh: Warehouse) -> None:
+    """Where submissions are claimed with a lease: wait until the killed run's claim has run out
+    (it ran with a lease of CLAIM_LEASE_S), as a restart after a crash would find it."""
+    with wh.connect() as conn:
+        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                               "WHERE table_schema = 'ledger' AND table_name = 'provider_job'").fetchall()}
+    if "claim_expires_at" not in columns:
+        return
+    deadline = time.monotonic() + CLAIM_LEASE_S + MARKER_TIMEOUT_S
+    while q(wh, "SELECT count(*) FROM ledger.provider_job WHERE claim_expires_at > now()::TIMESTAMP")[0][0]:
+        assert time.monotonic() < deadline, "the killed run's claim never ran out"
+        time.sleep(0.1)
+
+
 def kill_at(point: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHandle, tmp_path: Path) -> None:
     """Run the point's stage in a subprocess and SIGKILL it once it has reached the point."""
     stage = point.split(".")[0]
     marker, log = tmp_path / f"{point}.reached", tmp_path / f"{point}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(_stage_cmd(stage, wh, task, emulator), env=_env(**{FAULTPOINT_ENV: f"{point}={marker}"}),
+        env = _env(**{FAULTPOINT_ENV: f"{point}={marker}", LEASE_ENV: str(CLAIM_LEASE_S)})
+        proc = subprocess.Popen(_stage_cmd(stage, wh, task, emulator), env=env,
                                 stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + MARKER_TIMEOUT_S
@@ -189,6 +206,8 @@ def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(point, see
 
     kill_at(point, wh, task, emulator, tmp_path)
     _after_crash(point, wh, task_id, emulator, task.spec.apply.table)
+    if stage == "submit":
+        wait_for_claims_to_expire(wh)
 
     # Restart: the same stage in a fresh process, then the rest of the round and further rounds.
     run_stage(stage, wh, task, emulator, tmp_path)
