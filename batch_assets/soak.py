@@ -156,29 +156,44 @@ class FaultInjector:
         self.emulator, self.config = emulator, config
         self.rng = random.Random(config.seed)
         self.counts: Counter = Counter()
+        # Each round-level kind once for sure, in the first round (partition ordinal -> kinds), so a
+        # run always shows every kind whatever the draws; random draws at the fault rate come on top.
+        n = max(len(config.providers) * config.days, 1)
+        self.forced: dict[int, set[str]] = {}
+        for i, kind in enumerate(("token_limit", "lose", "error", "burst")):
+            self.forced.setdefault(i % n, set()).add(kind)
+        if not config.lost_responses or config.fault_rate == 0:
+            self.forced = {i: kinds - {"lose", "error"} for i, kinds in self.forced.items()} if config.fault_rate else {}
 
     def _hit(self) -> bool:
         return self.rng.random() < self.config.fault_rate
 
-    def before_stage(self, stage: str) -> None:
-        """Maybe a burst of failing API calls (whichever calls come next)."""
-        if self._hit():
+    def before_stage(self, stage: str, force: bool = False) -> None:
+        """Maybe a burst of failing API calls (whichever calls come next). A stage makes several
+        calls (upload, create, polls, downloads): a burst before about one stage in seven fails
+        about the fault rate of all calls."""
+        if force or self.rng.random() < min(1.0, 3 * self.config.fault_rate):
             n, status = self.rng.randint(1, 3), self.rng.choice(BURST_STATUSES)
             self.emulator.configure(fail_next_requests=n, fail_status=status)
             self.counts[f"burst of HTTP {status} before {stage} (calls)"] += n
 
-    def before_submit(self, part: Partition) -> bool:
-        """Maybe a token limit for this submit's model, and a lost create answer. Returns whether a
-        token limit was set (lift it with `after_submit`)."""
-        self.before_stage("submit")
-        if self.config.lost_responses and self._hit():
-            mode = self.rng.choice(("lose", "error"))
+    def before_submit(self, part: Partition, creates: int, ordinal: int | None = None) -> bool:
+        """Maybe a token limit for this submit's model; each of the `creates` coming create calls
+        may lose its answer. Returns whether a token limit was set (lift it with `after_submit`).
+        `ordinal`: the partition's place in the first round (kinds forced there), else None."""
+        forced = self.forced.pop(ordinal, set()) if ordinal is not None else set()
+        self.before_stage("submit", force="burst" in forced)
+        lost = [self.rng.choice(("lose", "error")) for _ in range(creates) if self._hit()]
+        lost += sorted(forced & {"lose", "error"})
+        if self.config.lost_responses and lost:
             rules = [*self.emulator.settings.after_processing_faults,
-                     {"method": "POST", "path": CREATE_PATHS[part.provider], "count": 1, "mode": mode,
-                      "status": self.rng.choice((500, 502, 503))}]
+                     *({"method": "POST", "path": CREATE_PATHS[part.provider], "count": 1, "mode": mode,
+                        "status": self.rng.choice((500, 502, 503))} for mode in lost)]
             self.emulator.configure(after_processing_faults=rules)
-            self.counts[f"create answer after processing armed: {mode} ({part.provider})"] += 1
-        if self._hit():
+            for mode in lost:
+                self.counts[f"create answer {'lost' if mode == 'lose' else 'a 5xx'} after the batch was created "
+                            f"({part.provider}, armed)"] += 1
+        if "token_limit" in forced or self._hit():
             self.emulator.configure(enqueued_token_limit={part.task.spec.model: 1})
             self.counts[f"enqueued-token limit of 1 set for one submit ({part.provider})"] += 1
             return True
@@ -189,10 +204,10 @@ class FaultInjector:
             self.emulator.configure(enqueued_token_limit=None)
 
     def settle_counts(self) -> None:
-        """Lost-response rules never consumed (no create came after them) are not faults injected."""
+        """Lost-response rules never consumed (no create came after them) were not injected."""
         left = self.emulator.settings.after_processing_faults
         if left:
-            self.counts["create answer rules left unused at the end"] += sum(r.get("count", 1) for r in left)
+            self.counts["(of the create answers armed: left unused at the end)"] += sum(r.get("count", 1) for r in left)
             self.emulator.configure(after_processing_faults=[])
         self.emulator.configure(fail_next_requests=0)
 
@@ -205,6 +220,15 @@ def _guard(part: Partition, stage: str, errors: Counter, fn: Callable[[], object
         part.stage_errors += 1
         errors[f"{stage}: {type(exc).__name__}"] += 1
         say(f"{part.task_id} {stage}: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+
+
+def _creates_pending(wh: Warehouse, task_id: str) -> int:
+    """Shards of the partition without a provider batch yet (each is a create call to come)."""
+    with wh.connect() as conn:
+        return int(conn.execute("""
+            SELECT count(*) FROM ledger.shard s WHERE s.task_id = ? AND NOT EXISTS (
+                SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)
+        """, [task_id]).fetchone()[0])
 
 
 def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S) -> None:
@@ -241,9 +265,9 @@ def run_rounds(wh: Warehouse, parts: list[Partition], adapters: dict, faults: Fa
         open_parts = [p for p in parts if not p.final]
         if not open_parts:
             return rounds - 1, errors
-        for part in open_parts:
+        for ordinal, part in enumerate(open_parts):
             _guard(part, "cut", errors, lambda p=part: cut_shards(wh, p.task, p.day), say)
-            limited = faults.before_submit(part)
+            limited = faults.before_submit(part, _creates_pending(wh, part.task_id), ordinal if rounds == 1 else None)
             try:
                 _guard(part, "submit", errors, lambda p=part: submit_pending(wh, p.task, p.day, adapters[p.provider]), say)
             finally:
