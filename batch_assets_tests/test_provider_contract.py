@@ -5,6 +5,7 @@ official SDK over HTTP against the emulator."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -245,11 +246,15 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
     created = adapter.create(_request(provider, "job-life", 3), prepared)
     assert created.outcome == CreateOutcome.CREATED
     batch_id = created.snapshot.provider_batch_id
-    found = adapter.find_job("job-life", FindHints(created_after_unix=int(time.time()) - 60, line_count=3))
-    assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
-    if provider != "anthropic":
+    hints = FindHints(created_after_unix=int(time.time()) - 60, line_count=3, shard_path=path)
+    if provider != "anthropic":  # found by its job key at once
+        found = adapter.find_job("job-life", hints)
+        assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
         assert adapter.find_job("job-other", FindHints(created_after_unix=0, line_count=3)).outcome == FindOutcome.ABSENT
     snap = _wait_terminal(adapter, batch_id)
+    if provider == "anthropic":  # found by the request ids in its results, once it has ended
+        found = adapter.find_job("job-life", hints)
+        assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
     assert snap.state == JobState.COMPLETED and snap.results_ready and not snap.results_pending
     for file_id in (snap.output_file_id, snap.error_file_id):
         assert file_id is None or not file_id.startswith(("local:", "inline:"))
@@ -306,31 +311,57 @@ def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
     assert failed.errors == (BatchError("INVALID_ARGUMENT", "bad input"),) and not failed.results_pending
 
 
-def test_anthropic_find_job_absent_found_or_cannot_tell(emulator, tmp_path):
+def _end_by_cancel(adapter, batch_id: str):
+    """End a batch now (it was created with a long queue delay): cancel it and wait for `ended`."""
+    adapter.cancel(JobRef(batch_id))
+    return _wait_terminal(adapter, batch_id)
+
+
+def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulator, tmp_path):
+    """Batches carry no metadata: time and size only pick candidates. While one has not ended the
+    answer is CANNOT_TELL; once all have, the one whose results hold the shard's ids is FOUND."""
     adapter = _adapter(emulator, "anthropic")
     since = int(time.time()) - 5
-    hints = FindHints(created_after_unix=since, line_count=2)
-    assert adapter.find_job("job-a", hints).outcome == FindOutcome.ABSENT
-    first = adapter.create(_request("anthropic", "job-a"),
-                           adapter.prepare_input(_shard(tmp_path, "anthropic", tag="a"), "job-a", "/v1/messages", 0))
-    # A batch of another size is never a candidate.
-    adapter.create(_request("anthropic", "job-x", 3),
-                   adapter.prepare_input(_shard(tmp_path, "anthropic", n=3, tag="x"), "job-x", "/v1/messages", 0))
-    found = adapter.find_job("job-a", hints)
-    assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, first.snapshot.provider_batch_id)
-    assert found.reason == "matched by creation time and request count"
-    second = adapter.create(_request("anthropic", "job-b"),
-                            adapter.prepare_input(_shard(tmp_path, "anthropic", tag="b"), "job-b", "/v1/messages", 0))
-    unsure = adapter.find_job("job-a", hints)
-    assert unsure.outcome == FindOutcome.CANNOT_TELL and unsure.snapshot is None
-    assert set(unsure.candidates) == {first.snapshot.provider_batch_id, second.snapshot.provider_batch_id}
-    assert "no metadata" in unsure.reason
-    # A batch already claimed by another ledger job is not a candidate.
-    claimed = FindHints(created_after_unix=since, line_count=2,
-                        known_batch_ids=frozenset({second.snapshot.provider_batch_id}))
-    assert adapter.find_job("job-a", claimed).snapshot.provider_batch_id == first.snapshot.provider_batch_id
+    shard_a, shard_b = _shard(tmp_path, "anthropic", tag="a"), _shard(tmp_path, "anthropic", tag="b")
+    hints_a = FindHints(created_after_unix=since, line_count=2, shard_path=shard_a)
+    assert adapter.find_job("job-a", hints_a).outcome == FindOutcome.ABSENT   # no candidate at all
+    emulator.configure(queue_delay_s=3600)  # batches created from here on run until cancelled
+
+    def create(tag: str, path, n: int = 2) -> str:
+        made = adapter.create(_request("anthropic", f"job-{tag}", n), adapter.prepare_input(path, f"job-{tag}",
+                                                                                          "/v1/messages", 0))
+        return made.snapshot.provider_batch_id
+
+    a, b = create("a", shard_a), create("b", shard_b)
+    create("x", _shard(tmp_path, "anthropic", n=3, tag="x"), 3)   # another size: never a candidate
+    waiting = adapter.find_job("job-a", hints_a)
+    assert (waiting.outcome, waiting.snapshot) == (FindOutcome.CANNOT_TELL, None)
+    assert set(waiting.candidates) == {a, b} and waiting.reason.startswith("waiting for candidate batches")
+    # One candidate ended (the right one): still no decision while the other runs.
+    _end_by_cancel(adapter, a)
+    still = adapter.find_job("job-a", hints_a)
+    assert still.outcome == FindOutcome.CANNOT_TELL and f"waiting for candidate batches {b} to end" in still.reason
+    _end_by_cancel(adapter, b)
+    found = adapter.find_job("job-a", hints_a)
+    assert (found.outcome, found.snapshot.provider_batch_id, found.reason) == (
+        FindOutcome.FOUND, a, "matched by the request ids in its results")
+    assert adapter.find_job("job-b", dataclasses.replace(hints_a, shard_path=shard_b)).snapshot.provider_batch_id == b
+    # A shard of the same size none of whose ids were sent: confirmed absent.
+    absent = adapter.find_job("job-c", dataclasses.replace(hints_a, shard_path=_shard(tmp_path, "anthropic", tag="c")))
+    assert absent.outcome == FindOutcome.ABSENT and "holds this shard's request ids" in absent.reason
+    # Without the shard file there is nothing to tell the candidates apart by.
+    assert adapter.find_job("job-a", dataclasses.replace(hints_a, shard_path=None)).outcome == FindOutcome.CANNOT_TELL
+    # The same lines sent twice: two batches hold the ids, a person decides ...
+    twin = create("a2", shard_a)
+    _end_by_cancel(adapter, twin)
+    unsure = adapter.find_job("job-a", hints_a)
+    assert unsure.outcome == FindOutcome.CANNOT_TELL and set(unsure.candidates) == {a, twin}
+    assert "a person must decide" in unsure.reason
+    # ... unless one of them is already recorded for another ledger job.
+    claimed = dataclasses.replace(hints_a, known_batch_ids=frozenset({twin}))
+    assert adapter.find_job("job-a", claimed).snapshot.provider_batch_id == a
     # Batches created before the intent are not looked at.
-    later = FindHints(created_after_unix=int(time.time()) + 3600, line_count=2)
+    later = dataclasses.replace(hints_a, created_after_unix=int(time.time()) + 3600)
     assert adapter.find_job("job-a", later).outcome == FindOutcome.ABSENT
 
 
@@ -357,3 +388,24 @@ def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
     assert snap.state == JobState.FAILED and not snap.results_pending
     assert snap.errors and all(isinstance(e, BatchError) and e.message for e in snap.errors)
     assert snap.errors[0].code == "too_many_tasks" or snap.errors[0].code
+
+
+@pytest.mark.parametrize("provider", sorted(MODEL))
+def test_find_job_pages_through_the_providers_batch_list(provider, emulator, tmp_path, monkeypatch):
+    """One batch a page: the lookup follows the SDK's paging to the oldest batch."""
+    adapter = _adapter(emulator, provider)
+    module = {"openai": "openai", "dashscope": "openai", "anthropic": "anthropic", "gemini": "gemini"}[provider]
+    monkeypatch.setattr(f"batch_assets.providers.{module}.adapter.LIST_PAGE_SIZE", 1)
+    since = int(time.time()) - 5
+    paths, ids = {}, {}
+    for n, tag in ((2, "old"), (3, "mid"), (4, "new")):
+        paths[tag] = _shard(tmp_path, provider, n=n, tag=tag)
+        prepared = adapter.prepare_input(paths[tag], f"job-{tag}", ENDPOINT[provider], inline_max_bytes=0)
+        ids[tag] = adapter.create(_request(provider, f"job-{tag}", n), prepared).snapshot.provider_batch_id
+    for batch_id in ids.values():
+        _wait_terminal(adapter, batch_id)
+    found = adapter.find_job("job-old", FindHints(created_after_unix=since, line_count=2, shard_path=paths["old"]))
+    assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, ids["old"])
+    absent = adapter.find_job("job-none", FindHints(created_after_unix=since, line_count=5,
+                                                    shard_path=_shard(tmp_path, provider, n=5, tag="none")))
+    assert absent.outcome == FindOutcome.ABSENT

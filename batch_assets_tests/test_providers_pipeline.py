@@ -157,18 +157,31 @@ def test_crash_between_create_and_record_finds_the_batch(provider, all_seeded, e
     adapter = _adapter(emulator, provider)
     freeze_manifest(all_seeded, task, DAY)
     cut_shards(all_seeded, task, DAY)
-    real_record = submit_mod.record_snapshot
+    real_record = submit_mod.record_created
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("process killed after create")
 
-    monkeypatch.setattr(submit_mod, "record_snapshot", crash)
+    monkeypatch.setattr(submit_mod, "record_created", crash)
     with pytest.raises(KeyboardInterrupt):
         submit_pending(all_seeded, task, DAY, adapter)
-    monkeypatch.setattr(submit_mod, "record_snapshot", real_record)
+    monkeypatch.setattr(submit_mod, "record_created", real_record)
+    if provider == "anthropic":
+        # Its batches carry no job key: only the request ids in an ended batch's results tell.
+        _wait_provider_batches_ended(emulator)
     summary = submit_pending(all_seeded, task, DAY, adapter)
     assert summary.submitted == [] and len(summary.recovered) == 1
     assert _count_provider_batches(emulator, provider) == 1
+
+
+def _wait_provider_batches_ended(emulator: EmulatorHandle, timeout_s: float = 20.0) -> None:
+    import anthropic
+
+    deadline = time.monotonic() + timeout_s
+    with anthropic.Anthropic(api_key="k", base_url=emulator.base_url) as client:
+        while any(b.processing_status != "ended" for b in client.messages.batches.list()):
+            assert time.monotonic() < deadline, "Anthropic batches did not end"
+            time.sleep(0.05)
 
 
 def _count_provider_batches(emulator: EmulatorHandle, provider: str) -> int:

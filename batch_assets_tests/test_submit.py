@@ -54,16 +54,16 @@ class SimulatedCrash(BaseException):
 
 def crash_once_after_create(monkeypatch):
     """The process 'dies' right after the provider accepted the batch, before the ledger records it."""
-    real = submit_mod.record_snapshot
+    real = submit_mod.record_created
     state = {"crashed": False}
 
-    def record(conn, job_key, snap, submitted=False):
-        if submitted and not state["crashed"]:
+    def record(conn, job_key, snap, owner):
+        if not state["crashed"]:
             state["crashed"] = True
             raise SimulatedCrash(f"simulated crash after creating {snap.provider_batch_id} for {job_key}")
-        return real(conn, job_key, snap, submitted=submitted)
+        return real(conn, job_key, snap, owner)
 
-    monkeypatch.setattr(submit_mod, "record_snapshot", record)
+    monkeypatch.setattr(submit_mod, "record_created", record)
     return state
 
 
@@ -305,3 +305,24 @@ def test_at_most_max_concurrent_jobs_in_flight_the_rest_wait(seeded_copy, ticket
     assert submit_pending(wh, task, DAY1, adapter).submitted == []
     assert len(provider_batches(emulator)) == 3
     assert [j["state"] for j in jobs(wh, TASK_ID1)] == ["COMPLETED"] * 3
+
+
+def test_enqueued_tokens_are_limited_per_model_across_batches_the_rest_wait(seeded_copy, ticket_task, adapter, emulator,
+                                                                           wait_for_jobs):
+    """The enqueued-token limit is per provider and model across every queued batch (OpenAI's
+    per-organization limit), not per shard: a shard that would go over it waits for room."""
+    wh = seeded_copy
+    probe = limited(ticket_task, max_requests_per_shard=30)
+    prepare(wh, probe, DAY1)
+    with wh.connect() as conn:
+        sizes = [r[0] for r in conn.execute("SELECT est_tokens FROM ledger.shard ORDER BY shard_no").fetchall()]
+    assert len(sizes) == 2
+    # Room for either shard alone, not for both at once.
+    task = limited(ticket_task, max_requests_per_shard=30, max_enqueued_tokens=max(sizes) + 1)
+    first = submit_pending(wh, task, DAY1, adapter)
+    assert (len(first.submitted), first.waiting_for_capacity) == (1, 1)
+    assert len(provider_batches(emulator)) == 1
+    wait_for_jobs(wh, adapter)
+    second = submit_pending(wh, task, DAY1, adapter)
+    assert (len(second.submitted), second.waiting_for_capacity, second.already_submitted) == (1, 0, 1)
+    assert len(provider_batches(emulator)) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import contextlib
 import os
 import re
@@ -79,8 +81,9 @@ def match_task_ids(task_ids: list[str], pattern: str | None) -> list[str]:
     exact = [t for t in task_ids if t == pattern or re.fullmatch(re.escape(pattern) + r"_\d{8}", t)]
     found = exact or [t for t in task_ids if t.startswith(pattern)]
     if not found:
-        raise CliError(f"no batch task matches {pattern!r}: give a task name or a task_id (prefix); "
-                       "list them with `batch-assets report`")
+        # An empty listing, not an error: `--format json` stays `[]` for scripts; people get a note.
+        print(f"note: no batch task matches {pattern!r} (a task name or a task_id prefix; "
+              "list them with `batch-assets report`)", file=sys.stderr)
     return found
 
 

@@ -133,11 +133,34 @@ def build_parser() -> CliParser:
                 "warehouse, creating the file if needed")
     c.add_argument("--days", type=int, default=7, help="days of data, one partition each (default 7)")
 
-    c = command("jobs", jobs.cmd_jobs, "provider jobs with their state and request counts",
-                "List provider jobs (oldest first) with their state and request counts. JSON and CSV also "
-                "carry task_id and cancel_requested.")
+    c = command("jobs", jobs.cmd_jobs, "provider jobs with their state and request counts; adopt or abandon "
+                "an undecided one",
+                "List provider jobs (oldest first) with their state and request counts; the note column shows "
+                "undecided jobs (a create the provider cannot tell happened or not) with the reason. JSON and CSV "
+                "also carry task_id, cancel_requested, create_outcome, create_error and the submit claim. "
+                "`jobs adopt` and `jobs abandon` settle an undecided job.")
     c.add_argument("--task", metavar="TASK", help=TASK_HELP)
     add_format_option(c)
+    settle = c.add_subparsers(dest="jobs_command", metavar="{adopt,abandon}", required=False,
+                              parser_class=CliParser)
+    a = settle.add_parser("adopt", help="record a provider batch as an undecided job's batch",
+                          description="Record BATCH_ID as the batch of JOB_KEY, an intent without a batch id. The "
+                                      "batch is polled through the provider first; a batch already recorded for "
+                                      "another job, or whose request count differs from the shard's, is refused. "
+                                      "The decision is kept in ledger.operator_action.")
+    _global_options(a, top=False)
+    a.add_argument("job_key", help="the undecided job (see `batch-assets jobs`)")
+    a.add_argument("batch_id", help="the provider batch that is this job's (e.g. msgbatch_..., batch_..., batches/...)")
+    a.set_defaults(run=jobs.cmd_jobs_adopt)
+    b = settle.add_parser("abandon", help="give up an undecided job: its shard goes again under a new job key",
+                          description="Mark JOB_KEY (an intent without a batch id) abandoned: the next submit run "
+                                      "sends its shard as a new batch under a new job key (the old key is never "
+                                      "reused). Only when you are sure the provider has no batch for it, or accept "
+                                      "paying twice. The decision is kept in ledger.operator_action.")
+    _global_options(b, top=False)
+    b.add_argument("job_key", help="the undecided job (see `batch-assets jobs`)")
+    b.add_argument("--reason", help="why (kept with the decision)")
+    b.set_defaults(run=jobs.cmd_jobs_abandon)
 
     c = command("report", report.cmd_report,
                 "per-partition outcomes: applied, final-failed by class, retries, what is still open",

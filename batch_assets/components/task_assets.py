@@ -112,15 +112,22 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                 if problems:
                     raise dg.Failure(f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
                                      metadata={"problems": "\n".join(problems)})
-        out = [submit_pending(wh, task, pk, adapter) for pk in context.partition_keys]
+        out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in context.partition_keys]
         mode, url = providers.endpoint_of(spec.provider)
         with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
             for summary in out:
                 record_job_endpoints(conn, summary.task_id, spec.provider, mode, url)
+        elsewhere = [k for s in out for k in s.claimed_elsewhere]
+        undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out), "retry_lines_cut": retry_lines,
             "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
             **_totals(out, "waiting_for_capacity", "already_submitted"),
+            # Shards another submit run holds: skipped here (that run submits them).
+            "claimed_elsewhere": len(elsewhere), "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",
+            # Creates that may or may not have happened: nothing was created; the next run looks again.
+            "undecided": len(undecided),
+            "undecided_jobs": "\n".join(f"{k}: {why}" for k, why in undecided.items()) or "none",
         })
 
     @dg.asset(key=key("raw_results"), deps=[key("submissions")], kinds={spec.provider, "duckdb"},

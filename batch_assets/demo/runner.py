@@ -70,9 +70,10 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
         os.environ.update({"BATCH_ASSETS_DATABASE": str(wh.database), "BATCH_ASSETS_DATA_DIR": str(data_dir),
                            "BATCH_ASSETS_EMULATOR_URL": emulator.base_url,
                            "DAGSTER_HOME": str(prepare_dagster_home(data_dir))})
-        # Keys in the environment would send the demo to real providers: the demo is keyless.
+        # The demo always runs on the local emulator, whatever the environment says about live mode.
+        os.environ["BATCH_ASSETS_PROVIDER_MODE"] = "emulator"
         for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):
-            os.environ.pop(f"{provider}_API_KEY", None)
+            os.environ.pop(f"BATCH_ASSETS_{provider}_MODE", None)
             os.environ.pop(f"{provider}_BASE_URL", None)
         from batch_assets.definitions import defs
         from batch_assets.resources import default_resources

@@ -22,11 +22,13 @@ from batch_assets.emulator.admin_routes import admin_routes
 from batch_assets.emulator.context import EmulatorContext
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, load_settings
 from batch_assets.emulator.store import Store
+from batch_assets.providers.registry import PROVIDERS
 
 log = logging.getLogger("batch_assets.emulator")
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024  # OpenAI's per-file upload limit
-# The providers the emulator serves, by their folder under `batch_assets/providers/`.
-EMULATED_PROVIDERS = ("gemini", "openai", "dashscope", "anthropic")
+# The providers the emulator serves: every provider the registry knows (one folder each, with an
+# `emulator` package); mount order is each package's ROUTE_ORDER, not this order.
+EMULATED_PROVIDERS = PROVIDERS
 
 
 class RequestLog:

@@ -3,12 +3,25 @@
 A job row is written before the provider is asked to create the batch (state CREATED), so a crash
 in between is found again instead of submitted twice. Every observed change of state or raw
 provider status adds one status_event. A terminal state is final.
+
+Claims: one submit run at a time owns an intent without a batch id (`claimed_by` = the run,
+`claim_expires_at` = its lease). A new intent is inserted already claimed (a second run inserting
+the same job_key loses on the primary key); an existing one is claimed by one guarded UPDATE
+(free, lease expired, or already ours); a claim is renewed, strictly by its owner, before each
+create call, and released when the job is recorded (after a crash it expires).
+
+`create_outcome` says how a create that did not plainly succeed was settled: unknown (no answer:
+the batch may exist), failed (refused), adopted (found at the provider, by a run or an operator),
+abandoned (an operator gave the intent up: the shard goes again under a new job key);
+`create_error` holds its detail (the call's error, why the provider cannot tell yet, how the batch
+was found). Operator decisions also leave a `ledger.operator_action` row.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +42,23 @@ JOB_COLUMNS = (
     "request_failed", "provider_errors", "created_at", "submitted_at", "state_changed_at", "terminal_at",
     "last_polled_at", "downloaded_at",
 )
+# How long a submit run's claim on an intent lasts unless renewed (renewed before each create call).
+DEFAULT_CLAIM_LEASE_S = 15 * 60
+
+
+class CreateMark(StrEnum):
+    """`provider_job.create_outcome`: how a create that did not plainly succeed was settled."""
+
+    UNKNOWN = "unknown"        # no answer: the batch may exist; never created again until looked up
+    FAILED = "failed"          # the provider refused it: nothing was created
+    ADOPTED = "adopted"        # the batch was found at the provider (by a submit run or an operator)
+    ABANDONED = "abandoned"    # an operator gave the intent up; the shard goes again under a new job key
+
+
+class JobNotSettled(ValueError):
+    """An operator decision the ledger refuses (the message says why)."""
+
+
 STATUS_EVENT_COLUMNS = ("job_key", "from_state", "to_state", "raw_status", "request_total", "request_completed",
                         "request_failed", "observed_at")
 
@@ -177,3 +207,145 @@ def insert_status_events(conn: duckdb.DuckDBPyConnection, query: str, params: Pa
     """Insert status events as `query` gives them (every column of STATUS_EVENT_COLUMNS, by name).
     Returns the number inserted."""
     return insert_select(conn, "status_event", STATUS_EVENT_COLUMNS, query, params)
+
+
+# --- claims and the settling of creates ----------------------------------------------------------------
+
+def _lease(lease_s: float) -> str:
+    """SQL for now + lease (the lease is a number, never text from outside)."""
+    return f"now()::TIMESTAMP + to_seconds(CAST({float(lease_s)!r} AS DOUBLE))"
+
+
+_OPEN_INTENT = f"provider_batch_id IS NULL AND create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'"
+_CLAIM_FREE = "(claimed_by IS NULL OR claim_expires_at < now()::TIMESTAMP)"
+
+
+def claim_new_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
+                     endpoint: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+    """Record the intent to submit a shard already claimed by `owner` (plus its first status
+    event), atomically. False when the job_key exists already: another run got there first and
+    this one must neither upload nor create."""
+    with transaction(conn):
+        inserted = insert_values(conn, "provider_job", {
+            "job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider, "endpoint": endpoint,
+            "state": JobState.CREATED.value, "claimed_by": owner,
+        }, fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},
+            on_conflict="ON CONFLICT DO NOTHING")
+        if inserted:
+            insert_values(conn, "status_event", {"job_key": job_key, "from_state": None,
+                                                 "to_state": JobState.CREATED.value}, fixed={"observed_at": NOW})
+    return inserted == 1
+
+
+def claim_intent(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str,
+                 lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+    """Claim an existing intent without a batch id (not abandoned) for `owner`: it must be free,
+    its lease expired, or already `owner`'s. One UPDATE (DuckDB serializes writers): True = won."""
+    row = conn.execute(f"""
+        UPDATE ledger.provider_job SET claimed_by = ?, claim_expires_at = {_lease(lease_s)}
+        WHERE job_key = ? AND {_OPEN_INTENT} AND ({_CLAIM_FREE} OR claimed_by = ?)
+    """, [owner, job_key, owner]).fetchone()
+    return bool(row and row[0] == 1)
+
+
+def renew_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str,
+                lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+    """Extend `owner`'s claim (before a create call). Strict: only while the row is still claimed by
+    `owner` and still has no batch id; False means the claim was lost and nothing may be created."""
+    row = conn.execute(f"""
+        UPDATE ledger.provider_job SET claim_expires_at = {_lease(lease_s)}
+        WHERE job_key = ? AND claimed_by = ? AND {_OPEN_INTENT}
+    """, [job_key, owner]).fetchone()
+    return bool(row and row[0] == 1)
+
+
+def release_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str) -> None:
+    """Give up `owner`'s claim (a no-op if the row is not claimed by `owner`)."""
+    conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL "
+                 "WHERE job_key = ? AND claimed_by = ?", [job_key, owner])
+
+
+def _mark_create(conn: duckdb.DuckDBPyConnection, job_key: str, mark: CreateMark, detail: str | None) -> None:
+    conn.execute("UPDATE ledger.provider_job SET create_outcome = ?, create_error = ? WHERE job_key = ?",
+                 [mark.value, detail, job_key])
+
+
+def mark_create_unknown(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> None:
+    """The create call got no answer, or the lookup after it could not tell: `detail` says what is
+    known (the call's error, or why the provider cannot tell yet). The job stays CREATED, undecided."""
+    _mark_create(conn, job_key, CreateMark.UNKNOWN, detail)
+
+
+def mark_create_failed(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> None:
+    """The provider refused the create (nothing was created); `detail` is its error."""
+    _mark_create(conn, job_key, CreateMark.FAILED, detail)
+
+
+def record_created(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, owner: str) -> None:
+    """The create call answered with the batch: record it (submitted) and release `owner`'s claim, atomically."""
+    with transaction(conn):
+        record_snapshot(conn, job_key, snap, submitted=True)
+        release_claim(conn, job_key, owner)
+
+
+def record_found(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, owner: str, detail: str) -> None:
+    """A submit run found the batch of an undecided (or crashed) create at the provider: record it
+    (submitted), mark the create adopted with how it was found, release the claim; atomically."""
+    with transaction(conn):
+        record_snapshot(conn, job_key, snap, submitted=True)
+        _mark_create(conn, job_key, CreateMark.ADOPTED, detail)
+        release_claim(conn, job_key, owner)
+
+
+def _operator_action(conn: duckdb.DuckDBPyConnection, action: str, task_id: str, job_key: str, detail: str) -> None:
+    insert_values(conn, "operator_action", {"action": action, "task_id": task_id, "job_key": job_key,
+                                            "custom_id": None, "detail": detail}, fixed={"acted_at": NOW})
+
+
+def _open_intent_for_operator(conn: duckdb.DuckDBPyConnection, job_key: str) -> dict:
+    """The job row an operator may settle, or JobNotSettled saying why not."""
+    row = conn.execute("""
+        SELECT task_id, provider_batch_id, create_outcome, claimed_by, claim_expires_at,
+               claimed_by IS NOT NULL AND claim_expires_at >= now()::TIMESTAMP AS claim_live
+        FROM ledger.provider_job WHERE job_key = ?""", [job_key]).fetchone()
+    if row is None:
+        raise JobNotSettled(f"no provider job {job_key!r}")
+    task_id, batch_id, outcome, claimed_by, expires, claim_live = row
+    if batch_id is not None:
+        raise JobNotSettled(f"job {job_key} already has provider batch {batch_id}: nothing to settle")
+    if outcome == CreateMark.ABANDONED.value:
+        raise JobNotSettled(f"job {job_key} was abandoned: the shard goes again under a new job key")
+    if claim_live:
+        raise JobNotSettled(f"job {job_key} is held by submit run {claimed_by} until {expires:%Y-%m-%d %H:%M:%S} UTC: "
+                            "retry when that run has ended")
+    return {"task_id": task_id}
+
+
+def adopt_job(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, detail: str) -> None:
+    """An operator settles an undecided intent with the provider batch `snap` describes: recorded
+    as the job's batch (submitted), create_outcome 'adopted', one operator_action row; atomically.
+    Raises JobNotSettled when the job is not an open, unclaimed intent or the batch already belongs
+    to another job."""
+    with transaction(conn):
+        job = _open_intent_for_operator(conn, job_key)
+        other = conn.execute("SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
+                             [snap.provider_batch_id, job_key]).fetchone()
+        if other is not None:
+            raise JobNotSettled(f"batch {snap.provider_batch_id} is already recorded for job {other[0]}")
+        record_snapshot(conn, job_key, snap, submitted=True)
+        _mark_create(conn, job_key, CreateMark.ADOPTED, f"adopted by an operator: {detail}")
+        conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?",
+                     [job_key])
+        _operator_action(conn, "adopt", job["task_id"], job_key, detail)
+
+
+def abandon_job(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> None:
+    """An operator gives up an undecided intent: create_outcome 'abandoned' (the job key is never
+    used again; the next submit run sends the shard under a new one), one operator_action row;
+    atomically. Raises JobNotSettled when the job is not an open, unclaimed intent."""
+    with transaction(conn):
+        job = _open_intent_for_operator(conn, job_key)
+        _mark_create(conn, job_key, CreateMark.ABANDONED, f"abandoned by an operator: {detail}")
+        conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?",
+                     [job_key])
+        _operator_action(conn, "abandon", job["task_id"], job_key, detail)

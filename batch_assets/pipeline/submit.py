@@ -1,29 +1,47 @@
-"""Stage 3 — submit shards as provider batches, idempotently.
+"""Stage 3 — submit shards as provider batches, exactly once.
 
-Per shard: record the intent (provider_job row in state CREATED) → prepare the input (upload where
-the provider takes files) → record the file id → create the batch (tagged with the job_key) →
-record the batch id. Each step is committed before the next network call, so after a crash
-anywhere the job is found again (`find_job`) instead of being created twice: a duplicate
-submission is duplicate billing. A create whose outcome is unknown (timeout, 5xx, 429) is looked
-up before it is tried again. At most `max_concurrent_jobs` batches per provider are in flight; the
-rest wait for a later run.
+Per shard: claim the intent (provider_job row in state CREATED, owned by this run for a lease) →
+prepare the input (upload where the provider takes files) → record the file id → renew the claim →
+create the batch (tagged with the job_key) → record the batch id and release the claim. Each step
+is committed before the next network call, so after a crash anywhere the job is found again
+(`find_job`) instead of being created twice: a duplicate submission is duplicate billing.
+
+Exactly once:
+- Claims. A run inserts a new intent already claimed (a second run inserting the same job_key
+  loses on the primary key) or claims an existing one with one guarded UPDATE (free, lease
+  expired, or its own). A run that does not win a shard neither uploads nor creates: it skips the
+  shard and says so (`claimed_elsewhere`). The claim is renewed (strictly) before every create.
+- Ambiguous creates are never guessed. A create without an answer (timeout, dropped connection,
+  5xx, 429) is recorded as unknown and looked up: FOUND → adopted; ABSENT (confirmed) → created
+  again (bounded, with backoff); CANNOT_TELL → nothing is created: the job stays undecided with
+  the reason, and the next submit run looks again (or an operator settles it with
+  `batch-assets jobs adopt|abandon`). A re-run that finds an intent without a batch id does the same.
+- An abandoned intent's job key is never used again: the shard goes under the next one (`…:job2`).
+
+At most `max_concurrent_jobs` batches per provider are in flight, and at most `max_enqueued_tokens` estimated
+tokens per provider and model across them; the rest are deferred until a later run finds room.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from batch_assets.ledger.jobs import insert_job_intent, record_snapshot, set_input_file
+from batch_assets.ledger.jobs import (
+    DEFAULT_CLAIM_LEASE_S, CreateMark, claim_intent, claim_new_intent, mark_create_failed, mark_create_unknown, record_created,
+    record_found, release_claim, renew_claim, set_input_file,
+)
 from batch_assets.ledger.shards import mark_shards_deferred
-from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus
+from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, InputKind, JobSnapshot,
-    PreparedInput,
+    JOB_KEY_METADATA, BatchError, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, FindResult,
+    InputKind, PreparedInput,
 )
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -35,11 +53,16 @@ class SubmitSummary:
     recovered: list[str]
     waiting_for_capacity: int
     already_submitted: int
+    # Job keys of shards another submit run holds (its claim is live): skipped by this run.
+    claimed_elsewhere: list[str] = field(default_factory=list)
+    # Job keys whose create may or may not have happened and the provider cannot tell yet -> why.
+    # Nothing was created for them; the next submit run looks again.
+    undecided: dict[str, str] = field(default_factory=dict)
 
 
 # A batch created just before the intent's clock reading (clock skew) is still looked at.
 CLOCK_SKEW_S = 3600
-# Pause before creating again after an unknown outcome, doubled each time.
+# Pause before creating again after an unknown outcome and a confirmed absence, doubled each time.
 CREATE_BACKOFF_S = 0.5
 
 
@@ -48,106 +71,234 @@ class SubmissionRefused(RuntimeError):
 
 
 class SubmissionUnresolved(RuntimeError):
-    """A create kept ending in an unknown outcome, and the batch could not be found either."""
+    """A create kept ending in an unknown outcome, and the batch was confirmed absent each time."""
 
 
-def job_key_for(shard_id: str) -> str:
-    return f"{shard_id}:job1"
+def job_key_for(shard_id: str, number: int = 1) -> str:
+    """The shard's `number`-th job key; a new one only after an operator abandoned the previous."""
+    return f"{shard_id}:job{number}"
 
 
-def _known_batch_ids(wh: Warehouse, provider: str) -> frozenset[str]:
-    """Batches already claimed by ledger jobs (never adopted for another job)."""
-    with wh.connect() as conn:
-        return frozenset(r[0] for r in conn.execute(
-            "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
-            [provider]).fetchall())
+def new_run_owner(run_id: str | None = None) -> str:
+    """Who holds claims for this submit run: the Dagster run id when there is one, else a fresh id."""
+    return run_id or f"{uuid.uuid4().hex}:pid{os.getpid()}"
 
 
-def _create(adapter: BatchProvider, request: CreateRequest, prepared: PreparedInput,
-            hints: Callable[[], FindHints], shard_id: str) -> JobSnapshot:
-    """Create the batch once; after an unknown outcome, adopt it if the provider has it, else create
-    again (at most settings.max_retries more times, with a short backoff). A refusal raises."""
-    retries = adapter.settings.max_retries
-    for attempt in range(retries + 1):
-        result = adapter.create(request, prepared)
-        if result.outcome == CreateOutcome.CREATED:
-            return result.snapshot
-        error = result.error.as_dict() if result.error else {}
-        if result.outcome == CreateOutcome.FAILED:
-            raise SubmissionRefused(f"{adapter.name} refused the batch for shard {shard_id} (job {request.job_key}): "
-                                    f"HTTP {result.status_code} {error}")
-        found = adapter.find_job(request.job_key, hints())
+def _error_text(error: BatchError | None, status_code: int | None) -> str:
+    parts = [f"HTTP {status_code}" if status_code else None,
+             f"{error.code}: {error.message}" if error else None]
+    return " ".join(p for p in parts if p) or "no answer"
+
+
+class _ClaimLost(Exception):
+    """The run's claim on the intent is gone (expired and taken over, or released): stop this shard."""
+
+
+@dataclass
+class _Run:
+    wh: Warehouse
+    task: ResolvedTask
+    task_id: str
+    adapter: BatchProvider
+    owner: str
+    lease_s: float
+    capacity: int
+    # Tokens this provider + model may still have enqueued: the enqueued-token limit is per model
+    # across all queued batches (e.g. OpenAI's per-organization limit), not per shard.
+    token_room: int
+    tokens_in_flight: int
+    submitted: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
+    waiting: int = 0
+    already: int = 0
+    claimed_elsewhere: list[str] = field(default_factory=list)
+    undecided: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def provider(self) -> str:
+        return self.task.spec.provider
+
+    def hints(self, shard: dict, intent_unix: int) -> FindHints:
+        with self.wh.connect() as conn:
+            known = frozenset(r[0] for r in conn.execute(
+                "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
+                [self.provider]).fetchall())
+        return FindHints(created_after_unix=intent_unix - CLOCK_SKEW_S, line_count=int(shard["line_count"]),
+                         known_batch_ids=known, shard_path=Path(shard["path"]))
+
+    @staticmethod
+    def has_batch(conn, job_key: str) -> bool:
+        return bool(scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?",
+                           [job_key]))
+
+    def fits_enqueued_tokens(self, shard: dict) -> bool:
+        """Whether the shard's estimated tokens fit what the provider still lets this model enqueue.
+        With nothing in flight a shard always fits (shards are cut within the limit)."""
+        return self.tokens_in_flight == 0 or int(shard["est_tokens"]) <= self.token_room
+
+    def took_tokens(self, shard: dict) -> None:
+        self.token_room -= int(shard["est_tokens"])
+        self.tokens_in_flight += int(shard["est_tokens"])
+
+    def defer(self, shard_id: str) -> None:
+        # Recorded so the sensor asks for this partition's submissions again when room frees.
+        with self.wh.connect() as conn:
+            mark_shards_deferred(conn, [shard_id])
+        self.waiting += 1
+
+    # -- one shard ---------------------------------------------------------------------------------
+
+    def shard(self, shard: dict) -> None:
+        if shard["provider_batch_id"]:
+            self.already += 1
+            return
+        job_key = shard["job_key"]
+        if job_key is None:
+            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
+                self.defer(shard["shard_id"])
+                return
+            job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
+            with self.wh.connect() as conn:
+                won = claim_new_intent(conn, job_key, self.task_id, shard["shard_id"], self.provider,
+                                       self.task.spec.endpoint, self.owner, self.lease_s)
+                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
+            intent_unix, fresh = int(time.time()), True
+        else:
+            with self.wh.connect() as conn:
+                won = claim_intent(conn, job_key, self.owner, self.lease_s)
+                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
+            intent_unix, fresh = int(shard["intent_unix"]), False
+        if not won:
+            # Another run holds the shard (skipped here), or has already submitted it since this run looked.
+            if lost_to_a_finished_run:
+                self.already += 1
+            else:
+                self.claimed_elsewhere.append(job_key)
+            return
+        try:
+            self.claimed(shard, job_key, intent_unix, fresh)
+        except _ClaimLost:
+            self.claimed_elsewhere.append(job_key)
+        finally:
+            # Also on a crash that unwinds (KeyboardInterrupt included); a killed process's claim expires.
+            with contextlib.suppress(Exception), self.wh.connect() as conn:
+                release_claim(conn, job_key, self.owner)
+
+    def claimed(self, shard: dict, job_key: str, intent_unix: int, fresh: bool) -> None:
+        """The run holds the intent: look it up first if an earlier run may have created it, then create."""
+        if not fresh:
+            found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
+            if self.settled_by_lookup(job_key, found, created_now=False, create_error=None):
+                return
+            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
+                self.defer(shard["shard_id"])
+                return
+        prepared = self.prepare(shard, job_key)
+        self.create(shard, job_key, prepared, intent_unix)
+
+    def settled_by_lookup(self, job_key: str, found: FindResult, *, created_now: bool,
+                          create_error: str | None) -> bool:
+        """Act on a lookup: FOUND -> adopt; CANNOT_TELL -> record undecided (nothing created);
+        ABSENT -> False (creating is safe)."""
         if found.outcome == FindOutcome.FOUND:
-            return found.snapshot
-        if attempt < retries:
-            time.sleep(CREATE_BACKOFF_S * 2 ** attempt)
-    raise SubmissionUnresolved(f"creating the {adapter.name} batch for shard {shard_id} (job {request.job_key}) "
-                               f"gave no answer {retries + 1} times and no such batch was found; last: {error}")
+            with self.wh.connect() as conn:
+                record_found(conn, job_key, found.snapshot, self.owner, found.reason)
+            (self.submitted if created_now else self.recovered).append(job_key)
+            self.capacity -= 1
+            return True
+        if found.outcome == FindOutcome.CANNOT_TELL:
+            reason = found.reason or "the provider cannot tell"
+            detail = f"{reason} (create call: {create_error})" if create_error else reason
+            with self.wh.connect() as conn:
+                mark_create_unknown(conn, job_key, detail)
+            self.undecided[job_key] = detail
+            self.capacity -= 1  # the batch may exist, and then it takes a place
+            return True
+        return False
+
+    def prepare(self, shard: dict, job_key: str) -> PreparedInput:
+        if shard["input_file_id"]:
+            return PreparedInput(InputKind.FILE, Path(shard["path"]), shard["input_file_id"])
+        prepared = self.adapter.prepare_input(Path(shard["path"]), job_key, self.task.spec.endpoint,
+                                              self.task.limits.max_inline_bytes)
+        if prepared.file_id:
+            with self.wh.connect() as conn:
+                set_input_file(conn, job_key, prepared.file_id)
+        return prepared
+
+    def create(self, shard: dict, job_key: str, prepared: PreparedInput, intent_unix: int) -> None:
+        """Create the batch; after an unknown outcome look it up: adopt it if found, stop (undecided)
+        if the provider cannot tell, create again only on a confirmed absence (at most
+        settings.max_retries more times, with backoff). A refusal raises."""
+        spec, shard_id = self.task.spec, shard["shard_id"]
+        request = CreateRequest(
+            job_key=job_key, endpoint=spec.endpoint, model=spec.model,
+            completion_window=self.task.limits.completion_window, line_count=int(shard["line_count"]),
+            metadata={JOB_KEY_METADATA: job_key, "task_id": self.task_id, "shard_id": shard_id,
+                      "lines": str(shard["line_count"])},
+        )
+        retries = self.adapter.settings.max_retries
+        error = ""
+        for attempt in range(retries + 1):
+            with self.wh.connect() as conn:
+                if not renew_claim(conn, job_key, self.owner, self.lease_s):
+                    raise _ClaimLost(job_key)
+            result = self.adapter.create(request, prepared)
+            if result.outcome == CreateOutcome.CREATED:
+                with self.wh.connect() as conn:
+                    record_created(conn, job_key, result.snapshot, self.owner)
+                self.submitted.append(job_key)
+                self.capacity -= 1
+                self.took_tokens(shard)
+                return
+            error = _error_text(result.error, result.status_code)
+            if result.outcome == CreateOutcome.FAILED:
+                with self.wh.connect() as conn:
+                    mark_create_failed(conn, job_key, error)
+                details = result.error.as_dict() if result.error else {}
+                raise SubmissionRefused(f"{self.adapter.name} refused the batch for shard {shard_id} (job {job_key}): "
+                                        f"HTTP {result.status_code} {details}")
+            with self.wh.connect() as conn:
+                mark_create_unknown(conn, job_key, f"create call: {error}")
+            found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
+            if self.settled_by_lookup(job_key, found, created_now=True, create_error=error):
+                return
+            if attempt < retries:
+                time.sleep(CREATE_BACKOFF_S * 2 ** attempt)
+        raise SubmissionUnresolved(f"creating the {self.adapter.name} batch for shard {shard_id} (job {job_key}) "
+                                   f"gave no answer {retries + 1} times and no such batch was found; last: {error}")
 
 
-def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider) -> SubmitSummary:
+def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider, *,
+                   run_id: str | None = None, lease_s: float = DEFAULT_CLAIM_LEASE_S) -> SubmitSummary:
+    """Submit the partition's shards that have no batch yet (see the module docstring). `run_id`
+    (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease."""
     spec = task.spec
     task_id = task.task_id(partition_date)
     with wh.connect() as conn:
-        shards = fetch_dicts(conn, """
-            SELECT s.shard_id, s.path, s.line_count, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
-                   epoch(j.created_at)::BIGINT AS intent_unix
-            FROM ledger.shard s LEFT JOIN ledger.provider_job j USING (shard_id)
-            WHERE s.task_id = ? ORDER BY s.shard_no
+        # Per shard: its live job (the newest one not abandoned), if any, and how many jobs it ever had.
+        shards = fetch_dicts(conn, f"""
+            SELECT s.shard_id, s.path, s.line_count, s.est_tokens, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
+                   epoch(j.created_at)::BIGINT AS intent_unix,
+                   (SELECT count(*) FROM ledger.provider_job k WHERE k.shard_id = s.shard_id) AS jobs_of_shard
+            FROM ledger.shard s
+            LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'
+            WHERE s.task_id = ?
+            QUALIFY row_number() OVER (PARTITION BY s.shard_id ORDER BY j.created_at DESC, j.job_key DESC) = 1
+            ORDER BY s.shard_no
         """, [task_id])
         in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}",
                            [spec.provider])
-    capacity = max(task.limits.max_concurrent_jobs - in_flight, 0)
-    submitted, recovered, waiting, already = [], [], 0, 0
+        tokens = scalar(conn, f"""
+            SELECT coalesce(sum(s.est_tokens), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+            WHERE j.provider = ? AND s.model = ? AND {in_flight_sql('j')}""", [spec.provider, spec.model])
+    run = _Run(wh, task, task_id, adapter, new_run_owner(run_id), lease_s,
+               capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
+               token_room=task.limits.max_enqueued_tokens - int(tokens), tokens_in_flight=int(tokens))
     for shard in shards:
-        if shard["provider_batch_id"]:
-            already += 1
-            continue
-        job_key = shard["job_key"] or job_key_for(shard["shard_id"])
-        if shard["job_key"] is not None:
-            # Intent recorded by an earlier run that may have crashed after the create call.
-            found = adapter.find_job(job_key, FindHints(
-                created_after_unix=int(shard["intent_unix"]) - CLOCK_SKEW_S, line_count=int(shard["line_count"]),
-                known_batch_ids=_known_batch_ids(wh, spec.provider)))
-            if found.outcome == FindOutcome.FOUND:
-                with wh.connect() as conn:
-                    record_snapshot(conn, job_key, found.snapshot, submitted=True)
-                recovered.append(job_key)
-                continue
-        if capacity <= 0:
-            # Recorded so the sensor asks for this partition's submissions again when room frees.
-            with wh.connect() as conn:
-                mark_shards_deferred(conn, [shard["shard_id"]])
-            waiting += 1
-            continue
-        if shard["job_key"] is None:
-            with wh.connect() as conn:
-                insert_job_intent(conn, job_key, task_id, shard["shard_id"], spec.provider, spec.endpoint)
-        file_id = shard["input_file_id"]
-        if file_id:
-            prepared = PreparedInput(InputKind.FILE, Path(shard["path"]), file_id)
-        else:
-            prepared = adapter.prepare_input(Path(shard["path"]), job_key, spec.endpoint, task.limits.max_inline_bytes)
-            file_id = prepared.file_id
-            if file_id:
-                with wh.connect() as conn:
-                    set_input_file(conn, job_key, file_id)
-        request = CreateRequest(
-            job_key=job_key, endpoint=spec.endpoint, model=spec.model,
-            completion_window=task.limits.completion_window, line_count=int(shard["line_count"]),
-            metadata={JOB_KEY_METADATA: job_key, "task_id": task_id, "shard_id": shard["shard_id"],
-                      "lines": str(shard["line_count"])},
-        )
-        intent_unix = int(shard["intent_unix"]) if shard["intent_unix"] is not None else int(time.time())
-        snapshot = _create(adapter, request, prepared, lambda: FindHints(
-            created_after_unix=intent_unix - CLOCK_SKEW_S, line_count=int(shard["line_count"]),
-            known_batch_ids=_known_batch_ids(wh, spec.provider)), shard["shard_id"])
-        with wh.connect() as conn:
-            record_snapshot(conn, job_key, snapshot, submitted=True)
-        submitted.append(job_key)
-        capacity -= 1
-    if submitted or recovered:
+        run.shard(shard)
+    if run.submitted or run.recovered:
         with wh.connect() as conn:
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
-    return SubmitSummary(task_id, submitted, recovered, waiting, already)
-
+    return SubmitSummary(task_id, run.submitted, run.recovered, run.waiting, run.already,
+                         run.claimed_elsewhere, run.undecided)

@@ -146,8 +146,8 @@ def create_outcome_for_status(status_code: int) -> CreateOutcome:
 
 class FindOutcome(StrEnum):
     FOUND = "found"
-    ABSENT = "absent"              # confirmed: no batch carries this job key
-    CANNOT_TELL = "cannot_tell"    # the provider offers nothing to decide on (reason says why)
+    ABSENT = "absent"              # confirmed: no batch carries this job key (creating it is safe)
+    CANNOT_TELL = "cannot_tell"    # not decidable now (reason says why): never create, look again later
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,9 @@ class FindHints:
     created_after_unix: int        # no earlier than the recorded intent (minus clock skew)
     line_count: int
     known_batch_ids: frozenset[str] = frozenset()   # batches already claimed by other ledger jobs
+    # The shard file whose lines were sent: its request ids (custom_id / key) tell a batch that
+    # carries no job key apart from another of the same size (read line by line, only if needed).
+    shard_path: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Anthropic Message Batches adapter on the official `anthropic` SDK.
 
 There is no file upload: a shard's JSONL lines are the `requests` array of one create call.
-Batches carry no metadata, so a lost create is looked for by creation time and request count.
-The results JSONL is streamed to disk verbatim, from the batch's results stream.
+Batches carry no metadata, so a lost create is looked for among the batches created since the
+intent with the shard's request count, and told apart by the request ids in their results (so only
+once they have ended). The results JSONL is streamed to disk verbatim, from the batch's results stream.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from batch_assets.providers.contract import (
 )
 from batch_assets.providers.files import stream_to_file
 
-MATCHED_BY_TIME_AND_COUNT = "matched by creation time and request count"
+MATCHED_BY_REQUEST_IDS = "matched by the request ids in its results"
+# Batches per page when listing them to find a lost create.
+LIST_PAGE_SIZE = 100
 
 
 def snapshot_from_batch(batch) -> JobSnapshot:
@@ -53,6 +56,16 @@ def error_of(exc: anthropic.APIStatusError) -> BatchError:
     return BatchError(code=exc.type or str(exc.status_code), message=exc.api_message or exc.message)
 
 
+def _request_ids(shard_path: Path) -> frozenset[str]:
+    """The custom_ids the shard file sends (one line at a time; only the ids are kept)."""
+    ids = set()
+    with open(shard_path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                ids.add(json.loads(line)["custom_id"])
+    return frozenset(ids)
+
+
 def _created_unix(batch) -> float:
     return batch.created_at.timestamp() if isinstance(batch.created_at, datetime) else 0.0
 
@@ -83,12 +96,14 @@ class AnthropicBatchAdapter:
         return CreateResult(CreateOutcome.CREATED, snapshot_from_batch(batch))
 
     def find_job(self, job_key: str, hints: FindHints) -> FindResult:
-        """Batches carry no metadata: the candidates are batches created at or after
-        `hints.created_after_unix` with exactly the shard's request count, not claimed by another
-        ledger job. None -> ABSENT; exactly one -> FOUND; more -> CANNOT_TELL (never a guess
-        between two batches: a person must decide)."""
+        """Batches carry no metadata, so time and size only pick candidates: batches created at or
+        after `hints.created_after_unix` with exactly the shard's request count, not claimed by
+        another ledger job. None -> ABSENT. While any candidate has not ended -> CANNOT_TELL (its
+        results, the only thing that tells, do not exist yet). Once all have ended, each one's results
+        are streamed and their custom_ids checked against the shard file's request ids: the one
+        whose results are all this shard's -> FOUND; none -> ABSENT; more than one -> CANNOT_TELL."""
         candidates: list[JobSnapshot] = []
-        for batch in self._client.messages.batches.list(limit=100):
+        for batch in self._client.messages.batches.list(limit=LIST_PAGE_SIZE):
             if _created_unix(batch) < hints.created_after_unix:
                 break  # newest first
             snap = snapshot_from_batch(batch)
@@ -96,11 +111,43 @@ class AnthropicBatchAdapter:
                 candidates.append(snap)
         if not candidates:
             return FindResult(FindOutcome.ABSENT, reason="no unclaimed batch of this size since the intent")
-        if len(candidates) == 1:
-            return FindResult(FindOutcome.FOUND, candidates[0], reason=MATCHED_BY_TIME_AND_COUNT)
-        return FindResult(FindOutcome.CANNOT_TELL, candidates=tuple(c.provider_batch_id for c in candidates),
-                          reason=f"{len(candidates)} unclaimed batches of {hints.line_count} requests were created "
-                                 "since the intent and batches carry no metadata to tell them apart")
+        ids = tuple(c.provider_batch_id for c in candidates)
+        unfinished = [c.provider_batch_id for c in candidates if not c.results_ready]
+        if unfinished:
+            return FindResult(FindOutcome.CANNOT_TELL, candidates=ids,
+                              reason=f"waiting for candidate batches {', '.join(unfinished)} to end: "
+                                     f"{len(candidates)} unclaimed batch(es) of {hints.line_count} requests were "
+                                     "created since the intent, and only their results tell whose they are")
+        if hints.shard_path is None:
+            return FindResult(FindOutcome.CANNOT_TELL, candidates=ids,
+                              reason="no shard file to match the candidates' request ids against")
+        request_ids = _request_ids(hints.shard_path)
+        matches = [c for c in candidates if self._results_all_in(c.provider_batch_id, request_ids)]
+        if not matches:
+            return FindResult(FindOutcome.ABSENT, reason=f"none of the ended candidate batches {', '.join(ids)} "
+                                                         "holds this shard's request ids")
+        if len(matches) == 1:
+            return FindResult(FindOutcome.FOUND, matches[0], reason=MATCHED_BY_REQUEST_IDS)
+        return FindResult(FindOutcome.CANNOT_TELL, candidates=tuple(m.provider_batch_id for m in matches),
+                          reason=f"{len(matches)} batches ({', '.join(m.provider_batch_id for m in matches)}) hold "
+                                 "exactly this shard's request ids: a person must decide (batch-assets jobs adopt)")
+
+    def _results_all_in(self, batch_id: str, request_ids: frozenset[str]) -> bool:
+        """Whether the ended batch's results (streamed line by line, stopping at the first stranger)
+        are all answers to `request_ids`."""
+        seen = 0
+        with self._client.messages.batches.with_streaming_response.results(batch_id) as response:
+            for line in response.iter_lines():
+                if not line.strip():
+                    continue
+                try:
+                    custom_id = json.loads(line).get("custom_id")
+                except (ValueError, AttributeError):
+                    return False
+                if custom_id not in request_ids:
+                    return False
+                seen += 1
+        return seen > 0
 
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.retrieve(job.provider_batch_id))

@@ -48,6 +48,9 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError,) + ((http
 # Per-call options for the create: exactly one attempt, whatever the client's retry options.
 SINGLE_ATTEMPT = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1))
 
+# Batches per page when listing them to find a lost create (the SDK pager follows nextPageToken).
+LIST_PAGE_SIZE = 100
+
 STATE_MAP = {
     "JOB_STATE_PENDING": JobState.SUBMITTED, "JOB_STATE_QUEUED": JobState.SUBMITTED,
     "JOB_STATE_RUNNING": JobState.RUNNING, "JOB_STATE_UPDATING": JobState.RUNNING,
@@ -165,7 +168,7 @@ class GeminiBatchAdapter:
 
     def find_job(self, job_key: str, hints: FindHints) -> FindResult:
         """The batch whose display name is job_key."""
-        for job in self._client.batches.list(config={"page_size": 100}):
+        for job in self._client.batches.list(config={"page_size": LIST_PAGE_SIZE}):
             if job.display_name == job_key:
                 return FindResult(FindOutcome.FOUND, self._snapshot(job), reason="matched by display name")
         return FindResult(FindOutcome.ABSENT, reason="no batch has this job key as display name")

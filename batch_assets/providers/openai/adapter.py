@@ -19,6 +19,9 @@ from batch_assets.providers.contract import (
 )
 from batch_assets.providers.files import stream_to_file
 
+# Batches per page when listing them to find a lost create (the SDK pages on with `after`).
+LIST_PAGE_SIZE = 100
+
 STATUS_MAP = {
     "validating": JobState.VALIDATING,
     "in_progress": JobState.RUNNING,
@@ -106,7 +109,7 @@ class OpenAIBatchAdapter:
     def find_job(self, job_key: str, hints: FindHints) -> FindResult:
         """The batch whose metadata carries job_key. Batches are listed newest first; paging stops
         at the first one created before `hints.created_after_unix`."""
-        for batch in self._client.batches.list(limit=100):
+        for batch in self._client.batches.list(limit=LIST_PAGE_SIZE):
             if self._job_key_of(batch.metadata) == job_key:
                 return FindResult(FindOutcome.FOUND, snapshot_from_batch(batch), reason="matched by metadata")
             if batch.created_at < hints.created_after_unix:
