@@ -12,8 +12,8 @@ from batch_assets.soak import SoakConfig, format_report, main, observed_item_fau
 
 
 def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path, capsys) -> None:
-    # A high fault rate so that, on two partitions, every round-level fault kind shows up.
-    config = SoakConfig(days=1, providers=("openai", "gemini"), fault_rate=0.3, seed=3, tickets_per_day=50,
+    # Twice the default fault rate; every round-level fault kind is injected at least once anyway.
+    config = SoakConfig(days=1, providers=("openai", "gemini"), fault_rate=0.1, seed=3, tickets_per_day=50,
                         articles_per_day=10, reviews_per_day=20, max_requests_per_shard=20)
     result = run_soak(tmp_path, config, say=lambda _msg: None)
     report = format_report(result, observed_item_faults(Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)))
