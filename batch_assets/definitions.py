@@ -1,4 +1,5 @@
-"""Dagster entry point: every module and component under defs/ is loaded automatically."""
+"""Dagster entry point: every module and component under defs/ is loaded automatically, then the
+provider status sensor is attached with every task's jobs as its targets."""
 
 from pathlib import Path
 
@@ -7,4 +8,8 @@ import dagster as dg
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    from batch_assets.defs.sensors import build_provider_status_sensor
+
+    loaded = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    task_jobs = [job for job in loaded.jobs or [] if job.name.endswith(("__submit", "__collect"))]
+    return dg.Definitions.merge(loaded, dg.Definitions(sensors=[build_provider_status_sensor(task_jobs)]))

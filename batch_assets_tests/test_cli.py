@@ -37,7 +37,8 @@ COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "expor
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = ["job_key", "task_id", "provider", "provider_batch_id", "state", "raw_status", "request_total",
               "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",
-              "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note"]
+              "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note", "stuck",
+              "stuck_at", "collect_attempts", "collect_error"]
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +170,7 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert code == 0
     header = table.splitlines()[0].split()
     assert header == ["job_key", "provider", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
-                      "terminal", "note"]
+                      "terminal", "note", "stuck", "collect_error"]
     assert "COMPLETED" in table.splitlines()[2]
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "json", "--task", "ticket_triage")
@@ -193,6 +194,17 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     code, out, _ = run(capsys, "--database", finished_db, "report")
     assert code == 0
     assert out == reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
+
+
+def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):
+    monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(tmp_path))
+    page = tmp_path / "reports" / f"{TASK_ID}.html"
+    code, out, _ = run(capsys, "--database", finished_db, "report", "--html")
+    assert code == 0 and out.splitlines()[-1] == f"report: {page}"
+    assert page.read_text(encoding="utf-8").count("<svg") == 2
+    code, out, err = run(capsys, "--database", finished_db, "report", "--format", "json", "--html")
+    assert code == 0 and [r["task_id"] for r in json.loads(out)] == [TASK_ID]  # stdout stays JSON
+    assert f"report: {page}" in err
 
 
 def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, finished_db):

@@ -1,6 +1,7 @@
 """The Dagster surface: the project's Definitions load cleanly, every task becomes its own
-asset group with the six pipeline assets, jobs, a daily schedule for yesterday's partition, the one
-provider sensor, and a blocking shards check."""
+asset group with the six pipeline assets and its report, jobs, a daily schedule for yesterday's
+partition, the one provider sensor, and a blocking shards check; lineage runs from the source
+tables to the business tables; every asset of a task carries its owners and tags."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from batch_assets.spec.resolve import load_all_tasks
 
-STAGES = ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied")
+STAGES = ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
 KINDS = {
     "manifest": {"duckdb", "parquet"},
     "shards": {"duckdb", "json"},
@@ -23,7 +24,10 @@ KINDS = {
     "raw_results": {"openai", "duckdb"},
     "parsed_results": {"duckdb"},
     "applied": {"duckdb", "table"},
+    "report": {"html"},
 }
+TABLE_OF_STAGE = {"manifest": "ledger.manifest_item", "shards": "ledger.shard_line", "raw_results": "ledger.raw_result",
+                  "parsed_results": "ledger.parsed_result", "applied": "ledger.applied_result"}
 LOAD_STRICT = """
 import json
 import dagster as dg
@@ -76,6 +80,7 @@ def test_ticket_triage_assets_group_and_kinds(defs):
     deps = {stage: {d.asset_key for d in defs.resolve_assets_def(key("ticket_triage", stage))
                     .specs_by_key[key("ticket_triage", stage)].deps} for stage in STAGES}
     assert [deps[s] for s in STAGES[1:]] == [{key("ticket_triage", s)} for s in STAGES[:-1]]
+    assert deps["manifest"] == {dg.AssetKey(["warehouse", "support_tickets"])}
 
 
 def test_every_task_folder_is_its_own_asset_group(defs):
@@ -95,6 +100,9 @@ def test_jobs_select_the_submit_and_collect_stages(defs):
     collect = defs.resolve_job_def("ticket_triage__collect")
     assert set(submit.asset_layer.executable_asset_keys) == {key("ticket_triage", s) for s in STAGES[:3]}
     assert set(collect.asset_layer.executable_asset_keys) == {key("ticket_triage", s) for s in STAGES[3:]}
+    # Runs launched from the UI carry the task tag the sensor's runs carry (the partition tag is
+    # added by the first asset of the run).
+    assert submit.tags["batch_assets/task"] == collect.tags["batch_assets/task"] == "ticket_triage"
     assert isinstance(submit.partitions_def, dg.DailyPartitionsDefinition)
     assert "2026-11-20" in submit.partitions_def.get_partition_keys()
     # A date range runs as one run (every asset loops over the run's partition keys).
@@ -113,10 +121,14 @@ def test_daily_schedule_submits_yesterdays_partition_at_one(defs):
     schedule = defs.resolve_schedule_def("ticket_triage__daily")
     assert schedule.cron_schedule == "0 1 * * *" and schedule.job_name == "ticket_triage__submit"
     assert schedule.execution_timezone in (None, "UTC")
+    # Targets the partitioned submit job; stopped until someone starts it.
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert isinstance(defs.resolve_job_def(schedule.job_name).partitions_def, dg.DailyPartitionsDefinition)
     for now, partition in [(dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC), "2026-11-21"),
                            (dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.UTC), "2026-11-30")]:
         (request,) = evaluate_schedule(defs, now)
         assert request.partition_key == partition
+        assert request.tags["batch_assets/partition"] == partition
 
 
 def test_daily_schedule_evaluates_without_deprecation_warnings(defs):
@@ -137,6 +149,56 @@ def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     assert (shards_check.name, shards_check.blocking) == ("shards_within_limits", True)
     applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
     assert [c.name for c in applied.check_specs] == ["reconciliation"]
+    # Results are recorded per partition (a run over a range of days has one result for the range).
+    (recon,) = applied.check_specs
+    assert isinstance(recon.partitions_def, dg.DailyPartitionsDefinition)
+    assert "range of days" in recon.description and "SPEC" not in recon.description
+
+
+def test_lineage_runs_from_source_tables_to_business_tables(defs):
+    graph = defs.resolve_asset_graph()
+    tasks = load_all_tasks()
+    for name, task in tasks.items():
+        business = dg.AssetKey(["warehouse", task.spec.apply.table])
+        assert graph.get(business).parent_keys == {key(name, "applied")}, name
+        manifest_parents = graph.get(key(name, "manifest")).parent_keys
+        assert manifest_parents and all(k.path[0] == "warehouse" for k in manifest_parents), name
+    tickets = dg.AssetKey(["warehouse", "support_tickets"])
+    node = graph.get(tickets)
+    assert not node.is_materializable and not node.parent_keys  # an external source table
+    readers = {k.path[0] for k in node.child_keys}
+    assert readers == {n for n, t in tasks.items() if "support_tickets" in t.spec.source.sql}
+    spec = defs.resolve_assets_def(tickets).specs_by_key[tickets]
+    assert spec.metadata["dagster/table_name"] == "main.support_tickets"
+    assert {"duckdb", "table"} <= set(spec.kinds)
+    labels = dg.AssetKey(["warehouse", "ticket_labels"])
+    spec = defs.resolve_assets_def(labels).specs_by_key[labels]
+    assert spec.metadata["dagster/table_name"] == "main.ticket_labels"
+    assert spec.group_name == "ticket_triage" and "team:support_ops" in spec.owners
+    columns = [c.name for c in spec.metadata["dagster/column_schema"].schema.columns]
+    assert columns[:4] == ["ticket_id", "category", "confidence", "reason"] and "output_version" in columns
+
+
+def test_every_asset_of_a_task_has_its_owners_tags_and_a_rule_stating_description(defs):
+    task = load_all_tasks()["ticket_triage"]
+    assert task.spec.owners and task.spec.tags
+    for stage in STAGES:
+        k = key("ticket_triage", stage)
+        spec = defs.resolve_assets_def(k).specs_by_key[k]
+        assert list(spec.owners) == list(task.spec.owners), stage
+        assert spec.tags["batch_assets/task"] == "ticket_triage" and spec.tags["batch_assets/provider"] == "openai"
+        assert {k: spec.tags[k] for k in task.spec.tags} == task.spec.tags, stage
+        assert len(spec.description) > 80 and "SPEC" not in spec.description, stage
+        if stage in TABLE_OF_STAGE:
+            assert spec.metadata["dagster/table_name"] == TABLE_OF_STAGE[stage], stage
+
+
+def test_applied_has_a_freshness_policy_from_the_providers_window(defs):
+    applied = key("ticket_triage", "applied")
+    policy = defs.resolve_assets_def(applied).specs_by_key[applied].freshness_policy
+    assert isinstance(policy, dg.FreshnessPolicy)
+    assert policy.fail_window.to_timedelta() == dt.timedelta(hours=54)  # a day + OpenAI's 24 h window + 6 h
+    assert policy.warn_window.to_timedelta() == dt.timedelta(hours=26)
 
 
 def test_resources_are_configurable_and_secrets_come_from_env_vars(monkeypatch):

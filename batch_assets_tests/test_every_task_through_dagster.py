@@ -37,7 +37,8 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     d = defs()
     task = load_all_tasks()[task_name]
     submit = d.resolve_job_def(f"{task_name}__submit").execute_in_process(partition_key=DAY1, instance=module_instance)
-    assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {"shards_within_limits": True}
+    assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {
+        "shards_within_limits": True, "no_stuck_jobs": True}
     with wh.connect() as conn:  # every job records where it went: the emulator, by host only
         endpoints = set(conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
                                      [task.task_id(DAY1)]).fetchall())
@@ -52,10 +53,10 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
         cursor = tick.cursor
         for request in tick.run_requests:
             assert request.partition_key == DAY1 and request.tags["batch_assets/task"] == task_name
-            assert set(request.asset_selection) == {dg.AssetKey([task_name, s])
-                                                    for s in ("raw_results", "parsed_results", "applied")}
-            collected.append(d.resolve_job_def(f"{task_name}__collect").execute_in_process(
-                partition_key=request.partition_key, instance=module_instance))
+            assert request.job_name == f"{task_name}__collect" and request.tags["batch_assets/partition"] == DAY1
+            collected.append(d.resolve_job_def(request.job_name).execute_in_process(
+                partition_key=request.partition_key, instance=module_instance,
+                tags={**request.tags, "dagster/run_key": request.run_key}))
         assert time.monotonic() < deadline, "the sensor never saw the batch finish"
         time.sleep(0.1)
 

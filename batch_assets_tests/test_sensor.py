@@ -1,6 +1,7 @@
 """The provider status sensor: polls jobs, records every transition with its time,
-requests exactly one collect run per partition with newly terminal jobs (deterministic run keys, a
-cursor), and a tick overlapping a run - in another thread or another process - loses nothing."""
+requests one collect run per partition with uncollected terminal jobs under the task's collect job
+(deterministic run keys that change only when a collect run has started), and a tick overlapping a
+run - in another thread or another process - loses nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import openai
 import pytest
 
 from batch_assets.components.task_assets import collect_asset_keys
+from batch_assets.emulator import clock as emulator_clock
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -99,10 +101,15 @@ def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, se
     result = tick(defs, sensor_instance, None)
     requests = sorted(result.run_requests, key=lambda r: r.partition_key)
     assert [r.partition_key for r in requests] == [DAY1, DAY2]
+    collect_job = defs.resolve_job_def("ticket_triage__collect")
+    assert sorted(collect_job.asset_layer.executable_asset_keys) == sorted(COLLECT_KEYS) == sorted(
+        collect_asset_keys("ticket_triage"))
     for r, day in zip(requests, (DAY1, DAY2)):
-        assert list(r.asset_selection) == COLLECT_KEYS == collect_asset_keys("ticket_triage")
+        assert r.job_name == "ticket_triage__collect" and r.asset_selection is None
         assert r.run_key.startswith(f"collect:ticket_triage:{day}:")
         assert r.tags["batch_assets/jobs"] == ",".join(jobs[day])
+        assert (r.tags["batch_assets/task"], r.tags["batch_assets/partition"], r.tags["batch_assets/attempt"]) == (
+            "ticket_triage", day, "1")
     assert len({r.run_key for r in requests}) == 2
     # Every job's transitions were recorded, with their times.
     with wh.connect() as conn:
@@ -119,29 +126,34 @@ def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, se
         assert conn.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL "
                             "OR terminal_seq IS NULL").fetchone()[0] == 0
 
-    # The next tick, given the cursor, requests nothing; a re-evaluation of the same tick (cursor not
-    # stored because the launch failed) requests the same runs under the same keys.
+    # Until a collect run starts, every tick asks for the same runs under the same keys (Dagster
+    # launches a run key once); a re-evaluation without the cursor too.
     assert json.loads(result.cursor)["terminal_seq"] == 4
-    assert tick(defs, sensor_instance, result.cursor).run_requests == []
-    replay = tick(defs, sensor_instance, None)
-    assert sorted((r.partition_key, r.run_key) for r in replay.run_requests) == [
-        (r.partition_key, r.run_key) for r in requests]
+    for again in (tick(defs, sensor_instance, result.cursor), tick(defs, sensor_instance, None)):
+        assert sorted((r.partition_key, r.run_key) for r in again.run_requests) == [
+            (r.partition_key, r.run_key) for r in requests]
+    # Once collected, a partition is asked for no more.
+    collect_partition(wh, ticket_task, DAY1, adapter)
+    assert [r.partition_key for r in tick(defs, sensor_instance, result.cursor).run_requests] == [DAY2]
 
 
 def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_partition(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator):
+        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch):
     wh = dagster_env
-    emulator.configure(queue_delay_s=0.6, seconds_per_request=0.012, finalize_delay_s=0.7)
+    # The emulator's clock is held by the test: every phase is observed by a tick, whatever the load.
+    fake = {"now": time.time()}
+    monkeypatch.setattr(emulator_clock, "now", lambda: fake["now"])
+    emulator.configure(queue_delay_s=10, seconds_per_request=0.1, finalize_delay_s=10)
     submit(wh, ticket_task, adapter, DAY1)
     (job_key,) = jobs_by_partition(wh)[DAY1]
-    cursor, requests, ticks = None, [], 0
-    deadline = time.monotonic() + 20
-    while not requests:
-        assert time.monotonic() < deadline, "DAY1's job never became terminal"
+    cursor, requests = None, []
+    # validating -> in_progress (after 10 s) -> finalizing (53 requests x 0.1 s later) -> completed (10 s)
+    for advance in (0.0, 11.0, 6.0, 11.0):
+        fake["now"] += advance
+        assert not requests, "DAY1 was requested before its job was terminal"
         result = tick(defs, sensor_instance, cursor)
-        cursor, requests, ticks = result.cursor, result.run_requests, ticks + 1
-        time.sleep(0.05)
-    assert ticks > 2 and [r.partition_key for r in requests] == [DAY1]
+        cursor, requests = result.cursor, result.run_requests
+    assert [r.partition_key for r in requests] == [DAY1]
     ev = events(wh, job_key)
     assert [(e[0], e[1]) for e in ev if e[0] != e[1]] == [
         (None, "CREATED"), ("CREATED", "VALIDATING"), ("VALIDATING", "RUNNING"), ("RUNNING", "FINALIZING"),
@@ -156,18 +168,16 @@ def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_p
         created, submitted, changed, terminal = conn.execute(
             "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job").fetchone()
     assert created <= submitted <= terminal and changed == terminal
-    # Queue and run durations can be read off the events (the emulator queued ~0.6 s, ran ~0.6 s).
-    at = {e[1]: e[4] for e in ev}
-    assert (at["RUNNING"] - at["VALIDATING"]).total_seconds() > 0.2
-    assert (at["COMPLETED"] - at["RUNNING"]).total_seconds() > 0.3
 
     # A job that finishes later is requested on its own.
-    emulator.configure(queue_delay_s=0.02, seconds_per_request=0.0005, finalize_delay_s=0.02)
     submit(wh, ticket_task, adapter, DAY2)
-    wait_provider_terminal(emulator)
+    fake["now"] += 40.0
     later = tick(defs, sensor_instance, cursor)
-    assert [r.partition_key for r in later.run_requests] == [DAY2]
-    assert later.run_requests[0].tags["batch_assets/jobs"] == ",".join(jobs_by_partition(wh)[DAY2])
+    by_day = {r.partition_key: r for r in later.run_requests}
+    assert sorted(by_day) == [DAY1, DAY2] and by_day[DAY1].run_key == requests[0].run_key  # DAY1: not collected yet
+    assert by_day[DAY2].tags["batch_assets/jobs"] == ",".join(jobs_by_partition(wh)[DAY2])
+    collect_partition(wh, ticket_task, DAY1, adapter)
+    collect_partition(wh, ticket_task, DAY2, adapter)
     assert tick(defs, sensor_instance, later.cursor).run_requests == []
 
 
@@ -186,8 +196,8 @@ def assert_consistent(wh, requested_job_keys: list[str]):
         terminal_events = conn.execute("""
             SELECT job_key, count(*) FROM ledger.status_event WHERE to_state = 'COMPLETED' AND from_state <> 'COMPLETED'
             GROUP BY 1""").fetchall()
-    # Every job handed to collection exactly once; one terminal transition each; distinct sequence numbers.
-    assert sorted(requested_job_keys) == all_jobs
+    # Every job handed to collection; one terminal transition each; distinct sequence numbers.
+    assert sorted(set(requested_job_keys)) == all_jobs
     assert None not in seqs and len(set(seqs)) == len(seqs)
     assert sorted(terminal_events) == [(k, 1) for k in all_jobs]
     for task_id in ("ticket_triage_20261120", "ticket_triage_20261121"):
@@ -228,7 +238,7 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, se
         work_ended = time.monotonic()
         wait_provider_terminal(emulator)
         deadline = time.monotonic() + 20
-        while sum(len(r.tags["batch_assets/jobs"].split(",")) for r in requested) < 6 and not errors:
+        while len({k for r in requested for k in r.tags["batch_assets/jobs"].split(",")}) < 6 and not errors:
             assert time.monotonic() < deadline, "the sensor did not hand over every job"
             time.sleep(0.05)
     finally:
@@ -239,8 +249,13 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, se
     collect_partition(wh, task, DAY1, adapter)
     collect_partition(wh, task, DAY2, adapter)
     keys = [k for r in requested for k in r.tags["batch_assets/jobs"].split(",")]
-    assert len({r.run_key for r in requested}) == len(requested)
+    # A run key names one partition's jobs at one collect generation: never two different requests.
+    by_key = {}
+    for r in requested:
+        assert by_key.setdefault(r.run_key, (r.partition_key, r.tags["batch_assets/jobs"])) == (
+            r.partition_key, r.tags["batch_assets/jobs"])
     assert_consistent(wh, keys)
+    assert tick(defs, sensor_instance, None).run_requests == []  # all collected: nothing asked for
 
 
 SENSOR_PROCESS = textwrap.dedent("""

@@ -209,8 +209,10 @@ def test_dagster_loads_a_task_folder_as_its_asset_group(dg_project):
     make_task("other", setter("name", "other_triage"))
     defs = load_project(root)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    # The source table the manifest reads shows as an (external) asset even without the project's defs/tables.py.
     assert keys == {f"other_triage/{s}" for s in
-                    ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied")}
+                    ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
+                    } | {"warehouse/support_tickets"}
     assert defs.resolve_job_def("other_triage__submit") is not None
 
 
@@ -224,6 +226,8 @@ def test_dagster_loads_a_task_folder_as_its_asset_group(dg_project):
     pytest.param(setter("endpoint", "/v1/images/generations"), "endpoint:",
                  "endpoint '/v1/images/generations' is not supported",
                  id="endpoint"),
+    pytest.param(setter("owners", ["support ops"]), "owners:", "are not owners", id="owners"),
+    pytest.param(setter("tags", {"cost center": "x"}), "tags:", "are not valid tags", id="tags"),
 ])
 def test_dagster_reports_yaml_file_and_line(dg_project, mutate, line_key, fragment):
     root, make_task = dg_project
@@ -369,3 +373,28 @@ def test_real_task_schema_sql_matches_jsonschema(ticket_task):
     ]
     for answer in cases:
         assert (violation(schema, answer) is None) == validator.is_valid(answer), answer
+
+
+# --- owners, tags and source tables: what the Dagster assets show ----------------------------------
+
+def test_owners_and_tags_default_to_none_and_take_emails_and_teams(tmp_path):
+    from batch_assets.spec.model import TaskSpec
+
+    bare = load_task_file(write_task(tmp_path / "a", lambda a: (a.pop("owners"), a.pop("tags"))))
+    assert bare.spec.owners == [] and bare.spec.tags == {}
+    spec = load_task_file(write_task(tmp_path / "b", lambda a: a.update(
+        owners=["team:support_ops", "ana@example.com"], tags={"domain": "support", "batch_assets/tier": "gold"}))).spec
+    assert spec.owners == ["team:support_ops", "ana@example.com"]
+    assert spec.tags == {"domain": "support", "batch_assets/tier": "gold"}
+    assert "owners" in TaskSpec.model_fields and "tags" in TaskSpec.model_fields
+
+
+def test_source_tables_are_found_in_the_query_unless_declared(tmp_path):
+    from batch_assets.pipeline.tables import source_tables
+
+    sql = ("WITH recent AS (SELECT * FROM support_tickets t JOIN customers c USING (customer_id) "
+           "WHERE created_date = $partition_date) SELECT ticket_id, subject, body, language FROM recent")
+    found = load_task_file(write_task(tmp_path / "a", setter("source.sql", sql))).spec
+    assert source_tables(found) == ["customers", "support_tickets"]  # the CTE is not a table
+    declared = load_task_file(write_task(tmp_path / "b", setter("source.tables", ["tickets_view"]))).spec
+    assert source_tables(declared) == ["tickets_view"]

@@ -1,4 +1,6 @@
-"""`batch-assets jobs`: provider jobs with their state and request counts; `jobs adopt` and
+"""`batch-assets jobs`: provider jobs with their state, request counts, whether they are stuck (over
+their state's SLA: `stuck`, or what the stuck policy did, e.g. `cancel_requested`) or their
+collection failed (`collect_error`, after `collect_attempts` collect runs); `jobs adopt` and
 `jobs abandon` settle an undecided job (a create whose outcome the provider cannot tell).
 
 An undecided job is an intent (state CREATED, no batch id) whose create got no answer and whose
@@ -31,6 +33,10 @@ FIELDS = [
     Field("claimed_by", in_table=False),
     Field("claim_expires_at", in_table=False),
     Field("note"),
+    Field("stuck"),
+    Field("stuck_at", in_table=False),
+    Field("collect_attempts", in_table=False),
+    Field("collect_error"),
 ]
 
 # What the `note` column says about a job whose create did not plainly succeed.
@@ -54,7 +60,9 @@ def cmd_jobs(args) -> int:
         rows = fetch_dicts(conn, f"""
             SELECT job_key, task_id, provider, provider_batch_id, state, raw_status, request_total,
                    request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
-                   create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note
+                   create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
+                   CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
+                   coalesce(collect_attempts, 0) AS collect_attempts, collect_error
             FROM ledger.provider_job
             WHERE list_contains(?, task_id) ORDER BY created_at, job_key""", [task_ids])
     render(rows, FIELDS, args.format)

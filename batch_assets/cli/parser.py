@@ -170,6 +170,8 @@ def build_parser() -> CliParser:
                 "table (on stderr with --format json/csv). Exits 0 whatever the figures say.")
     c.add_argument("--task", metavar="TASK", help=TASK_HELP)
     add_format_option(c)
+    c.add_argument("--html", action="store_true",
+                   help="also write each partition's report page with charts to DATA_DIR/reports/<task_id>.html")
 
     c = command("export", export.cmd_export,
                 "one task partition's results merged with its inputs, as CSV (UTF-8 with BOM, for spreadsheets)")

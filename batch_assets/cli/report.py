@@ -5,7 +5,10 @@ partition sorted by task_id, with the final outcomes, retries, what is still ope
 equations balance and the partition's final status. CSV: the same with `final_failed` spread over
 `final_failed_<class>` columns. Always exits 0 whatever the figures say (it reports; the
 reconciliation check gates); partitions that are not done are named after the table (on stderr
-with --format json/csv, so stdout stays machine-readable).
+with --format json/csv, so stdout stays machine-readable). With --html, each partition's report
+page (outcomes, retries, tokens, cost, time in each state, with charts) is also written to
+`<data dir>/reports/<task_id>.html`, as the `report` asset writes it; the paths are listed after
+the table (on stderr with --format json/csv).
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ def cmd_report(args) -> int:
     from batch_assets.spec.resolve import load_all_tasks
 
     tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
-    with context.connect(context.warehouse(args), read_only=True) as conn:
+    wh = context.warehouse(args)
+    with context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
         recs = [reconcile_conn(conn, t, *([tolerance[names[t]]] if names.get(t) in tolerance else [])) for t in task_ids]
+        pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
     records = [record(r) for r in recs]
     if args.format == "table":
         print(reconciliation_table(recs))
@@ -64,4 +69,16 @@ def cmd_report(args) -> int:
     for r in records:
         for problem in r["problems"]:
             print(f"NOT DONE {r['task_id']}: {r['check']}: {problem}", file=notes)
+    for path in pages:
+        print(f"report: {path}", file=notes)
     return 0
+
+
+def _write_pages(conn, data_dir, task_ids, names, tolerance) -> list:
+    from batch_assets.pipeline.report import build_report, write_report
+
+    pages = []
+    for task_id in task_ids:
+        rep = build_report(conn, task_id, *([tolerance[names[task_id]]] if names.get(task_id) in tolerance else []))
+        pages.append(write_report(rep, data_dir))
+    return pages

@@ -1,9 +1,23 @@
 """The provider status sensor: one for all tasks.
 
-Each tick polls the non-terminal provider jobs (bounded time), records every transition in the
-ledger, requests one collect run (raw_results -> parsed_results -> applied) per task partition
-with newly terminal jobs, and a submissions run for partitions whose shards wait for capacity. The cursor is the ledger's terminal sequence number already handed out;
-Dagster stores it only after the tick's runs are launched, and run keys are deterministic.
+Each tick
+- polls the in-flight provider jobs (bounded time) and records every transition in the ledger,
+  including whether a terminal job's results can be fetched yet;
+- marks jobs over their state's SLA as stuck and, under the `cancel_and_retry` policy, cancels
+  those stuck long enough (see pipeline.stuck);
+- requests a `<task>__collect` run for every task partition whose terminal jobs are not fully
+  collected, read from the ledger's state (see pipeline.collect): a failed collect run is asked for
+  again under a new run key, at most DEFAULT_MAX_COLLECT_TRIES times per job;
+- requests a `<task>__submit` run (submissions only) for partitions whose shards wait for a
+  provider's capacity.
+
+Runs carry the tags `batch_assets/task`, `batch_assets/partition` and `batch_assets/attempt` (the
+highest shard attempt of the partition), so they can be found per task and partition.
+
+The sensor declares every task's jobs as its targets. Dagster copies each component's definitions
+(metadata), and one job may not be defined twice, so the sensor is built from the jobs the loaded
+definitions hold (`build_provider_status_sensor`, called by batch_assets.definitions) rather than
+at import time.
 """
 
 
@@ -11,46 +25,146 @@ import json
 
 import dagster as dg
 
-from batch_assets.components.task_assets import collect_asset_keys
-from batch_assets.pipeline.poll import collect_requests_after, partitions_waiting_to_submit, poll_jobs
+from batch_assets.ledger.warehouse import fetch_dicts, scalar
+from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
+from batch_assets.pipeline.poll import partitions_waiting_to_submit, poll_jobs
+from batch_assets.pipeline.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
+from batch_assets.providers.registry import provider_limits
 from batch_assets.pipeline.retry import pending_retries
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
+COLLECT_MAX_TRIES = DEFAULT_MAX_COLLECT_TRIES
+RESULTS_WAIT_S = DEFAULT_RESULTS_WAIT_S
+TAG_TASK, TAG_PARTITION, TAG_ATTEMPT = "batch_assets/task", "batch_assets/partition", "batch_assets/attempt"
+# A run of these statuses is still going (or about to): no second run of the same partition.
+ACTIVE_RUN_STATUSES = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                       dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+SENSOR_NAME = "provider_status_sensor"
 
 
-@dg.sensor(
-    name="provider_status_sensor",
-    target=dg.AssetSelection.all(),
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Polls provider batches, records state transitions, requests collection of finished partitions.",
-)
-def provider_status_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
-                           providers: ProvidersResource) -> dg.SensorResult:
+def _policies():
+    """policy_for(task_name, provider): the task's stuck policy (provider defaults for a task not
+    found). The task files are read on first use, once per tick."""
+    tasks: dict | None = None
+    cache: dict[tuple[str, str], StuckPolicy] = {}
+
+    def policy_for(task_name: str, provider: str) -> StuckPolicy:
+        nonlocal tasks
+        if (task_name, provider) not in cache:
+            if tasks is None:
+                try:
+                    tasks = load_all_tasks()
+                except Exception:  # a task file being edited must not stop polling: provider defaults meanwhile
+                    tasks = {}
+            task = tasks.get(task_name)
+            if task is not None:
+                cache[task_name, provider] = resolve_policy(task.limits.completion_window, task.limits.stuck,
+                                                            task.spec.stuck)
+            else:
+                limits = provider_limits(provider)
+                cache[task_name, provider] = resolve_policy(limits.completion_window, limits.stuck)
+        return cache[task_name, provider]
+    return policy_for
+
+
+def _attempts(conn) -> dict[tuple[str, str], tuple[int | None, int]]:
+    """(task_name, partition_date) -> (highest shard attempt among the partition's provider jobs,
+    highest shard attempt of the partition's shards)."""
+    rows = fetch_dicts(conn, """
+        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day,
+               max(s.attempt) FILTER (WHERE s.shard_id IN (SELECT shard_id FROM ledger.provider_job)) AS of_jobs,
+               max(s.attempt) AS of_shards
+        FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""")
+    return {(r["task_name"], r["day"]): (r["of_jobs"], int(r["of_shards"])) for r in rows}
+
+
+def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> bool:
+    """Whether a run of the job for the partition (launched by this sensor or by hand) is still going."""
+    return bool(instance.get_run_ids(filters=dg.RunsFilter(job_name=job_name, statuses=ACTIVE_RUN_STATUSES,
+                                                           tags={"dagster/partition": partition}), limit=1))
+
+
+def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:
+    return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **extra}
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
+
+
+def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
+    """The sensor, targeting `jobs` (every task's `<task>__submit` and `<task>__collect`)."""
+    return dg.sensor(
+        name=SENSOR_NAME,
+        jobs=jobs,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Polls provider batches, records state transitions, flags and cancels stuck jobs, requests "
+                    "collect runs for partitions with uncollected results and submit runs for waiting shards.",
+    )(provider_status_tick)
+
+
+def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
+                         providers: ProvidersResource) -> dg.SensorResult:
     wh = warehouse.warehouse()
-    cursor = json.loads(context.cursor) if context.cursor else {}
+    log = context.log
     polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S)
     for job_key, old, new in polled.transitions:
-        context.log.info(f"{job_key}: {old} -> {new}")
+        log.info(f"{job_key}: {old} -> {new}")
+    for job_key, reason in polled.batch_failures.items():
+        log.warning(f"{job_key}: provider batch ended {reason}")
     for job_key, err in polled.errors.items():
-        context.log.warning(f"{job_key}: poll failed, retried next tick: {err}")
-    for job_key in polled.stuck:
-        context.log.warning(f"{job_key}: no progress for a long time; consider cancelling it (batch-assets cancel)")
-    requests, high_water = collect_requests_after(wh, int(cursor.get("terminal_seq", 0)))
-    run_requests = [
-        dg.RunRequest(run_key=r.run_key, partition_key=r.partition_date, asset_selection=collect_asset_keys(r.task_name),
-                      tags={"batch_assets/task": r.task_name, "batch_assets/jobs": ",".join(r.job_keys)[:1000]})
-        for r in requests
-    ]
+        log.warning(f"{job_key}: poll failed, retried next tick: {err}")
+
+    # One connection for the rest of the tick's ledger work (opening one is not free).
+    with wh.connect() as conn:
+        stuck = handle_stuck_jobs(wh, _policies(), providers.adapter, conn)
+        plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
+        attempts = _attempts(conn)
+        high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
+        waiting_to_submit = partitions_waiting_to_submit(wh, conn)
+    for job in stuck.newly_stuck:
+        log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
+                    f"{_duration(job['seconds_in_state'])}, over its SLA")
+    for job in stuck.cancelled:
+        log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
+                    f"{_duration(job['seconds_in_state'])}; cancel requested (its unfinished items are sent again)")
+    for job_key, err in stuck.errors.items():
+        log.warning(f"{job_key}: cancelling the stuck job failed, tried again next tick: {err}")
+
+    for job in plan.results_not_ready:
+        message = f"{job['job_key']}: {job['state']} but its results are not ready yet ({_duration(job['seconds'])})"
+        (log.warning if job["seconds"] > RESULTS_WAIT_S else log.info)(message + "; polled again next tick")
+    for job in plan.given_up:
+        log.warning(f"{job.job_key} ({job.task_name} {job.partition_date}): not collected after "
+                    f"{job.collect_attempts} collect runs, no longer requested: {job.reason}"
+                    + (f"; last error: {job.collect_error}" if job.collect_error else ""))
+    run_requests = []
+    for r in plan.requests:
+        job_name = f"{r.task_name}__collect"
+        if _running(context.instance, job_name, r.partition_date):
+            log.info(f"{job_name} {r.partition_date}: a collect run is in progress; not requested again")
+            continue
+        if r.generation > 0:
+            log.warning(f"{job_name} {r.partition_date}: requested again (try {r.tries + 1} of at most "
+                        f"{COLLECT_MAX_TRIES} per job): {r.describe()}")
+        of_jobs = attempts.get((r.task_name, r.partition_date), (None, 1))[0]
+        run_requests.append(dg.RunRequest(
+            run_key=r.run_key, job_name=job_name, partition_key=r.partition_date,
+            tags=_tags(r.task_name, r.partition_date, of_jobs or r.attempt,
+                       **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]})))
+    n_collect = len(run_requests)
+
     # Shards held back by a provider's concurrent-job cap go out once that provider has room; the
     # run key changes only when a job has finished since, so a waiting partition is asked for once.
-    for task_name, day, shards in partitions_waiting_to_submit(wh):
+    for task_name, day, shards in waiting_to_submit:
         run_requests.append(dg.RunRequest(
-            run_key=f"submit:{task_name}:{day}:{high_water}", partition_key=day,
+            run_key=f"submit:{task_name}:{day}:{high_water}", job_name=f"{task_name}__submit", partition_key=day,
             asset_selection=[dg.AssetKey([task_name, "submissions"])],
-            tags={"batch_assets/task": task_name, "batch_assets/waiting_shards": str(shards)}))
+            tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
+                       **{"batch_assets/waiting_shards": str(shards)})))
     # Retries the retry ledger decided on go out once their backoff has passed (tasks with
     # automatic retries); the run key changes with what is due, so each wave is asked for once.
     automatic = {name for name, task in load_all_tasks().items() if task.spec.retry.automatic}
@@ -58,7 +172,13 @@ def provider_status_sensor(context: dg.SensorEvaluationContext, warehouse: Wareh
         if row["due"] and row["task_name"] in automatic:
             run_requests.append(dg.RunRequest(
                 run_key=f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
-                partition_key=row["partition_date"], asset_selection=[dg.AssetKey([row["task_name"], "submissions"])],
-                tags={"batch_assets/task": row["task_name"], "batch_assets/retries_due": str(row["due"]),
-                      "batch_assets/attempt": str(row["next_attempt"])}))
+                job_name=f"{row['task_name']}__submit", partition_key=row["partition_date"],
+                asset_selection=[dg.AssetKey([row["task_name"], "submissions"])],
+                tags=_tags(row["task_name"], row["partition_date"], int(row["next_attempt"]),
+                           **{"batch_assets/retries_due": str(row["due"])})))
+    n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
+    log.info(f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {n_collect}, "
+             f"submit requests {len(run_requests) - n_collect}, stuck {n_stuck} "
+             f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
+             f"collect given up {len(plan.given_up)}, results not ready {len(plan.results_not_ready)}")
     return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))

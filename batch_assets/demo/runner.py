@@ -21,6 +21,7 @@ from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES, pending_jobs
 from batch_assets.pipeline.reconcile import settle
 from batch_assets.pipeline.retry import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
@@ -118,14 +119,15 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
         tick = sensor.evaluate_tick(context)
         cursor = tick.cursor
         for request in tick.run_requests:
+            # Whatever the sensor asks for, under the job it names (a collect run, or submissions held
+            # back by a provider's job cap), with its tags and run key, as the daemon would launch it.
             task = request.tags["batch_assets/task"]
-            # The sensor asks for collect runs, or for submissions held back by a provider's job cap.
-            collect = any(key.path[-1] == "applied" for key in request.asset_selection)
-            job = f"{task}__collect" if collect else f"{task}__submit"
-            result = definitions.resolve_job_def(job).execute_in_process(
+            result = definitions.resolve_job_def(request.job_name).execute_in_process(
                 partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
-                tags={"dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
+                asset_selection=list(request.asset_selection) if request.asset_selection else None,
+                tags={**request.tags, "dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
             checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+            collect = request.job_name.endswith("__collect")
             retry = "batch_assets/retries_due" in request.tags
             stages = ("raw_results -> parsed_results -> applied" if collect
                       else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
@@ -135,7 +137,8 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
                  f"{'ok' if result.success else 'FAILED'}; checks {checks}")
         with wh.connect() as conn:
             open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
-            uncollected = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NOT NULL AND downloaded_at IS NULL")
+        # Jobs the sensor gave up collecting (after its bounded tries) no longer hold the demo up.
+        uncollected = sum(1 for j in pending_jobs(wh) if j.collect_attempts < COLLECT_MAX_TRIES)
         retries = sum(r["pending"] for r in pending_retries(wh))
         if open_jobs == 0 and uncollected == 0 and retries == 0 and not tick.run_requests:
             return

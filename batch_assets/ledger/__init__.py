@@ -12,7 +12,8 @@ the writer runs one set-based statement whose INSERTs always name their columns:
 * `ledger.jobs`     — provider_job, status_event, operator_action (insert_job_intent, set_input_file,
   record_snapshot, request_cancel, mark_downloaded, insert_jobs, insert_status_events; submission
   claims and settled creates: claim_new_intent, claim_intent, renew_claim, release_claim,
-  mark_create_unknown, mark_create_failed, record_created, record_found, adopt_job, abandon_job)
+  mark_create_unknown, mark_create_failed, record_created, record_found, adopt_job, abandon_job;
+  collection and stuck marks: count_collect_attempts, set_collect_error, mark_stuck, set_stuck_action)
 * `ledger.results`  — raw_file, raw_result, parsed_result, applied_result (insert_raw_file,
   insert_raw_files, insert_raw_results, mark_files_ingested, insert_parsed_results, insert_applied_results)
 

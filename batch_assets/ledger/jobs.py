@@ -189,8 +189,33 @@ def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
 
 
 def mark_downloaded(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
-    """Record that the terminal job's result files were downloaded (now)."""
-    conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP WHERE job_key = ?", [job_key])
+    """Record that the terminal job's result files were downloaded (now); clears a collect error."""
+    conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP, collect_error = NULL "
+                 "WHERE job_key = ?", [job_key])
+
+
+def count_collect_attempts(conn: duckdb.DuckDBPyConnection, job_keys: Sequence[str]) -> None:
+    """A collect run starts on these jobs: one more collection try each (`collect_attempts`)."""
+    if job_keys:
+        conn.execute("UPDATE ledger.provider_job SET collect_attempts = coalesce(collect_attempts, 0) + 1 "
+                     "WHERE list_contains(?, job_key)", [list(job_keys)])
+
+
+def set_collect_error(conn: duckdb.DuckDBPyConnection, job_key: str, error: str | None) -> None:
+    """Record (or clear, with None) why collecting the job failed or is held back."""
+    conn.execute("UPDATE ledger.provider_job SET collect_error = ? WHERE job_key = ?",
+                 [None if error is None else error[:2000], job_key])
+
+
+def mark_stuck(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
+    """Record that the job stayed in its state longer than its SLA (the first time only)."""
+    conn.execute("UPDATE ledger.provider_job SET stuck_at = coalesce(stuck_at, now()::TIMESTAMP) WHERE job_key = ?",
+                 [job_key])
+
+
+def set_stuck_action(conn: duckdb.DuckDBPyConnection, job_key: str, action: str) -> None:
+    """Record what the stuck policy did about the job (e.g. 'cancel_requested', 'notified')."""
+    conn.execute("UPDATE ledger.provider_job SET stuck_action = ? WHERE job_key = ?", [action, job_key])
 
 
 def insert_jobs(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:

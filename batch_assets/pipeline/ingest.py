@@ -9,7 +9,9 @@ recorded, none dropped. A file is ingested once: re-importing it adds nothing.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,20 +19,23 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from batch_assets.ledger.jobs import mark_downloaded, record_snapshot
+from batch_assets.ledger.jobs import mark_downloaded, set_collect_error
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline import faultpoints
+from batch_assets.pipeline.collect import READY_SQL, start_collect_run
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
 from batch_assets.providers.contract import BatchProvider, JobRef, JobState
 from batch_assets.providers.registry import wire_format
+from batch_assets.providers.retry import Backoff, call_with_retry
 from batch_assets.providers.wire import WireFormat
 from batch_assets.spec.resolve import ResolvedTask
 
 SLOW_PATH_BATCH_LINES = 100_000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,51 +51,60 @@ def _safe_name(job_key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", job_key)
 
 
-def _results_still_pending(wh: Warehouse, job: dict, adapter: BatchProvider) -> bool:
-    """Whether a COMPLETED job's results cannot be fetched yet. The provider may report success
-    before its results exist (Gemini: SUCCEEDED with no `dest` yet): such a job is polled again here
-    (poll_jobs polls only jobs that are not terminal) and, while still not ready, left for a later
-    collection instead of being marked downloaded with nothing. A job recorded before readiness was
-    tracked (results_ready NULL), or one that ended FAILED / EXPIRED / CANCELLED (it may well have
-    no results at all), is downloaded as before."""
-    if job["state"] != JobState.COMPLETED.value or job["results_ready"] is not False:
-        return False
-    snap = adapter.poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
-    with wh.connect() as conn:
-        record_snapshot(conn, job["job_key"], snap)
-    if not snap.results_ready:
-        return True
-    job.update(output_file_id=snap.output_file_id or job["output_file_id"],
-               error_file_id=snap.error_file_id or job["error_file_id"])
-    return False
+class CollectError(RuntimeError):
+    """Some of a partition's terminal jobs could not be downloaded (recorded in collect_error)."""
 
 
-def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider) -> int:
+# Transient download errors (429, 5xx, timeouts, dropped connections) are retried with this backoff.
+DOWNLOAD_BACKOFF = Backoff(attempts=4, base_s=1.0, max_s=30.0)
+DOWNLOAD_SLEEP = time.sleep   # tests replace it to retry without waiting
+
+
+def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
+                     errors: dict[str, str] | None = None) -> int:
     """Stream the results (output and error files, or the results stream) of the task's terminal
-    jobs not downloaded yet to data/raw/<task_id>/. A completed job whose results are not ready
-    yet is skipped (not marked downloaded): see `_results_still_pending`."""
+    jobs not downloaded yet to data/raw/<task_id>/; returns the number of files.
+
+    A job reported COMPLETED whose results the provider cannot serve yet is left for later. A transient
+    error is retried with backoff; a job that still fails keeps its place (not downloaded, its
+    `collect_error` recorded) and the other jobs go on. Failures go into `errors` (job_key ->
+    error) when given, else the first is raised once every job was tried."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(conn, """
-            SELECT job_key, provider_batch_id, input_file_id, output_file_id, error_file_id, state, results_ready
-            FROM ledger.provider_job
-            WHERE task_id = ? AND terminal_at IS NOT NULL AND downloaded_at IS NULL ORDER BY job_key
+        jobs = fetch_dicts(conn, f"""
+            SELECT j.job_key, j.provider_batch_id, j.input_file_id, j.output_file_id, j.error_file_id
+            FROM ledger.provider_job j
+            WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {READY_SQL}
+            ORDER BY j.job_key
         """, [task_id])
+    failed: dict[str, str] = {}
     count = 0
     for job in jobs:
-        if _results_still_pending(wh, job, adapter):
-            continue
         ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
                      error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
-        results = adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"]))
+        try:
+            results = call_with_retry(
+                lambda: adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"])),
+                backoff=DOWNLOAD_BACKOFF, sleep=lambda s: DOWNLOAD_SLEEP(s),
+                on_retry=lambda n, exc, delay: log.warning("%s: download failed (%s: %s), try %d again in %.1f s",
+                                                           job["job_key"], type(exc).__name__, exc, n + 1, delay))
+        except Exception as exc:
+            failed[job["job_key"]] = f"download failed: {type(exc).__name__}: {exc}"
+            with wh.connect() as conn:
+                set_collect_error(conn, job["job_key"], failed[job["job_key"]])
+            continue
         files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
                  for r in results]
         faultpoints.reached("download.file_written")
-        with wh.connect() as conn:
+        with wh.connect() as conn, transaction(conn):
             for file_key, kind, file_id, path, sha, size in files:
                 insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
                                 provider_file_id=file_id, path=path, sha256=sha, byte_count=size)
             mark_downloaded(conn, job["job_key"])
         count += len(files)
+    if errors is not None:
+        errors.update(failed)
+    elif failed:
+        raise CollectError("; ".join(f"{k}: {v}" for k, v in failed.items()))
     return count
 
 
@@ -247,11 +261,18 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
 
 
 def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider) -> IngestSummary:
+    """Poll, download and ingest the partition's terminal jobs. Counts one collect try on each
+    pending job first; raises CollectError (after ingesting what did download) if a download failed."""
     task_id = task.task_id(partition_date)
     # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
     poll_jobs(wh, lambda _provider: adapter, task_id=task_id)
-    downloaded = download_results(wh, task_id, adapter)
+    start_collect_run(wh, task_id)
+    errors: dict[str, str] = {}
+    downloaded = download_results(wh, task_id, adapter, errors)
     files, lines = ingest_files(wh, task_id, wire_format(task.spec.provider, task.spec.endpoint))
+    if errors:
+        raise CollectError(f"{len(errors)} job(s) of {task_id} not downloaded (retried next time): "
+                           + "; ".join(f"{k}: {v}" for k, v in errors.items()))
     with wh.connect() as conn:
         by_status = dict(conn.execute(
             "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]).fetchall())

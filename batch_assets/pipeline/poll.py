@@ -1,7 +1,8 @@
 """Stage 4 — poll provider jobs and hand newly terminal partitions to collection.
 
 Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
-first, within a time budget per tick; records every transition; reports jobs stuck in one state.
+first, within a time budget per tick; records every transition. Terminal jobs whose provider has
+not made the results of a COMPLETED job fetchable yet are polled too, until it has.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+import duckdb
+
 from batch_assets.ledger.jobs import record_snapshot
-from batch_assets.ledger.states import IN_FLIGHT_SQL
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
 from batch_assets.providers.registry import provider_limits
@@ -24,7 +27,8 @@ class PollResult:
     polled: int = 0
     transitions: list[tuple[str, str, str]] = field(default_factory=list)  # (job_key, from, to)
     errors: dict[str, str] = field(default_factory=dict)                   # job_key -> error text
-    stuck: list[str] = field(default_factory=list)
+    # job_key -> the provider's reasons, for jobs that ended failed/expired/cancelled on this poll
+    batch_failures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,15 @@ class CollectRequest:
 
 
 def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
-              max_workers: int = 8, stuck_after_s: float = 6 * 3600, task_id: str | None = None) -> PollResult:
+              max_workers: int = 8, task_id: str | None = None) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, f"""
             SELECT job_key, provider, provider_batch_id, state,
                    epoch(now()::TIMESTAMP) - epoch(state_changed_at) AS seconds_in_state
             FROM ledger.provider_job
-            WHERE {IN_FLIGHT_SQL}
+            WHERE ({IN_FLIGHT_SQL} OR (state = '{JobState.COMPLETED.value}' AND downloaded_at IS NULL
+                                       AND results_ready = false))
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
         """, [task_id, task_id])
@@ -83,9 +88,16 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
                 result.polled += 1
                 if record_snapshot(conn, job["job_key"], snap):
                     result.transitions.append((job["job_key"], job["state"], snap.state.value))
-                elif job["seconds_in_state"] > stuck_after_s:
-                    result.stuck.append(job["job_key"])
+                    if snap.state in FAILED_TERMINAL_STATES:
+                        result.batch_failures[job["job_key"]] = failure_reason(snap)
     return result
+
+
+def failure_reason(snap: JobSnapshot) -> str:
+    """The provider's reasons for a batch that ended without running (all of) its requests,
+    e.g. `token_limit_exceeded: Enqueued token limit reached …`."""
+    reasons = "; ".join(f"{e.code}: {e.message}" if e.code else e.message for e in snap.errors)
+    return f"{snap.state.value} ({snap.raw_status})" + (f": {reasons}" if reasons else "")
 
 
 def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectRequest], int]:
@@ -107,23 +119,26 @@ def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectR
     return requests, max([after_seq, *(int(r["max_seq"]) for r in rows)])
 
 
-def partitions_waiting_to_submit(wh: Warehouse) -> list[tuple[str, str, int]]:
+def partitions_waiting_to_submit(wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
+                                 ) -> list[tuple[str, str, int]]:
     """(task_name, partition_date, shards waiting) for partitions whose shards were held back by
     the provider's concurrent-job cap, when that provider has room again."""
-    with wh.connect() as conn:
-        rows = conn.execute(f"""
-            WITH waiting AS (
-                SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
-                FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
-                LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL
-                WHERE j.job_key IS NULL AND s.deferred_at IS NOT NULL  -- held back by a submit run, not mid-run
-                GROUP BY ALL
-            ), busy AS (
-                SELECT provider, count(*) AS in_flight FROM ledger.provider_job
-                WHERE {IN_FLIGHT_SQL} GROUP BY provider
-            )
-            SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
-            FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
-        """).fetchall()
+    if conn is None:
+        with wh.connect() as own:
+            return partitions_waiting_to_submit(wh, own)
+    rows = conn.execute(f"""
+        WITH waiting AS (
+            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
+            FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
+            LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL
+            WHERE j.job_key IS NULL AND s.deferred_at IS NOT NULL  -- held back by a submit run, not mid-run
+            GROUP BY ALL
+        ), busy AS (
+            SELECT provider, count(*) AS in_flight FROM ledger.provider_job
+            WHERE {IN_FLIGHT_SQL} GROUP BY provider
+        )
+        SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
+        FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
+    """).fetchall()
     return [(task, day, shards) for task, day, shards, provider, in_flight in rows
             if in_flight < provider_limits(provider).max_concurrent_jobs]

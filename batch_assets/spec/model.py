@@ -13,6 +13,7 @@ import duckdb
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from batch_assets.providers.limits import parse_duration
 from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -29,6 +30,10 @@ class SourceSpec(_Strict):
     required_columns: list[str] | None = Field(
         default=None,
         description="Columns that must be non-blank for an item to be sent (default: every template column).",
+    )
+    tables: list[str] | None = Field(
+        default=None,
+        description="Tables the query reads, shown as the task's source assets (default: found in the query).",
     )
 
     @field_validator("sql")
@@ -182,9 +187,47 @@ class RetrySpec(_Strict):
         return v
 
 
+Duration = float | str
+
+
+class StuckSpec(_Strict):
+    """Per-task overrides of when a provider job counts as stuck and what is done about it."""
+
+    sla: dict[Literal["VALIDATING", "SUBMITTED", "RUNNING", "FINALIZING"], Duration] | None = Field(
+        default=None, description="Longest time a job may stay in a state: seconds or e.g. '30m', '24h'.")
+    policy: Literal["cancel_and_retry", "notify"] | None = Field(
+        default=None, description="cancel_and_retry (default): cancel a job stuck for act_after more, its "
+                                  "unfinished items are sent again; notify: only flag and log it.")
+    act_after: Duration | None = Field(default=None, description="How long after being flagged a stuck job is "
+                                                                 "cancelled (default: its state's SLA again).")
+
+    @field_validator("act_after")
+    @classmethod
+    def _duration(cls, v):
+        if v is not None:
+            parse_duration(v)
+        return v
+
+    @field_validator("sla")
+    @classmethod
+    def _durations(cls, v):
+        for value in (v or {}).values():
+            parse_duration(value)
+        return v
+
+
+OWNER_RE = re.compile(r"^(team:[A-Za-z0-9_.-]+|[^@\s]+@[^@\s]+\.[^@\s]+)$")
+TAG_KEY_RE = re.compile(r"^([A-Za-z0-9_.-]{1,63}/)?[A-Za-z0-9_.-]{1,63}$")
+TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+
+
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
+    owners: list[str] = Field(default_factory=list, description="Who answers for the task's assets: e-mail "
+                              "addresses or `team:<name>`; shown as the owners of every asset of the task.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every asset of the task (keys and "
+                                 "values: letters, digits, '_', '-', '.', at most 63; a key may have one 'prefix/').")
     item_type: str = Field(description="Kind of business record, part of custom_id (e.g. ticket).")
     source: SourceSpec
     prompt: PromptSpec
@@ -198,12 +241,30 @@ class TaskSpec(_Strict):
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
     limits: LimitsSpec = LimitsSpec()
     retry: RetrySpec = RetrySpec()
+    stuck: StuckSpec = StuckSpec()
 
     @field_validator("name")
     @classmethod
     def _task_name(cls, v: str) -> str:
         if not NAME_RE.match(v):
             raise ValueError("use lower-case letters, digits and '_' (start with a letter, at most 48 chars)")
+        return v
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, v: list[str]) -> list[str]:
+        bad = [o for o in v if not OWNER_RE.match(o)]
+        if bad:
+            raise ValueError(f"{bad} are not owners; use e-mail addresses or team names written `team:<name>`")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [f"{k}: {val}" for k, val in v.items() if not TAG_KEY_RE.match(k) or not TAG_VALUE_RE.match(str(val))]
+        if bad:
+            raise ValueError(f"{bad} are not valid tags; keys and values use letters, digits, '_', '-', '.' "
+                             "(at most 63 each; a key may start with one 'prefix/')")
         return v
 
     @field_validator("item_type")

@@ -1,0 +1,177 @@
+"""Which task partitions still need a collect run, read from the ledger's state.
+
+A terminal provider job is collected once its results are downloaded, every downloaded file is
+ingested, every ok result line has a parsed outcome for its attempt, (a failed batch's lines
+without any line have their outcome from the batch's end state), and every usable outcome has an
+applied_result. A job short of any of these is *pending*, with the first missing step as its
+reason. The provider status sensor asks for one collect run per partition with pending jobs on
+every tick, so a collect run that failed (or never ran) is asked for again.
+
+Every collect run counts one more try on the jobs it starts on (`collect_attempts`); the run key
+carries the partition's total, so it changes after each run: a failed run is retried under a new
+key, a run in flight is not asked for twice (same key). A job pending after `max_tries` tries is
+given up on: the sensor stops asking, and `collect_error` says why.
+
+A job whose provider reported success before the results can be fetched (`results_ready` false)
+is not collected yet: the sensor keeps polling it, and after `results_wait_s` it is flagged in
+`collect_error` (and logged at WARNING) until they can be.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import duckdb
+
+from batch_assets.ledger.jobs import count_collect_attempts, set_collect_error
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, terminal_sql
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+
+DEFAULT_MAX_COLLECT_TRIES = 5
+DEFAULT_RESULTS_WAIT_S = 3600.0
+
+
+
+# Whether a terminal job's results may be downloaded now, on provider_job `j`. Only a job reported
+# COMPLETED whose results cannot be fetched yet is held back (results_ready NULL: recorded before
+# the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
+READY_SQL = f"(j.state <> '{JobState.COMPLETED.value}' OR coalesce(j.results_ready, true))"
+
+_PENDING_SQL = f"""
+    SELECT j.job_key, j.task_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date,
+           s.attempt, coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error,
+           CASE
+             WHEN j.downloaded_at IS NULL THEN 'not downloaded'
+             WHEN EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
+               THEN 'raw files not ingested'
+             WHEN EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.job_key = j.job_key AND r.status = 'ok'
+                            AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
+                                            WHERE p.custom_id = r.custom_id AND p.attempt = r.attempt))
+               THEN 'result lines not parsed'
+             WHEN j.state IN {FAILED_TERMINAL_STATES_SQL}
+                  AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.shard_id = j.shard_id
+                                AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
+                                                WHERE p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
+                                AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.status = 'ok'
+                                                  AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt))
+               THEN 'items without an outcome'
+             WHEN EXISTS (SELECT 1 FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
+                          WHERE p.job_key = j.job_key AND p.provider_succeeded AND p.error_class IS NULL
+                            AND NOT EXISTS (SELECT 1 FROM ledger.applied_result a WHERE a.custom_id = p.custom_id))
+               THEN 'usable outcomes not applied'
+           END AS reason
+    FROM ledger.provider_job j
+    JOIN ledger.batch_task t USING (task_id)
+    JOIN ledger.shard s USING (shard_id)
+    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL})
+      AND ($task_id IS NULL OR j.task_id = $task_id)
+"""
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    job_key: str
+    task_id: str
+    task_name: str
+    partition_date: str
+    attempt: int
+    collect_attempts: int
+    collect_error: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    """One collect run for a partition: its pending jobs and how often collection was tried."""
+
+    task_name: str
+    partition_date: str
+    jobs: tuple[PendingJob, ...]
+
+    @property
+    def job_keys(self) -> tuple[str, ...]:
+        return tuple(j.job_key for j in self.jobs)
+
+    @property
+    def generation(self) -> int:
+        """Collect runs started on these jobs so far: part of the run key, so a retry gets a new one."""
+        return sum(j.collect_attempts for j in self.jobs)
+
+    @property
+    def tries(self) -> int:
+        """The most collect runs any of the jobs has had."""
+        return max(j.collect_attempts for j in self.jobs)
+
+    @property
+    def attempt(self) -> int:
+        """The highest shard attempt among the jobs (1, or more for a retry shard)."""
+        return max(j.attempt for j in self.jobs)
+
+    @property
+    def run_key(self) -> str:
+        digest = hashlib.sha256("|".join(sorted(self.job_keys)).encode()).hexdigest()[:16]
+        return f"collect:{self.task_name}:{self.partition_date}:{digest}:try{self.generation}"
+
+    def describe(self) -> str:
+        return "; ".join(f"{j.job_key}: {j.reason}" + (f" (last error: {j.collect_error})" if j.collect_error else "")
+                         for j in self.jobs)
+
+
+@dataclass
+class CollectPlan:
+    requests: list[CollectRequest]
+    given_up: list[PendingJob]          # pending after max_tries: no longer asked for
+    results_not_ready: list[dict]       # terminal, results not fetchable yet (job_key, state, seconds)
+
+
+def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
+                 ) -> list[PendingJob]:
+    """Terminal jobs (of one partition, or all) whose results are not fully collected, with why."""
+    if conn is None:
+        with wh.connect() as own:
+            return pending_jobs(wh, task_id, own)
+    rows = fetch_dicts(conn, f"SELECT * FROM ({_PENDING_SQL}) WHERE reason IS NOT NULL ORDER BY task_id, job_key",
+                       {"task_id": task_id})
+    return [PendingJob(**r) for r in rows]
+
+
+def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
+                    results_wait_s: float = DEFAULT_RESULTS_WAIT_S,
+                    conn: duckdb.DuckDBPyConnection | None = None) -> CollectPlan:
+    """One request per partition with pending jobs still within `max_tries`; the jobs given up on
+    get (once) a `collect_error` saying so; jobs waiting for their results past the wait are flagged."""
+    if conn is None:
+        with wh.connect() as own:
+            return plan_collection(wh, max_tries, results_wait_s, own)
+    by_partition: dict[tuple[str, str], list[PendingJob]] = {}
+    given_up = []
+    for job in pending_jobs(wh, conn=conn):
+        if job.collect_attempts >= max_tries:
+            given_up.append(job)
+        else:
+            by_partition.setdefault((job.task_name, job.partition_date), []).append(job)
+    for job in given_up:
+        if not (job.collect_error or "").startswith("gave up"):
+            set_collect_error(conn, job.job_key, f"gave up after {job.collect_attempts} collect tries: {job.reason}"
+                              + (f"; last error: {job.collect_error}" if job.collect_error else ""))
+    waiting = fetch_dicts(conn, f"""
+        SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
+        FROM ledger.provider_job j
+        WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
+        ORDER BY j.job_key
+    """)
+    for job in waiting:
+        if job["seconds"] > results_wait_s and job["collect_error"] is None:
+            set_collect_error(conn, job["job_key"], f"{job['state']} but results not ready after "
+                                                    f"{job['seconds']:.0f} s")
+    requests = [CollectRequest(task, day, tuple(js)) for (task, day), js in sorted(by_partition.items())]
+    return CollectPlan(requests, given_up, waiting)
+
+
+def start_collect_run(wh: Warehouse, task_id: str) -> list[PendingJob]:
+    """A collect run of the partition starts: count one more try on each of its pending jobs."""
+    with wh.connect() as conn:
+        jobs = pending_jobs(wh, task_id, conn)
+        count_collect_attempts(conn, [j.job_key for j in jobs])
+    return jobs

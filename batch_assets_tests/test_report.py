@@ -1,0 +1,168 @@
+"""The partition report (pipeline.report), Dagster-free: its numbers are the reconciliation's, its
+times come from the provider jobs and their status events, and the HTML page has two charts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+
+from batch_assets.pipeline.reconcile import FAILURE_CLASSES, reconcile
+from batch_assets.pipeline.report import (
+    build_report,
+    cost_figures,
+    render_html,
+    report_markdown,
+    report_numbers,
+    report_path,
+    write_report,
+)
+
+from .conftest import DAY1
+
+T0 = dt.datetime(2026, 11, 20, 1, 0, 0)
+
+
+@pytest.fixture
+def finished(seeded_copy, ticket_task, adapter, run_partition):
+    """One partition of ticket_triage run to the end against the emulator."""
+    rec = run_partition(seeded_copy, ticket_task, DAY1, adapter)
+    assert rec.verdict().passed
+    return seeded_copy, ticket_task.task_id(DAY1)
+
+
+def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_path):
+    wh, task_id = finished
+    rec = reconcile(wh, task_id)
+    with wh.connect() as conn:
+        r = build_report(conn, task_id)
+        tokens = conn.execute("SELECT sum(input_tokens), sum(output_tokens) FROM ledger.parsed_result "
+                              "WHERE task_id = ?", [task_id]).fetchone()
+    assert r.done and r.verdict.final_status == "COMPLETED" and r.eta_s is None
+    # every item counted once, in the reconciliation's terms
+    assert sum(r.outcomes().values()) == r.items == rec.manifest_items == 58
+    n = report_numbers(r)
+    assert (n["items"], n["applied"], n["quarantined"], n["final_failed"], n["unresolved"]) == \
+           (rec.manifest_items, rec.applied, rec.quarantined, rec.final_failed_total, rec.unresolved) == (58, 53, 5, 0, 0)
+    assert all(n[f"final_failed_{c}"] == rec.final_failed.get(c, 0) for c in FAILURE_CLASSES)
+    assert n["completion_rate"] == 1.0 and n["applied_rate"] == pytest.approx(53 / 58)
+    assert (n["input_tokens"], n["output_tokens"]) == tokens and n["input_tokens"] > 0
+    assert "thinking_tokens" not in n  # the ledger keeps no separate count: they are in output_tokens
+    # times: one job, from its intent to its end
+    (job,) = r.jobs
+    assert job.state == "COMPLETED" and job.lines == 53
+    assert n["total_time_s"] == pytest.approx((job.terminal_at - job.created_at).total_seconds(), abs=1e-3)
+    assert n["queue_time_s"] <= n["total_time_s"]
+    assert sum(r.time_in_state_s().values()) == pytest.approx(job.total_s(r.generated_at), abs=1e-3)
+    assert all(isinstance(v, int | float) for v in n.values())
+    md = report_markdown(r)
+    assert "| applied (final) | 53 |" in md and "| **total** | 58 |" in md and "COMPLETED" in md
+
+
+def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
+    wh, task_id = finished
+    with wh.connect() as conn:
+        r = build_report(conn, task_id)
+    path = write_report(r, tmp_path)
+    assert path == report_path(tmp_path, task_id) == tmp_path / "reports" / f"{task_id}.html"
+    page = path.read_text(encoding="utf-8")
+    svgs = re.findall(r"<svg .*?</svg>", page, re.S)
+    assert len(svgs) == 2
+    outcomes, states = svgs
+    assert "Items by outcome" in outcomes and ">53<" in outcomes and ">5<" in outcomes
+    assert "Time each provider job spent in each state" in states and "a1_s0000:job1" in states
+    assert page == render_html(r) and "<script" not in page
+    assert not list(tmp_path.glob("reports/*.tmp"))
+
+
+def test_an_unfinished_partition_shows_what_is_open_and_no_end(seeded_copy, ticket_task, adapter):
+    from batch_assets.pipeline.manifest import freeze_manifest
+    from batch_assets.pipeline.shards import cut_shards
+    from batch_assets.pipeline.submit import submit_pending
+
+    freeze_manifest(seeded_copy, ticket_task, DAY1)
+    cut_shards(seeded_copy, ticket_task, DAY1)
+    submit_pending(seeded_copy, ticket_task, DAY1, adapter)  # not polled: the ledger says submitted
+    task_id = ticket_task.task_id(DAY1)
+    with seeded_copy.connect() as conn:
+        r = build_report(conn, task_id)
+    assert not r.done and r.finished_at is None
+    assert r.reconciliation.in_flight == 53 and r.outcomes()["in_flight"] == 53
+    assert r.completion_rate == pytest.approx(5 / 58)  # only the quarantined items are final
+    assert r.eta_s is None  # no progress reported yet: no rate to extrapolate
+    assert "IN PROGRESS" in render_html(r) and "ETA | unknown" in report_markdown(r)
+
+
+def _ledger_rows(conn, task_id="t_20261120"):
+    """A partition with one 10-line job: created 01:00, submitted 01:01, running 01:05, done 01:15."""
+    conn.execute("""INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model,
+                        endpoint, prompt_version, output_schema_version, status, created_at, updated_at)
+                    VALUES (?, 't', DATE '2026-11-20', 'x', 'openai', 'm', '/v1/chat/completions', 'v1', 'v1',
+                            'SUBMITTED', ?, ?)""", [task_id, T0, T0])
+    conn.execute("""INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
+                        line_count, byte_count, est_tokens, created_at)
+                    VALUES ('s0', ?, 'openai', '/v1/chat/completions', 'm', 1, 0, 'x', 10, 1, 1, ?)""", [task_id, T0])
+    conn.execute("""INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id,
+                        state, request_total, request_completed, request_failed, created_at, submitted_at,
+                        state_changed_at, terminal_at)
+                    VALUES ('j1', ?, 's0', 'openai', '/v1/chat/completions', 'b1', ?, 10, ?, 0, ?, ?, ?, ?)""",
+                 [task_id, "RUNNING", 4, T0, T0 + dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=5), None])
+    for i in range(10):  # its ten items, sent in the job's shard
+        conn.execute("""INSERT INTO ledger.manifest_item (custom_id, task_id, business_id, item_type, input_hash,
+                            prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at)
+                        VALUES (?, ?, ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?)""", [f"m{i}", task_id, f"b{i}", T0])
+        conn.execute("""INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, request_id, task_id, attempt,
+                            line_bytes, est_tokens) VALUES ('s0', ?, ?, ?, ?, 1, 1, 1)""", [i, f"m{i}", f"m{i}", task_id])
+    for state, minute in [("CREATED", 0), ("VALIDATING", 1), ("VALIDATING", 2), ("RUNNING", 5)]:
+        conn.execute("INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
+                     "VALUES ('j1', NULL, ?, ?)", [state, T0 + dt.timedelta(minutes=minute)])
+
+
+def test_queue_run_total_time_in_state_and_eta_from_the_ledger(warehouse):
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        now = T0 + dt.timedelta(minutes=9)
+        r = build_report(conn, "t_20261120", now=now)
+        # 4 of 10 requests done in the 4 minutes since it was seen running: 6 more take 6 minutes
+        assert (r.queue_time_s, r.run_time_s, r.total_time_s) == (240.0, 240.0, 540.0)
+        assert r.time_in_state_s() == {"CREATED": 60.0, "VALIDATING": 240.0, "RUNNING": 240.0}
+        assert r.eta_s == pytest.approx(360.0)
+        n = report_numbers(r)
+        assert (n["time_in_created_s"], n["time_in_validating_s"], n["time_in_running_s"]) == (60.0, 240.0, 240.0)
+        assert n["eta_s"] == pytest.approx(360.0)
+        conn.execute("UPDATE ledger.provider_job SET state = 'COMPLETED', request_completed = 10, terminal_at = ?",
+                     [T0 + dt.timedelta(minutes=15)])
+        conn.execute("INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
+                     "VALUES ('j1', 'RUNNING', 'COMPLETED', ?)", [T0 + dt.timedelta(minutes=15)])
+        r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(hours=2))
+        (job,) = r.jobs
+        assert (job.queue_s(r.generated_at), job.run_s(r.generated_at), job.total_s(r.generated_at)) == \
+               (240.0, 600.0, 900.0)
+        assert r.time_in_state_s()["RUNNING"] == 600.0  # the terminal state adds no time
+
+
+def test_cost_is_none_until_the_ledger_has_cost_columns_then_summed(warehouse):
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        assert cost_figures(conn, "t_20261120") is None
+        r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9))
+        assert r.cost is None and "estimated_cost" not in report_numbers(r)
+        assert "not recorded in the ledger" in report_markdown(r)
+        # the columns another change adds: estimated cost per item, actual cost per attempt, currency
+        conn.execute("ALTER TABLE ledger.manifest_item ADD COLUMN IF NOT EXISTS est_cost DOUBLE")
+        conn.execute("ALTER TABLE ledger.parsed_result ADD COLUMN IF NOT EXISTS cost DOUBLE")
+        conn.execute("ALTER TABLE ledger.batch_task ADD COLUMN IF NOT EXISTS currency VARCHAR")
+        conn.execute("UPDATE ledger.batch_task SET currency = 'USD'")
+        for i, cost in enumerate((0.25, 0.5)):
+            conn.execute("""INSERT INTO ledger.manifest_item (custom_id, task_id, business_id, item_type, input_hash,
+                                prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at,
+                                est_cost) VALUES (?, 't_20261120', ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?, ?)""",
+                         [f"c{i}", f"b{i}", T0, cost])
+        conn.execute("""INSERT INTO ledger.parsed_result (custom_id, attempt, task_id, job_key, provider_succeeded,
+                            output_schema_version, parsed_at, cost) VALUES ('c0', 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
+                     [T0])
+        cost = cost_figures(conn, "t_20261120")
+        assert (cost.estimated, cost.actual, cost.currency) == (0.75, 0.2, "USD")
+        n = report_numbers(build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9)))
+        assert (n["estimated_cost"], n["actual_cost"]) == (0.75, 0.2)
