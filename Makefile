@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test dev bench emulator emulator-bench e2e clean
+.PHONY: demo test dev bench emulator emulator-bench e2e soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
+
+# Not part of `make test`: every provider, 20 partitions, 5 % random faults, driven to final (a few minutes).
+soak: $(STAMP)
+	$(BIN)/batch-assets soak $(SOAK_ARGS)
 
 emulator: $(STAMP)
 	$(BIN)/batch-assets emulator --port $(EMULATOR_PORT)

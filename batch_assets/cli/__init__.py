@@ -1,9 +1,9 @@
 """`batch-assets`: the operator's command line.
 
-    demo · dev · emulator · bench · seed · jobs · report · export · sql · cancel
+    demo · dev · emulator · bench · soak · seed · jobs · report · export · sql · cancel
 
-Layout: parser.py builds the argparse tree (each subcommand parses only its own flags; emulator
-and bench get every word after their name), one module per command (or pair of commands) holds
+Layout: parser.py builds the argparse tree (each subcommand parses only its own flags; emulator,
+bench and soak get every word after their name), one module per command (or pair of commands) holds
 its function, output.py renders read commands as table/json/csv, errors.py turns exceptions into
 one line on stderr. `main` is the console script and `python -m batch_assets.cli`.
 """

@@ -120,7 +120,11 @@ def build_parser() -> CliParser:
              "its own flags: `batch-assets emulator --help`"),
             ("bench", passthrough.cmd_bench,
              "the offline benchmark: the pipeline at N items (default 1,000,000) against plain-DuckDB floors; "
-             "its own flags: `batch-assets bench --help`")):
+             "its own flags: `batch-assets bench --help`"),
+            ("soak", passthrough.cmd_soak,
+             "the reliability soak: every provider's demo task over several days against the emulator with 5 %% "
+             "random faults of every kind, driven to final; exit 1 unless every item is final, nothing written "
+             "twice and no provider batch created twice; its own flags: `batch-assets soak --help`")):
         c = sub.add_parser(name, help=help, forward=True, usage=f"{PROG} {name} [its own flags; see --help]")
         c.set_defaults(run=run)
 

@@ -1,4 +1,4 @@
-"""`batch-assets emulator` and `batch-assets bench`: programs with their own flags and --help.
+"""`batch-assets emulator`, `batch-assets bench` and `batch-assets soak`: programs with their own flags and --help.
 
 The parser hands them every word after the subcommand unchanged (see parser.py).
 """
@@ -33,5 +33,14 @@ def cmd_bench(args) -> int:
 
     try:
         return bench_main(args.forwarded) or 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+
+
+def cmd_soak(args) -> int:
+    from batch_assets.soak import main as soak_main
+
+    try:
+        return soak_main(args.forwarded) or 0
     except SystemExit as exc:
         return _exit_code(exc)

@@ -15,6 +15,7 @@ import duckdb
 from batch_assets.ledger.results import insert_applied_results
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.gate import restore_json_sql
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
@@ -117,6 +118,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at
             """)
+            faultpoints.reached("apply.before_commit")
             insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _decided",
                                    target_table=apply.table, output_version=spec.output.version)
         applied, stale = conn.execute(

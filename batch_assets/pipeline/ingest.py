@@ -24,6 +24,7 @@ from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mar
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
+from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.collect import READY_SQL, start_collect_run
 from batch_assets.pipeline.poll import poll_jobs
 from batch_assets.pipeline.shards import file_sha256
@@ -93,6 +94,7 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
             continue
         files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
                  for r in results]
+        faultpoints.reached("download.file_written")
         with wh.connect() as conn, transaction(conn):
             for file_key, kind, file_id, path, sha, size in files:
                 insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
@@ -251,6 +253,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 mark_files_ingested(conn, """
                     SELECT f.file_key, count(i.file_key) AS line_count FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1
                 """)
+                faultpoints.reached("ingest.before_commit")
             files_done += len(batch)
             lines_done += n
         conn.execute("DROP TABLE IF EXISTS _in; DROP TABLE IF EXISTS _keyed; DROP TABLE IF EXISTS _files")

@@ -14,6 +14,7 @@ from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline import faultpoints
 from batch_assets.sqltext import sql_literal
 from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.providers.registry import wire_format
@@ -115,6 +116,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                                       AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt)
                 )
             """, output_schema_version=task.spec.output.version, from_line=False)
+            faultpoints.reached("parse.before_commit")
         by_class = dict(conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
         """).fetchall())
