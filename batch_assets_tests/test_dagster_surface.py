@@ -113,8 +113,8 @@ def test_applied_carries_each_partitions_health_and_the_check_names_its_partitio
     _, _, _, collect, _, _ = runs
     m = materializations(collect, "applied")[DAY1]
     assert (m["task_id"], m["items"], m["applied"], m["final_failed"], m["in_flight"], m["unresolved"]) == \
-           (f"{TASK}_20261120", 58, 53, 0, 0, 0)
-    assert m["applied_rate"] == pytest.approx(53 / 58) and m["failure_rate"] == 0.0
+           (f"{TASK}_20261120", 58, 50, 0, 0, 0)
+    assert m["applied_rate"] == pytest.approx(50 / 58) and m["failure_rate"] == 0.0
     assert m["final_status"] == "COMPLETED"
     (check,) = collect.get_asset_check_evaluations()
     assert check.check_name == "reconciliation" and check.passed
@@ -132,8 +132,8 @@ def test_source_and_business_tables_are_observed_with_rows_and_columns(runs):
     assert source["dagster/table_name"] == "main.support_tickets" and source["dagster/row_count"] == tickets
     assert "body" in {c.name for c in source["dagster/column_schema"].columns}
     (business,) = observations(collect, dg.AssetKey(["warehouse", "ticket_labels"]))
-    assert business["dagster/table_name"] == "main.ticket_labels" and business["dagster/row_count"] == labels == 53
-    assert business["written_by"] == f"{TASK}_20261120" and business["rows_of_these_partitions"] == 53
+    assert business["dagster/table_name"] == "main.ticket_labels" and business["dagster/row_count"] == labels == 50
+    assert business["written_by"] == f"{TASK}_20261120" and business["rows_of_these_partitions"] == 50
     assert {"ticket_id", "category", "output_version"} <= {c.name for c in business["dagster/column_schema"].columns}
 
 
@@ -149,9 +149,9 @@ def test_the_report_asset_shows_the_partitions_figures_and_writes_its_page(runs)
     _, _, _, collect, wh, _ = runs
     m = materializations(collect, "report")[DAY1]
     assert (m["task_id"], m["status"], m["items"], m["applied"], m["unresolved"]) == \
-           (f"{TASK}_20261120", "COMPLETED", 58, 53, 0)
+           (f"{TASK}_20261120", "COMPLETED", 58, 50, 0)
     assert m["completion_rate"] == 1.0 and m["input_tokens"] > 0 and m["total_time_s"] > 0
-    assert "| applied (final) | 53 |" in m["report"]
+    assert "| applied (final) | 50 |" in m["report"]
     page = wh.data_dir / "reports" / f"{TASK}_20261120.html"
     assert m["report_path"] == str(page) and page.read_text(encoding="utf-8").count("<svg") == 2
 

@@ -44,20 +44,20 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     assert sum(r.outcomes().values()) == r.items == rec.manifest_items == 58
     n = report_numbers(r)
     assert (n["items"], n["applied"], n["quarantined"], n["final_failed"], n["unresolved"]) == \
-           (rec.manifest_items, rec.applied, rec.quarantined, rec.final_failed_total, rec.unresolved) == (58, 53, 5, 0, 0)
+           (rec.manifest_items, rec.applied, rec.quarantined, rec.final_failed_total, rec.unresolved) == (58, 50, 8, 0, 0)
     assert all(n[f"final_failed_{c}"] == rec.final_failed.get(c, 0) for c in FAILURE_CLASSES)
-    assert n["completion_rate"] == 1.0 and n["applied_rate"] == pytest.approx(53 / 58)
+    assert n["completion_rate"] == 1.0 and n["applied_rate"] == pytest.approx(50 / 58)
     assert (n["input_tokens"], n["output_tokens"]) == tokens and n["input_tokens"] > 0
     assert "thinking_tokens" not in n  # the ledger keeps no separate count: they are in output_tokens
     # times: one job, from its intent to its end
     (job,) = r.jobs
-    assert job.state == "COMPLETED" and job.lines == 53
+    assert job.state == "COMPLETED" and job.lines == 50
     assert n["total_time_s"] == pytest.approx((job.terminal_at - job.created_at).total_seconds(), abs=1e-3)
     assert n["queue_time_s"] <= n["total_time_s"]
     assert sum(r.time_in_state_s().values()) == pytest.approx(job.total_s(r.generated_at), abs=1e-3)
     assert all(isinstance(v, int | float) for v in n.values())
     md = report_markdown(r)
-    assert "| applied (final) | 53 |" in md and "| **total** | 58 |" in md and "COMPLETED" in md
+    assert "| applied (final) | 50 |" in md and "| **total** | 58 |" in md and "COMPLETED" in md
 
 
 def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
@@ -70,7 +70,7 @@ def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
     svgs = re.findall(r"<svg .*?</svg>", page, re.S)
     assert len(svgs) == 2
     outcomes, states = svgs
-    assert "Items by outcome" in outcomes and ">53<" in outcomes and ">5<" in outcomes
+    assert "Items by outcome" in outcomes and ">50<" in outcomes and ">8<" in outcomes
     assert "Time each provider job spent in each state" in states and "a1_s0000:job1" in states
     assert page == render_html(r) and "<script" not in page
     assert not list(tmp_path.glob("reports/*.tmp"))
@@ -88,8 +88,8 @@ def test_an_unfinished_partition_shows_what_is_open_and_no_end(seeded_copy, tick
     with seeded_copy.connect() as conn:
         r = build_report(conn, task_id)
     assert not r.done and r.finished_at is None
-    assert r.reconciliation.in_flight == 53 and r.outcomes()["in_flight"] == 53
-    assert r.completion_rate == pytest.approx(5 / 58)  # only the quarantined items are final
+    assert r.reconciliation.in_flight == 50 and r.outcomes()["in_flight"] == 50
+    assert r.completion_rate == pytest.approx(8 / 58)  # only the quarantined items are final
     assert r.eta_s is None  # no progress reported yet: no rate to extrapolate
     assert "IN PROGRESS" in render_html(r) and "ETA | unknown" in report_markdown(r)
 
@@ -142,7 +142,7 @@ def test_queue_run_total_time_in_state_and_eta_from_the_ledger(warehouse):
         assert r.time_in_state_s()["RUNNING"] == 600.0  # the terminal state adds no time
 
 
-def test_cost_is_none_until_the_ledger_has_cost_columns_then_summed(warehouse):
+def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
     with warehouse.connect() as conn:
         _ledger_rows(conn)
         assert cost_figures(conn, "t_20261120") is None

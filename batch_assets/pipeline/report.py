@@ -219,6 +219,8 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
                           [task_id]).fetchone()[0] if has_actual else None
     currency = conn.execute("SELECT currency FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone() \
         if _has_column(conn, "batch_task", "currency") else None
+    if est is None and actual is None:
+        return None  # nothing priced (yet): the report says so rather than showing zeros
     return Cost(None if est is None else float(est), None if actual is None else float(actual),
                 currency[0] if currency else None)
 
