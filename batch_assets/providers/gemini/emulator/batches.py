@@ -438,7 +438,8 @@ class GeminiBatchService:
                 record["model"],
                 item.request,
                 record["outcomes"][index],
-                f"{record['id']}:{index}",
+                # Stable across runs (not the random batch id): the same request draws the same answer.
+                f"{item.key if item.key is not None else index}:{index}",
                 status_names=record.get("item_error_status_names", False),
                 usage=UsageOptions(record.get("thinking", False), record.get("cached_fraction", 0.0)),
             )
