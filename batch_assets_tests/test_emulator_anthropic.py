@@ -359,6 +359,7 @@ def test_request_limits(emulator: EmulatorHandle, client: anthropic.Anthropic) -
 
 
 def test_not_found_auth_and_headers(emulator: EmulatorHandle, client: anthropic.Anthropic) -> None:
+    emulator.configure(queue_delay_s=3600)  # the batch below must still be running when its results are asked for
     with pytest.raises(anthropic.NotFoundError) as missing:
         client.messages.batches.retrieve("msgbatch_01nope")
     assert missing.value.body["error"]["type"] == "not_found_error"
