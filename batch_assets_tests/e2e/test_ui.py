@@ -145,7 +145,8 @@ def ui_latest_check(page, stack: Stack) -> tuple[str, str | None]:
     check_page(page, stack)
     text = page.inner_text("main") if page.locator("main").count() else page.inner_text("body")
     m = re.search(r"Evaluation result\s+(\w+)", text)
-    tid = re.search(r"\btask_id\s+(\S+)", text)
+    # The metadata row `task_id <task>_<YYYYMMDD>` (other text on the page may mention task_id too).
+    tid = re.search(r"\btask_id\s+([a-z][a-z0-9_]*_\d{8})\b", text)
     return (m.group(1) if m else "?"), (tid.group(1) if tid else None)
 
 
