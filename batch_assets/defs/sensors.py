@@ -44,20 +44,21 @@ ACTIVE_RUN_STATUSES = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_START
 SENSOR_NAME = "provider_status_sensor"
 
 
-def _policies():
-    """policy_for(task_name, provider): the task's stuck policy (provider defaults for a task not
-    found). The task files are read on first use, once per tick."""
-    tasks: dict | None = None
+def _load_tasks() -> dict:
+    """Every task spec, read once per tick; a task file being edited must not stop polling (its
+    jobs get the provider's stuck defaults and no automatic retries until it loads again)."""
+    try:
+        return load_all_tasks()
+    except Exception:
+        return {}
+
+
+def _policies(tasks: dict):
+    """policy_for(task_name, provider): the task's stuck policy (provider defaults for a task not found)."""
     cache: dict[tuple[str, str], StuckPolicy] = {}
 
     def policy_for(task_name: str, provider: str) -> StuckPolicy:
-        nonlocal tasks
         if (task_name, provider) not in cache:
-            if tasks is None:
-                try:
-                    tasks = load_all_tasks()
-                except Exception:  # a task file being edited must not stop polling: provider defaults meanwhile
-                    tasks = {}
             task = tasks.get(task_name)
             if task is not None:
                 cache[task_name, provider] = resolve_policy(task.limits.completion_window, task.limits.stuck,
@@ -110,6 +111,7 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
                          providers: ProvidersResource) -> dg.SensorResult:
     wh = warehouse.warehouse()
     log = context.log
+    tasks = _load_tasks()
     polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S)
     for job_key, old, new in polled.transitions:
         log.info(f"{job_key}: {old} -> {new}")
@@ -120,7 +122,7 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
 
     # One connection for the rest of the tick's ledger work (opening one is not free).
     with wh.connect() as conn:
-        stuck = handle_stuck_jobs(wh, _policies(), providers.adapter, conn)
+        stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn)
         plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
         attempts = _attempts(conn)
         high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
@@ -167,7 +169,7 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
                        **{"batch_assets/waiting_shards": str(shards)})))
     # Retries the retry ledger decided on go out once their backoff has passed (tasks with
     # automatic retries); the run key changes with what is due, so each wave is asked for once.
-    automatic = {name for name, task in load_all_tasks().items() if task.spec.retry.automatic}
+    automatic = {name for name, task in tasks.items() if task.spec.retry.automatic}
     for row in pending_retries(wh):
         if row["due"] and row["task_name"] in automatic:
             run_requests.append(dg.RunRequest(
