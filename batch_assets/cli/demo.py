@@ -10,9 +10,10 @@ from batch_assets.cli.errors import UsageError
 
 def cmd_demo(args) -> int:
     context.reject_database_option(args, "demo")
+    from batch_assets.cli.console import print_table
     from batch_assets.demo.runner import run_demo
 
-    return run_demo(Path(args.data_dir), fresh=args.fresh)
+    return run_demo(Path(args.data_dir), fresh=args.fresh, print_table=print_table)
 
 
 def cmd_seed(args) -> int:
