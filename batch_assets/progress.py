@@ -32,7 +32,7 @@ class Bar(Protocol):
 class Reporter(Protocol):
     """What a front end implements: start a bar, and be told when it is done."""
 
-    def start(self, description: str, total: float | None, unit: str) -> Bar: ...
+    def start(self, description: str, total: float | None, unit: str, keep: bool) -> Bar: ...
 
     def finish(self, bar: Bar) -> None: ...
 
@@ -49,7 +49,7 @@ class _NullBar:
 class NullReporter:
     """Shows nothing (the default)."""
 
-    def start(self, description: str, total: float | None, unit: str) -> Bar:
+    def start(self, description: str, total: float | None, unit: str, keep: bool) -> Bar:
         return _NullBar()
 
     def finish(self, bar: Bar) -> None:
@@ -80,10 +80,12 @@ def reporting(reporter: Reporter) -> Iterator[Reporter]:
 
 
 @contextlib.contextmanager
-def task(description: str, total: float | None = None, unit: str = "items") -> Iterator[Bar]:
-    """A bar for the block: `total` None means unknown (a spinner); `unit` "bytes" shows sizes."""
+def task(description: str, total: float | None = None, unit: str = "items", *, keep: bool = False) -> Iterator[Bar]:
+    """A bar for the block: `total` None means unknown (a spinner); `unit` "bytes" shows sizes. With
+    `keep` the finished bar stays on screen (a milestone of a command); else it goes when done (work
+    that may repeat many times, such as one partition's downloads)."""
     reporter = _reporter
-    bar = reporter.start(description, total, unit)
+    bar = reporter.start(description, total, unit, keep)
     try:
         yield bar
     finally:

@@ -256,13 +256,13 @@ class _RecordedBar:
 
 
 class Recorder:
-    """A reporter that keeps what it is told: [description, total, unit, advanced, finished] per bar."""
+    """A reporter that keeps what it is told: [description, total, unit, advanced, finished, keep] per bar."""
 
     def __init__(self):
         self.bars: list[list] = []
 
-    def start(self, description, total, unit):
-        self.bars.append([description, total, unit, 0, False])
+    def start(self, description, total, unit, keep):
+        self.bars.append([description, total, unit, 0, False, keep])
         return _RecordedBar(self.bars[-1])
 
     def finish(self, bar):
@@ -282,8 +282,8 @@ def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db,
         export_results(wh, TASK_ID, tmp_path / "loud.csv")
     assert isinstance(progress.current(), progress.NullReporter)
     size = (tmp_path / "loud.csv").stat().st_size - 3   # without the BOM
-    assert recorder.bars == [[f"{TASK_ID}: export (query)", None, "rows", 58, True],
-                             [f"{TASK_ID}: export (write loud.csv)", size, "bytes", size, True]]
+    assert recorder.bars == [[f"{TASK_ID}: export (query)", None, "rows", 58, True, True],
+                             [f"{TASK_ID}: export (write loud.csv)", size, "bytes", size, True, True]]
 
 
 def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, adapter, wait_for_jobs):
@@ -304,7 +304,7 @@ def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, ad
         summary = collect_raw_results(wh, ticket_task, DAY1, adapter)
     by_name = {b[0]: b for b in recorder.bars}
     task_id = ticket_task.task_id(DAY1)
-    assert by_name[f"{task_id}: download results"][1:] == [1, "jobs", 1, True]
+    assert by_name[f"{task_id}: download results"][1:] == [1, "jobs", 1, True, False]
     with wh.connect(read_only=True) as conn:
         files = dict(conn.execute("SELECT path, byte_count FROM ledger.raw_file").fetchall())
     downloads = [b for b in recorder.bars if b[0].startswith("download ")]
@@ -312,7 +312,7 @@ def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, ad
     assert all(b[2] == "bytes" and b[3] == files[str(wh.data_dir / "raw" / task_id / b[0][len("download "):])]
                and b[4] for b in downloads)
     total = sum(files.values())
-    assert by_name[f"{task_id}: ingest results"][1:] == [total, "bytes", total, True]
+    assert by_name[f"{task_id}: ingest results"][1:] == [total, "bytes", total, True, False]
 
 
 def test_library_modules_report_progress_without_rich():

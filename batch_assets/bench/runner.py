@@ -58,7 +58,8 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
     # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
-    with progress.task(f"benchmark: {items:,} items", total=2 * len(STAGES) + 3, unit="steps") as bar:
+    with progress.task(f"benchmark: {items:,} items", total=2 * len(STAGES) + 3, unit="steps",
+                       keep=True) as bar:
         return _run(items, workdir, keep, log, profile, bar)
 
 

@@ -76,8 +76,8 @@ class RichReporter:
     """A `batch_assets.progress.Reporter` drawing rich bars on one console.
 
     The display starts with the first bar and stops when no bar is left (so text printed between two
-    pieces of work is not drawn over). Top-level bars stay on screen when done; bars started inside
-    another (a file inside a download of many jobs) disappear when done."""
+    pieces of work is not drawn over). Bars started with `keep` stay on screen when done; the others
+    disappear."""
 
     def __init__(self, con) -> None:
         self._console = con
@@ -101,7 +101,7 @@ class RichReporter:
 
         return (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Amount(), TimeElapsedColumn())
 
-    def start(self, description: str, total: float | None, unit: str):
+    def start(self, description: str, total: float | None, unit: str, keep: bool = False):
         from rich.progress import Progress
 
         if self._progress is None:
@@ -111,7 +111,7 @@ class RichReporter:
             self._progress.start()
         task_id = self._progress.add_task(description, total=total, unit=unit)
         self._open.append(task_id)
-        return _RichBar(self._progress, task_id, nested=len(self._open) > 1)
+        return _RichBar(self._progress, task_id, keep=keep)
 
     def finish(self, bar) -> None:
         progress_ = self._progress
@@ -119,7 +119,7 @@ class RichReporter:
             return
         if bar.task_id in self._open:
             self._open.remove(bar.task_id)
-        if bar.nested:
+        if not bar.keep:
             progress_.remove_task(bar.task_id)
         else:
             task = progress_.tasks[[t.id for t in progress_.tasks].index(bar.task_id)]
@@ -131,10 +131,10 @@ class RichReporter:
 
 
 class _RichBar:
-    def __init__(self, progress_, task_id, *, nested: bool) -> None:
+    def __init__(self, progress_, task_id, *, keep: bool) -> None:
         self._progress = progress_
         self.task_id = task_id
-        self.nested = nested
+        self.keep = keep
 
     def advance(self, amount: float = 1) -> None:
         self._progress.advance(self.task_id, amount)

@@ -91,7 +91,8 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
 
         definitions = defs()
         with dg.DagsterInstance.get() as instance:
-            with progress.task("demo: submit", total=len(tasks) * len(partitions), unit="partitions") as bar:
+            with progress.task("demo: submit", total=len(tasks) * len(partitions), unit="partitions",
+                               keep=True) as bar:
                 for task in tasks:
                     for partition in partitions:
                         result = definitions.resolve_job_def(f"{task}__submit").execute_in_process(
@@ -130,7 +131,7 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
     sensor = definitions.resolve_sensor_def("provider_status_sensor")
     cursor = None
     deadline = time.monotonic() + TIMEOUT_S
-    with progress.task("demo: provider jobs collected", unit="jobs") as bar:
+    with progress.task("demo: provider jobs collected", unit="jobs", keep=True) as bar:
         while True:
             context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions, resources=resources)
             tick = sensor.evaluate_tick(context)

@@ -15,7 +15,7 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
     """One row per manifest item: its outcome, answer and input text. Returns rows written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     body = out.with_suffix(out.suffix + ".part")
-    with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows") as bar:
+    with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows", keep=True) as bar:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"no batch task {task_id!r}; list them with `batch-assets report`")
@@ -41,7 +41,8 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
         """).fetchone()[0]
         bar.advance(n)
     with (open(out, "wb") as dst, open(body, "rb") as src,
-          progress.task(f"{task_id}: export (write {out.name})", total=body.stat().st_size, unit="bytes") as bar):
+          progress.task(f"{task_id}: export (write {out.name})", total=body.stat().st_size, unit="bytes",
+                        keep=True) as bar):
         dst.write(UTF8_BOM)
         while chunk := src.read(1 << 20):
             dst.write(chunk)
