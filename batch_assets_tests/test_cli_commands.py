@@ -178,6 +178,9 @@ def test_demo_of_one_task_runs_to_balanced_with_progress_bars(capsys, tmp_path, 
     for name in ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_EMULATOR_URL", "DAGSTER_HOME",
                  "BATCH_ASSETS_PROVIDER_MODE"):
         monkeypatch.setenv(name, "")
+    for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):   # the demo drops these: restore them after
+        monkeypatch.delenv(f"BATCH_ASSETS_{provider}_MODE", raising=False)
+        monkeypatch.delenv(f"{provider}_BASE_URL", raising=False)
     monkeypatch.setenv("BATCH_ASSETS_PROGRESS", "1")
     code, out, err = run(capsys, "demo", "--data-dir", tmp_path / "data", "--task", "ticket_triage")
     assert code == 0, out + err
