@@ -18,6 +18,11 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:
     """Per partition: what happened to every item (final outcomes, retries, what is still open)."""
+    return format_table(*reconciliation_cells(recs))
+
+
+def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[list]]:
+    """(headers, rows) of `reconciliation_table`, for front ends that draw their own tables."""
     headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "stale",
                *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
                "unresolved", "balanced", "check", "status"]
@@ -28,7 +33,7 @@ def reconciliation_table(recs: list[Reconciliation]) -> str:
                      r.max_attempt, r.applied, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
                      r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
                      "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
-    return format_table(headers, rows)
+    return headers, rows
 
 
 def _money(v: float | None) -> str:
@@ -37,7 +42,12 @@ def _money(v: float | None) -> str:
 
 def gate_table(gates) -> str:
     """Per partition: items sent redacted / blocked for sensitive data, estimated and actual cost."""
+    return format_table(*gate_cells(gates))
+
+
+def gate_cells(gates) -> tuple[list[str], list[list]]:
+    """(headers, rows) of `gate_table`."""
     headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
     rows = [[g.task_id, g.pii_redacted, g.pii_blocked, _money(g.cost_estimated), _money(g.cost_actual),
              g.currency or "?"] for g in gates]
-    return format_table(headers, rows)
+    return headers, rows

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from batch_assets import progress
 from batch_assets.bench.proc import RSS_METHOD, ChildFailed, Measured, remove_paths, run_child
 from batch_assets.bench.report import BenchReport, StageResult
 
@@ -56,6 +57,14 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
+    # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
+    with progress.task(f"benchmark: {items:,} items", total=2 * len(STAGES) + 3, unit="steps",
+                       keep=True) as bar:
+        return _run(items, workdir, keep, log, profile, bar)
+
+
+def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
+         bar: progress.Bar) -> BenchReport:
     from batch_assets.bench.work import FLOOR_SQL
 
     say = log or (lambda _msg: None)
@@ -65,7 +74,9 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     wd = str(root)
 
     def step(label: str, fn: str, **kwargs) -> Measured:
+        bar.update(description=f"benchmark: {label}")
         m = run_child(fn, **kwargs)
+        bar.advance()
         rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
         say(f"  {label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}, load {m.load_avg:.1f}")
         return m
@@ -96,6 +107,7 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
                     "error_lines": outputs["error_lines"],
                     "bad_answers": outputs["schema_breaks"] + outputs["length_cuts"]}
         checked = run_child("verify", workdir=wd, expected=expected).result
+        bar.advance()
         report = BenchReport(
             items=items, workdir=wd, environment=_environment(), rss_method=RSS_METHOD, setup=setup, stages=stages,
             outputs=outputs, reconciliation=checked["reconciliation"], checks=checked["checks"],
@@ -125,7 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.items < 1:
+        parser.error(f"--items must be at least 1, got {args.items}")
     started = time.perf_counter()
     try:
         report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True),

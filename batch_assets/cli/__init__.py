@@ -4,8 +4,8 @@
 
 Layout: parser.py builds the argparse tree (each subcommand parses only its own flags; emulator,
 bench and soak get every word after their name), one module per command (or pair of commands) holds
-its function, output.py renders read commands as table/json/csv, errors.py turns exceptions into
-one line on stderr. `main` is the console script and `python -m batch_assets.cli`.
+its function, output.py renders read commands as table/json/csv, console.py draws rich tables and
+progress bars on a terminal (plain text elsewhere), errors.py turns exceptions into one line on stderr. `main` is the console script and `python -m batch_assets.cli`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else 0
     debug = getattr(args, "debug", False) or _debug_env()
+    from batch_assets.cli.console import bars
+
     try:
-        return int(args.run(args) or 0)
+        with bars():   # progress bars on stderr when it is a terminal; nothing otherwise
+            return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -3,9 +3,9 @@
     FIELDS = [Field("job_key"), Field("request_total", header="total"), Field("task_id", in_table=False)]
     render(rows, FIELDS, args.format)
 
-- ``table``: aligned plain text for people (first column left, the others right-aligned), the
-  fields with ``in_table`` only, titled by ``header``, cells formatted by ``cell`` (default: the
-  value, empty for NULL).
+- ``table``: for people (first column left, the others right-aligned), the fields with ``in_table``
+  only, titled by ``header``, cells formatted by ``cell`` (default: the value, empty for NULL). A
+  rich table when `out` is a terminal, else aligned plain text without ANSI codes (stable for scripts).
 - ``json``: one JSON array of objects keyed by field name, values as JSON types (NULL -> null,
   bool -> true/false, timestamps as ISO 8601 text).
 - ``csv``: a header row of field names, then one row per record (NULL -> empty, bool -> true/false).
@@ -52,7 +52,9 @@ def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: s
     out = sys.stdout if out is None else out
     records = list(records)
     if fmt == "table":
-        out.write(table(records, fields) + "\n")
+        from batch_assets.cli.console import print_table
+
+        print_table(*table_cells(records, fields), out=out)
     elif fmt == "json":
         json.dump([{f.name: _json_value(r.get(f.name)) for f in fields} for r in records], out,
                   ensure_ascii=False, indent=2)
@@ -66,12 +68,18 @@ def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: s
 
 
 def table(records: Sequence[Mapping[str, Any]], fields: Sequence[Field]) -> str:
-    """The `table` format as text (no trailing newline), aligned like every table of the project."""
+    """The `table` format as plain text (no trailing newline), aligned like every table of the project."""
     from batch_assets.reporting import format_table
 
+    return format_table(*table_cells(records, fields))
+
+
+def table_cells(records: Sequence[Mapping[str, Any]], fields: Sequence[Field]) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows of cell text) of the `table` format."""
     shown = [f for f in fields if f.in_table]
     rows = [[(f.cell(r.get(f.name)) if f.cell else _text(r.get(f.name))) for f in shown] for r in records]
-    return format_table([f.title for f in shown], rows)
+    return [f.title for f in shown], rows
+
 
 def _text(value: Any) -> str:
     if value is None:

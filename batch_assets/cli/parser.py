@@ -96,11 +96,18 @@ def build_parser() -> CliParser:
     c = command("demo", demo.cmd_demo,
                 "seed the demo data, start the emulator and run every demo task (on all four providers: OpenAI, "
                 "Anthropic, Gemini, DashScope) end to end through Dagster, then print the reconciliation; "
-                "exit 1 if anything fails to balance", warehouse=False)
+                "exit 1 if anything fails to balance",
+                "Seed the demo tables, start the provider emulator and run the five demo tasks ("
+                + ", ".join(demo.DEMO_TASKS) + ": OpenAI, Anthropic, Gemini and DashScope) for two partitions each "
+                "end to end through Dagster (submit, then the provider status sensor driving collect and retry "
+                "runs), then print the reconciliation and cost tables. Exit 1 if anything fails to balance. "
+                "Progress bars show on stderr when it is a terminal.", warehouse=False)
     c.add_argument("--data-dir", default="data",
                    help="where the warehouse (DATA_DIR/warehouse.duckdb; --database does not apply), run files, "
                         "emulator state and Dagster home go (default: data)")
     c.add_argument("--fresh", action="store_true", help="delete the earlier demo's warehouse and files first")
+    c.add_argument("--task", dest="tasks", action="append", metavar="TASK", choices=demo.DEMO_TASKS,
+                   help="run only this demo task (repeatable); default: all five")
 
     c = command("dev", dev.cmd_dev,
                 "the provider emulator plus the Dagster UI and daemon (dg dev), both on 127.0.0.1",

@@ -61,7 +61,8 @@ def _with_gate(rec: dict, gate) -> dict:
 def cmd_report(args) -> int:
     from batch_assets.pipeline.cost import partition_gates
     from batch_assets.pipeline.reconcile import reconcile_conn
-    from batch_assets.reporting import gate_table, reconciliation_table
+    from batch_assets.cli.console import print_table
+    from batch_assets.reporting import gate_cells, reconciliation_cells
     from batch_assets.spec.resolve import load_all_tasks
 
     tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
@@ -74,9 +75,9 @@ def cmd_report(args) -> int:
         gates = partition_gates(conn, list(task_ids))
     records = [_with_gate(record(r), gates.get(r.task_id)) for r in recs]
     if args.format == "table":
-        print(reconciliation_table(recs))
+        print_table(*reconciliation_cells(recs))
         print()
-        print(gate_table([gates[r.task_id] for r in recs if r.task_id in gates]))
+        print_table(*gate_cells([gates[r.task_id] for r in recs if r.task_id in gates]))
     else:
         render(records, fields(args.format), args.format)
     notes = sys.stdout if args.format == "table" else sys.stderr

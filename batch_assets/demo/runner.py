@@ -1,10 +1,12 @@
-"""`make demo`: the ticket_triage task end to end on the embedded defaults.
+"""`make demo` / `batch-assets demo`: every demo task end to end on the embedded defaults.
 
-Starts the local provider emulator, seeds the demo tickets, materializes the submit assets of two
-partitions through the project's real Dagster definitions, then lets the provider status sensor
-drive: each tick polls the emulator and requests collect runs, which are executed in process
-until every provider job is terminal and collected. Prints the per-partition reconciliation
-table and the DuckDB path; returns non-zero if anything fails to balance.
+Starts the local provider emulator, seeds the demo tables (support tickets, knowledge-base articles,
+product reviews), materializes the submit assets of two partitions of each of the five demo tasks
+(DEMO_TASKS: OpenAI, Anthropic, Gemini and DashScope) through the project's real Dagster
+definitions, then lets the provider status sensor drive: each tick polls the emulator and requests
+collect runs, which are executed in process until every provider job is terminal and collected.
+Prints the per-partition reconciliation table and the DuckDB path; returns non-zero if anything
+fails to balance. Progress goes through `batch_assets.progress` (bars when the CLI installs them).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
+from batch_assets import progress
 from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
@@ -26,7 +30,7 @@ from batch_assets.pipeline.reconcile import settle
 from batch_assets.pipeline.retry import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.pipeline.cost import partition_gates
-from batch_assets.reporting import gate_table, reconciliation_table
+from batch_assets.reporting import format_table, gate_cells, reconciliation_cells
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
@@ -55,8 +59,13 @@ def _say(msg: str) -> None:
     print(f"[demo] {msg}", flush=True)
 
 
+def _print_plain_table(headers: list[str], rows: list[list]) -> None:
+    print(format_table(headers, rows))
+
+
 def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, tasks: tuple[str, ...] = DEMO_TASKS,
-             fresh: bool = False) -> int:
+             fresh: bool = False, print_table: Callable[[list[str], list[list]], None] = _print_plain_table) -> int:
+    """The demo in `data_dir`; `print_table(headers, rows)` shows the closing tables (plain text by default)."""
     data_dir = data_dir.resolve()
     if fresh and data_dir.exists():
         for child in ("warehouse.duckdb", "warehouse.duckdb.wal", "manifests", "shards", "raw", "emulator", "dagster_home"):
@@ -82,14 +91,17 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
 
         definitions = defs()
         with dg.DagsterInstance.get() as instance:
-            for task in tasks:
-                for partition in partitions:
-                    result = definitions.resolve_job_def(f"{task}__submit").execute_in_process(
-                        partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET)
-                    _say(f"{task} {partition}: manifest -> shards -> submissions "
-                         f"{'ok' if result.success else 'FAILED'}")
-                    if not result.success:
-                        return 1
+            with progress.task("demo: submit", total=len(tasks) * len(partitions), unit="partitions",
+                               keep=True) as bar:
+                for task in tasks:
+                    for partition in partitions:
+                        result = definitions.resolve_job_def(f"{task}__submit").execute_in_process(
+                            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET)
+                        _say(f"{task} {partition}: manifest -> shards -> submissions "
+                             f"{'ok' if result.success else 'FAILED'}")
+                        bar.advance()
+                        if not result.success:
+                            return 1
             _drive_sensor(definitions, instance, default_resources(), wh)
 
     specs = load_all_tasks()
@@ -97,11 +109,11 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
                for t in tasks for p in partitions]
     recs = [r for r, _ in settled]
     print()
-    print(reconciliation_table(recs))
+    print_table(*reconciliation_cells(recs))
     print()
     with wh.connect() as conn:
         gates = partition_gates(conn, [r.task_id for r in recs])
-    print(gate_table([gates[r.task_id] for r in recs if r.task_id in gates]))
+    print_table(*gate_cells([gates[r.task_id] for r in recs if r.task_id in gates]))
     print()
     problems = [f"{r.task_id}: {v.status}: {reason}" for r, v in settled if not v.passed for reason in v.reasons]
     for p in problems:
@@ -119,35 +131,38 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
     sensor = definitions.resolve_sensor_def("provider_status_sensor")
     cursor = None
     deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions, resources=resources)
-        tick = sensor.evaluate_tick(context)
-        cursor = tick.cursor
-        for request in tick.run_requests:
-            # Whatever the sensor asks for, under the job it names (a collect run, or submissions held
-            # back by a provider's job cap), with its tags and run key, as the daemon would launch it.
-            task = request.tags["batch_assets/task"]
-            result = definitions.resolve_job_def(request.job_name).execute_in_process(
-                partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
-                asset_selection=list(request.asset_selection) if request.asset_selection else None,
-                tags={**request.tags, "dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
-            checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-            collect = request.job_name.endswith("__collect")
-            retry = "batch_assets/retries_due" in request.tags
-            stages = ("raw_results -> parsed_results -> applied" if collect
-                      else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
-                           f"attempt {request.tags.get('batch_assets/attempt')})" if retry
-                      else "submissions (capacity freed)")
-            _say(f"sensor -> {task} {request.partition_key}: {stages} "
-                 f"{'ok' if result.success else 'FAILED'}; checks {checks}")
-        with wh.connect() as conn:
-            open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
-        # Jobs the sensor gave up collecting (after its bounded tries) no longer hold the demo up.
-        uncollected = sum(1 for j in pending_jobs(wh) if j.collect_attempts < COLLECT_MAX_TRIES)
-        retries = sum(r["pending"] for r in pending_retries(wh))
-        if open_jobs == 0 and uncollected == 0 and retries == 0 and not tick.run_requests:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, "
-                               f"{uncollected} uncollected, {retries} retries pending")
-        time.sleep(SENSOR_TICK_S)
+    with progress.task("demo: provider jobs collected", unit="jobs", keep=True) as bar:
+        while True:
+            context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions, resources=resources)
+            tick = sensor.evaluate_tick(context)
+            cursor = tick.cursor
+            for request in tick.run_requests:
+                # Whatever the sensor asks for, under the job it names (a collect run, or submissions held
+                # back by a provider's job cap), with its tags and run key, as the daemon would launch it.
+                task = request.tags["batch_assets/task"]
+                result = definitions.resolve_job_def(request.job_name).execute_in_process(
+                    partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
+                    asset_selection=list(request.asset_selection) if request.asset_selection else None,
+                    tags={**request.tags, "dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
+                checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+                collect = request.job_name.endswith("__collect")
+                retry = "batch_assets/retries_due" in request.tags
+                stages = ("raw_results -> parsed_results -> applied" if collect
+                          else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
+                               f"attempt {request.tags.get('batch_assets/attempt')})" if retry
+                          else "submissions (capacity freed)")
+                _say(f"sensor -> {task} {request.partition_key}: {stages} "
+                     f"{'ok' if result.success else 'FAILED'}; checks {checks}")
+            with wh.connect() as conn:
+                open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
+                jobs, collected = conn.execute("SELECT count(*), count(downloaded_at) FROM ledger.provider_job").fetchone()
+            bar.update(completed=collected, total=jobs)
+            # Jobs the sensor gave up collecting (after its bounded tries) no longer hold the demo up.
+            uncollected = sum(1 for j in pending_jobs(wh) if j.collect_attempts < COLLECT_MAX_TRIES)
+            retries = sum(r["pending"] for r in pending_retries(wh))
+            if open_jobs == 0 and uncollected == 0 and retries == 0 and not tick.run_requests:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, "
+                                   f"{uncollected} uncollected, {retries} retries pending")
+            time.sleep(SENSOR_TICK_S)

@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> None:
         settings = load_settings(state_dir).replace(**args)
     except ValueError as exc:
         parser.error(str(exc))
+    from batch_assets.cli.dev import port_in_use
+
+    if port_in_use(port, DEFAULT_HOST):  # one line naming the port, instead of uvicorn's log and traceback
+        parser.exit(1, f"{parser.prog}: port {port} already in use on {DEFAULT_HOST}: stop what holds it, "
+                       "or choose another with --port N; nothing was started\n")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger(__name__).info(
         "emulator state in %s; OpenAI base URL http://%s:%d/v1, DashScope http://%s:%d/compatible-mode/v1, "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+from batch_assets import progress
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.sqltext import sql_literal
 
@@ -15,7 +15,7 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
     """One row per manifest item: its outcome, answer and input text. Returns rows written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     body = out.with_suffix(out.suffix + ".part")
-    with wh.connect(read_only=True) as conn:
+    with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows", keep=True) as bar:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"no batch task {task_id!r}; list them with `batch-assets report`")
@@ -39,8 +39,13 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
                 ORDER BY m.business_id
             ) TO {sql_literal(str(body))} (FORMAT csv, HEADER true)
         """).fetchone()[0]
-    with open(out, "wb") as dst, open(body, "rb") as src:
+        bar.advance(n)
+    with (open(out, "wb") as dst, open(body, "rb") as src,
+          progress.task(f"{task_id}: export (write {out.name})", total=body.stat().st_size, unit="bytes",
+                        keep=True) as bar):
         dst.write(UTF8_BOM)
-        shutil.copyfileobj(src, dst, 1 << 20)
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+            bar.advance(len(chunk))
     body.unlink()
     return int(n)

@@ -9,6 +9,7 @@ recorded, none dropped. A file is ingested once: re-importing it adds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from batch_assets import progress
 from batch_assets.ledger.jobs import mark_downloaded, set_collect_error
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
 from batch_assets.ledger.transaction import transaction
@@ -78,34 +80,41 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
         """, [task_id])
     failed: dict[str, str] = {}
     count = 0
-    for job in jobs:
-        ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
-                     error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
-        try:
-            results = call_with_retry(
-                lambda: adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"])),
-                backoff=DOWNLOAD_BACKOFF, sleep=lambda s: DOWNLOAD_SLEEP(s),
-                on_retry=lambda n, exc, delay: log.warning("%s: download failed (%s: %s), try %d again in %.1f s",
-                                                           job["job_key"], type(exc).__name__, exc, n + 1, delay))
-        except Exception as exc:
-            failed[job["job_key"]] = f"download failed: {type(exc).__name__}: {exc}"
-            with wh.connect() as conn:
-                set_collect_error(conn, job["job_key"], failed[job["job_key"]])
-            continue
-        files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
-                 for r in results]
-        faultpoints.reached("download.file_written")
-        with wh.connect() as conn, transaction(conn):
-            for file_key, kind, file_id, path, sha, size in files:
-                insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
-                                provider_file_id=file_id, path=path, sha256=sha, byte_count=size)
-            mark_downloaded(conn, job["job_key"])
-        count += len(files)
+    with progress.task(f"{task_id}: download results", total=len(jobs), unit="jobs") as bar:
+        for job in jobs:
+            count += _download_job(wh, task_id, adapter, job, failed)
+            bar.advance()
     if errors is not None:
         errors.update(failed)
     elif failed:
         raise CollectError("; ".join(f"{k}: {v}" for k, v in failed.items()))
     return count
+
+
+def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict, failed: dict[str, str]) -> int:
+    """Download one job's results and record its files (returns how many); a failure goes into `failed`."""
+    ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
+                 error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
+    try:
+        results = call_with_retry(
+            lambda: adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"])),
+            backoff=DOWNLOAD_BACKOFF, sleep=lambda s: DOWNLOAD_SLEEP(s),
+            on_retry=lambda n, exc, delay: log.warning("%s: download failed (%s: %s), try %d again in %.1f s",
+                                                       job["job_key"], type(exc).__name__, exc, n + 1, delay))
+    except Exception as exc:
+        failed[job["job_key"]] = f"download failed: {type(exc).__name__}: {exc}"
+        with wh.connect() as conn:
+            set_collect_error(conn, job["job_key"], failed[job["job_key"]])
+        return 0
+    files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
+             for r in results]
+    faultpoints.reached("download.file_written")
+    with wh.connect() as conn, transaction(conn):
+        for file_key, kind, file_id, path, sha, size in files:
+            insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
+                            provider_file_id=file_id, path=path, sha256=sha, byte_count=size)
+        mark_downloaded(conn, job["job_key"])
+    return len(files)
 
 
 def _line_batches(path: Path) -> Iterator[pa.RecordBatch]:
@@ -212,7 +221,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
     inserted in batches of about INGEST_BATCH_BYTES, one transaction per batch."""
     files_done = lines_done = 0
     tid = sql_literal(task_id)
-    with wh.connect() as conn:
+    with contextlib.ExitStack() as stack:
+        conn = stack.enter_context(wh.connect())
         if fmt is None:
             provider, endpoint = conn.execute(
                 "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
@@ -222,6 +232,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key) JOIN ledger.shard s USING (shard_id)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """, [task_id])
+        bar = stack.enter_context(progress.task(f"{task_id}: ingest results", total=sum(f["byte_count"] for f in files),
+                                                unit="bytes"))
         for batch in _batches(files):
             rows = ", ".join(f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
                              f"{sql_literal(f['shard_id'])}, {int(f['attempt'])})" for i, f in enumerate(batch))
@@ -256,6 +268,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 faultpoints.reached("ingest.before_commit")
             files_done += len(batch)
             lines_done += n
+            bar.advance(sum(f["byte_count"] for f in batch))
         conn.execute("DROP TABLE IF EXISTS _in; DROP TABLE IF EXISTS _keyed; DROP TABLE IF EXISTS _files")
     return files_done, lines_done
 
