@@ -262,3 +262,42 @@ def test_dry_run_of_a_changed_prompt_is_refused(capsys, frozen_db, ticket_task, 
     assert main(["dry-run", TASK_ID1, "--database", str(frozen_db.database)]) == 1
     err = capsys.readouterr().err
     assert "not recorded: ticket_triage_20261120: prompt content changed since freezing" in err
+
+
+# --- parse and apply under each item's output version recorded at freeze ---------------------------
+
+def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
+        seeded_copy, ticket_task, adapter, wait_for_jobs):
+    from batch_assets.pipeline.apply import apply_results
+    from batch_assets.pipeline.ingest import collect_raw_results
+    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.submit import submit_pending
+
+    wh = seeded_copy
+    v1 = ticket_task.spec.output.version
+    v2 = with_spec(ticket_task, output=ticket_task.spec.output.model_copy(update={"version": "v2"}))
+    freeze_manifest(wh, ticket_task, DAY1)
+    cut_shards(wh, ticket_task, DAY1)
+    submit_pending(wh, ticket_task, DAY1, adapter)
+    wait_for_jobs(wh, adapter)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    answers = q(wh, "SELECT count(*) AS n FROM ledger.raw_result WHERE status = 'ok'")[0]["n"]
+    assert answers > 0
+
+    refused = parse_results(wh, v2, DAY1)  # the task file now says v2: the v1 answers are not parsed as v2
+    assert refused.parsed == 0 and refused.refused_version == answers
+    assert q(wh, "SELECT count(*) AS n FROM ledger.parsed_result")[0]["n"] == 0
+
+    parsed = parse_results(wh, ticket_task, DAY1)  # restored: parsed under the version each item was frozen with
+    assert parsed.parsed == answers and parsed.refused_version == 0
+    assert {r["v"] for r in q(wh, "SELECT DISTINCT output_schema_version AS v FROM ledger.parsed_result")} == {v1}
+
+    not_written = apply_results(wh, v2, DAY1)  # an answer to v1 is never written as v2
+    assert not_written.applied == 0 and not_written.refused_version > 0
+    with wh.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM ledger.applied_result").fetchone()[0] == 0
+        assert conn.execute(f"SELECT count(*) FROM {ticket_task.spec.apply.table} WHERE output_version = 'v2'"
+                            ).fetchone()[0] == 0
+    written = apply_results(wh, ticket_task, DAY1)
+    assert written.applied > 0 and written.refused_version == 0
+    assert {r["v"] for r in q(wh, f"SELECT DISTINCT output_version AS v FROM {ticket_task.spec.apply.table}")} == {v1}

@@ -321,6 +321,8 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
             "new_parsed": sum(s.parsed for s in out), "job_outcomes_applied_to_items": sum(s.synthesized for s in out),
+            # results of items frozen under another output version than the task's now (restore or refreeze)
+            "refused_output_version": sum(s.refused_version for s in out),
             **_summed_dicts((s.by_class for s in out), "outcome_"),
             **_summed_dicts((p.by_action for p in plans), "retry_decision_"),
         })
@@ -373,6 +375,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         return dg.MaterializeResult(
             metadata={"task_ids": ", ".join(s.task_id for s in out), "target_table": spec.apply.table,
                       "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out),
+                      "refused_output_version": sum(s.refused_version for s in out),
                       "unresolved": sum(r.unresolved for r, _ in settled),
                       "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled),
                       "cost_estimated": _money(sum(g.cost_estimated or 0 for g in gates.values())),
