@@ -63,6 +63,7 @@ def cmd_dry_run(args) -> int:
             print(r["line"])
         print()
     render([estimate], ESTIMATE_FIELDS, args.format)
-    print(f"recorded dry run of {task.name} prompt {sample.prompt_version!r} ({len(sample.lines)} lines, "
+    n = len(sample.lines)
+    print(f"recorded dry run of {task.name} prompt {sample.prompt_version!r} ({n} line{'' if n == 1 else 's'}, "
           f"sample {sample.sample_hash[:12]}); nothing was sent", file=sys.stderr)
     return 0
