@@ -301,3 +301,14 @@ def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
     written = apply_results(wh, ticket_task, DAY1)
     assert written.applied > 0 and written.refused_version == 0
     assert {r["v"] for r in q(wh, f"SELECT DISTINCT output_version AS v FROM {ticket_task.spec.apply.table}")} == {v1}
+
+
+def test_retry_command_is_held_by_the_same_gate(capsys, frozen_db, ticket_task, monkeypatch):
+    import batch_assets.spec.resolve as resolve
+
+    off_list = with_spec(ticket_task, model="gpt-4o-2099-01-01")
+    monkeypatch.setattr(resolve, "load_all_tasks", lambda root=None: {"ticket_triage": off_list})
+    assert main(["retry", TASK_ID1, "--database", str(frozen_db.database)]) == 1
+    err = capsys.readouterr().err
+    assert f"{TASK_ID1}: model_allowed failed, nothing reopened or sent: model 'gpt-4o-2099-01-01'" in err
+    assert q(frozen_db, "SELECT count(*) AS n FROM ledger.shard")[0]["n"] == 0

@@ -28,7 +28,7 @@ from batch_assets.pipeline.budget import check_budget
 from batch_assets.pipeline.cost import partition_gates
 from batch_assets.pipeline.dry_run import render_sample
 from batch_assets.pipeline.presubmit import (DRY_RUN_CHECK, MODEL_CHECK, PROMPT_CHECK, Verdict, check_dry_run,
-                                             check_model, check_prompt)
+                                             check_model, check_prompt, failed_gates)
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
@@ -249,10 +249,9 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         wh = warehouse.warehouse()
         adapter = providers.adapter(spec.provider)
         for pk in context.partition_keys:  # the gate also holds when this asset runs on its own
-            for verdict in (check_model(task, pk), check_prompt(wh, task, pk), check_dry_run(wh, task, pk)):
-                if not verdict.passed:
-                    raise dg.Failure(f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
-                                     metadata={k: str(v) for k, v in verdict.as_metadata().items()})
+            for verdict in failed_gates(wh, task, pk):
+                raise dg.Failure(f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
+                                 metadata={k: str(v) for k, v in verdict.as_metadata().items()})
         retry_lines = 0
         if spec.retry.automatic or config.send_retries:
             # Due retries (the retry ledger's decisions) become new, smaller shards of attempt n+1;

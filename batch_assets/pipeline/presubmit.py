@@ -133,3 +133,11 @@ def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
                    f"{items} items > gate.dry_run_threshold {threshold} and no dry run of {spec.name} prompt "
                    f"{spec.prompt.version!r} is recorded. Fix: run `batch-assets dry-run {task_id}`, read the "
                    "lines, then materialize again", figures)
+
+
+def failed_gates(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Verdict]:
+    """The failing verdicts of the three checks; empty when the partition may be sent. Used where
+    lines are cut and sent outside the shards asset (submissions on its own, `batch-assets retry`)."""
+    verdicts = (check_model(task, partition_date), check_prompt(wh, task, partition_date),
+                check_dry_run(wh, task, partition_date))
+    return [v for v in verdicts if not v.passed]
