@@ -348,6 +348,24 @@ def test_a_ledger_newer_than_the_code_is_refused(warehouse: Warehouse):
         assert conn.execute("SELECT max(version) FROM ledger.schema_version").fetchone()[0] == schema.latest_version() + 1
 
 
+def test_a_read_only_open_refuses_a_newer_ledger_too(warehouse: Warehouse):
+    with warehouse.connect() as conn:
+        conn.execute("INSERT INTO ledger.schema_version (version, description, applied_at) "
+                     "VALUES (?, 'from a newer release', now()::TIMESTAMP)", [schema.latest_version() + 1])
+    with pytest.raises(RuntimeError, match="newer than this code"):
+        with warehouse.connect(read_only=True):
+            pass
+
+
+def test_a_read_only_open_of_an_older_ledger_upgrades_it_first(warehouse: Warehouse):
+    warehouse.database.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(warehouse.database)) as conn:
+        schema.migrate(conn, target=1)
+    with warehouse.connect(read_only=True) as conn:  # readers would otherwise meet missing columns
+        assert schema.stored_version(conn) == schema.latest_version()
+        conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
+
+
 def test_a_failing_migration_is_rolled_back(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
     real = schema.migrations()
     broken = schema.Migration(len(real) + 1, "broken", "ALTER TABLE ledger.shard ADD COLUMN x INTEGER; SELECT nope;",

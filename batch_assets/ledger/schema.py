@@ -61,6 +61,28 @@ def current_version(conn: duckdb.DuckDBPyConnection) -> int:
     return int(row[0])
 
 
+def stored_version(conn: duckdb.DuckDBPyConnection) -> int:
+    """The file's schema version without creating anything (works on read-only connections);
+    0 for a file that has no ledger yet."""
+    exists = conn.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'ledger' AND table_name = 'schema_version'"
+    ).fetchone()[0]
+    if not exists:
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM ledger.schema_version").fetchone()[0])
+
+
+def refuse_newer(version: int) -> None:
+    """A file at a version newer than this code knows is refused: its schema may not be what the code
+    expects, and the code must not read or write it as if it were."""
+    latest = latest_version()
+    if version > latest:
+        raise RuntimeError(
+            f"the ledger is at schema version {version}, newer than this code ({latest}); "
+            "upgrade batch_assets before opening this warehouse"
+        )
+
+
 def migrate(conn: duckdb.DuckDBPyConnection, target: int | None = None) -> int:
     """Apply every migration newer than the file's version (up to `target`, default the latest),
     each in its own transaction; returns the resulting version.
@@ -69,11 +91,7 @@ def migrate(conn: duckdb.DuckDBPyConnection, target: int | None = None) -> int:
     expects, and the code must not write to it."""
     version = current_version(conn)
     latest = latest_version()
-    if version > latest:
-        raise RuntimeError(
-            f"the ledger is at schema version {version}, newer than this code ({latest}); "
-            "upgrade batch_assets before opening this warehouse"
-        )
+    refuse_newer(version)
     for migration in migrations():
         if migration.number <= version or (target is not None and migration.number > target):
             continue

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from batch_assets.ledger.schema import migrate
+from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, stored_version
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,28 @@ class Warehouse:
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Open the file (waiting out other writers), migrate the ledger, yield, close."""
+        """Open the file (waiting out other writers), migrate the ledger, yield, close.
+
+        A read-only connection cannot migrate, so a ledger older than this code is first upgraded
+        through a short write connection (readers would otherwise meet missing columns), and one
+        newer than this code is refused like it is for writers. A file without a ledger is not touched."""
+        if read_only and self._needs_upgrade():
+            with self.connect(read_only=False):
+                pass
+        with self._open(read_only) as conn:
+            yield conn
+
+    def _needs_upgrade(self) -> bool:
+        if not self.database.exists():
+            return False  # nothing to read; the reader reports the missing file
+        with self._open(read_only=True, check_version=False) as conn:
+            version = stored_version(conn)
+        refuse_newer(version)
+        # A file without a ledger (version 0) is left alone: readers say it holds no batch work yet.
+        return 0 < version < latest_version()
+
+    @contextlib.contextmanager
+    def _open(self, read_only: bool, check_version: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
         self.database.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
@@ -107,6 +128,8 @@ class Warehouse:
             conn.execute("SET memory_limit = ?", [memory_limit()])
             if not read_only:
                 migrate(conn)
+            elif check_version:
+                refuse_newer(stored_version(conn))
             yield conn
         finally:
             conn.close()
