@@ -33,7 +33,8 @@ from batch_assets.resources import EMULATOR_API_KEY
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
 
 TASK_ID = "ticket_triage_20261120"
-COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel")
+COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel",
+            "dry-run")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = ["job_key", "task_id", "provider", "provider_batch_id", "state", "raw_status", "request_total",
               "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",

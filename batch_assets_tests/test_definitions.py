@@ -146,7 +146,8 @@ def test_provider_sensor_is_present_and_running_by_default(defs):
 def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     shards = defs.resolve_assets_def(key("ticket_triage", "shards"))
     checks = sorted((c.name, c.blocking) for c in shards.check_specs)
-    assert checks == [("shards_within_limits", True), ("within_budget", True)]
+    assert checks == [("dry_run_recorded", True), ("model_allowed", True), ("prompt_unchanged", True),
+                      ("shards_within_limits", True), ("within_budget", True)]
     applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
     assert [c.name for c in applied.check_specs] == ["reconciliation"]
     # Results are recorded per partition (a run over a range of days has one result for the range).

@@ -38,7 +38,8 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     task = load_all_tasks()[task_name]
     submit = d.resolve_job_def(f"{task_name}__submit").execute_in_process(partition_key=DAY1, instance=module_instance)
     assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {
-        "shards_within_limits": True, "within_budget": True, "no_stuck_jobs": True}
+        "shards_within_limits": True, "within_budget": True, "model_allowed": True, "prompt_unchanged": True,
+        "dry_run_recorded": True, "no_stuck_jobs": True}
     with wh.connect() as conn:  # every job records where it went: the emulator, by host only
         endpoints = set(conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
                                      [task.task_id(DAY1)]).fetchall())

@@ -1,6 +1,6 @@
 """`batch-assets`: the operator's command line.
 
-    demo · dev · emulator · bench · soak · seed · jobs · report · export · sql · cancel
+    demo · dev · emulator · bench · soak · seed · jobs · report · export · sql · cancel · dry-run
 
 Layout: parser.py builds the argparse tree (each subcommand parses only its own flags; emulator,
 bench and soak get every word after their name), one module per command (or pair of commands) holds

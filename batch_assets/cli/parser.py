@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from batch_assets.cli import cancel, demo, dev, export, jobs, passthrough, report, retry, sql
+from batch_assets.cli import cancel, demo, dev, dry_run, export, jobs, passthrough, report, retry, sql
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
 from batch_assets.cli.output import add_format_option
@@ -209,5 +209,17 @@ def build_parser() -> CliParser:
                 "A batch that has finished since the last poll is reported and left alone; an error on one "
                 "job does not stop the others (exit 1 if any failed).")
     c.add_argument("target", help="a job_key or a task_id (see `batch-assets jobs`)")
+
+    c = command("dry-run", dry_run.cmd_dry_run,
+                "show N request lines of a frozen partition exactly as they would be sent, with its estimate, "
+                "and record the dry run",
+                "Render N request lines of a frozen partition exactly as the shards would send them (after "
+                "redaction), show them with the partition's estimate (items, tokens, cost, currency) and record "
+                "the dry run in ledger.dry_run. Never calls a provider. A partition above the task's "
+                "gate.dry_run_threshold (default 10,000 items) is only submitted once a dry run of its prompt "
+                "version is recorded.")
+    c.add_argument("task_id", help="<task>_<YYYYMMDD>, e.g. ticket_triage_20261120 (the partition must be frozen)")
+    c.add_argument("-n", type=int, default=5, metavar="N", help="lines to show (default 5)")
+    add_format_option(c)
     return p
 

@@ -14,6 +14,7 @@ from batch_assets.cli.errors import CliError
 
 def cmd_retry(args) -> int:
     from batch_assets.ledger.jobs import record_job_endpoints
+    from batch_assets.pipeline.presubmit import failed_gates
     from batch_assets.pipeline.retry import due_retries_sql, reopen_for_operator
     from batch_assets.pipeline.shards import cut_shards, verify_shards
     from batch_assets.pipeline.submit import submit_pending
@@ -31,6 +32,9 @@ def cmd_retry(args) -> int:
     task = load_all_tasks().get(task_name)
     if task is None:
         raise CliError(f"task {task_name!r} of {args.task_id} is no longer defined in batch_assets/defs/tasks")
+    refused = [] if args.dry_run else failed_gates(wh, task, partition)  # the submissions asset's gate
+    if refused:
+        raise CliError(f"{args.task_id}: {refused[0].check} failed, nothing reopened or sent: {refused[0].reason}")
     classes = tuple(args.failure_class or ())
     try:
         reopened = reopen_for_operator(wh, args.task_id, classes, dry_run=args.dry_run) if classes else {}

@@ -26,6 +26,9 @@ from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.budget import check_budget
 from batch_assets.pipeline.cost import partition_gates
+from batch_assets.pipeline.dry_run import render_sample
+from batch_assets.pipeline.presubmit import (DRY_RUN_CHECK, MODEL_CHECK, PROMPT_CHECK, Verdict, check_dry_run,
+                                             check_model, check_prompt, failed_gates)
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
@@ -116,6 +119,16 @@ def applied_freshness(task: ResolvedTask) -> dg.FreshnessPolicy:
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=fail), warn_window=timedelta(hours=26))
 
 
+def _verdicts_result(check: str, verdicts: list[Verdict]) -> dg.AssetCheckResult:
+    """One check result over a run's partitions: passed when every partition passed."""
+    failed = [v for v in verdicts if not v.passed]
+    return dg.AssetCheckResult(
+        check_name=check, passed=not failed, description="; ".join(v.reason for v in failed)[:1000] or None,
+        metadata=verdicts[0].as_metadata() if len(verdicts) == 1 else {
+            "reason": "\n".join(f"{v.task_id}: {v.reason}" for v in verdicts),
+            **{v.task_id: dg.MetadataValue.json(v.as_metadata()) for v in verdicts}})
+
+
 def _money(v: float | None) -> float | str:
     return round(v, 6) if v is not None else "unknown (model not in the provider's prices.yaml)"
 
@@ -176,26 +189,53 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                            dg.AssetCheckSpec(BUDGET_CHECK, asset=key("shards"), blocking=True,
                                              description="The partition's estimated cost within the task's budget and the "
                                                          "per-model / per-day caps of defs/budgets.yaml (or an operator "
-                                                         "override with a reason, recorded in the ledger).")],
+                                                         "override with a reason, recorded in the ledger)."),
+                           dg.AssetCheckSpec(MODEL_CHECK, asset=key("shards"), blocking=True,
+                                             description=f"The model is on {spec.provider}'s allow-list "
+                                                         f"(providers/{spec.provider}/models.yaml) and on the task's "
+                                                         "gate.allowed_models when it narrows it."),
+                           dg.AssetCheckSpec(PROMPT_CHECK, asset=key("shards"), blocking=True,
+                                             description="Prompt and output-schema versions, and the hashes of the "
+                                                         "prompt template + system message and of the output schema, "
+                                                         "unchanged since the partition was frozen."),
+                           dg.AssetCheckSpec(DRY_RUN_CHECK, asset=key("shards"), blocking=True,
+                                             description="A partition above gate.dry_run_threshold items (default "
+                                                         "10,000) has a recorded dry run (`batch-assets dry-run "
+                                                         "<task_id>`) of the task's prompt version.")],
               **common)
     def shards(context: dg.AssetExecutionContext, config: ShardsConfig, warehouse: WarehouseResource):
         tag_run(context, name)
         wh = warehouse.warehouse()
-        out = [cut_shards(wh, task, pk, retries=spec.retry.automatic) for pk in context.partition_keys]
-        verified = [verify_shards(wh, task, pk) for pk in context.partition_keys]
+        models = [check_model(task, pk) for pk in context.partition_keys]
+        prompts = [check_prompt(wh, task, pk) for pk in context.partition_keys]
+        # A disallowed model or a changed prompt/schema would be written into the request lines:
+        # such partitions are not cut at all.
+        cut = [pk for pk, m, p in zip(context.partition_keys, models, prompts) if m.passed and p.passed]
+        out = [cut_shards(wh, task, pk, retries=spec.retry.automatic) for pk in cut]
+        verified = [verify_shards(wh, task, pk) for pk in cut]
         record_table(context, wh, "shards")
         budgets = [check_budget(wh, task, pk, override_reason=config.budget_override) for pk in context.partition_keys]
-        problems = [f"{pk}: {p}" for pk, (found, _) in zip(context.partition_keys, verified) for p in found]
-        counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]}
+        problems = [f"{pk}: {p}" for pk, (found, _) in zip(cut, verified) for p in found]
+        counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]} if verified else {}
+        dry_runs = [check_dry_run(wh, task, pk) for pk in context.partition_keys]
+        # The lines as they will be sent (what `batch-assets dry-run` shows), for the UI.
+        samples = [render_sample(wh, task, pk) for pk in cut]
         return dg.MaterializeResult(
-            metadata={"task_ids": ", ".join(s.task_id for s in out), "new_shards": sum(len(s.new_shards) for s in out),
+            metadata={"task_ids": ", ".join(task.task_id(pk) for pk in context.partition_keys),
+                      "new_shards": sum(len(s.new_shards) for s in out),
                       "new_lines": sum(s.lines for s in out), "newly_quarantined": sum(s.quarantined for s in out),
-                      **counts},
+                      "not_cut": ", ".join(task.task_id(pk) for pk in context.partition_keys if pk not in cut) or "none",
+                      **counts,
+                      **({"sample_lines": dg.MetadataValue.md(samples[0].markdown()),
+                          "sample_estimate": dg.MetadataValue.json(samples[0].estimate())} if len(samples) == 1 else
+                         {f"sample_{s.task_id}": dg.MetadataValue.md(s.markdown()) for s in samples})},
             check_results=[dg.AssetCheckResult(check_name=SHARDS_CHECK, passed=not problems,
                                                metadata={"problems": "\n".join(problems) or "none", **counts}),
                            dg.AssetCheckResult(check_name=BUDGET_CHECK, passed=all(b.passed for b in budgets),
                                                metadata=budgets[0].as_metadata() if len(budgets) == 1 else {
-                                                   b.task_id: dg.MetadataValue.json(b.as_metadata()) for b in budgets})],
+                                                   b.task_id: dg.MetadataValue.json(b.as_metadata()) for b in budgets}),
+                           _verdicts_result(MODEL_CHECK, models), _verdicts_result(PROMPT_CHECK, prompts),
+                           _verdicts_result(DRY_RUN_CHECK, dry_runs)],
         )
 
     @dg.asset(key=key("submissions"), deps=[key("shards")], kinds={spec.provider},
@@ -208,6 +248,10 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         tag_run(context, name)
         wh = warehouse.warehouse()
         adapter = providers.adapter(spec.provider)
+        for pk in context.partition_keys:  # the gate also holds when this asset runs on its own
+            for verdict in failed_gates(wh, task, pk):
+                raise dg.Failure(f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
+                                 metadata={k: str(v) for k, v in verdict.as_metadata().items()})
         retry_lines = 0
         if spec.retry.automatic or config.send_retries:
             # Due retries (the retry ledger's decisions) become new, smaller shards of attempt n+1;
@@ -276,6 +320,8 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
             "new_parsed": sum(s.parsed for s in out), "job_outcomes_applied_to_items": sum(s.synthesized for s in out),
+            # results of items frozen under another output version than the task's now (restore or refreeze)
+            "refused_output_version": sum(s.refused_version for s in out),
             **_summed_dicts((s.by_class for s in out), "outcome_"),
             **_summed_dicts((p.by_action for p in plans), "retry_decision_"),
         })
@@ -328,6 +374,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         return dg.MaterializeResult(
             metadata={"task_ids": ", ".join(s.task_id for s in out), "target_table": spec.apply.table,
                       "newly_applied": sum(s.applied for s in out), "newly_stale": sum(s.stale for s in out),
+                      "refused_output_version": sum(s.refused_version for s in out),
                       "unresolved": sum(r.unresolved for r, _ in settled),
                       "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled),
                       "cost_estimated": _money(sum(g.cost_estimated or 0 for g in gates.values())),

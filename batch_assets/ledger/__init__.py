@@ -16,6 +16,7 @@ the writer runs one set-based statement whose INSERTs always name their columns:
   collection and stuck marks: count_collect_attempts, set_collect_error, mark_stuck, set_stuck_action)
 * `ledger.results`  — raw_file, raw_result, parsed_result, applied_result (insert_raw_file,
   insert_raw_files, insert_raw_results, mark_files_ingested, insert_parsed_results, insert_applied_results)
+* `ledger.dry_runs` — dry_run (record_dry_run)
 
 `ledger.transaction.transaction(conn)` is the one way to make several writes atomic, and
 `ledger.states` holds the job-state vocabulary as SQL (TERMINAL_STATES_SQL, IN_FLIGHT_SQL, …).

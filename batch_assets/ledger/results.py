@@ -61,13 +61,15 @@ def mark_files_ingested(conn: duckdb.DuckDBPyConnection, counts_query: str, para
 
 
 def insert_parsed_results(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None, *,
-                          output_schema_version: str, from_line: bool, cost_sql: str = "NULL") -> int:
-    """Record outcomes (columns of PARSED_RESULT_COLUMNS), parsed now under `output_schema_version`.
-    `from_line` says whether they came from result lines (true) or from their batch's end state.
+                          output_schema_version: str | None, from_line: bool, cost_sql: str = "NULL") -> int:
+    """Record outcomes (columns of PARSED_RESULT_COLUMNS), parsed now under `output_schema_version`
+    (None: each row's own `output_schema_version` column of `query`, the version its item was frozen
+    with). `from_line` says whether they came from result lines (true) or from their batch's end state.
     `cost_sql` prices a row from its `_rows.input_tokens` / `_rows.output_tokens` (the provider's
     usage; NULL when unknown). Returns the number recorded."""
+    version = "_rows.output_schema_version" if output_schema_version is None else sql_literal(output_schema_version)
     return insert_select(conn, "parsed_result", PARSED_RESULT_COLUMNS, query, params, fixed={
-        "task_id": sql_literal(task_id), "output_schema_version": sql_literal(output_schema_version),
+        "task_id": sql_literal(task_id), "output_schema_version": version,
         "parsed_at": NOW, "from_line": "true" if from_line else "false", "cost": cost_sql})
 
 

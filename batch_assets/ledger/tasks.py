@@ -10,24 +10,29 @@ from batch_assets.ledger.states import TaskStatus
 def upsert_frozen_task(conn: duckdb.DuckDBPyConnection, *, task_id: str, task_name: str, partition_date: str,
                        item_type: str, provider: str, model: str, endpoint: str, prompt_version: str,
                        output_schema_version: str, manifest_uri: str, manifest_version: int, total_items: int,
-                       est_input_tokens: int, est_output_tokens: int) -> None:
+                       est_input_tokens: int, est_output_tokens: int, prompt_hash: str | None = None,
+                       output_schema_hash: str | None = None) -> None:
     """Record a (re)frozen manifest for the task partition.
 
     A new partition starts in status FROZEN. A refreeze of a known partition replaces the manifest
-    (uri, version, item count, token estimates, prompt version, model) and keeps its status."""
+    (uri, version, item count, token estimates, prompt and output-schema versions and hashes, model)
+    and keeps its status."""
     conn.execute("""
         INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model, endpoint,
                                        prompt_version, output_schema_version, manifest_uri, manifest_version, status,
-                                       total_items, est_input_tokens, est_output_tokens, created_at, updated_at)
-        VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP, now()::TIMESTAMP)
+                                       total_items, est_input_tokens, est_output_tokens, prompt_hash,
+                                       output_schema_hash, created_at, updated_at)
+        VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP, now()::TIMESTAMP)
         ON CONFLICT (task_id) DO UPDATE SET
             manifest_uri = excluded.manifest_uri, manifest_version = excluded.manifest_version,
             total_items = excluded.total_items, est_input_tokens = excluded.est_input_tokens,
             est_output_tokens = excluded.est_output_tokens, prompt_version = excluded.prompt_version,
-            model = excluded.model, updated_at = excluded.updated_at
+            model = excluded.model, output_schema_version = excluded.output_schema_version,
+            prompt_hash = excluded.prompt_hash, output_schema_hash = excluded.output_schema_hash,
+            updated_at = excluded.updated_at
     """, [task_id, task_name, partition_date, item_type, provider, model, endpoint, prompt_version,
           output_schema_version, manifest_uri, manifest_version, TaskStatus.FROZEN.value, total_items,
-          est_input_tokens, est_output_tokens])
+          est_input_tokens, est_output_tokens, prompt_hash, output_schema_hash])
 
 
 def set_task_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: TaskStatus | str, *,

@@ -32,6 +32,7 @@ class ApplySummary:
     applied: int
     stale: int
     target_table: str
+    refused_version: int = 0   # answers parsed under another output version than the task's now: not written
 
 
 def _column_type(task: ResolvedTask, field: str) -> str:
@@ -65,11 +66,21 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
     tid = sql_literal(task_id)
     with wh.connect() as conn:
         ensure_target_table(conn, task)
+        version = sql_literal(spec.output.version)
+        # An answer is written under the output version it was parsed with, which must be the
+        # task's now: an answer to v1 is never written as v2 (restore the version or refreeze).
+        refused = conn.execute(f"""
+            SELECT count(*) FROM ledger.parsed_result p
+            WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
+              AND p.output_schema_version <> {version}
+              AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
+        """).fetchone()[0]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
             SELECT p.custom_id, m.business_id, m.input_hash, p.output_json::JSON AS answer
             FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
+              AND p.output_schema_version = {version} AND m.output_schema_version = {version}
               AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
         """)
         if spec.policy.restore_on_apply:
@@ -84,7 +95,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
             conn.execute("DROP TABLE _cand")
-            return ApplySummary(task_id, 0, 0, apply.table)
+            return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
         load_source(conn, task, partition_date)
         # One row per business id: its live hash, or NULL when the source now holds it twice.
@@ -125,4 +136,4 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided;")
         drop_source(conn)
-    return ApplySummary(task_id, applied, stale, apply.table)
+    return ApplySummary(task_id, applied, stale, apply.table, refused)

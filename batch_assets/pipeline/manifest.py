@@ -188,7 +188,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         conn, task_id=task_id, task_name=spec.name, partition_date=partition_date, item_type=spec.item_type,
         provider=spec.provider, model=spec.model, endpoint=spec.endpoint, prompt_version=spec.prompt.version,
         output_schema_version=spec.output.version, manifest_uri=str(manifest_path), manifest_version=version,
-        total_items=items, est_input_tokens=tokens, est_output_tokens=items * spec.params.max_tokens)
+        total_items=items, est_input_tokens=tokens, est_output_tokens=items * spec.params.max_tokens,
+        prompt_hash=task.prompt_hash, output_schema_hash=task.output_schema_hash)
     currency = currency_of(spec.provider, spec.model)
     set_task_currency(conn, task_id, currency)
     rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])

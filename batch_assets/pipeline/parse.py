@@ -28,6 +28,9 @@ class ParseSummary:
     parsed: int
     synthesized: int
     by_class: dict[str, int]
+    # Results of items frozen under another output version than the task's now: left unparsed (an
+    # answer to v1 is never recorded or applied as v2); restore the version or refreeze.
+    refused_version: int = 0
 
 
 _EMPTY_ANSWER = {"json": "answer is not valid JSON", "text": "answer has no text",
@@ -52,15 +55,21 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     tid = sql_literal(task_id)
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     answer_sql, violation = _answer_checks(task)
+    version = sql_literal(task.spec.output.version)
     with wh.connect() as conn:
+        # Each result is parsed under its item's output version recorded at freeze, and only when
+        # that is the task's version now (its schema is the one checked here).
         conn.execute(f"""
-            CREATE OR REPLACE TEMP VIEW _ans AS
-            SELECT r.custom_id, r.attempt, r.job_key, r.status_code, r.provider_request_id, {fmt.answer_sql('r')}
-            FROM ledger.raw_result r
+            CREATE OR REPLACE TEMP VIEW _ans_all AS
+            SELECT r.custom_id, r.attempt, r.job_key, r.status_code, r.provider_request_id,
+                   coalesce(m.output_schema_version, {version}) AS output_schema_version, {fmt.answer_sql('r')}
+            FROM ledger.raw_result r LEFT JOIN ledger.manifest_item m USING (custom_id)
             WHERE r.task_id = {tid} AND r.status = 'ok'
               AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
                               WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)
         """)
+        conn.execute(f"CREATE OR REPLACE TEMP VIEW _ans AS SELECT * FROM _ans_all "
+                     f"WHERE output_schema_version = {version}")
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _checked AS
             SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
@@ -86,9 +95,9 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        status_code AS http_status,
                        CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
                             THEN CAST(answer AS VARCHAR) END AS output_json,
-                       finish_reason, input_tokens, output_tokens, provider_request_id
+                       finish_reason, input_tokens, output_tokens, provider_request_id, output_schema_version
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
-            """, output_schema_version=task.spec.output.version, from_line=True,
+            """, output_schema_version=None, from_line=True,
                 cost_sql=cost_sql_or_null(task.spec.provider, task.spec.model, "_rows.input_tokens", "_rows.output_tokens"))
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
@@ -99,26 +108,30 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                             ELSE 'validation_error' END AS error_class,
                        error_code, error_message,
                        NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
-                       NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id
+                       NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id,
+                       output_schema_version
                 FROM (
-                    SELECT sl.custom_id, sl.attempt, j.job_key, j.state,
+                    SELECT sl.custom_id, sl.attempt, j.job_key, j.state, m.output_schema_version,
                            CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
                                         WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
                            CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
                                                            || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
                                         ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                     FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
+                    JOIN ledger.manifest_item m ON m.custom_id = sl.custom_id
                     WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
+                      AND m.output_schema_version = {version}
                       AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
                       AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
                                       WHERE p.task_id = {tid} AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
                       AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.task_id = {tid} AND r.status = 'ok'
                                       AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt)
                 )
-            """, output_schema_version=task.spec.output.version, from_line=False)
+            """, output_schema_version=None, from_line=False)
             faultpoints.reached("parse.before_commit")
         by_class = dict(conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
         """).fetchall())
-        conn.execute("DROP VIEW _checked; DROP VIEW _ans;")
-    return ParseSummary(task_id, parsed, synthesized, by_class)
+        refused = conn.execute(f"SELECT count(*) FROM _ans_all WHERE output_schema_version <> {version}").fetchone()[0]
+        conn.execute("DROP VIEW _checked; DROP VIEW _ans; DROP VIEW _ans_all;")
+    return ParseSummary(task_id, parsed, synthesized, by_class, refused)

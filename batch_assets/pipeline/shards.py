@@ -72,6 +72,31 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     ]
 
 
+def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str) -> str:
+    """The request lines of the items in `todo` (custom_id, attempt), rendered exactly as they are
+    sent (from the frozen, redacted prompt text), with their quarantine reason (NULL: sendable).
+    The one rendering path of shards and `batch-assets dry-run`."""
+    rules = _quarantine_rules(task)
+    reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
+    reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
+    # Manifests frozen before the sensitive-data gate have no blocked_reason column.
+    has_blocked = "blocked_reason" in {r[0] for r in conn.execute(
+        f"DESCRIBE SELECT * FROM read_parquet({sql_literal(manifest_uri)})").fetchall()}
+    blocked = "p.blocked_reason" if has_blocked else "NULL::VARCHAR AS blocked_reason"
+    return f"""
+        SELECT *, {reason_code} AS reason_code, {reason} AS reason
+        FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
+                     est_input_tokens + {int(task.spec.params.max_tokens)} AS est_tokens,
+                     line, strlen(line) AS line_bytes
+              FROM (SELECT *, {request_line_sql(task)} AS line
+                    FROM (SELECT *, {request_id_sql(task)} AS request_id
+                          FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
+                                       {blocked}, p.est_input_tokens
+                                FROM {todo} t JOIN ledger.manifest_item m USING (custom_id)
+                                JOIN read_parquet({sql_literal(manifest_uri)}) p USING (custom_id)))))
+    """
+
+
 def pack_shards(line_bytes: pl.Series, line_tokens: pl.Series, max_bytes: int, max_tokens: int,
                 max_requests: int) -> pl.Series:
     """Shard number (from 0) of each line, packing greedily in order within all three limits.
@@ -106,13 +131,6 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
-        rules = _quarantine_rules(task)
-        reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
-        reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
-        # Manifests frozen before the sensitive-data gate have no blocked_reason column.
-        has_blocked = "blocked_reason" in {r[0] for r in conn.execute(
-            f"DESCRIBE SELECT * FROM read_parquet({sql_literal(uri)})").fetchall()}
-        blocked = "p.blocked_reason" if has_blocked else "NULL::VARCHAR AS blocked_reason"
         due = f"UNION ALL SELECT custom_id, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _todo AS
@@ -123,20 +141,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
               AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = {tid})
             {due}
         """)
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _lines AS
-            SELECT *, {reason_code} AS reason_code, {reason} AS reason
-            FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
-                         est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
-                         line, strlen(line) AS line_bytes
-                  FROM (SELECT *, {request_line_sql(task)} AS line
-                        FROM (SELECT *, {request_id_sql(task)} AS request_id
-                              FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
-                                           {blocked}, p.est_input_tokens
-                                    FROM _todo t JOIN ledger.manifest_item m USING (custom_id)
-                                    JOIN read_parquet({sql_literal(uri)}) p USING (custom_id)))))
-            ORDER BY attempt, custom_id
-        """)
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS {rendered_lines_sql(conn, task, uri, '_todo')} "
+                     "ORDER BY attempt, custom_id")
         attempts = [r[0] for r in conn.execute(
             "SELECT DISTINCT attempt FROM _lines WHERE reason_code IS NULL ORDER BY 1").fetchall()]
         shards: list[dict] = []

@@ -195,6 +195,18 @@ class BudgetSpec(_Strict):
     max_cost_per_partition: float | None = Field(default=None, ge=0)
 
 
+class GateSpec(_Strict):
+    """A task's `gate:` section: the pre-submission checks that are configured per task."""
+
+    allowed_models: list[str] | None = Field(
+        default=None, description="Narrow the provider's model allow-list (providers/<name>/models.yaml) for this "
+                                  "task: the model must be on both lists. Entries outside the provider's list widen "
+                                  "nothing (the check names them). `*` stands for any text.")
+    dry_run_threshold: int = Field(
+        default=10_000, ge=0, description="A partition with more items than this is not submitted until a dry run "
+                                          "(`batch-assets dry-run <task_id>`) is recorded for the task's prompt version.")
+
+
 Duration = float | str
 
 
@@ -253,6 +265,7 @@ class TaskSpec(_Strict):
     policy: PolicySpec = Field(default_factory=PolicySpec, description="Sensitive data: per detector block | "
                                "redact | allow, applied at freeze before the input hash is taken.")
     budget: BudgetSpec = BudgetSpec()
+    gate: GateSpec = GateSpec()
 
     @field_validator("name")
     @classmethod

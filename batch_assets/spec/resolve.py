@@ -5,6 +5,7 @@ Errors raise TaskSpecError naming the YAML file, the field and the fix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -51,6 +52,17 @@ class ResolvedTask:
     @property
     def output_schema_json(self) -> str:
         return json.dumps(self.output_schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @property
+    def prompt_hash(self) -> str:
+        """sha256 of what the prompt is made of (template text + system message), recorded at freeze."""
+        text = self.template + "\x1f" + (self.spec.prompt.system or "")
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    @property
+    def output_schema_hash(self) -> str:
+        """sha256 of the output schema as canonical JSON (key order and spacing do not count)."""
+        return hashlib.sha256(self.output_schema_json.encode("utf-8")).hexdigest()
 
 
 def _fail(yaml_path: Path, field: str, problem: str, fix: str) -> TaskSpecError:
