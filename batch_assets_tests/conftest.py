@@ -22,6 +22,16 @@ from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 FAST_EMULATOR = {"queue_delay_s": 0.02, "seconds_per_request": 0.0005, "finalize_delay_s": 0.02,
                  "cancel_delay_s": 0.02, "log_requests": False}
 DAY1, DAY2 = "2026-11-20", "2026-11-21"
+# What makes rich (and our progress switch) treat output as a terminal; tests decide that themselves.
+TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "BATCH_ASSETS_PROGRESS")
+
+
+@pytest.fixture(autouse=True)
+def _not_a_terminal(monkeypatch):
+    """Whatever the developer's or CI's shell says (e.g. FORCE_COLOR), output is not a terminal
+    unless a test sets it."""
+    for name in TERMINAL_ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -24,20 +24,13 @@ import pytest
 from batch_assets import progress
 from batch_assets.cli import demo as cli_demo
 
+from .conftest import TERMINAL_ENV
 from .test_cli import TASK_ID, assert_one_line_error, finished_db, run  # noqa: F401 (finished_db: a fixture)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[")
 BAR = "━"   # what rich draws a progress bar with
-TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "BATCH_ASSETS_PROGRESS")
 DB = object()   # stands for `--database <finished_db>` in the argument lists below
-
-
-@pytest.fixture(autouse=True)
-def _not_a_terminal(monkeypatch):
-    """Whatever the developer's shell says, a test decides itself whether output is a terminal."""
-    for name in TERMINAL_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 def _argv(argv, db: Path) -> list:
