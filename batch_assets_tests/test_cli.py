@@ -196,8 +196,9 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     table = reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
     assert out.startswith(table)
     gate = out[len(table):].split("\n")  # then sensitive data and cost per partition
-    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
-    assert gate[3].split()[0] == TASK_ID and gate[3].split()[-1] == "USD"
+    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency",
+                               "thinking_tokens", "cached_input_tokens"]
+    assert gate[3].split()[0] == TASK_ID and gate[3].split()[-3:] == ["USD", "0", "0"]
 
 
 def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):

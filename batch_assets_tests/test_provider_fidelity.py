@@ -163,6 +163,50 @@ def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path:
     assert rows["think"]["input_tokens"] == think["promptTokenCount"]
     assert "thoughtsTokenCount" not in usage["plain"]
     assert rows["plain"]["output_tokens"] == usage["plain"]["candidatesTokenCount"]
+    # Kept apart too: the thoughts (0 where the service leaves the count out) and the cached prompt tokens.
+    assert (rows["think"]["thinking_tokens"], rows["plain"]["thinking_tokens"]) == (think["thoughtsTokenCount"], 0)
+    assert rows["think"]["cached_input_tokens"] == think["cachedContentTokenCount"] > 0
+
+
+# --- OpenAI: reasoning models' usage -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/responses"])
+def test_openai_reasoning_tokens_are_kept_apart_inside_output(emulator: EmulatorHandle, tmp_path: Path,
+                                                             endpoint: str) -> None:
+    adapter = adapter_for(emulator, "openai")
+    chat = endpoint == "/v1/chat/completions"
+
+    def run(model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One single-line batch (a batch holds one model) -> (normalized row, the line's usage)."""
+        body = ({"model": model, "messages": [{"role": "user", "content": "Ticket 1"}], "max_completion_tokens": 2000}
+                if chat else {"model": model, "input": "Ticket 1", "max_output_tokens": 2000})
+        shard = write_shard(tmp_path, f"openai-{model}", [{"custom_id": model, "method": "POST", "url": endpoint,
+                                                            "body": body}])
+        job_key = f"job-{model}"
+        prepared = adapter.prepare_input(shard, job_key, endpoint, 0)
+        result = adapter.create(CreateRequest(job_key, endpoint, model, "24h", 1, {JOB_KEY_METADATA: job_key}), prepared)
+        assert result.outcome == CreateOutcome.CREATED, result
+        snap = result.snapshot
+        for _ in range(200):
+            if snap.results_ready or snap.terminal:
+                break
+            snap = adapter.poll(JobRef(snap.provider_batch_id), snap.state)
+        assert snap.results_ready, snap
+        files = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
+                                       tmp_path / "raw", model)
+        (out,) = [f for f in files if f.kind == "output"]
+        (row,) = normalize(out.path, "openai", endpoint)
+        (line,) = out.path.read_text(encoding="utf-8").splitlines()
+        return row, json.loads(line)["response"]["body"]["usage"]
+
+    row, usage = run("o3-mini")
+    reasoning = usage["completion_tokens_details" if chat else "output_tokens_details"]["reasoning_tokens"]
+    assert reasoning > 0 and row["thinking_tokens"] == reasoning
+    assert row["output_tokens"] > reasoning   # billed output includes the reasoning
+    assert row["cached_input_tokens"] == 0
+    plain, _ = run("gpt-4o-mini")
+    assert (plain["thinking_tokens"], plain["cached_input_tokens"]) == (0, 0)
 
 
 # --- Gemini: a failed batch's cause, read from the operation as sent ---------------------------------

@@ -48,8 +48,9 @@ STATE_ORDER = tuple(s.value for s in JobState)
 class Tokens:
     input: int
     output: int
-    thinking: int | None        # None: the ledger keeps no separate thinking count (it is in output)
+    thinking: int | None        # part of output; None: the provider reported no separate count
     answered_attempts: int      # attempts whose provider reported usage
+    cached_input: int | None = None  # part of input, from the provider's prompt cache; None: not reported
 
 
 @dataclass(frozen=True)
@@ -195,15 +196,14 @@ def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> boo
 
 
 def token_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Tokens:
-    """Tokens of every attempt (each was paid for); thinking tokens when the ledger keeps them apart."""
-    thinking_col = next((c for c in ("thinking_tokens", "reasoning_tokens") if _has_column(conn, "parsed_result", c)),
-                        None)
-    thinking_sql = f"sum({thinking_col})" if thinking_col else "NULL"
-    inp, out, thinking, answered = conn.execute(f"""
-        SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), {thinking_sql},
-               count(*) FILTER (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
+    """Tokens of every attempt (each was paid for); thinking and cached input tokens as the
+    providers report them apart (NULL where none did)."""
+    inp, out, thinking, cached, answered = conn.execute("""
+        SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), sum(thinking_tokens),
+               sum(cached_input_tokens), count(*) FILTER (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
         FROM ledger.parsed_result WHERE task_id = ?""", [task_id]).fetchone()
-    return Tokens(int(inp), int(out), None if thinking is None else int(thinking), int(answered))
+    return Tokens(int(inp), int(out), None if thinking is None else int(thinking), int(answered),
+                  None if cached is None else int(cached))
 
 
 def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
@@ -294,8 +294,8 @@ def build_report(conn: duckdb.DuckDBPyConnection, task_id: str,
     if not jobs:
         notes.append("no provider job yet: nothing was submitted")
     tokens = token_figures(conn, task_id)
-    if tokens.thinking is None:
-        notes.append("thinking tokens are not kept apart in the ledger: they are in the output tokens")
+    if tokens.thinking is None and tokens.answered_attempts:
+        notes.append("the provider reports no separate thinking count: any thinking is in the output tokens")
     cost = cost_figures(conn, task_id)
     if cost is None:
         notes.append("cost: the ledger has no cost columns yet")
@@ -325,7 +325,7 @@ def report_numbers(r: PartitionReport) -> dict[str, int | float]:
         out[f"final_failed_{cls}"] = rec.final_failed.get(cls, 0)
     optional = {
         "completion_rate": r.completion_rate, "applied_rate": r.applied_rate, "failure_rate": r.failure_rate,
-        "thinking_tokens": r.tokens.thinking, "queue_time_s": r.queue_time_s, "run_time_s": r.run_time_s,
+        "thinking_tokens": r.tokens.thinking, "cached_input_tokens": r.tokens.cached_input, "queue_time_s": r.queue_time_s, "run_time_s": r.run_time_s,
         "total_time_s": r.total_time_s, "eta_s": r.eta_s,
         "estimated_cost": r.cost.estimated if r.cost else None, "actual_cost": r.cost.actual if r.cost else None,
     }
@@ -393,7 +393,8 @@ def timing_rows(r: PartitionReport) -> list[list[str]]:
 def usage_rows(r: PartitionReport) -> list[list[str]]:
     t = r.tokens
     rows = [["input tokens", f"{t.input:,}"], ["output tokens", f"{t.output:,}"],
-            ["thinking tokens", f"{t.thinking:,}" if t.thinking is not None else "in output tokens"],
+            ["thinking tokens (in output)", f"{t.thinking:,}" if t.thinking is not None else "not reported apart"],
+            ["cached input tokens (in input)", f"{t.cached_input:,}" if t.cached_input is not None else "not reported"],
             ["attempts with usage", str(t.answered_attempts)]]
     if r.cost is None:
         rows.append(["cost", "not recorded in the ledger"])

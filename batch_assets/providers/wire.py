@@ -6,7 +6,8 @@ lines as SQL, and turns result lines into one normalized form:
   envelope (ingest):  request_id, line_id, status_code, provider_request_id, body (JSON), error (JSON)
   answer (parse):     content (text), vector (JSON array), finish_reason (stop | length |
                       content_filter | other), refusal, input_tokens, output_tokens,
-                      error_code, error_message
+                      thinking_tokens (part of output_tokens), cached_input_tokens (part of
+                      input_tokens), error_code, error_message
 
 so parsing, classification and apply are the same SQL for every provider. Each format also
 carries its provider's failure classification (`failure_class_sql`), built by

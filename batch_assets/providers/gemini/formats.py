@@ -114,6 +114,14 @@ def _output_tokens_sql(raw: str) -> str:
             f"ELSE coalesce({candidates}, 0) + coalesce({thoughts}, 0) END")
 
 
+def _usage_count_sql(raw: str, field: str) -> str:
+    """A usageMetadata count that the service leaves out when it is zero (proto3 JSON omits default
+    values: a model that did not think has no `thoughtsTokenCount`): 0 when the response reports
+    usage without it, NULL when it reports no usage at all."""
+    return (f"CASE WHEN json_type({raw}.body, '$.usageMetadata') = 'OBJECT' "
+            f"THEN coalesce(TRY_CAST({raw}.body ->> '$.usageMetadata.{field}' AS BIGINT), 0) END")
+
+
 class GenerateContent(GeminiFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
@@ -140,6 +148,8 @@ class GenerateContent(GeminiFormat):
             f"{raw}.body ->> '$.promptFeedback.blockReason' AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usageMetadata.promptTokenCount' AS BIGINT) AS input_tokens, "
             f"{_output_tokens_sql(raw)} AS output_tokens, "
+            f"{_usage_count_sql(raw, 'thoughtsTokenCount')} AS thinking_tokens, "
+            f"{_usage_count_sql(raw, 'cachedContentTokenCount')} AS cached_input_tokens, "
             + self._errors(raw)
         )
 
@@ -157,5 +167,6 @@ class EmbedContent(GeminiFormat):
             f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.embedding.values') AS vector, "
             f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.tokenCount' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
+            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, "
             + self._errors(raw)
         )
