@@ -398,20 +398,28 @@ def test_live_mode_without_a_key_refuses_to_load(clean_provider_env: pytest.Monk
 
 
 def test_the_ledger_records_where_each_job_went(warehouse) -> None:
-    from batch_assets.ledger.jobs import insert_job_intent, record_job_endpoints, set_job_endpoint
+    from batch_assets.ledger.jobs import claim_new_intent, insert_job_intent
+    from batch_assets.providers.contract import ClientSettings
+    from batch_assets.providers.registry import job_endpoint
 
     with warehouse.connect() as conn:
         insert_job_intent(conn, "j1", "t_1", "s1", "openai", "/v1/chat/completions",
-                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret")
-        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions")
-        insert_job_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent")
-        assert record_job_endpoints(conn, "t_1", "openai", "emulator", "http://127.0.0.1:8765/v1") == 1
-        set_job_endpoint(conn, "j3", "live", "https://user:pw@generativelanguage.googleapis.com/v1beta")
-        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url FROM ledger.provider_job ORDER BY 1").fetchall()
+                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret",
+                          request_options={"response_format": "json_schema"})
+        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions",
+                          *job_endpoint("openai", ClientSettings("k", "http://127.0.0.1:8765/v1")), request_options={})
+        # Live without a base URL: the SDK's default host; never the credentials of a URL.
+        assert job_endpoint("gemini", ClientSettings("k", mode="live")) == ("live", "https://generativelanguage.googleapis.com")
+        assert claim_new_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent", "run-1", endpoint_mode="live",
+                                endpoint_url="https://user:pw@generativelanguage.googleapis.com/v1beta",
+                                request_options={"structured_output": "response_schema"})
+        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url, request_options FROM ledger.provider_job "
+                            "ORDER BY 1").fetchall()
         with pytest.raises(ValueError, match="endpoint_mode"):
-            set_job_endpoint(conn, "j3", "production", "https://x")
-    assert rows == [("j1", "live", "https://api.openai.com"), ("j2", "emulator", "http://127.0.0.1:8765"),
-                    ("j3", "live", "https://generativelanguage.googleapis.com")]
+            insert_job_intent(conn, "j4", "t_1", "s4", "openai", "/v1/chat/completions", endpoint_mode="production")
+    assert rows == [("j1", "live", "https://api.openai.com", '{"response_format": "json_schema"}'),
+                    ("j2", "emulator", "http://127.0.0.1:8765", "{}"),
+                    ("j3", "live", "https://generativelanguage.googleapis.com", '{"structured_output": "response_schema"}')]
 
 
 # --- Gemini: request lines exactly per the REST requests -----------------------------------------------

@@ -64,6 +64,9 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     assert all(isinstance(v, int | float) for v in n.values())
     md = report_markdown(r)
     assert "| applied (final) | 50 |" in md and "| **total** | 58 |" in md and "COMPLETED" in md
+    # The per-job section says where each job went and which structured-output form its lines used.
+    assert job.endpoint.startswith("emulator http://127.0.0.1:") and job.endpoint in md
+    assert job.request_options == '{"response_format": "json_schema"}' and job.request_options in md
 
 
 def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):

@@ -41,6 +41,8 @@ OUTCOME_LABELS = {
     "unapplied": "answer not applied",
 }
 RUNNING_STATES = (JobState.RUNNING.value, JobState.FINALIZING.value)
+# The per-job table: where each job went and the request options its lines were rendered with.
+JOB_HEADERS = ["provider job", "attempt", "lines", "state", "queue", "run", "total", "endpoint", "request options"]
 STATE_ORDER = tuple(s.value for s in JobState)
 
 
@@ -72,6 +74,8 @@ class JobTiming:
     terminal_at: dt.datetime | None
     segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]   # (state, from, to), from status events
     requests_done: int                  # requests the provider reports finished (lines, once terminal)
+    endpoint: str | None = None         # where it went: `emulator` | `live` and the host (None: not recorded)
+    request_options: str | None = None  # the options its lines were rendered with (JSON)
 
     def queue_s(self, now: dt.datetime) -> float:
         """From submission until first seen running (until the end when never seen running)."""
@@ -228,7 +232,8 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
     jobs = conn.execute("""
         SELECT j.job_key, s.attempt, s.line_count, j.state, j.created_at, j.submitted_at, j.terminal_at,
-               coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0)
+               coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0),
+               j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options
         FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
         WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""", [task_id]).fetchall()
     events: dict[str, list[tuple[str, dt.datetime]]] = {}
@@ -240,7 +245,7 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         if not seen or seen[-1][0] != to_state:   # a raw-status change within one state is no new segment
             seen.append((to_state, observed_at))
     out = []
-    for job_key, attempt, lines, state, created, submitted, terminal, done in jobs:
+    for job_key, attempt, lines, state, created, submitted, terminal, done, endpoint, options in jobs:
         seen = events.get(job_key) or [(JobState.CREATED.value, created)]
         segments = []
         stop = terminal or now  # events and the job row are written a moment apart: keep within the job's life
@@ -254,7 +259,7 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         if state in TERMINAL_STATES:
             done = int(lines)
         out.append(JobTiming(job_key, int(attempt), int(lines), state, created, submitted, started, terminal,
-                             tuple(segments), int(done)))
+                             tuple(segments), int(done), endpoint, options))
     return tuple(out)
 
 
@@ -417,8 +422,8 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
     if r.jobs:
         now = r.generated_at
         rows = [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                 duration(j.total_s(now))] for j in r.jobs[:max_jobs]]
-        parts += ["", _md_table(["provider job", "attempt", "lines", "state", "queue", "run", "total"], rows)]
+                 duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"] for j in r.jobs[:max_jobs]]
+        parts += ["", _md_table(JOB_HEADERS, rows)]
         if len(r.jobs) > max_jobs:
             parts.append(f"\n… and {len(r.jobs) - max_jobs} more jobs")
     if r.verdict.status != "passed":
@@ -525,9 +530,10 @@ def render_html(r: PartitionReport) -> str:
     rec = r.reconciliation
     status = r.verdict.final_status or "IN PROGRESS"
     now = r.generated_at
-    jobs = _html_table(["provider job", "attempt", "lines", "state", "queue", "run", "total"],
+    jobs = _html_table(JOB_HEADERS,
                        [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                         duration(j.total_s(now))] for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
+                         duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"]
+                        for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
     reasons = "" if r.verdict.passed else (
         "<p class='warn'>Not done: " + html.escape("; ".join(r.verdict.reasons)) + "</p>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)

@@ -75,6 +75,11 @@ class WireFormat:
     def request_line_sql(self, task: ResolvedTask, request_id_col: str, prompt_col: str) -> str:
         raise TypeError(f"{type(self).__name__} renders no request lines")
 
+    def request_options(self, task: ResolvedTask) -> dict[str, str | int]:
+        """The options the task's request lines are rendered with that matter when comparing
+        runs (which structured-output field, which embedding size), recorded on each provider job."""
+        return {}
+
     def envelope_sql(self, line: str) -> str:
         raise TypeError(f"{type(self).__name__} reads no result lines")
 

@@ -56,6 +56,9 @@ class Messages(WireFormat):
                 {"format": {"type": "json_schema", "schema": task.output_schema}}))
         return f"CAST(json_object('custom_id', {request_id_col}, 'params', json_object({', '.join(params)})) AS VARCHAR)"
 
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"output_config.format": "json_schema"} if task.spec.output.kind == "json" else {}
+
     def envelope_sql(self, line: str) -> str:
         kind = f"({line}.result ->> '$.type')"
         err_type = f"({line}.result ->> '$.error.error.type')"

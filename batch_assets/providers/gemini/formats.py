@@ -135,6 +135,12 @@ class GenerateContent(GeminiFormat):
             request.append(f"'systemInstruction', json_object('parts', json_array(json_object('text', {system})))")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
 
+    def request_options(self, task) -> dict[str, str | int]:
+        # Which schema field carried the output schema (reports conflict on which the batch endpoint honours).
+        if task.spec.output.kind != "json":
+            return {}
+        return {"structured_output": task.spec.provider_options.gemini_schema_field}
+
     def answer_sql(self, raw: str) -> str:
         parts = f"CAST(json_extract({raw}.body, '$.candidates[0].content.parts[*]') AS JSON[])"
         finish = f"({raw}.body ->> '$.candidates[0].finishReason')"
@@ -161,6 +167,10 @@ class EmbedContent(GeminiFormat):
         if spec.output.dimensions:
             request.append(f"'outputDimensionality', {int(spec.output.dimensions)}")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
+
+    def request_options(self, task) -> dict[str, str | int]:
+        dims = task.spec.output.dimensions
+        return {"output_dimensionality": int(dims)} if dims else {}
 
     def answer_sql(self, raw: str) -> str:
         return (

@@ -85,6 +85,9 @@ class ChatCompletions(OpenAIFormat):
                  "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}}))
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"response_format": "json_schema"} if task.spec.output.kind == "json" else {}
+
     _PATHS = ("$.choices[0].message.content", "$.choices[0].finish_reason", "$.choices[0].message.refusal",
               "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message",
               # Reasoning tokens (o-series, gpt-5) are part of completion_tokens; cached ones of prompt_tokens.
@@ -117,6 +120,9 @@ class Responses(OpenAIFormat):
                             "schema": task.output_schema}}))
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"text.format": "json_schema"} if task.spec.output.kind == "json" else {}
+
     def answer_sql(self, raw: str) -> str:
         # The text is the output_text part of the (last) message item of `output`.
         text = (f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
@@ -141,6 +147,10 @@ class Embeddings(OpenAIFormat):
         if spec.output.dimensions:
             fields.append(f"'dimensions', {int(spec.output.dimensions)}")
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
+
+    def request_options(self, task) -> dict[str, str | int]:
+        dims = task.spec.output.dimensions
+        return {"encoding_format": "float", **({"dimensions": int(dims)} if dims else {})}
 
     def answer_sql(self, raw: str) -> str:
         return (
