@@ -517,8 +517,13 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
     assert "gemini_schema_field" not in input_hash_sql(task)   # tasks on the defaults keep their hashes
 
 
-def test_a_gemini_batch_refused_for_enqueued_tokens_classes_its_items_as_capacity(
-        emulator: EmulatorHandle, warehouse) -> None:
+@pytest.mark.parametrize(("knobs", "code", "failure_class"), [
+    ({"enqueued_token_limit": {"gemini-embedding-001": 1}}, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"),
+    # The service's own fault (google.rpc INTERNAL, code 13): retried with backoff, not a bad input.
+    ({"force_batch_status": "failed"}, "INTERNAL", "internal_error"),
+])
+def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
+        emulator: EmulatorHandle, warehouse, knobs: dict, code: str, failure_class: str) -> None:
     from batch_assets.demo import seed_kb_articles
     from batch_assets.pipeline.ingest import collect_raw_results
     from batch_assets.pipeline.manifest import freeze_manifest
@@ -532,13 +537,14 @@ def test_a_gemini_batch_refused_for_enqueued_tokens_classes_its_items_as_capacit
         seed_kb_articles(conn, days=1, per_day=10)
     task = load_all_tasks()["kb_embeddings"]
     adapter = adapter_for(emulator, "gemini")
-    emulator.configure(enqueued_token_limit={task.spec.model: 1})
+    assert task.spec.model == "gemini-embedding-001"
+    emulator.configure(**knobs)
     freeze_manifest(warehouse, task, day)
     cut_shards(warehouse, task, day)
     submit_pending(warehouse, task, day, adapter)
     with warehouse.connect() as conn:
         [(state, errors)] = conn.execute("SELECT state, provider_errors FROM ledger.provider_job").fetchall()
-    assert state == "FAILED" and json.loads(errors)[0]["code"] == "RESOURCE_EXHAUSTED"
+    assert state == "FAILED" and json.loads(errors)[0]["code"] == code
     collect_raw_results(warehouse, task, day, adapter)
     summary = parse_results(warehouse, task, day)
-    assert summary.synthesized > 0 and summary.by_class == {"rate_or_capacity_error": summary.synthesized}
+    assert summary.synthesized > 0 and summary.by_class == {failure_class: summary.synthesized}

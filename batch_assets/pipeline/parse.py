@@ -98,6 +98,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                 SELECT custom_id, attempt, job_key, false AS provider_succeeded,
                        CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                             WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
+                            WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'
                             ELSE 'validation_error' END AS error_class,
                        error_code, error_message,
                        NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,

@@ -66,6 +66,9 @@ class WireFormat:
     content_policy_codes: tuple[str, ...] = ()
     #: error codes of this provider meaning "cancelled" (besides the pipeline's own)
     cancelled_codes: tuple[str, ...] = ()
+    #: error codes of a whole failed batch meaning "the provider's own fault" (internal_error, retried
+    #: with backoff); any other code of a failed batch is a validation_error unless it means capacity
+    internal_codes: tuple[str, ...] = ()
 
     @property
     def failure_class_sql(self) -> str:

@@ -31,6 +31,8 @@ GRPC_CODES: dict[int, tuple[str, int]] = {
     15: ("DATA_LOSS", 500), 16: ("UNAUTHENTICATED", 401),
 }
 GRPC_NAMES = {name: code for code, (name, _) in GRPC_CODES.items()}
+# Codes Google maps to a 5xx (INTERNAL, UNAVAILABLE, ...): a batch failed with one is the service's fault.
+INTERNAL_CODES = tuple(name for name, http in GRPC_CODES.values() if http >= 500)
 
 
 def grpc_code_name(code: int | str | None) -> str | None:
@@ -67,6 +69,7 @@ class GeminiFormat(WireFormat):
     capacity_codes = CAPACITY_CODES
     content_policy_codes = CONTENT_POLICY_CODES
     cancelled_codes = CANCELLED_CODES
+    internal_codes = INTERNAL_CODES
 
     def envelope_sql(self, line: str) -> str:
         error = f"(CASE WHEN json_type({line}.error) = 'OBJECT' THEN {line}.error END)"
