@@ -40,14 +40,20 @@ def _money(v: float | None) -> str:
     return "?" if v is None else f"{v:.4f}"
 
 
+def _count(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
 def gate_table(gates) -> str:
-    """Per partition: items sent redacted / blocked for sensitive data, estimated and actual cost."""
+    """Per partition: items sent redacted / blocked for sensitive data, estimated and actual cost,
+    thinking tokens (part of the output) and cached input tokens (part of the input); `-`: not reported."""
     return format_table(*gate_cells(gates))
 
 
 def gate_cells(gates) -> tuple[list[str], list[list]]:
     """(headers, rows) of `gate_table`."""
-    headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
+    headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency", "thinking_tokens",
+               "cached_input_tokens"]
     rows = [[g.task_id, g.pii_redacted, g.pii_blocked, _money(g.cost_estimated), _money(g.cost_actual),
-             g.currency or "?"] for g in gates]
+             g.currency or "?", _count(g.thinking_tokens), _count(g.cached_input_tokens)] for g in gates]
     return headers, rows

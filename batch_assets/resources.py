@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import BatchProvider, ClientSettings
-from batch_assets.providers.registry import build_adapter, known_providers, provider_definition
+from batch_assets.providers.registry import build_adapter, job_endpoint, known_providers, provider_definition
 
 DEFAULT_DATABASE = "data/warehouse.duckdb"
 DEFAULT_DATA_DIR = "data"
@@ -123,16 +123,17 @@ class ProvidersResource(dg.ConfigurableResource):
         api_key = _secret(conn.api_key) if conn else None
         if not api_key:
             raise ProviderConfigurationError(missing_key_message(provider))
-        return ClientSettings(api_key, (conn.base_url if conn else None) or definition.live_base_url, self.max_retries)
+        return ClientSettings(api_key, (conn.base_url if conn else None) or definition.live_base_url, self.max_retries,
+                              mode=LIVE)
 
     def endpoint_of(self, provider: str) -> tuple[str, str]:
         """(mode, `scheme://host[:port]`) of where the provider's jobs go: for the ledger, no secrets."""
-        definition = provider_definition(provider)
         if not self.is_live(provider):
             return EMULATOR, endpoint_host(self.emulator_url)
         conn = self._connection(provider)
-        url = (conn.base_url if conn else None) or definition.live_base_url or definition.live_host or ""
-        return LIVE, endpoint_host(url)
+        base = (conn.base_url if conn else None) or provider_definition(provider).live_base_url
+        mode, url = job_endpoint(provider, ClientSettings("", base, mode=LIVE))
+        return mode, endpoint_host(url)
 
     def adapter(self, provider: str) -> BatchProvider:
         return build_adapter(provider, self.settings_for(provider))

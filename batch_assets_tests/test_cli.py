@@ -36,7 +36,7 @@ TASK_ID = "ticket_triage_20261120"
 COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel",
             "dry-run")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-JOB_FIELDS = ["job_key", "task_id", "provider", "provider_batch_id", "state", "raw_status", "request_total",
+JOB_FIELDS = ["job_key", "task_id", "provider", "endpoint_mode", "endpoint_url", "request_options", "provider_batch_id", "state", "raw_status", "request_total",
               "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",
               "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note", "stuck",
               "stuck_at", "collect_attempts", "collect_error"]
@@ -170,7 +170,7 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     code, table, _ = run(capsys, "--database", finished_db, "jobs")
     assert code == 0
     header = table.splitlines()[0].split()
-    assert header == ["job_key", "provider", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
+    assert header == ["job_key", "provider", "mode", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
                       "terminal", "note", "stuck", "collect_error"]
     assert "COMPLETED" in table.splitlines()[2]
 
@@ -180,12 +180,16 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert [list(j) for j in jobs] == [JOB_FIELDS]
     assert jobs[0]["task_id"] == TASK_ID and jobs[0]["state"] == "COMPLETED" and jobs[0]["request_total"] == 50
     assert jobs[0]["cancel_requested"] is False and jobs[0]["terminal_at"].startswith("20")
+    # Where the job went and the structured-output form its lines used, recorded by submit_pending.
+    assert (jobs[0]["endpoint_mode"], jobs[0]["request_options"]) == ("emulator", {"response_format": "json_schema"})
+    assert jobs[0]["endpoint_url"].startswith("http://127.0.0.1:")
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "csv")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert out.splitlines()[0] == ",".join(JOB_FIELDS)
     assert len(rows) == 1 and rows[0]["request_completed"] == "50" and rows[0]["cancel_requested"] == "false"
+    assert json.loads(rows[0]["request_options"]) == {"response_format": "json_schema"}
 
 
 def test_report_table_is_the_reconciliation_table(capsys, finished_db):
@@ -197,8 +201,9 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     table = reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
     assert out.startswith(table)
     gate = out[len(table):].split("\n")  # then sensitive data and cost per partition
-    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency"]
-    assert gate[3].split()[0] == TASK_ID and gate[3].split()[-1] == "USD"
+    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency",
+                               "thinking_tokens", "cached_input_tokens"]
+    assert gate[3].split()[0] == TASK_ID and gate[3].split()[-3:] == ["USD", "0", "0"]
 
 
 def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):

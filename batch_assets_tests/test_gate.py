@@ -160,7 +160,8 @@ def _fake_answers(wh, task, answers: dict[str, str]) -> None:
         insert_parsed_results(conn, task.task_id(DAY1), f"""
             SELECT custom_id, 1 AS attempt, 'job-x' AS job_key, true AS provider_succeeded, NULL AS error_class,
                    NULL AS error_code, NULL AS error_message, 200 AS http_status, output_json, 'stop' AS finish_reason,
-                   100 AS input_tokens, 20 AS output_tokens, NULL AS provider_request_id
+                   100 AS input_tokens, 20 AS output_tokens, NULL AS provider_request_id,
+                   NULL AS thinking_tokens, NULL AS cached_input_tokens
             FROM (VALUES {values}) AS v(custom_id, output_json)
         """, output_schema_version=task.spec.output.version, from_line=True)
 
@@ -205,6 +206,11 @@ def test_price_math_with_batch_discount_and_thinking_tokens():
     assert p.cost(2000, 500) == pytest.approx((2000 * 0.15 + 500 * 0.60) / 1e6 * 0.5)
     with duckdb.connect() as conn:
         assert conn.execute(f"SELECT {p.cost_sql('2000', '500')}").fetchone()[0] == pytest.approx(p.cost(2000, 500))
+        # Cached input tokens (part of the input) at the cached-input price (0.075); a NULL count is none cached.
+        assert p.cost(2000, 500, 1500) == pytest.approx((500 * 0.15 + 1500 * 0.075 + 500 * 0.60) / 1e6 * 0.5)
+        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', '1500')}").fetchone()[0] == \
+            pytest.approx(p.cost(2000, 500, 1500))
+        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', 'NULL')}").fetchone()[0] == pytest.approx(p.cost(2000, 500))
     # Gemini's thinking tokens are billed as output: its wire format adds thoughtsTokenCount to output_tokens.
     from batch_assets.providers.gemini.formats import _output_tokens_sql
 

@@ -322,6 +322,8 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
         after = {t: _table_rows(conn, t, v1_columns[t]) for t in V1_TABLES}
         from_line = dict(conn.execute("SELECT custom_id, from_line FROM ledger.parsed_result").fetchall())
         deferred = conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
+        usage_apart = conn.execute("SELECT DISTINCT thinking_tokens, cached_input_tokens FROM ledger.parsed_result").fetchall()
+        options = conn.execute("SELECT DISTINCT request_options FROM ledger.provider_job").fetchall()
         # The upgraded ledger takes new rows through the writer, defaults included.
         insert_job_intent(conn, "later:job1", "ticket_triage_20261120", "later", "openai", "/v1/chat/completions")
         next_seq = conn.execute("SELECT nextval('ledger.terminal_seq')").fetchone()[0]
@@ -333,6 +335,8 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
     # v3: shard.deferred_at — NULL (never deferred) for existing shards.
     assert deferred == [(None,)]
     assert next_seq == 2  # the terminal sequence continues where v1 left it
+    # v6: usage kept apart and request options: unknown (NULL) for what was recorded before.
+    assert usage_apart == [(None, None)] and options == [(None,)]
     r = reconcile(warehouse, "ticket_triage_20261120")
     assert (r.manifest_items, r.succeeded, r.expired, r.applied) == (3, 1, 2, 1)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
@@ -76,8 +75,6 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path, monkeypatch: pytest.
     assert cut_shards(wh, task, PARTITION).lines == 2
     assert len(submit_pending(wh, task, PARTITION, adapter).submitted) == 1
     task_id = task.task_id(PARTITION)
-    with wh.connect() as conn:  # as the submissions asset does after submit_pending
-        record_job_endpoints(conn, task_id, provider, *providers.endpoint_of(provider))
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         poll_jobs(wh, lambda _p: adapter, task_id=task_id)

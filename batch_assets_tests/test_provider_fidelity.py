@@ -163,6 +163,50 @@ def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path:
     assert rows["think"]["input_tokens"] == think["promptTokenCount"]
     assert "thoughtsTokenCount" not in usage["plain"]
     assert rows["plain"]["output_tokens"] == usage["plain"]["candidatesTokenCount"]
+    # Kept apart too: the thoughts (0 where the service leaves the count out) and the cached prompt tokens.
+    assert (rows["think"]["thinking_tokens"], rows["plain"]["thinking_tokens"]) == (think["thoughtsTokenCount"], 0)
+    assert rows["think"]["cached_input_tokens"] == think["cachedContentTokenCount"] > 0
+
+
+# --- OpenAI: reasoning models' usage -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/responses"])
+def test_openai_reasoning_tokens_are_kept_apart_inside_output(emulator: EmulatorHandle, tmp_path: Path,
+                                                             endpoint: str) -> None:
+    adapter = adapter_for(emulator, "openai")
+    chat = endpoint == "/v1/chat/completions"
+
+    def run(model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One single-line batch (a batch holds one model) -> (normalized row, the line's usage)."""
+        body = ({"model": model, "messages": [{"role": "user", "content": "Ticket 1"}], "max_completion_tokens": 2000}
+                if chat else {"model": model, "input": "Ticket 1", "max_output_tokens": 2000})
+        shard = write_shard(tmp_path, f"openai-{model}", [{"custom_id": model, "method": "POST", "url": endpoint,
+                                                            "body": body}])
+        job_key = f"job-{model}"
+        prepared = adapter.prepare_input(shard, job_key, endpoint, 0)
+        result = adapter.create(CreateRequest(job_key, endpoint, model, "24h", 1, {JOB_KEY_METADATA: job_key}), prepared)
+        assert result.outcome == CreateOutcome.CREATED, result
+        snap = result.snapshot
+        for _ in range(200):
+            if snap.results_ready or snap.terminal:
+                break
+            snap = adapter.poll(JobRef(snap.provider_batch_id), snap.state)
+        assert snap.results_ready, snap
+        files = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
+                                       tmp_path / "raw", model)
+        (out,) = [f for f in files if f.kind == "output"]
+        (row,) = normalize(out.path, "openai", endpoint)
+        (line,) = out.path.read_text(encoding="utf-8").splitlines()
+        return row, json.loads(line)["response"]["body"]["usage"]
+
+    row, usage = run("o3-mini")
+    reasoning = usage["completion_tokens_details" if chat else "output_tokens_details"]["reasoning_tokens"]
+    assert reasoning > 0 and row["thinking_tokens"] == reasoning
+    assert row["output_tokens"] > reasoning   # billed output includes the reasoning
+    assert row["cached_input_tokens"] == 0
+    plain, _ = run("gpt-4o-mini")
+    assert (plain["thinking_tokens"], plain["cached_input_tokens"]) == (0, 0)
 
 
 # --- Gemini: a failed batch's cause, read from the operation as sent ---------------------------------
@@ -354,20 +398,28 @@ def test_live_mode_without_a_key_refuses_to_load(clean_provider_env: pytest.Monk
 
 
 def test_the_ledger_records_where_each_job_went(warehouse) -> None:
-    from batch_assets.ledger.jobs import insert_job_intent, record_job_endpoints, set_job_endpoint
+    from batch_assets.ledger.jobs import claim_new_intent, insert_job_intent
+    from batch_assets.providers.contract import ClientSettings
+    from batch_assets.providers.registry import job_endpoint
 
     with warehouse.connect() as conn:
         insert_job_intent(conn, "j1", "t_1", "s1", "openai", "/v1/chat/completions",
-                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret")
-        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions")
-        insert_job_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent")
-        assert record_job_endpoints(conn, "t_1", "openai", "emulator", "http://127.0.0.1:8765/v1") == 1
-        set_job_endpoint(conn, "j3", "live", "https://user:pw@generativelanguage.googleapis.com/v1beta")
-        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url FROM ledger.provider_job ORDER BY 1").fetchall()
+                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret",
+                          request_options={"response_format": "json_schema"})
+        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions",
+                          *job_endpoint("openai", ClientSettings("k", "http://127.0.0.1:8765/v1")), request_options={})
+        # Live without a base URL: the SDK's default host; never the credentials of a URL.
+        assert job_endpoint("gemini", ClientSettings("k", mode="live")) == ("live", "https://generativelanguage.googleapis.com")
+        assert claim_new_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent", "run-1", endpoint_mode="live",
+                                endpoint_url="https://user:pw@generativelanguage.googleapis.com/v1beta",
+                                request_options={"structured_output": "response_schema"})
+        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url, request_options FROM ledger.provider_job "
+                            "ORDER BY 1").fetchall()
         with pytest.raises(ValueError, match="endpoint_mode"):
-            set_job_endpoint(conn, "j3", "production", "https://x")
-    assert rows == [("j1", "live", "https://api.openai.com"), ("j2", "emulator", "http://127.0.0.1:8765"),
-                    ("j3", "live", "https://generativelanguage.googleapis.com")]
+            insert_job_intent(conn, "j4", "t_1", "s4", "openai", "/v1/chat/completions", endpoint_mode="production")
+    assert rows == [("j1", "live", "https://api.openai.com", '{"response_format": "json_schema"}'),
+                    ("j2", "emulator", "http://127.0.0.1:8765", "{}"),
+                    ("j3", "live", "https://generativelanguage.googleapis.com", '{"structured_output": "response_schema"}')]
 
 
 # --- Gemini: request lines exactly per the REST requests -----------------------------------------------
@@ -465,8 +517,13 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
     assert "gemini_schema_field" not in input_hash_sql(task)   # tasks on the defaults keep their hashes
 
 
-def test_a_gemini_batch_refused_for_enqueued_tokens_classes_its_items_as_capacity(
-        emulator: EmulatorHandle, warehouse) -> None:
+@pytest.mark.parametrize(("knobs", "code", "failure_class"), [
+    ({"enqueued_token_limit": {"gemini-embedding-001": 1}}, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"),
+    # The service's own fault (google.rpc INTERNAL, code 13): retried with backoff, not a bad input.
+    ({"force_batch_status": "failed"}, "INTERNAL", "internal_error"),
+])
+def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
+        emulator: EmulatorHandle, warehouse, knobs: dict, code: str, failure_class: str) -> None:
     from batch_assets.demo import seed_kb_articles
     from batch_assets.pipeline.ingest import collect_raw_results
     from batch_assets.pipeline.manifest import freeze_manifest
@@ -480,13 +537,14 @@ def test_a_gemini_batch_refused_for_enqueued_tokens_classes_its_items_as_capacit
         seed_kb_articles(conn, days=1, per_day=10)
     task = load_all_tasks()["kb_embeddings"]
     adapter = adapter_for(emulator, "gemini")
-    emulator.configure(enqueued_token_limit={task.spec.model: 1})
+    assert task.spec.model == "gemini-embedding-001"
+    emulator.configure(**knobs)
     freeze_manifest(warehouse, task, day)
     cut_shards(warehouse, task, day)
     submit_pending(warehouse, task, day, adapter)
     with warehouse.connect() as conn:
         [(state, errors)] = conn.execute("SELECT state, provider_errors FROM ledger.provider_job").fetchall()
-    assert state == "FAILED" and json.loads(errors)[0]["code"] == "RESOURCE_EXHAUSTED"
+    assert state == "FAILED" and json.loads(errors)[0]["code"] == code
     collect_raw_results(warehouse, task, day, adapter)
     summary = parse_results(warehouse, task, day)
-    assert summary.synthesized > 0 and summary.by_class == {"rate_or_capacity_error": summary.synthesized}
+    assert summary.synthesized > 0 and summary.by_class == {failure_class: summary.synthesized}

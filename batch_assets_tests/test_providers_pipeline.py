@@ -112,7 +112,7 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
     ("openai", "failed", "FAILED", "rate_or_capacity_error"),  # the emulator fails it with token_limit_exceeded
     ("openai", "expired", "EXPIRED", "expired"),
     ("dashscope", "expired", "EXPIRED", "expired"),
-    ("gemini", "failed", "FAILED", "validation_error"),
+    ("gemini", "failed", "FAILED", "internal_error"),  # forced failures are google.rpc INTERNAL: the service's fault
     ("gemini", "expired", "EXPIRED", "expired"),
     ("anthropic", "expired", "COMPLETED", "expired"),  # Anthropic: ended with some requests expired
 ])

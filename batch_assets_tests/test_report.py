@@ -48,7 +48,13 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     assert all(n[f"final_failed_{c}"] == rec.final_failed.get(c, 0) for c in FAILURE_CLASSES)
     assert n["completion_rate"] == 1.0 and n["applied_rate"] == pytest.approx(50 / 58)
     assert (n["input_tokens"], n["output_tokens"]) == tokens and n["input_tokens"] > 0
-    assert "thinking_tokens" not in n  # the ledger keeps no separate count: they are in output_tokens
+    # Usage kept apart, carried from the lines through parse: gpt-4o-mini reports 0 reasoning and 0 cached tokens.
+    with wh.connect() as conn:
+        apart = conn.execute("SELECT count(*), count(thinking_tokens), sum(thinking_tokens), sum(cached_input_tokens) "
+                             "FROM ledger.parsed_result WHERE task_id = ? AND input_tokens IS NOT NULL",
+                             [task_id]).fetchone()
+    assert apart[0] > 0 and apart[1:] == (apart[0], 0, 0)
+    assert (n["thinking_tokens"], n["cached_input_tokens"]) == (0, 0)
     # times: one job, from its intent to its end
     (job,) = r.jobs
     assert job.state == "COMPLETED" and job.lines == 50
@@ -58,6 +64,9 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     assert all(isinstance(v, int | float) for v in n.values())
     md = report_markdown(r)
     assert "| applied (final) | 50 |" in md and "| **total** | 58 |" in md and "COMPLETED" in md
+    # The per-job section says where each job went and which structured-output form its lines used.
+    assert job.endpoint.startswith("emulator http://127.0.0.1:") and job.endpoint in md
+    assert job.request_options == '{"response_format": "json_schema"}' and job.request_options in md
 
 
 def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):

@@ -48,10 +48,18 @@ def test_openai_output_lines_all_give_text_or_vector_and_usage(tmp_path: Path) -
     for r in rows:
         assert r["status_code"] == 200 and r["failure_class"] is None and r["request_id"]
     assert all(r["input_tokens"] > 0 and r["finish_reason"] in ("stop", "length") for r in chat)
+    # Usage details kept apart where the line has them: o3-mini's reasoning tokens (inside its
+    # completion tokens) and a prompt-cache hit (inside its prompt tokens).
+    by_id = {r["request_id"]: r for r in rows}
+    assert (by_id["chaining_1"]["thinking_tokens"], by_id["chaining_1"]["output_tokens"]) == (448, 568)
+    assert (by_id["expansion_23"]["thinking_tokens"], by_id["expansion_23"]["output_tokens"]) == (2112, 2160)
+    assert (by_id["task_157"]["cached_input_tokens"], by_id["task_157"]["input_tokens"]) == (1280, 3509)
+    assert (by_id["0"]["thinking_tokens"], by_id["0"]["cached_input_tokens"]) == (0, 0)
     # The responses-API and embeddings lines are read with their own formats.
     responses = normalized(tmp_path, "openai_output.jsonl", "openai", "/v1/responses")
     assert sum(1 for r in responses if r["content"]) == 3
-    assert all(r["input_tokens"] > 0 for r in responses if r["content"])
+    assert all(r["input_tokens"] > 0 and (r["thinking_tokens"], r["cached_input_tokens"]) == (0, 0)
+               for r in responses if r["content"])
     vectors = normalized(tmp_path, "openai_output.jsonl", "openai", "/v1/embeddings")
     assert sum(1 for r in vectors if r["vector"] is not None) == 1
 
@@ -75,17 +83,27 @@ def test_anthropic_result_lines(tmp_path: Path) -> None:
     assert by_id["bad-model"]["status_code"] == 404 and by_id["bad-model"]["failure_class"] == "validation_error"
     assert by_id["23"]["error_code"] == "invalid_request_error" and "max_tokens" in by_id["23"]["error_message"]
     assert by_id["c-1"]["failure_class"] == "canceled"
+    # No separate thinking count (extended thinking is in output_tokens); cache reads where reported.
+    assert all(r["thinking_tokens"] is None for r in rows)
+    assert by_id["0"]["cached_input_tokens"] == 0 and by_id["my-first-request"]["cached_input_tokens"] is None
 
 
 def test_dashscope_output_lines(tmp_path: Path) -> None:
     rows = normalized(tmp_path, "dashscope_output.jsonl", "dashscope", "/v1/chat/completions")
     assert all(r["status_code"] == 200 and r["content"] and r["output_tokens"] > 0 for r in rows)
+    # These lines carry text_tokens details only: no reasoning or cached count to keep.
+    assert all(r["thinking_tokens"] is None and r["cached_input_tokens"] is None for r in rows)
 
 
 def test_gemini_response_and_embedding_lines(tmp_path: Path) -> None:
     rows = normalized(tmp_path, "gemini_responses.jsonl", "gemini", "generateContent")
     assert all(r["status_code"] == 200 and r["content"] and r["finish_reason"] == "stop" and r["input_tokens"] > 0
                for r in rows)
+    # Thoughts are billed output: counted in output_tokens and kept apart; a count the service
+    # leaves out (proto3 omits zeros) is 0 where the response reports usage.
+    by_id = {r["request_id"]: r for r in rows}
+    assert (by_id["request_1"]["thinking_tokens"], by_id["request_1"]["output_tokens"]) == (829, 840)
+    assert (by_id["gemini-sample-0"]["thinking_tokens"], by_id["gemini-sample-0"]["cached_input_tokens"]) == (0, 0)
     vectors = normalized(tmp_path, "gemini_embedding_responses.jsonl", "gemini", "embedContent")
     assert [json.loads(r["vector"])[:1] != [] for r in vectors] == [True, True]
 

@@ -102,6 +102,12 @@ def test_submit_creates_one_batch_per_shard_and_records_every_id(seeded_copy, ti
         mine = [(f, t) for k, f, t in events if k == job["job_key"]]
         assert mine[0] == (None, "CREATED") and mine[1][0] == "CREATED"
     assert status == "SUBMITTED"
+    # submit_pending itself records, with each intent, where the job went (host only, no key) and how
+    # its lines were rendered.
+    with wh.connect() as conn:
+        sent = conn.execute("SELECT DISTINCT endpoint_mode, endpoint_url, request_options FROM ledger.provider_job "
+                            "WHERE task_id = ?", [TASK_ID1]).fetchall()
+    assert sent == [("emulator", emulator.base_url.rstrip("/"), '{"response_format": "json_schema"}')]
 
 
 def test_resubmitting_submits_nothing_new(seeded_copy, ticket_task, adapter, emulator):

@@ -1,4 +1,6 @@
-"""`batch-assets jobs`: provider jobs with their state, request counts, whether they are stuck (over
+"""`batch-assets jobs`: provider jobs with where they went (`mode` emulator | live; `endpoint_url`
+and the `request_options` their lines were rendered with in --format json/csv), their state, request
+counts, whether they are stuck (over
 their state's SLA: `stuck`, or what the stuck policy did, e.g. `cancel_requested`) or their
 collection failed (`collect_error`, after `collect_attempts` collect runs); `jobs adopt` and
 `jobs abandon` settle an undecided job (a create whose outcome the provider cannot tell).
@@ -11,6 +13,8 @@ intent (`jobs abandon JOB_KEY`): the next submit run sends the shard again under
 
 from __future__ import annotations
 
+import json
+
 from batch_assets.cli import context
 from batch_assets.cli.errors import CliError
 from batch_assets.cli.output import Field, render
@@ -19,6 +23,9 @@ FIELDS = [
     Field("job_key"),
     Field("task_id", in_table=False),
     Field("provider"),
+    Field("endpoint_mode", header="mode"),
+    Field("endpoint_url", in_table=False),
+    Field("request_options", in_table=False),
     Field("provider_batch_id", header="batch_id"),
     Field("state"),
     Field("raw_status", header="raw"),
@@ -58,13 +65,16 @@ def cmd_jobs(args) -> int:
     with context.connect(context.warehouse(args), read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         rows = fetch_dicts(conn, f"""
-            SELECT job_key, task_id, provider, provider_batch_id, state, raw_status, request_total,
+            SELECT job_key, task_id, provider, endpoint_mode, endpoint_url, request_options,
+                   provider_batch_id, state, raw_status, request_total,
                    request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
                    create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
                    CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
                    coalesce(collect_attempts, 0) AS collect_attempts, collect_error
             FROM ledger.provider_job
             WHERE list_contains(?, task_id) ORDER BY created_at, job_key""", [task_ids])
+    for row in rows:  # an object in --format json (a few jobs, for display)
+        row["request_options"] = json.loads(row["request_options"]) if row["request_options"] else None
     render(rows, FIELDS, args.format)
     return 0
 

@@ -21,8 +21,9 @@ from batch_assets.cli.output import Field, render
 SUMMARY_FIELDS = ("task_id", "items", "applied", "stale", "quarantined", "rejected", "canceled", "compliance_held",
                   "final_failed", "retried", "max_attempt", "in_flight", "retry_pending", "unresolved", "balanced",
                   "status", "check", "pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency",
-                  "problems")
-GATE_FIELDS = ("pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency")
+                  "thinking_tokens", "cached_input_tokens", "problems")
+GATE_FIELDS = ("pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency", "thinking_tokens",
+               "cached_input_tokens")
 
 
 def fields(fmt: str) -> list[Field]:

@@ -13,7 +13,6 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_retry(args) -> int:
-    from batch_assets.ledger.jobs import record_job_endpoints
     from batch_assets.pipeline.presubmit import failed_gates
     from batch_assets.pipeline.retry import due_retries_sql, reopen_for_operator
     from batch_assets.pipeline.shards import cut_shards, verify_shards
@@ -61,9 +60,6 @@ def cmd_retry(args) -> int:
         return 0
     providers = default_resources()["providers"]
     summary = submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
-    mode, url = providers.endpoint_of(task.spec.provider)
-    with context.connect(wh, read_only=False) as conn:
-        record_job_endpoints(conn, args.task_id, task.spec.provider, mode, url)
     print(f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
           f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity")
     return 0

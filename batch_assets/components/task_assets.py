@@ -22,7 +22,6 @@ from batch_assets.components.asset_metadata import (
     task_tags,
 )
 from batch_assets.components.partitions import daily_partitions
-from batch_assets.ledger.jobs import record_job_endpoints
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.budget import check_budget
 from batch_assets.pipeline.cost import partition_gates
@@ -269,10 +268,6 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
                                  f"budget_override on the shards asset (a reason).",
                                  metadata={k: str(v) for k, v in verdict.as_metadata().items()})
         out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in context.partition_keys]
-        mode, url = providers.endpoint_of(spec.provider)
-        with wh.connect() as conn:  # where this run's jobs went (submit_pending records no endpoint)
-            for summary in out:
-                record_job_endpoints(conn, summary.task_id, spec.provider, mode, url)
         elsewhere = [k for s in out for k in s.claimed_elsewhere]
         undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(metadata={

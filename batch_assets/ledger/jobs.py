@@ -78,39 +78,32 @@ def _check_endpoint_mode(mode: str) -> None:
         raise ValueError(f"endpoint_mode must be one of {', '.join(ENDPOINT_MODES)}, got {mode!r}")
 
 
-def insert_job_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                      endpoint: str, endpoint_mode: str | None = None, endpoint_url: str | None = None) -> None:
-    """Record the intent to submit a shard: a provider_job row in state CREATED (no provider batch
-    yet) and its first status event, atomically. Written before the provider is called. Where the
-    job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) is recorded with
-    it when given."""
-    values = {"job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider,
-              "endpoint": endpoint, "state": JobState.CREATED.value}
+def _sent_with(endpoint_mode: str | None, endpoint_url: str | None,
+               request_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The intent's columns saying where the job goes and how its lines were rendered (when given)."""
+    values: dict[str, Any] = {}
     if endpoint_mode is not None:
         _check_endpoint_mode(endpoint_mode)
         values |= {"endpoint_mode": endpoint_mode, "endpoint_url": _endpoint_host(endpoint_url or "")}
+    if request_options is not None:
+        values["request_options"] = json.dumps(dict(request_options), sort_keys=True)
+    return values
+
+
+def insert_job_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
+                      endpoint: str, endpoint_mode: str | None = None, endpoint_url: str | None = None,
+                      request_options: Mapping[str, Any] | None = None) -> None:
+    """Record the intent to submit a shard: a provider_job row in state CREATED (no provider batch
+    yet) and its first status event, atomically. Written before the provider is called. Where the
+    job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) and the request
+    options its lines were rendered with (JSON) are recorded with it when given."""
+    values = {"job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider,
+              "endpoint": endpoint, "state": JobState.CREATED.value}
+    values |= _sent_with(endpoint_mode, endpoint_url, request_options)
     with transaction(conn):
         insert_values(conn, "provider_job", values, fixed={"created_at": NOW, "state_changed_at": NOW})
         insert_values(conn, "status_event", {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
                       fixed={"observed_at": NOW})
-
-
-def set_job_endpoint(conn: duckdb.DuckDBPyConnection, job_key: str, endpoint_mode: str, endpoint_url: str) -> None:
-    """Record where the job went: `emulator` or `live`, and the endpoint's `scheme://host[:port]`."""
-    _check_endpoint_mode(endpoint_mode)
-    conn.execute("UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ? WHERE job_key = ?",
-                 [endpoint_mode, _endpoint_host(endpoint_url), job_key])
-
-
-def record_job_endpoints(conn: duckdb.DuckDBPyConnection, task_id: str, provider: str, endpoint_mode: str,
-                         endpoint_url: str) -> int:
-    """Record where the task partition's jobs of `provider` went, for those not recorded yet (right
-    after the submit run that created them, with the same provider settings). Returns how many."""
-    _check_endpoint_mode(endpoint_mode)
-    return conn.execute("""
-        UPDATE ledger.provider_job SET endpoint_mode = ?, endpoint_url = ?
-        WHERE task_id = ? AND provider = ? AND endpoint_mode IS NULL
-    """, [endpoint_mode, _endpoint_host(endpoint_url), task_id, provider]).fetchone()[0]
 
 
 def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) -> None:
@@ -246,14 +239,18 @@ _CLAIM_FREE = "(claimed_by IS NULL OR claim_expires_at < now()::TIMESTAMP)"
 
 
 def claim_new_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                     endpoint: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+                     endpoint: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S, *,
+                     endpoint_mode: str | None = None, endpoint_url: str | None = None,
+                     request_options: Mapping[str, Any] | None = None) -> bool:
     """Record the intent to submit a shard already claimed by `owner` (plus its first status
-    event), atomically. False when the job_key exists already: another run got there first and
-    this one must neither upload nor create."""
+    event), atomically, with where it goes and its request options (as `insert_job_intent`).
+    False when the job_key exists already: another run got there first and this one must neither
+    upload nor create."""
     with transaction(conn):
         inserted = insert_values(conn, "provider_job", {
             "job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider, "endpoint": endpoint,
             "state": JobState.CREATED.value, "claimed_by": owner,
+            **_sent_with(endpoint_mode, endpoint_url, request_options),
         }, fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},
             on_conflict="ON CONFLICT DO NOTHING")
         if inserted:

@@ -22,7 +22,7 @@ RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id",
                       "status_code", "provider_request_id", "body", "error", "malformed_line")
 PARSED_RESULT_COLUMNS = ("custom_id", "attempt", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
                          "http_status", "output_json", "finish_reason", "input_tokens", "output_tokens",
-                         "provider_request_id")
+                         "provider_request_id", "thinking_tokens", "cached_input_tokens")
 APPLIED_RESULT_COLUMNS = ("custom_id", "business_id", "outcome")
 
 
@@ -65,8 +65,8 @@ def insert_parsed_results(conn: duckdb.DuckDBPyConnection, task_id: str, query: 
     """Record outcomes (columns of PARSED_RESULT_COLUMNS), parsed now under `output_schema_version`
     (None: each row's own `output_schema_version` column of `query`, the version its item was frozen
     with). `from_line` says whether they came from result lines (true) or from their batch's end state.
-    `cost_sql` prices a row from its `_rows.input_tokens` / `_rows.output_tokens` (the provider's
-    usage; NULL when unknown). Returns the number recorded."""
+    `cost_sql` prices a row from its `_rows.input_tokens` / `_rows.output_tokens` /
+    `_rows.cached_input_tokens` (the provider's usage; NULL when unknown). Returns the number recorded."""
     version = "_rows.output_schema_version" if output_schema_version is None else sql_literal(output_schema_version)
     return insert_select(conn, "parsed_result", PARSED_RESULT_COLUMNS, query, params, fixed={
         "task_id": sql_literal(task_id), "output_schema_version": version,

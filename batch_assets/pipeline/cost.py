@@ -1,11 +1,13 @@
-"""Per-partition figures of the gate: sensitive data (items redacted / blocked) and cost
-(estimated / actual), read from the ledger by query. No matched value is ever read here.
+"""Per-partition figures of the gate: sensitive data (items redacted / blocked), cost
+(estimated / actual) and the usage kept apart (thinking and cached input tokens), read from the
+ledger by query. No matched value is ever read here.
 
 * estimated cost: sum of `manifest_item.est_cost` (priced at freeze, see `providers.prices`) of the
   partition's live items that are not quarantined (blocked or otherwise held back) - what the
   first attempt will cost at most; retries are not estimated.
 * actual cost: sum of `parsed_result.cost` over every attempt, from the provider's usage
-  (NULL usage - a failed request the provider does not bill - counts as 0).
+  (NULL usage - a failed request the provider does not bill - counts as 0), its cached input
+  tokens at the model's cached-input price (`providers.prices`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class PartitionGate:
     cost_estimated: float | None
     cost_actual: float | None
     currency: str | None
+    # Usage kept apart, summed over every attempt (None: no attempt reported the count).
+    thinking_tokens: int | None = None      # part of the output tokens
+    cached_input_tokens: int | None = None  # part of the input tokens, priced at the cached-input price
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -34,7 +39,8 @@ class PartitionGate:
 
 
 def partition_gate_sql() -> str:
-    """(task_id, pii_redacted, pii_blocked, cost_estimated, cost_actual, currency) of every partition."""
+    """(task_id, pii_redacted, pii_blocked, cost_estimated, cost_actual, currency, thinking_tokens,
+    cached_input_tokens) of every partition."""
     return f"""
         SELECT t.task_id,
                (SELECT count(DISTINCT p.custom_id) FROM ledger.pii_mapping p JOIN ledger.manifest_item m USING (custom_id)
@@ -46,7 +52,10 @@ def partition_gate_sql() -> str:
                   AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = t.task_id)) AS cost_estimated,
                CASE WHEN t.currency IS NULL THEN NULL ELSE
                    coalesce((SELECT sum(r.cost) FROM ledger.parsed_result r WHERE r.task_id = t.task_id), 0) END AS cost_actual,
-               t.currency
+               t.currency,
+               (SELECT sum(r.thinking_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id) AS thinking_tokens,
+               (SELECT sum(r.cached_input_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id)
+                   AS cached_input_tokens
         FROM ledger.batch_task t
     """
 
@@ -55,4 +64,5 @@ def partition_gates(conn: duckdb.DuckDBPyConnection, task_ids: list[str] | None 
     rows = conn.execute(f"SELECT * FROM ({partition_gate_sql()}) "
                         + ("WHERE list_contains(?::VARCHAR[], task_id)" if task_ids is not None else ""),
                         [task_ids] if task_ids is not None else []).fetchall()
-    return {r[0]: PartitionGate(r[0], int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows}
+    return {r[0]: PartitionGate(r[0], int(r[1]), int(r[2]), r[3], r[4], r[5],
+                                None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7])) for r in rows}

@@ -95,20 +95,24 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        status_code AS http_status,
                        CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
                             THEN CAST(answer AS VARCHAR) END AS output_json,
-                       finish_reason, input_tokens, output_tokens, provider_request_id, output_schema_version
+                       finish_reason, input_tokens, output_tokens, provider_request_id,
+                       thinking_tokens, cached_input_tokens, output_schema_version
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
             """, output_schema_version=None, from_line=True,
-                cost_sql=cost_sql_or_null(task.spec.provider, task.spec.model, "_rows.input_tokens", "_rows.output_tokens"))
+                cost_sql=cost_sql_or_null(task.spec.provider, task.spec.model, "_rows.input_tokens", "_rows.output_tokens",
+                                          "_rows.cached_input_tokens"))
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
             synthesized = insert_parsed_results(conn, task_id, f"""
                 SELECT custom_id, attempt, job_key, false AS provider_succeeded,
                        CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                             WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
+                            WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'
                             ELSE 'validation_error' END AS error_class,
                        error_code, error_message,
                        NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
                        NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id,
+                       NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens,
                        output_schema_version
                 FROM (
                     SELECT sl.custom_id, sl.attempt, j.job_key, j.state, m.output_schema_version,

@@ -41,6 +41,8 @@ OUTCOME_LABELS = {
     "unapplied": "answer not applied",
 }
 RUNNING_STATES = (JobState.RUNNING.value, JobState.FINALIZING.value)
+# The per-job table: where each job went and the request options its lines were rendered with.
+JOB_HEADERS = ["provider job", "attempt", "lines", "state", "queue", "run", "total", "endpoint", "request options"]
 STATE_ORDER = tuple(s.value for s in JobState)
 
 
@@ -48,8 +50,9 @@ STATE_ORDER = tuple(s.value for s in JobState)
 class Tokens:
     input: int
     output: int
-    thinking: int | None        # None: the ledger keeps no separate thinking count (it is in output)
+    thinking: int | None        # part of output; None: the provider reported no separate count
     answered_attempts: int      # attempts whose provider reported usage
+    cached_input: int | None = None  # part of input, from the provider's prompt cache; None: not reported
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class JobTiming:
     terminal_at: dt.datetime | None
     segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]   # (state, from, to), from status events
     requests_done: int                  # requests the provider reports finished (lines, once terminal)
+    endpoint: str | None = None         # where it went: `emulator` | `live` and the host (None: not recorded)
+    request_options: str | None = None  # the options its lines were rendered with (JSON)
 
     def queue_s(self, now: dt.datetime) -> float:
         """From submission until first seen running (until the end when never seen running)."""
@@ -195,15 +200,14 @@ def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> boo
 
 
 def token_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Tokens:
-    """Tokens of every attempt (each was paid for); thinking tokens when the ledger keeps them apart."""
-    thinking_col = next((c for c in ("thinking_tokens", "reasoning_tokens") if _has_column(conn, "parsed_result", c)),
-                        None)
-    thinking_sql = f"sum({thinking_col})" if thinking_col else "NULL"
-    inp, out, thinking, answered = conn.execute(f"""
-        SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), {thinking_sql},
-               count(*) FILTER (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
+    """Tokens of every attempt (each was paid for); thinking and cached input tokens as the
+    providers report them apart (NULL where none did)."""
+    inp, out, thinking, cached, answered = conn.execute("""
+        SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), sum(thinking_tokens),
+               sum(cached_input_tokens), count(*) FILTER (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
         FROM ledger.parsed_result WHERE task_id = ?""", [task_id]).fetchone()
-    return Tokens(int(inp), int(out), None if thinking is None else int(thinking), int(answered))
+    return Tokens(int(inp), int(out), None if thinking is None else int(thinking), int(answered),
+                  None if cached is None else int(cached))
 
 
 def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
@@ -228,7 +232,8 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
     jobs = conn.execute("""
         SELECT j.job_key, s.attempt, s.line_count, j.state, j.created_at, j.submitted_at, j.terminal_at,
-               coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0)
+               coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0),
+               j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options
         FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
         WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""", [task_id]).fetchall()
     events: dict[str, list[tuple[str, dt.datetime]]] = {}
@@ -240,7 +245,7 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         if not seen or seen[-1][0] != to_state:   # a raw-status change within one state is no new segment
             seen.append((to_state, observed_at))
     out = []
-    for job_key, attempt, lines, state, created, submitted, terminal, done in jobs:
+    for job_key, attempt, lines, state, created, submitted, terminal, done, endpoint, options in jobs:
         seen = events.get(job_key) or [(JobState.CREATED.value, created)]
         segments = []
         stop = terminal or now  # events and the job row are written a moment apart: keep within the job's life
@@ -254,7 +259,7 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         if state in TERMINAL_STATES:
             done = int(lines)
         out.append(JobTiming(job_key, int(attempt), int(lines), state, created, submitted, started, terminal,
-                             tuple(segments), int(done)))
+                             tuple(segments), int(done), endpoint, options))
     return tuple(out)
 
 
@@ -294,8 +299,8 @@ def build_report(conn: duckdb.DuckDBPyConnection, task_id: str,
     if not jobs:
         notes.append("no provider job yet: nothing was submitted")
     tokens = token_figures(conn, task_id)
-    if tokens.thinking is None:
-        notes.append("thinking tokens are not kept apart in the ledger: they are in the output tokens")
+    if tokens.thinking is None and tokens.answered_attempts:
+        notes.append("the provider reports no separate thinking count: any thinking is in the output tokens")
     cost = cost_figures(conn, task_id)
     if cost is None:
         notes.append("cost: the ledger has no cost columns yet")
@@ -325,7 +330,7 @@ def report_numbers(r: PartitionReport) -> dict[str, int | float]:
         out[f"final_failed_{cls}"] = rec.final_failed.get(cls, 0)
     optional = {
         "completion_rate": r.completion_rate, "applied_rate": r.applied_rate, "failure_rate": r.failure_rate,
-        "thinking_tokens": r.tokens.thinking, "queue_time_s": r.queue_time_s, "run_time_s": r.run_time_s,
+        "thinking_tokens": r.tokens.thinking, "cached_input_tokens": r.tokens.cached_input, "queue_time_s": r.queue_time_s, "run_time_s": r.run_time_s,
         "total_time_s": r.total_time_s, "eta_s": r.eta_s,
         "estimated_cost": r.cost.estimated if r.cost else None, "actual_cost": r.cost.actual if r.cost else None,
     }
@@ -393,7 +398,8 @@ def timing_rows(r: PartitionReport) -> list[list[str]]:
 def usage_rows(r: PartitionReport) -> list[list[str]]:
     t = r.tokens
     rows = [["input tokens", f"{t.input:,}"], ["output tokens", f"{t.output:,}"],
-            ["thinking tokens", f"{t.thinking:,}" if t.thinking is not None else "in output tokens"],
+            ["thinking tokens (in output)", f"{t.thinking:,}" if t.thinking is not None else "not reported apart"],
+            ["cached input tokens (in input)", f"{t.cached_input:,}" if t.cached_input is not None else "not reported"],
             ["attempts with usage", str(t.answered_attempts)]]
     if r.cost is None:
         rows.append(["cost", "not recorded in the ledger"])
@@ -416,8 +422,8 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
     if r.jobs:
         now = r.generated_at
         rows = [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                 duration(j.total_s(now))] for j in r.jobs[:max_jobs]]
-        parts += ["", _md_table(["provider job", "attempt", "lines", "state", "queue", "run", "total"], rows)]
+                 duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"] for j in r.jobs[:max_jobs]]
+        parts += ["", _md_table(JOB_HEADERS, rows)]
         if len(r.jobs) > max_jobs:
             parts.append(f"\n… and {len(r.jobs) - max_jobs} more jobs")
     if r.verdict.status != "passed":
@@ -524,9 +530,10 @@ def render_html(r: PartitionReport) -> str:
     rec = r.reconciliation
     status = r.verdict.final_status or "IN PROGRESS"
     now = r.generated_at
-    jobs = _html_table(["provider job", "attempt", "lines", "state", "queue", "run", "total"],
+    jobs = _html_table(JOB_HEADERS,
                        [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                         duration(j.total_s(now))] for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
+                         duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"]
+                        for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
     reasons = "" if r.verdict.passed else (
         "<p class='warn'>Not done: " + html.escape("; ".join(r.verdict.reasons)) + "</p>")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)

@@ -2,7 +2,9 @@
 
 Per shard: claim the intent (provider_job row in state CREATED, owned by this run for a lease) →
 prepare the input (upload where the provider takes files) → record the file id → renew the claim →
-create the batch (tagged with the job_key) → record the batch id and release the claim. Each step
+create the batch (tagged with the job_key) → record the batch id and release the claim. The intent
+records where the job goes (emulator or live, `scheme://host[:port]`, never a key) and the request
+options its lines were rendered with (`wire.WireFormat.request_options`), for every caller. Each step
 is committed before the next network call, so after a crash anywhere the job is found again
 (`find_job`) instead of being created twice: a duplicate submission is duplicate billing.
 
@@ -43,6 +45,7 @@ from batch_assets.providers.contract import (
     JOB_KEY_METADATA, BatchError, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, FindResult,
     InputKind, PreparedInput,
 )
+from batch_assets.providers.registry import job_endpoint, wire_format
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -118,6 +121,11 @@ class _Run:
     def provider(self) -> str:
         return self.task.spec.provider
 
+    @property
+    def request_options(self) -> dict:
+        """How the task's lines are rendered (e.g. which structured-output field), kept on each job."""
+        return wire_format(self.provider, self.task.spec.endpoint).request_options(self.task)
+
     def hints(self, shard: dict, intent_unix: int) -> FindHints:
         with self.wh.connect() as conn:
             known = frozenset(r[0] for r in conn.execute(
@@ -158,9 +166,11 @@ class _Run:
                 self.defer(shard["shard_id"])
                 return
             job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
+            mode, url = job_endpoint(self.provider, self.adapter.settings)
             with self.wh.connect() as conn:
                 won = claim_new_intent(conn, job_key, self.task_id, shard["shard_id"], self.provider,
-                                       self.task.spec.endpoint, self.owner, self.lease_s)
+                                       self.task.spec.endpoint, self.owner, self.lease_s, endpoint_mode=mode,
+                                       endpoint_url=url, request_options=self.request_options)
                 lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:

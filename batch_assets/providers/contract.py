@@ -190,15 +190,17 @@ class ResultFile:
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """How to reach one provider: its API key (from the environment only) and base URL."""
+    """How to reach one provider: its API key (from the environment only), base URL and whether
+    that is the local emulator or the live service (`mode`, recorded on every job it creates)."""
 
     api_key: str
     base_url: str | None = None
     max_retries: int = 4
     timeout_s: float = 120.0
+    mode: str = "emulator"
 
     def __repr__(self) -> str:  # never print the key
-        return f"ClientSettings(base_url={self.base_url!r}, api_key=***)"
+        return f"ClientSettings(base_url={self.base_url!r}, mode={self.mode!r}, api_key=***)"
 
 
 class BatchProvider(Protocol):

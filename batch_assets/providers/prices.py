@@ -3,8 +3,12 @@
 Prices are list prices per 1M tokens; every job the pipeline sends is a batch, so every cost is
 `tokens / 1M x price x (1 - batch_discount)`. Thinking tokens are output tokens: the providers'
 usage (and so `parsed_result.output_tokens`) already include them (Gemini's thoughtsTokenCount is
-added by its wire format). Cached-input prices are listed but not applied: the parsed usage does
-not split cached tokens out, so input is priced in full (an upper bound).
+added by its wire format); `parsed_result.thinking_tokens` only shows how many they were. Input
+tokens served from the provider's prompt cache (`parsed_result.cached_input_tokens`, part of
+`input_tokens`) are priced at the model's `cached_input` price (the input price where the table
+lists none): `((input - cached) x input + cached x cached_input + output x output) / 1M x batch factor`.
+Anthropic cache writes are priced as plain input (they cost 1.25x; batches here set no cache
+breakpoints, so there are none).
 
 Estimate (at freeze): input = the offline estimate `est_input_tokens` of the prompt text (see
 `pipeline.render.estimated_tokens_sql`: bytes / 4, at least one token per CJK character) plus the
@@ -53,14 +57,19 @@ class ModelPrice:
     def batch_factor(self) -> float:
         return 1.0 - self.batch_discount
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        """Cost of one batched request (thinking tokens are part of `output_tokens`)."""
-        return (input_tokens * self.input + output_tokens * self.output) / 1e6 * self.batch_factor
+    def cost(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
+        """Cost of one batched request (thinking tokens are part of `output_tokens`, cached input
+        tokens part of `input_tokens`)."""
+        fresh = input_tokens - cached_input_tokens
+        return ((fresh * self.input + cached_input_tokens * self.cached_input + output_tokens * self.output)
+                / 1e6 * self.batch_factor)
 
-    def cost_sql(self, input_sql: str, output_sql: str) -> str:
-        """The same as SQL (DOUBLE); NULL when either token count is NULL."""
-        return (f"(CAST({input_sql} AS DOUBLE) * {self.input!r} + CAST({output_sql} AS DOUBLE) * {self.output!r})"
-                f" / 1e6 * {self.batch_factor!r}")
+    def cost_sql(self, input_sql: str, output_sql: str, cached_sql: str | None = None) -> str:
+        """The same as SQL (DOUBLE); NULL when the input or output count is NULL (a NULL cached
+        count is none cached)."""
+        cached = f"coalesce(CAST({cached_sql} AS DOUBLE), 0)" if cached_sql else "0"
+        return (f"((CAST({input_sql} AS DOUBLE) - {cached}) * {self.input!r} + {cached} * {self.cached_input!r}"
+                f" + CAST({output_sql} AS DOUBLE) * {self.output!r}) / 1e6 * {self.batch_factor!r}")
 
 
 @functools.cache
@@ -92,9 +101,9 @@ def currency_of(provider: str, model: str) -> str | None:
     return p.currency if p else None
 
 
-def cost_sql_or_null(provider: str, model: str, input_sql: str, output_sql: str) -> str:
+def cost_sql_or_null(provider: str, model: str, input_sql: str, output_sql: str, cached_sql: str | None = None) -> str:
     p = model_price(provider, model)
-    return p.cost_sql(input_sql, output_sql) if p else "CAST(NULL AS DOUBLE)"
+    return p.cost_sql(input_sql, output_sql, cached_sql) if p else "CAST(NULL AS DOUBLE)"
 
 
 def prices_values_sql() -> str:

@@ -30,6 +30,12 @@ def provider_definition(name: str) -> ProviderDefinition:
     return definition
 
 
+def job_endpoint(name: str, settings: ClientSettings) -> tuple[str, str]:
+    """(mode, base URL) of where an adapter built from `settings` sends its jobs, for the ledger
+    (which keeps only `scheme://host[:port]`): the SDK's own default host where no base URL is set."""
+    return settings.mode, settings.base_url or provider_definition(name).live_host or ""
+
+
 def build_adapter(name: str, settings: ClientSettings) -> BatchProvider:
     return provider_definition(name).build_adapter(settings)
 

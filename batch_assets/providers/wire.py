@@ -6,7 +6,8 @@ lines as SQL, and turns result lines into one normalized form:
   envelope (ingest):  request_id, line_id, status_code, provider_request_id, body (JSON), error (JSON)
   answer (parse):     content (text), vector (JSON array), finish_reason (stop | length |
                       content_filter | other), refusal, input_tokens, output_tokens,
-                      error_code, error_message
+                      thinking_tokens (part of output_tokens), cached_input_tokens (part of
+                      input_tokens), error_code, error_message
 
 so parsing, classification and apply are the same SQL for every provider. Each format also
 carries its provider's failure classification (`failure_class_sql`), built by
@@ -65,6 +66,9 @@ class WireFormat:
     content_policy_codes: tuple[str, ...] = ()
     #: error codes of this provider meaning "cancelled" (besides the pipeline's own)
     cancelled_codes: tuple[str, ...] = ()
+    #: error codes of a whole failed batch meaning "the provider's own fault" (internal_error, retried
+    #: with backoff); any other code of a failed batch is a validation_error unless it means capacity
+    internal_codes: tuple[str, ...] = ()
 
     @property
     def failure_class_sql(self) -> str:
@@ -73,6 +77,11 @@ class WireFormat:
 
     def request_line_sql(self, task: ResolvedTask, request_id_col: str, prompt_col: str) -> str:
         raise TypeError(f"{type(self).__name__} renders no request lines")
+
+    def request_options(self, task: ResolvedTask) -> dict[str, str | int]:
+        """The options the task's request lines are rendered with that matter when comparing
+        runs (which structured-output field, which embedding size), recorded on each provider job."""
+        return {}
 
     def envelope_sql(self, line: str) -> str:
         raise TypeError(f"{type(self).__name__} reads no result lines")

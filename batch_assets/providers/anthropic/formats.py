@@ -28,6 +28,16 @@ CONTENT_POLICY_CODES: tuple[str, ...] = ()
 CUT_OFF_STOP_REASONS = ("max_tokens", "model_context_window_exceeded", "pause_turn")
 
 
+def _input_tokens_sql(raw: str) -> str:
+    """Every prompt token: Anthropic's `input_tokens` counts only those after the last cache
+    breakpoint; cache writes and reads are counted apart (`cache_creation_input_tokens`,
+    `cache_read_input_tokens`). Summed so that, as for the other providers, cached tokens are part
+    of input_tokens. NULL when the message reports no usage."""
+    usage = [f"TRY_CAST({raw}.body ->> '$.usage.{k}' AS BIGINT)"
+             for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+    return (f"CASE WHEN {usage[0]} IS NOT NULL THEN {usage[0]} + coalesce({usage[1]}, 0) + coalesce({usage[2]}, 0) END")
+
+
 class Messages(WireFormat):
     result_columns = {"custom_id": "VARCHAR", "result": "JSON"}
     capacity_codes = CAPACITY_CODES
@@ -45,6 +55,9 @@ class Messages(WireFormat):
             params.append("'output_config', " + json_const(
                 {"format": {"type": "json_schema", "schema": task.output_schema}}))
         return f"CAST(json_object('custom_id', {request_id_col}, 'params', json_object({', '.join(params)})) AS VARCHAR)"
+
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"output_config.format": "json_schema"} if task.spec.output.kind == "json" else {}
 
     def envelope_sql(self, line: str) -> str:
         kind = f"({line}.result ->> '$.type')"
@@ -75,7 +88,10 @@ class Messages(WireFormat):
             f"ELSE {stop} END AS finish_reason, "
             f"CASE WHEN {stop} = 'refusal' THEN coalesce({raw}.body ->> '$.stop_details.explanation', nullif({text}, ''), "
             f"'refused' || coalesce(' (' || ({raw}.body ->> '$.stop_details.category') || ')', '')) END AS refusal, "
-            f"TRY_CAST({raw}.body ->> '$.usage.input_tokens' AS BIGINT) AS input_tokens, "
+            f"{_input_tokens_sql(raw)} AS input_tokens, "
             f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
+            # Extended thinking is billed as output and not counted apart in usage.
+            f"NULL::BIGINT AS thinking_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.cache_read_input_tokens' AS BIGINT) AS cached_input_tokens, "
             f"{raw}.error ->> '$.code' AS error_code, {raw}.error ->> '$.message' AS error_message"
         )

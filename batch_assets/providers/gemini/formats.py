@@ -31,6 +31,8 @@ GRPC_CODES: dict[int, tuple[str, int]] = {
     15: ("DATA_LOSS", 500), 16: ("UNAUTHENTICATED", 401),
 }
 GRPC_NAMES = {name: code for code, (name, _) in GRPC_CODES.items()}
+# Codes Google maps to a 5xx (INTERNAL, UNAVAILABLE, ...): a batch failed with one is the service's fault.
+INTERNAL_CODES = tuple(name for name, http in GRPC_CODES.values() if http >= 500)
 
 
 def grpc_code_name(code: int | str | None) -> str | None:
@@ -67,6 +69,7 @@ class GeminiFormat(WireFormat):
     capacity_codes = CAPACITY_CODES
     content_policy_codes = CONTENT_POLICY_CODES
     cancelled_codes = CANCELLED_CODES
+    internal_codes = INTERNAL_CODES
 
     def envelope_sql(self, line: str) -> str:
         error = f"(CASE WHEN json_type({line}.error) = 'OBJECT' THEN {line}.error END)"
@@ -114,6 +117,14 @@ def _output_tokens_sql(raw: str) -> str:
             f"ELSE coalesce({candidates}, 0) + coalesce({thoughts}, 0) END")
 
 
+def _usage_count_sql(raw: str, field: str) -> str:
+    """A usageMetadata count that the service leaves out when it is zero (proto3 JSON omits default
+    values: a model that did not think has no `thoughtsTokenCount`): 0 when the response reports
+    usage without it, NULL when it reports no usage at all."""
+    return (f"CASE WHEN json_type({raw}.body, '$.usageMetadata') = 'OBJECT' "
+            f"THEN coalesce(TRY_CAST({raw}.body ->> '$.usageMetadata.{field}' AS BIGINT), 0) END")
+
+
 class GenerateContent(GeminiFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
@@ -126,6 +137,12 @@ class GenerateContent(GeminiFormat):
         if system:
             request.append(f"'systemInstruction', json_object('parts', json_array(json_object('text', {system})))")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
+
+    def request_options(self, task) -> dict[str, str | int]:
+        # Which schema field carried the output schema (reports conflict on which the batch endpoint honours).
+        if task.spec.output.kind != "json":
+            return {}
+        return {"structured_output": task.spec.provider_options.gemini_schema_field}
 
     def answer_sql(self, raw: str) -> str:
         parts = f"CAST(json_extract({raw}.body, '$.candidates[0].content.parts[*]') AS JSON[])"
@@ -140,6 +157,8 @@ class GenerateContent(GeminiFormat):
             f"{raw}.body ->> '$.promptFeedback.blockReason' AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usageMetadata.promptTokenCount' AS BIGINT) AS input_tokens, "
             f"{_output_tokens_sql(raw)} AS output_tokens, "
+            f"{_usage_count_sql(raw, 'thoughtsTokenCount')} AS thinking_tokens, "
+            f"{_usage_count_sql(raw, 'cachedContentTokenCount')} AS cached_input_tokens, "
             + self._errors(raw)
         )
 
@@ -152,10 +171,15 @@ class EmbedContent(GeminiFormat):
             request.append(f"'outputDimensionality', {int(spec.output.dimensions)}")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
 
+    def request_options(self, task) -> dict[str, str | int]:
+        dims = task.spec.output.dimensions
+        return {"output_dimensionality": int(dims)} if dims else {}
+
     def answer_sql(self, raw: str) -> str:
         return (
             f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.embedding.values') AS vector, "
             f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.tokenCount' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
+            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, "
             + self._errors(raw)
         )

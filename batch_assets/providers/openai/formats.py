@@ -62,8 +62,11 @@ def _messages(task, prompt_col: str) -> str:
 
 
 def _usage(raw: str, input_key: str, output_key: str) -> str:
+    """Tokens of the responses API: reasoning tokens are part of output_tokens, cached of input_tokens."""
     return (f"TRY_CAST({raw}.body ->> '$.usage.{input_key}' AS BIGINT) AS input_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}' AS BIGINT) AS output_tokens, ")
+            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}' AS BIGINT) AS output_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}_details.reasoning_tokens' AS BIGINT) AS thinking_tokens, "
+            f"TRY_CAST({raw}.body ->> '$.usage.{input_key}_details.cached_tokens' AS BIGINT) AS cached_input_tokens, ")
 
 
 def _finish(expr: str) -> str:
@@ -82,8 +85,13 @@ class ChatCompletions(OpenAIFormat):
                  "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}}))
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"response_format": "json_schema"} if task.spec.output.kind == "json" else {}
+
     _PATHS = ("$.choices[0].message.content", "$.choices[0].finish_reason", "$.choices[0].message.refusal",
-              "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message")
+              "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message",
+              # Reasoning tokens (o-series, gpt-5) are part of completion_tokens; cached ones of prompt_tokens.
+              "$.usage.completion_tokens_details.reasoning_tokens", "$.usage.prompt_tokens_details.cached_tokens")
 
     def answer_sql(self, raw: str) -> str:
         # One multi-path extraction; DuckDB's common-subexpression elimination parses each body once.
@@ -92,6 +100,7 @@ class ChatCompletions(OpenAIFormat):
         return (
             f"{v}[1] AS content, NULL::JSON AS vector, {_finish(finish)} AS finish_reason, {v}[3] AS refusal, "
             f"TRY_CAST({v}[4] AS BIGINT) AS input_tokens, TRY_CAST({v}[5] AS BIGINT) AS output_tokens, "
+            f"TRY_CAST({v}[9] AS BIGINT) AS thinking_tokens, TRY_CAST({v}[10] AS BIGINT) AS cached_input_tokens, "
             f"coalesce({raw}.error ->> '$.code', {raw}.error ->> '$.type', {v}[6], {v}[7]) AS error_code, "
             f"coalesce({raw}.error ->> '$.message', {v}[8]) AS error_message"
         )
@@ -110,6 +119,9 @@ class Responses(OpenAIFormat):
                 {"format": {"type": "json_schema", "name": spec.output.name, "strict": True,
                             "schema": task.output_schema}}))
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
+
+    def request_options(self, task) -> dict[str, str | int]:
+        return {"text.format": "json_schema"} if task.spec.output.kind == "json" else {}
 
     def answer_sql(self, raw: str) -> str:
         # The text is the output_text part of the (last) message item of `output`.
@@ -136,10 +148,15 @@ class Embeddings(OpenAIFormat):
             fields.append(f"'dimensions', {int(spec.output.dimensions)}")
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
+    def request_options(self, task) -> dict[str, str | int]:
+        dims = task.spec.output.dimensions
+        return {"encoding_format": "float", **({"dimensions": int(dims)} if dims else {})}
+
     def answer_sql(self, raw: str) -> str:
         return (
             f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.data[0].embedding') AS vector, "
             f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
+            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, "
             + self._errors(raw)
         )

@@ -46,7 +46,7 @@ def respond(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: str, s
         return _embeddings(flavor, body)
     fault = _ANSWER_FAULTS.get(outcome)
     if endpoint == RESPONSES:
-        return _responses(body, fault, seed_id, created)
+        return _responses(flavor, body, fault, seed_id, created)
     return _chat(flavor, endpoint, body, fault, seed_id, created)
 
 
@@ -93,12 +93,21 @@ def _answers(endpoint: str, body: dict[str, Any], fault: str | None, topic: str)
     ]
 
 
+def reasoning_tokens(flavor: Flavor, body: dict[str, Any]) -> int:
+    """The reasoning tokens of a reasoning model's answer: a stable 64..1023 per request. [GUESS]
+    the amounts; real counts vary with the prompt and `reasoning_effort`."""
+    if not flavor.reasons(str(body.get("model", ""))):
+        return 0
+    return 64 + int(faults.unit_draw("reasoning", request_seed(body)) * 960)
+
+
 def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
     prompt = prompt_of(endpoint, body)
     answers = flavor.canned_answers(endpoint)
     if answers is None:
         answers = _answers(endpoint, body, fault, prompt.topic)
-    completion = sum(a.completion_tokens for a in answers)
+    reasoning = reasoning_tokens(flavor, body)
+    completion = sum(a.completion_tokens for a in answers) + reasoning
     model = body["model"]
     own = flavor.chat_body(endpoint, answers, prompt.tokens, model, seed_id, created)
     if own is not None:
@@ -123,7 +132,7 @@ def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None
             "total_tokens": prompt.tokens + completion,
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
             "completion_tokens_details": {
-                "reasoning_tokens": 0,
+                "reasoning_tokens": reasoning,
                 "audio_tokens": 0,
                 "accepted_prediction_tokens": 0,
                 "rejected_prediction_tokens": 0,
@@ -135,9 +144,11 @@ def _chat(flavor: Flavor, endpoint: str, body: dict[str, Any], fault: str | None
     return Result(200, chat, prompt.tokens, completion)
 
 
-def _responses(body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
+def _responses(flavor: Flavor, body: dict[str, Any], fault: str | None, seed_id: str, created: int) -> Result:
     prompt = prompt_of(RESPONSES, body)
     answer = _answers(RESPONSES, body, fault, prompt.topic)[0]
+    reasoning = reasoning_tokens(flavor, body)
+    output_tokens = answer.completion_tokens + reasoning
     incomplete = {CONTENT_FILTER: "content_filter", LENGTH: "max_output_tokens"}.get(answer.finish_reason)
     status = "incomplete" if incomplete else "completed"
     output = []
@@ -178,14 +189,14 @@ def _responses(body: dict[str, Any], fault: str | None, seed_id: str, created: i
         "usage": {
             "input_tokens": prompt.tokens,
             "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": answer.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": prompt.tokens + answer.completion_tokens,
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": prompt.tokens + output_tokens,
         },
         "user": None,
         "metadata": {},
     }
-    return Result(200, response, prompt.tokens, answer.completion_tokens)
+    return Result(200, response, prompt.tokens, output_tokens)
 
 
 def _embeddings(flavor: Flavor, body: dict[str, Any]) -> Result:

@@ -8,6 +8,7 @@ few fields. Objects created under one prefix are invisible under another.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +28,15 @@ class Flavor:
     files_expire: ClassVar[bool] = True  # file objects carry `expires_at`
     batches_report_model_and_usage: ClassVar[bool] = True  # batch objects carry `model` and `usage`
     expiry_before_validation: ClassVar[bool] = True  # `expires_at` is set while a batch still validates
+
+    # Models that reason before answering: their usage counts the reasoning tokens apart
+    # (`completion_tokens_details.reasoning_tokens`, `output_tokens_details.reasoning_tokens`), and
+    # completion/output tokens include them (openai SDK `types/completion_usage.py`; the recorded
+    # o3-mini lines in provider_samples/openai_output.jsonl report 448 and 2112).
+    reasoning_models: ClassVar[tuple[str, ...]] = ("o1*", "o3*", "o4*", "gpt-5*")
+
+    def reasons(self, model: str) -> bool:
+        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.reasoning_models)
 
     def file_id(self, role: str) -> str:
         """`role` is "input", "output" or "error"."""
