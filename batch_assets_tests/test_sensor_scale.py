@@ -131,3 +131,47 @@ def test_shards_held_back_for_the_job_cap_are_recorded_with_one_statement(tmp_pa
     assert total == shards > 2
     assert len(summary.submitted) == 2 and summary.waiting_for_capacity == deferred == total - 2
     assert writes(wh, "UPDATE ledger.shard SET deferred_at") == 1
+
+
+def test_a_batch_of_poll_results_keeps_the_rules_of_one(warehouse):
+    """record_snapshots: transitions and raw-status changes add events, a newly terminal job gets
+    the next terminal_seq, a terminal job stays terminal and only learns about its results."""
+    from batch_assets.ledger.jobs import insert_jobs, record_snapshots, snapshot_columns
+    from batch_assets.providers.contract import JobSnapshot, JobState
+
+    states = {"a": JobState.VALIDATING, "b": JobState.RUNNING, "c": JobState.COMPLETED, "d": JobState.RUNNING}
+    with warehouse.connect() as conn:
+        insert_jobs(conn, "t_20261120", """
+            SELECT 'job_' || k AS job_key, 's' AS shard_id, 'openai' AS provider, '/v1/chat/completions' AS endpoint,
+                   'batch_' || k AS provider_batch_id, NULL AS input_file_id, NULL AS output_file_id,
+                   NULL AS error_file_id, lower(state) AS raw_status, state, false AS cancel_requested,
+                   10 AS request_total, 0 AS request_completed, 0 AS request_failed, NULL AS provider_errors,
+                   now()::TIMESTAMP AS created_at, now()::TIMESTAMP AS submitted_at,
+                   now()::TIMESTAMP AS state_changed_at, NULL AS terminal_at, NULL AS last_polled_at,
+                   NULL AS downloaded_at
+            FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]) AS state)""",
+                    [list(states), [s.value for s in states.values()]])
+        seq_before = conn.execute("SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job").fetchone()[0]
+        snaps = {
+            "job_a": JobSnapshot("batch_a", "in_progress", JobState.RUNNING, 10, 3, 0),
+            "job_b": JobSnapshot("batch_b", "completed", JobState.COMPLETED, 10, 10, 0, output_file_id="file-out",
+                                 results_ready=True),
+            "job_c": JobSnapshot("batch_c", "failed", JobState.FAILED, 10, 0, 10, output_file_id="file-late",
+                                 results_ready=True),
+            "job_d": JobSnapshot("batch_d", "in_progress", JobState.RUNNING, 10, 5, 0),  # raw status changed only
+        }
+        changed = record_snapshots(conn, snapshot_columns(snaps))
+        rows = {r[0]: r[1:] for r in conn.execute("""
+            SELECT job_key, state, raw_status, request_completed, output_file_id, results_ready,
+                   terminal_seq IS NOT NULL, last_polled_at IS NOT NULL FROM ledger.provider_job""").fetchall()}
+        events = sorted(conn.execute("SELECT job_key, from_state, to_state, raw_status FROM ledger.status_event")
+                        .fetchall())
+        seq_after = conn.execute("SELECT max(terminal_seq) FROM ledger.provider_job").fetchone()[0]
+    assert changed == [("job_a", "VALIDATING", "RUNNING"), ("job_b", "RUNNING", "COMPLETED")]
+    assert rows["job_a"] == ("RUNNING", "in_progress", 3, None, False, False, True)
+    assert rows["job_b"] == ("COMPLETED", "completed", 10, "file-out", True, True, True)
+    # Terminal already: its state, raw status and counts stay; it learns the results file and readiness.
+    assert rows["job_c"][:3] == ("COMPLETED", "completed", 0) and rows["job_c"][3:5] == ("file-late", True)
+    assert events == [("job_a", "VALIDATING", "RUNNING", "in_progress"), ("job_b", "RUNNING", "COMPLETED", "completed"),
+                      ("job_d", "RUNNING", "RUNNING", "in_progress")]
+    assert seq_after == seq_before + 1
