@@ -225,7 +225,8 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
                                          task.limits.max_inline_bytes)
         keys = [f"{first['shard_id']}:bench{i}" for i in range(rest)]
 
-        def create(job_key: str, task=task, task_id=task_id, first=first, adapter=adapter, prepared=prepared):
+        def create(job_key: str, provider=provider, task=task, task_id=task_id, first=first, adapter=adapter,
+                   prepared=prepared):
             request = CreateRequest(job_key=job_key, endpoint=task.spec.endpoint, model=task.spec.model,
                                     completion_window=task.limits.completion_window,
                                     line_count=int(first["line_count"]),
@@ -239,13 +240,9 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             snaps = list(pool.map(create, keys))
-        columns = {
-            "job_key": keys, "batch_id": [s.provider_batch_id for s in snaps],
-            "raw_status": [s.raw_status for s in snaps], "state": [s.state.value for s in snaps],
-            "total": [s.request_total for s in snaps],
-        }
-        params = [columns["job_key"], columns["batch_id"], columns["raw_status"], columns["state"],
-                  columns["total"]]
+        # What each create answered, one list per column, into the ledger in one statement.
+        params = [keys, [s.provider_batch_id for s in snaps], [s.raw_status for s in snaps],
+                  [s.state.value for s in snaps], [s.request_total for s in snaps]]
         rows = """SELECT unnest(?::VARCHAR[]) AS job_key, unnest(?::VARCHAR[]) AS provider_batch_id,
                          unnest(?::VARCHAR[]) AS raw_status, unnest(?::VARCHAR[]) AS state,
                          unnest(?::BIGINT[]) AS request_total"""
