@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from batch_assets import progress
+from batch_assets.bench import sensor
 from batch_assets.bench.proc import RSS_METHOD, ChildFailed, Measured, remove_paths, run_child
 from batch_assets.bench.report import BenchReport, StageResult
 
@@ -133,12 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the warehouse and files after the run")
     p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
     p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
+    sensor.add_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.sensor_jobs is not None:
+        return sensor.main(args)
     if args.items < 1:
         parser.error(f"--items must be at least 1, got {args.items}")
     started = time.perf_counter()

@@ -35,6 +35,7 @@ from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
+POLL_MAX_JOBS: int | None = None  # no cap on polls per tick: the time budget bounds them
 COLLECT_MAX_TRIES = DEFAULT_MAX_COLLECT_TRIES
 RESULTS_WAIT_S = DEFAULT_RESULTS_WAIT_S
 TAG_TASK, TAG_PARTITION, TAG_ATTEMPT = "batch_assets/task", "batch_assets/partition", "batch_assets/attempt"
@@ -112,7 +113,7 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
     wh = warehouse.warehouse()
     log = context.log
     tasks = _load_tasks()
-    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S)
+    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
     for job_key, old, new in polled.transitions:
         log.info(f"{job_key}: {old} -> {new}")
     for job_key, reason in polled.batch_failures.items():

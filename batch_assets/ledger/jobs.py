@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from batch_assets.ledger.states import TERMINAL_STATES, JobState, terminal_sql
+from batch_assets.ledger.states import TERMINAL_STATES, TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.statements import NOW, insert_select, insert_values
 from batch_assets.ledger.transaction import transaction
 from batch_assets.providers.contract import JobSnapshot
@@ -174,6 +174,89 @@ def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, s
             provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP
         WHERE job_key = ?
     """, [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key])
+
+
+# The columns of a batch of poll results (`snapshot_columns`), in order, with their SQL types.
+SNAPSHOT_FIELDS = (
+    ("job_key", "VARCHAR"), ("provider_batch_id", "VARCHAR"), ("raw_status", "VARCHAR"), ("state", "VARCHAR"),
+    ("request_total", "BIGINT"), ("request_completed", "BIGINT"), ("request_failed", "BIGINT"),
+    ("output_file_id", "VARCHAR"), ("error_file_id", "VARCHAR"), ("provider_errors", "VARCHAR"),
+    ("cancel_requested", "BOOLEAN"), ("results_ready", "BOOLEAN"),
+)
+
+
+def snapshot_columns(snapshots: Mapping[str, JobSnapshot]) -> dict[str, list]:
+    """job_key -> snapshot as columns (SNAPSHOT_FIELDS), for `record_snapshots`."""
+    snaps = list(snapshots.values())
+    return {
+        "job_key": list(snapshots), "provider_batch_id": [s.provider_batch_id for s in snaps],
+        "raw_status": [s.raw_status for s in snaps], "state": [JobState(s.state).value for s in snaps],
+        "request_total": [s.request_total for s in snaps], "request_completed": [s.request_completed for s in snaps],
+        "request_failed": [s.request_failed for s in snaps], "output_file_id": [s.output_file_id for s in snaps],
+        "error_file_id": [s.error_file_id for s in snaps], "provider_errors": [_errors_json(s.errors) for s in snaps],
+        "cancel_requested": [bool(s.cancel_requested) for s in snaps],
+        "results_ready": [bool(s.results_ready) for s in snaps],
+    }
+
+
+def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequence]) -> list[tuple[str, str, str]]:
+    """`record_snapshot` for a whole batch of poll results at once (`snapshot_columns`): the same
+    rules, in one transaction whose statements do not grow with the number of jobs (the batch goes
+    in as one list parameter per column; one UPDATE … FROM for the job rows, one INSERT … SELECT
+    for the status events). Returns (job_key, old state, new state) for every job whose internal
+    state changed, by job_key. Job keys not in the ledger are ignored."""
+    if not columns["job_key"]:
+        return []
+    # List parameters, not a registered Arrow table: DuckDB 2 refuses register() while the
+    # connection holds a half-read result, and its Arrow replacement scan fails on connections
+    # opened in another thread (a sensor tick beside a run).
+    unnested = ", ".join(f"unnest(?::{kind}[]) AS {name}" for name, kind in SNAPSHOT_FIELDS)
+    params = [list(columns[name]) for name, _kind in SNAPSHOT_FIELDS]
+    with transaction(conn):
+        # The rows as they are now (inside the transaction): a terminal job stays terminal.
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _poll_recorded AS
+            SELECT p.*, j.state AS old_state, j.raw_status AS old_raw,
+                   j.state IN {TERMINAL_STATES_SQL} AS was_terminal,
+                   j.state IS DISTINCT FROM p.state AS changed,
+                   p.state IN {TERMINAL_STATES_SQL} AS now_terminal
+            FROM (SELECT {unnested}) p JOIN ledger.provider_job j USING (job_key)""", params)
+        insert_status_events(conn, """
+            SELECT job_key, old_state AS from_state, state AS to_state, raw_status, request_total,
+                   request_completed, request_failed, now()::TIMESTAMP AS observed_at
+            FROM _poll_recorded WHERE NOT was_terminal AND (changed OR old_raw IS DISTINCT FROM raw_status)""")
+        # A terminal row only takes what it learns about its results (see _record_results_of_terminal).
+        conn.execute("""
+            UPDATE ledger.provider_job AS j SET
+                provider_batch_id = CASE WHEN p.was_terminal THEN j.provider_batch_id ELSE p.provider_batch_id END,
+                raw_status = CASE WHEN p.was_terminal THEN j.raw_status ELSE p.raw_status END,
+                state = CASE WHEN p.was_terminal THEN j.state ELSE p.state END,
+                request_total = CASE WHEN p.was_terminal THEN j.request_total ELSE p.request_total END,
+                request_completed = CASE WHEN p.was_terminal THEN j.request_completed ELSE p.request_completed END,
+                request_failed = CASE WHEN p.was_terminal THEN j.request_failed ELSE p.request_failed END,
+                output_file_id = CASE WHEN p.was_terminal THEN coalesce(p.output_file_id, j.output_file_id)
+                                      ELSE p.output_file_id END,
+                error_file_id = CASE WHEN p.was_terminal THEN coalesce(p.error_file_id, j.error_file_id)
+                                     ELSE p.error_file_id END,
+                provider_errors = CASE WHEN p.was_terminal THEN coalesce(j.provider_errors, p.provider_errors)
+                                       ELSE p.provider_errors END,
+                cancel_requested = CASE WHEN p.was_terminal THEN j.cancel_requested
+                                        ELSE j.cancel_requested OR p.cancel_requested END,
+                results_ready = CASE WHEN p.was_terminal THEN coalesce(j.results_ready, false) OR p.results_ready
+                                     ELSE p.results_ready END,
+                state_changed_at = CASE WHEN NOT p.was_terminal AND p.changed THEN now()::TIMESTAMP
+                                        ELSE j.state_changed_at END,
+                terminal_at = CASE WHEN NOT p.was_terminal AND p.now_terminal THEN now()::TIMESTAMP
+                                   ELSE j.terminal_at END,
+                terminal_seq = CASE WHEN NOT p.was_terminal AND p.now_terminal THEN nextval('ledger.terminal_seq')
+                                    ELSE j.terminal_seq END,
+                last_polled_at = now()::TIMESTAMP
+            FROM _poll_recorded p WHERE j.job_key = p.job_key""")
+        changed = conn.execute("""
+            SELECT job_key, old_state, state FROM _poll_recorded
+            WHERE changed AND NOT was_terminal ORDER BY job_key""").fetchall()
+        conn.execute("DROP TABLE _poll_recorded")
+    return [tuple(row) for row in changed]
 
 
 def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:

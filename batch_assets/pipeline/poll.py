@@ -1,8 +1,10 @@
 """Stage 4 — poll provider jobs and hand newly terminal partitions to collection.
 
 Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
-first, within a time budget per tick; records every transition. Terminal jobs whose provider has
-not made the results of a COMPLETED job fetchable yet are polled too, until it has.
+first, within a time budget per tick that includes recording them: the tick's poll results are
+collected in memory and recorded in one set-based write (ledger.jobs.record_snapshots), every
+transition with them. Terminal jobs whose provider has not made the results of a COMPLETED job
+fetchable yet are polled too, until it has.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from batch_assets.ledger.jobs import record_snapshot
+from batch_assets.ledger.jobs import record_snapshots, snapshot_columns
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
 from batch_assets.providers.registry import provider_limits
+
+# Seconds of the poll budget kept for recording the tick's poll results (at most a quarter of it).
+RECORD_RESERVE_S = 2.0
 
 
 @dataclass
@@ -44,8 +49,9 @@ class CollectRequest:
 
 
 def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
-              max_workers: int = 8, task_id: str | None = None) -> PollResult:
-    """Poll non-terminal jobs (all of them, or one task partition's) and record what changed."""
+              max_workers: int = 8, task_id: str | None = None, max_jobs: int | None = None) -> PollResult:
+    """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
+    recently polled, when given) and record what changed."""
     with wh.connect() as conn:
         jobs = fetch_dicts(conn, f"""
             SELECT job_key, provider, provider_batch_id, state,
@@ -55,9 +61,11 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
                                        AND results_ready = false))
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
-        """, [task_id, task_id])
+            LIMIT ?
+        """, [task_id, task_id, max_jobs])
     result = PollResult()
-    deadline = time.monotonic() + budget_s
+    # Polls stop early enough that recording them (one set-based write) still fits the budget.
+    deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
     snapshots: dict[str, JobSnapshot] = {}
     adapters: dict[str, BatchProvider] = {}
     for provider in {j["provider"] for j in jobs}:
@@ -68,6 +76,8 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
             return None
         return adapters[job["provider"]].poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
 
+    # The pool takes jobs in submission order, least recently polled first, so a job left out by
+    # the deadline is among the first of the next tick.
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         futures = {pool.submit(poll_one, job): job for job in jobs}
         for fut in as_completed(futures):
@@ -79,17 +89,14 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
                 continue
             if snap is not None:
                 snapshots[job["job_key"]] = snap
+        del futures
     if snapshots:
         with wh.connect() as conn:
-            for job in jobs:
-                snap = snapshots.get(job["job_key"])
-                if snap is None:
-                    continue
-                result.polled += 1
-                if record_snapshot(conn, job["job_key"], snap):
-                    result.transitions.append((job["job_key"], job["state"], snap.state.value))
-                    if snap.state in FAILED_TERMINAL_STATES:
-                        result.batch_failures[job["job_key"]] = failure_reason(snap)
+            result.transitions = record_snapshots(conn, snapshot_columns(snapshots))
+        result.polled = len(snapshots)
+        for job_key, _old, new in result.transitions:
+            if JobState(new) in FAILED_TERMINAL_STATES:
+                result.batch_failures[job_key] = failure_reason(snapshots[job_key])
     return result
 
 

@@ -112,7 +112,8 @@ class _Run:
     tokens_in_flight: int
     submitted: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
-    waiting: int = 0
+    # Shards held back for the cap, recorded together when the run ends (one statement, not one each).
+    deferred: list[str] = field(default_factory=list)
     already: int = 0
     claimed_elsewhere: list[str] = field(default_factory=list)
     undecided: dict[str, str] = field(default_factory=dict)
@@ -148,11 +149,19 @@ class _Run:
         self.token_room -= int(shard["est_tokens"])
         self.tokens_in_flight += int(shard["est_tokens"])
 
+    @property
+    def waiting(self) -> int:
+        return len(self.deferred)
+
     def defer(self, shard_id: str) -> None:
-        # Recorded so the sensor asks for this partition's submissions again when room frees.
-        with self.wh.connect() as conn:
-            mark_shards_deferred(conn, [shard_id])
-        self.waiting += 1
+        self.deferred.append(shard_id)
+
+    def record_deferred(self) -> None:
+        """Record the held-back shards, so the sensor asks for this partition's submissions again
+        when room frees: one set-based UPDATE for all of them."""
+        if self.deferred:
+            with self.wh.connect() as conn:
+                mark_shards_deferred(conn, self.deferred)
 
     # -- one shard ---------------------------------------------------------------------------------
 
@@ -305,8 +314,11 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
     run = _Run(wh, task, task_id, adapter, new_run_owner(run_id), lease_s,
                capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
                token_room=task.limits.max_enqueued_tokens - int(tokens), tokens_in_flight=int(tokens))
-    for shard in shards:
-        run.shard(shard)
+    try:
+        for shard in shards:
+            run.shard(shard)
+    finally:  # also when a later shard fails: what was held back so far is waiting all the same
+        run.record_deferred()
     if run.submitted or run.recovered:
         with wh.connect() as conn:
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
