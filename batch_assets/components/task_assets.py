@@ -255,7 +255,8 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         record_table(context, warehouse.warehouse(), "raw_results")
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
-            **_totals(out, "downloaded_files", "ingested_files", "lines"),
+            **_totals(out, "downloaded_files", "ingested_files", "lines", "remote_files_deleted",
+                      "remote_deletions_failed"),
             **_summed_dicts((s.by_status for s in out), "lines_"),
         })
 

@@ -20,10 +20,10 @@ from batch_assets.pipeline.gate import restore_json_sql
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.spec.output_schema import FIELD_SQL_TYPES, field_sql_type
 from batch_assets.spec.resolve import ResolvedTask
 
-SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",
-             "array": "JSON", "object": "JSON"}
+SQL_TYPES = FIELD_SQL_TYPES
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,7 @@ class ApplySummary:
 def _column_type(task: ResolvedTask, field: str) -> str:
     if task.spec.output.kind == "embedding" and field == "embedding":
         return f"FLOAT[{int(task.spec.output.dimensions)}]"  # a fixed-size array: array_cosine_similarity works on it
-    types = task.output_schema["properties"][field].get("type")
-    types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
-    return SQL_TYPES[types[0]] if len(types) == 1 else "JSON"
+    return field_sql_type(task.output_schema, field)
 
 
 def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> None:
