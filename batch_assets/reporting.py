@@ -18,14 +18,14 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:
     """Per partition: what happened to every item (final outcomes, retries, what is still open)."""
-    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "stale",
-               *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
+    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "revoked",
+               "stale", *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
                "unresolved", "balanced", "check", "status"]
     rows = []
     for r in recs:
         verdict = r.verdict()
         rows.append([r.task_id, r.manifest_items, r.source_rejects, r.quarantined, r.submitted_lines, r.retried,
-                     r.max_attempt, r.applied, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
+                     r.max_attempt, r.applied, r.revoked, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
                      r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
                      "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
     return format_table(headers, rows)
