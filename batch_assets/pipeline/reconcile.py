@@ -135,7 +135,8 @@ class Reconciliation:
             out.append(f"outcomes from result lines {self.parsed_from_lines} != result lines matched to items "
                        f"{self.answered_lines}")
         if require_applied and self.applied + self.revoked + self.stale + self.failed_to_parse != self.succeeded:
-            out.append(f"applied {self.applied} + revoked {self.revoked} + stale {self.stale} + failed to parse "
+            revoked = f" + revoked {self.revoked}" if self.revoked else ""
+            out.append(f"applied {self.applied}{revoked} + stale {self.stale} + failed to parse "
                        f"{self.failed_to_parse} != succeeded {self.succeeded}")
         return out
 
