@@ -149,3 +149,26 @@ def test_parse_age(text: str, expected: dt.timedelta) -> None:
 def test_parse_age_rejects_other_values(text: str) -> None:
     with pytest.raises(ValueError, match="write e.g. 30d or 12h"):
         parse_age(text)
+
+
+def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
+    """A deletion that failed during collect is done by the `retention` asset (a real materialization)."""
+    import dagster as dg
+
+    from batch_assets.defs.retention import retention
+    from batch_assets.resources import ProvidersResource, WarehouseResource
+
+    task = load_all_tasks()["ticket_triage"]
+    adapter = _adapter(emulator, "openai")
+    jobs = _run(all_seeded, task, adapter)
+    keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
+    collect_raw_results(all_seeded, keep, DAY, adapter)
+    assert len(pending_remote_deletions(all_seeded)) == 1
+    result = dg.materialize([retention], resources={
+        "warehouse": WarehouseResource(database=str(all_seeded.database), data_dir=str(all_seeded.data_dir)),
+        "providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=2)})
+    assert result.success
+    meta = result.asset_materializations_for_node("retention")[0].metadata
+    assert meta["remote_files_deleted"].value == 2 and meta["remote_deletions_pending"].value == 0
+    assert meta["shards_purged"].value == 0   # finished just now: inside the 30-day window
+    assert _gone(adapter, "openai", jobs[0]["input_file_id"])

@@ -171,3 +171,30 @@ def _gzip(path: Path, dest: Path) -> None:
     with open(tmp, "rb") as written:
         os.fsync(written.fileno())
     tmp.replace(dest)
+
+
+@dataclass
+class RetentionRun:
+    """What one run of the `retention` job did, per task."""
+
+    remote: RemoteDeletionSummary
+    purged: dict[str, PurgeSummary]   # task name -> its purge
+    pending_remote: int               # jobs still waiting for their provider files to be deleted
+
+    def metadata(self) -> dict[str, int]:
+        return {"remote_jobs_done": self.remote.jobs_done, "remote_files_deleted": self.remote.files_deleted,
+                "remote_deletions_failed": len(self.remote.failed), "remote_deletions_pending": self.pending_remote,
+                "shards_purged": sum(len(p.shards) for p in self.purged.values()),
+                "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
+                "bytes_freed": sum(p.bytes_freed for p in self.purged.values())}
+
+
+def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], BatchProvider]) -> RetentionRun:
+    """Each task's retention settings applied: provider-side deletions still pending tried again
+    (tasks with `retention.delete_remote_files`), then local files older than `retention.local_days` purged."""
+    deleting = sorted(name for name, t in tasks.items() if t.spec.retention.delete_remote_files)
+    remote = delete_remote_files(wh, adapter_for, task_names=deleting) if deleting else RemoteDeletionSummary()
+    purged = {name: purge_local(wh, dt.timedelta(days=t.spec.retention.local_days), task_name=name)
+              for name, t in sorted(tasks.items())}
+    pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
+    return RetentionRun(remote, purged, pending)
