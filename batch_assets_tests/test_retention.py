@@ -172,3 +172,26 @@ def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehou
     assert meta["remote_files_deleted"].value == 2 and meta["remote_deletions_pending"].value == 0
     assert meta["shards_purged"].value == 0   # finished just now: inside the 30-day window
     assert _gone(adapter, "openai", jobs[0]["input_file_id"])
+
+
+def test_sensor_tick_retries_a_failed_deletion(dagster_env: Warehouse, emulator: EmulatorHandle, adapter,
+                                               run_partition) -> None:
+    """A deletion that failed is tried again by the provider status sensor's next tick."""
+    import dagster as dg
+
+    from batch_assets.definitions import defs as load
+    from batch_assets.resources import default_resources
+    from batch_assets_tests.conftest import DAY1
+
+    wh, task = dagster_env, load_all_tasks()["ticket_triage"]
+    keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
+    run_partition(wh, keep, DAY1, adapter)
+    emulator.configure(fail_next_requests=adapter.settings.max_retries + 1, fail_status=500)
+    assert delete_remote_files(wh, lambda _p: adapter).failed
+    job = pending_remote_deletions(wh)[0]
+    defs = load()
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs, resources=default_resources())
+        defs.resolve_sensor_def("provider_status_sensor").evaluate_tick(ctx)
+    assert pending_remote_deletions(wh) == []
+    assert _gone(adapter, "openai", job["input_file_id"]) and _gone(adapter, "openai", job["output_file_id"])

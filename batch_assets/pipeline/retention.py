@@ -5,7 +5,8 @@ Provider side: after a collect run has downloaded and ingested a job's results, 
 and error files are deleted through the provider's SDK (`delete_remote_files`; Anthropic keeps no
 user files: recorded as `nothing_to_delete`). Every deletion lands in `ledger.remote_file_deletion`;
 a failure is recorded there too and the job stays pending (`provider_job.remote_deleted_at` NULL):
-the next collect run of its partition and the `retention` job try again. Never fatal.
+the next collect run of its partition, the provider status sensor's next tick and the `retention`
+job try again. Never fatal.
 
 Local side: shard files and raw result files of partitions that are final (`batch_task.final_status`)
 and finished longer ago than the window are purged. The ledger rows and their sha256 stay. The
@@ -58,15 +59,19 @@ _PENDING_SQL = """
       AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
       AND ($task_id IS NULL OR j.task_id = $task_id)
       AND ($task_names IS NULL OR list_contains($task_names, t.task_name))
+      AND (NOT $retry_only OR coalesce(j.remote_delete_attempts, 0) > 0)
     ORDER BY j.job_key
+    LIMIT $limit
 """
 
 
-def pending_remote_deletions(wh: Warehouse, task_id: str | None = None,
-                             task_names: list[str] | None = None) -> list[dict]:
-    """Jobs (of one partition, of some tasks, or all) whose provider-side files still wait to be deleted."""
+def pending_remote_deletions(wh: Warehouse, task_id: str | None = None, task_names: list[str] | None = None, *,
+                             retry_only: bool = False, limit: int | None = None) -> list[dict]:
+    """Jobs (of one partition, of some tasks, or all) whose provider-side files still wait to be
+    deleted; with `retry_only`, only those whose deletion was tried and failed."""
     with wh.connect() as conn:
-        return fetch_dicts(conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names})
+        return fetch_dicts(conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names,
+                                                "retry_only": retry_only, "limit": limit})
 
 
 @dataclass
@@ -77,11 +82,12 @@ class RemoteDeletionSummary:
 
 
 def delete_remote_files(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], task_id: str | None = None,
-                        task_names: list[str] | None = None) -> RemoteDeletionSummary:
-    """Delete the provider-side files of every pending job (see `pending_remote_deletions`); each
+                        task_names: list[str] | None = None, *, retry_only: bool = False,
+                        limit: int | None = None) -> RemoteDeletionSummary:
+    """Delete the provider-side files of the pending jobs (see `pending_remote_deletions`); each
     outcome recorded. A failure is logged and recorded, never raised."""
     summary = RemoteDeletionSummary()
-    for job in pending_remote_deletions(wh, task_id, task_names):
+    for job in pending_remote_deletions(wh, task_id, task_names, retry_only=retry_only, limit=limit):
         ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
                      error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
         keys = {"job_key": job["job_key"], "task_id": job["task_id"], "provider": job["provider"]}
