@@ -107,6 +107,8 @@ def test_revoke_twice_changes_nothing(capsys, finished: Warehouse):
         labels = conn.execute("SELECT count(*) FROM ticket_labels").fetchone()[0]
     code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "--reason", "bad answer")
     assert code == 0 and "revoked 1 answer(s) (removed 1); 0 already revoked" in out
+    code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "nope")
+    assert code == 0 and "revoked 0 answer(s) (none); 1 already revoked; no applied answer for: nope" in out
     code, out, _ = run(capsys, "revoke", "--task", "ticket_triage", "--business-id", ticket)
     assert code == 0 and "revoked 0 answer(s) (none); 1 already revoked" in out
     code, out, _ = run(capsys, "revoke", "--task-id", TASK_ID)

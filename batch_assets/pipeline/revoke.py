@@ -37,6 +37,7 @@ class RevokeError(ValueError):
 class RevokeSummary:
     requested: int = 0
     already_revoked: int = 0
+    not_found: list[str] = field(default_factory=list)        # custom_ids named that have no applied answer
     by_action: dict[str, int] = field(default_factory=dict)   # removed | restored | superseded
 
     @property
@@ -45,7 +46,8 @@ class RevokeSummary:
 
     def describe(self) -> str:
         done = ", ".join(f"{a} {n}" for a, n in sorted(self.by_action.items()) if n) or "none"
-        return f"revoked {self.revoked} answer(s) ({done}); {self.already_revoked} already revoked"
+        missing = f"; no applied answer for: {', '.join(self.not_found)}" if self.not_found else ""
+        return f"revoked {self.revoked} answer(s) ({done}); {self.already_revoked} already revoked{missing}"
 
 
 def _select(conn: duckdb.DuckDBPyConnection, *, task_id: str | None, custom_ids: Sequence[str] | None,
@@ -87,6 +89,9 @@ def revoke(wh: Warehouse, *, task_id: str | None = None, custom_ids: Sequence[st
         _select(conn, task_id=task_id, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
         summary.requested, summary.already_revoked = conn.execute(
             "SELECT count(*), count(*) FILTER (revoked) FROM _sel").fetchone()
+        if custom_ids:
+            found = {r[0] for r in conn.execute("SELECT custom_id FROM _sel").fetchall()}
+            summary.not_found = [c for c in dict.fromkeys(custom_ids) if c not in found]
         if summary.requested == 0:
             conn.execute("DROP TABLE _sel")
             raise RevokeError("no applied answer matches (see `batch-assets review list` or query "
