@@ -21,10 +21,8 @@ from batch_assets.pipeline.gate import restore_json_sql
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
-from batch_assets.spec.output_schema import FIELD_SQL_TYPES, field_sql_type
+from batch_assets.spec.output_schema import field_sql_type
 from batch_assets.spec.resolve import ResolvedTask
-
-SQL_TYPES = FIELD_SQL_TYPES
 
 
 def review_sample_sql(task: ResolvedTask, applied: str) -> str:
