@@ -4,6 +4,8 @@ The business table is keyed by (business key, output_version). Before writing, t
 re-read and each candidate's input is re-hashed: a result whose input hash no longer matches the
 current source row is marked stale and never written over newer data. Every decision is recorded in
 ledger.applied_result in the same transaction as the write, so applying twice changes nothing.
+In that transaction too: the business row an answer overwrites is kept in ledger.applied_previous
+(so a revoke can put it back), and the answers the task's `review:` picks land in ledger.review_item.
 """
 
 from __future__ import annotations
