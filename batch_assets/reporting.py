@@ -23,14 +23,14 @@ def reconciliation_table(recs: list[Reconciliation]) -> str:
 
 def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[list]]:
     """(headers, rows) of `reconciliation_table`, for front ends that draw their own tables."""
-    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "stale",
-               *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
+    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "revoked",
+               "stale", *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
                "unresolved", "balanced", "check", "status"]
     rows = []
     for r in recs:
         verdict = r.verdict()
         rows.append([r.task_id, r.manifest_items, r.source_rejects, r.quarantined, r.submitted_lines, r.retried,
-                     r.max_attempt, r.applied, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
+                     r.max_attempt, r.applied, r.revoked, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
                      r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
                      "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
     return headers, rows

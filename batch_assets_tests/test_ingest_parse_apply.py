@@ -111,6 +111,13 @@ def test_out_of_order_output_maps_every_answer_to_its_own_request(seeded_copy, t
 
 def test_reimporting_the_same_files_adds_nothing(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
+    # The provider keeps the files here (retention off), so the same file can be downloaded twice.
+    from dataclasses import replace
+
+    from batch_assets.spec.model import RetentionSpec
+
+    ticket_task = replace(ticket_task, spec=ticket_task.spec.model_copy(
+        update={"retention": RetentionSpec(delete_remote_files=False)}))
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
     first = collect_raw_results(wh, ticket_task, DAY1, adapter)
     assert (first.downloaded_files, first.lines, first.by_status) == (1, LINES, {"ok": LINES})

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from batch_assets.cli import cancel, demo, dev, dry_run, export, jobs, passthrough, report, retry, sql
+from batch_assets.cli import (
+    cancel, demo, dev, dry_run, export, jobs, passthrough, purge, report, retry, review, revoke, sql,
+)
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
 from batch_assets.cli.output import add_format_option
@@ -79,6 +81,15 @@ def _warehouse_options(parser, suppress: dict) -> None:
     parser.add_argument("--lock-timeout", metavar="SECONDS", type=_seconds, **suppress,
                         help="how long to wait for another process (a Dagster run) to release the warehouse "
                              f"file (default {DEFAULT_LOCK_TIMEOUT_S:g})")
+
+
+def _age(text: str):
+    from batch_assets.pipeline.retention import parse_age
+
+    try:
+        return parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> CliParser:
@@ -221,5 +232,54 @@ def build_parser() -> CliParser:
     c.add_argument("task_id", help="<task>_<YYYYMMDD>, e.g. ticket_triage_20261120 (the partition must be frozen)")
     c.add_argument("-n", type=int, default=5, metavar="N", help="lines to show (default 5)")
     add_format_option(c)
+
+    c = command("purge", purge.cmd_purge,
+                "delete local shard files and compress raw result files of final partitions older than an age",
+                "Purge the local files of task partitions that are final and finished longer ago than "
+                "--older-than: shard files are deleted, raw result files are gzip-compressed in place (they are "
+                "the only verbatim copy of the provider's answers). Ledger rows and hashes stay; running it "
+                "again changes nothing. The `retention` job does the same per task (retention.local_days).")
+    c.add_argument("--older-than", required=True, type=_age, metavar="AGE",
+                   help="e.g. 30d (days) or 12h (hours)")
+    c.add_argument("--task", metavar="NAME", help="only this task's partitions (default: all)")
+    c.add_argument("--dry-run", action="store_true", help="only list what would be purged")
+
+    c = command("review", review.cmd_review, "applied answers sampled for human review: list, approve, reject",
+                "Answers picked at apply for review (a task's `review:` sample_rate and always_if) wait as "
+                "pending. `review list` shows them; `review approve` keeps them; `review reject` revokes them.")
+    decide = c.add_subparsers(dest="review_command", metavar="{list,approve,reject}", required=False,
+                              parser_class=CliParser)
+    r = decide.add_parser("list", help="review items (pending first)",
+                          description="List review items, pending first, with the answer and the decision.")
+    _global_options(r, top=False)
+    r.add_argument("task", nargs="?", help="a task name or task_id prefix (default: all)")
+    r.add_argument("--state", choices=("pending", "approved", "rejected"), help="only items in this state")
+    add_format_option(r)
+    r.set_defaults(run=review.cmd_review_list)
+    for name, run, what in (("approve", review.cmd_review_approve, "keep the answers"),
+                            ("reject", review.cmd_review_reject, "revoke the answers (removed, or the earlier "
+                                                                   "one put back)")):
+        r = decide.add_parser(name, help=f"{name} pending review items: {what}",
+                              description=f"{name.capitalize()} pending review items: {what}. Items decided "
+                                          "earlier keep their decision; an id that is no review item is refused.")
+        _global_options(r, top=False)
+        r.add_argument("custom_ids", nargs="+", metavar="CUSTOM_ID", help="see `batch-assets review list`")
+        r.add_argument("--reason", help="why (kept with the decision)")
+        r.set_defaults(run=run)
+
+    c = command("revoke", revoke.cmd_revoke,
+                "take applied answers back: removed from the business table, or the earlier value restored",
+                "Revoke applied answers: all of a partition (--task-id), chosen items (--custom-id), or the "
+                "latest answer for business keys of a task (--task NAME --business-id B). Each value is removed "
+                "from the business table, or the earlier answer for the key and output version is put back; "
+                "recorded in ledger.revocation and counted as `revoked` by the reconciliation. Revoking twice "
+                "changes nothing.")
+    c.add_argument("--task-id", metavar="TASK_ID", help="e.g. ticket_triage_20261120: every applied answer of it")
+    c.add_argument("--custom-id", dest="custom_ids", action="extend", nargs="+", metavar="CUSTOM_ID",
+                   help="one or more items (repeatable)")
+    c.add_argument("--task", metavar="NAME", help="a task name, with --business-id")
+    c.add_argument("--business-id", dest="business_ids", action="extend", nargs="+", metavar="B",
+                   help="business keys of --task (repeatable)")
+    c.add_argument("--reason", help="why (kept in ledger.revocation)")
     return p
 

@@ -18,7 +18,7 @@ import sys
 from batch_assets.cli import context
 from batch_assets.cli.output import Field, render
 
-SUMMARY_FIELDS = ("task_id", "items", "applied", "stale", "quarantined", "rejected", "canceled", "compliance_held",
+SUMMARY_FIELDS = ("task_id", "items", "applied", "revoked", "stale", "quarantined", "rejected", "canceled", "compliance_held",
                   "final_failed", "retried", "max_attempt", "in_flight", "retry_pending", "unresolved", "balanced",
                   "status", "check", "pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency",
                   "thinking_tokens", "cached_input_tokens", "problems")
@@ -43,7 +43,8 @@ def record(rec, gate=None) -> dict:
 
     verdict = rec.verdict()
     final_failed = {c: rec.final_failed.get(c, 0) for c in FAILURE_CLASSES}
-    return {"task_id": rec.task_id, "items": rec.manifest_items, "applied": rec.applied, "stale": rec.stale,
+    return {"task_id": rec.task_id, "items": rec.manifest_items, "applied": rec.applied, "revoked": rec.revoked,
+            "stale": rec.stale,
             "quarantined": rec.quarantined, "rejected": rec.source_rejects, "canceled": rec.operator_canceled,
             "compliance_held": rec.compliance_held, "final_failed": final_failed,
             **{f"final_failed_{c}": n for c, n in final_failed.items()},

@@ -97,7 +97,7 @@ def _health(rec: Reconciliation) -> dict:
     """A partition's health as plain numbers (they feed the asset's plots) plus its final status."""
     items = rec.manifest_items
     rates = {"applied_rate": rec.applied / items, "failure_rate": rec.final_failed_total / items} if items else {}
-    return {"task_id": rec.task_id, "items": items, "applied": rec.applied, **rates,
+    return {"task_id": rec.task_id, "items": items, "applied": rec.applied, "revoked": rec.revoked, **rates,
             "final_failed": rec.final_failed_total, "in_flight": rec.in_flight, "retry_pending": rec.retry_pending,
             "unresolved": rec.unresolved, "final_status": rec.final_status or "pending"}
 
@@ -294,7 +294,8 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
         record_table(context, warehouse.warehouse(), "raw_results")
         return dg.MaterializeResult(metadata={
             "task_ids": ", ".join(s.task_id for s in out),
-            **_totals(out, "downloaded_files", "ingested_files", "lines"),
+            **_totals(out, "downloaded_files", "ingested_files", "lines", "remote_files_deleted",
+                      "remote_deletions_failed"),
             **_summed_dicts((s.by_status for s in out), "lines_"),
         })
 

@@ -9,7 +9,8 @@ Each tick
   collected, read from the ledger's state (see pipeline.collect): a failed collect run is asked for
   again under a new run key, at most DEFAULT_MAX_COLLECT_TRIES times per job;
 - requests a `<task>__submit` run (submissions only) for partitions whose shards wait for a
-  provider's capacity.
+  provider's capacity;
+- tries again to delete provider-side files whose deletion after download failed (retention).
 
 Runs carry the tags `batch_assets/task`, `batch_assets/partition` and `batch_assets/attempt` (the
 highest shard attempt of the partition), so they can be found per task and partition.
@@ -28,6 +29,7 @@ import dagster as dg
 from batch_assets.ledger.warehouse import fetch_dicts, scalar
 from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
 from batch_assets.pipeline.poll import partitions_waiting_to_submit, poll_jobs
+from batch_assets.pipeline.retention import delete_remote_files
 from batch_assets.pipeline.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.providers.registry import provider_limits
 from batch_assets.pipeline.retry import pending_retries
@@ -36,6 +38,7 @@ from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
 POLL_MAX_JOBS: int | None = None  # no cap on polls per tick: the time budget bounds them
+REMOTE_DELETIONS_PER_TICK = 20   # failed provider-file deletions retried per tick (bounded tick time)
 COLLECT_MAX_TRIES = DEFAULT_MAX_COLLECT_TRIES
 RESULTS_WAIT_S = DEFAULT_RESULTS_WAIT_S
 TAG_TASK, TAG_PARTITION, TAG_ATTEMPT = "batch_assets/task", "batch_assets/partition", "batch_assets/attempt"
@@ -120,6 +123,14 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         log.warning(f"{job_key}: provider batch ended {reason}")
     for job_key, err in polled.errors.items():
         log.warning(f"{job_key}: poll failed, retried next tick: {err}")
+    # Provider-side files whose deletion failed after download are tried again (collect runs delete
+    # the others right after ingesting; jobs never tried are theirs, so no race with a running collect).
+    deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)
+    if deleting:
+        retried = delete_remote_files(wh, providers.adapter, task_names=deleting, retry_only=True,
+                                      limit=REMOTE_DELETIONS_PER_TICK)
+        for job_key, err in retried.failed.items():
+            log.warning(f"{job_key}: deleting its provider files failed again, retried next tick: {err}")
 
     # One connection for the rest of the tick's ledger work (opening one is not free).
     with wh.connect() as conn:

@@ -17,6 +17,10 @@ the writer runs one set-based statement whose INSERTs always name their columns:
 * `ledger.results`  — raw_file, raw_result, parsed_result, applied_result (insert_raw_file,
   insert_raw_files, insert_raw_results, mark_files_ingested, insert_parsed_results, insert_applied_results)
 * `ledger.dry_runs` — dry_run (record_dry_run)
+* `ledger.retention` — remote_file_deletion and the deletion / purge marks on provider_job, shard,
+  raw_file (record_remote_deletion, record_remote_deletion_failure, mark_shard_purged, mark_raw_file_purged)
+* `ledger.review`   — review_item, applied_previous, revocation (insert_review_items, decide_review,
+  insert_applied_previous, insert_revocations)
 
 `ledger.transaction.transaction(conn)` is the one way to make several writes atomic, and
 `ledger.states` holds the job-state vocabulary as SQL (TERMINAL_STATES_SQL, IN_FLIGHT_SQL, …).

@@ -4,6 +4,8 @@ The business table is keyed by (business key, output_version). Before writing, t
 re-read and each candidate's input is re-hashed: a result whose input hash no longer matches the
 current source row is marked stale and never written over newer data. Every decision is recorded in
 ledger.applied_result in the same transaction as the write, so applying twice changes nothing.
+In that transaction too: the business row an answer overwrites is kept in ledger.applied_previous
+(so a revoke can put it back), and the answers the task's `review:` picks land in ledger.review_item.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.results import insert_applied_results
+from batch_assets.ledger.review import insert_applied_previous, insert_review_items
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
@@ -20,10 +23,24 @@ from batch_assets.pipeline.gate import restore_json_sql
 from batch_assets.pipeline.manifest import drop_source, load_source
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.spec.output_schema import field_sql_type
 from batch_assets.spec.resolve import ResolvedTask
 
-SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",
-             "array": "JSON", "object": "JSON"}
+
+def review_sample_sql(task: ResolvedTask, applied: str) -> str:
+    """The applied answers (`applied`: a FROM clause with custom_id, attempt, answer) picked for
+    review: a hash of the custom_id below the task's rate (the same items on every run), or the
+    task's `always_if` condition over the output fields. Columns: custom_id, attempt, sampled_by."""
+    review = task.spec.review
+    fields = ", ".join(f"{value_sql(task, f, 'answer', f)} AS {quote_ident(f)}" for f in task.output_schema["properties"])
+    # The first 32 bits of md5(custom_id) as a fraction of 2^32: stable across runs and versions.
+    by_rate = f"CAST('0x' || left(md5(custom_id), 8) AS UBIGINT) < {float(review.sample_rate)!r} * 4294967296"
+    condition = f"coalesce(({review.always_if}), false)" if review.always_if else "false"
+    return f"""
+        SELECT custom_id, attempt, CASE WHEN {by_rate} THEN 'rate' ELSE 'always_if' END AS sampled_by
+        FROM (SELECT custom_id, attempt, {fields} FROM {applied})
+        WHERE {by_rate} OR {condition}
+    """
 
 
 @dataclass(frozen=True)
@@ -38,9 +55,18 @@ class ApplySummary:
 def _column_type(task: ResolvedTask, field: str) -> str:
     if task.spec.output.kind == "embedding" and field == "embedding":
         return f"FLOAT[{int(task.spec.output.dimensions)}]"  # a fixed-size array: array_cosine_similarity works on it
-    types = task.output_schema["properties"][field].get("type")
-    types = [types] if isinstance(types, str) else [t for t in types if t != "null"]
-    return SQL_TYPES[types[0]] if len(types) == 1 else "JSON"
+    return field_sql_type(task.output_schema, field)
+
+
+def value_sql(task: ResolvedTask, field: str, json_sql: str, key: str) -> str:
+    """The typed value of `key` in the JSON `json_sql`, as the business column of output `field` holds it."""
+    sql_type = _column_type(task, field)
+    path = sql_literal("$." + key)
+    if sql_type == "JSON":
+        return f"{json_sql} -> {path}"
+    if "[" in sql_type:
+        return f"CAST({json_sql} -> {path} AS {sql_type})"
+    return f"CAST({json_sql} ->> {path} AS {sql_type})"
 
 
 def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> None:
@@ -77,7 +103,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         """).fetchone()[0]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
-            SELECT p.custom_id, m.business_id, m.input_hash, p.output_json::JSON AS answer
+            SELECT p.custom_id, p.attempt, m.business_id, m.input_hash, p.output_json::JSON AS answer
             FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
               AND p.output_schema_version = {version} AND m.output_schema_version = {version}
@@ -112,15 +138,17 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             FROM _cand c LEFT JOIN _live l USING (business_id)
         """)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
-        values = ", ".join(
-            f"answer -> {sql_literal('$.' + f)}" if _column_type(task, f) == "JSON"
-            else f"CAST(answer -> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if "[" in _column_type(task, f)
-            else f"CAST(answer ->> {sql_literal('$.' + f)} AS {_column_type(task, f)})"
-            for f in apply.columns.values()
-        )
+        values = ", ".join(value_sql(task, f, "answer", f) for f in apply.columns.values())
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
         key = quote_ident(apply.key)
         with transaction(conn):
+            # The row about to be overwritten (an earlier answer for the key and version): a revoke puts it back.
+            insert_applied_previous(conn, task_id, f"""
+                SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
+                FROM _decided d JOIN main.{quote_ident(apply.table)} b
+                  ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
+                WHERE d.outcome = 'applied'
+            """, target_table=apply.table, output_version=spec.output.version)
             conn.execute(f"""
                 INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
@@ -132,6 +160,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             faultpoints.reached("apply.before_commit")
             insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _decided",
                                    target_table=apply.table, output_version=spec.output.version)
+            if spec.review.sample_rate > 0 or spec.review.always_if:
+                insert_review_items(conn, task_id, review_sample_sql(task, "_decided WHERE outcome = 'applied'"))
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided;")

@@ -47,6 +47,8 @@ class IngestSummary:
     ingested_files: int
     lines: int
     by_status: dict[str, int]
+    remote_files_deleted: int = 0      # provider-side files deleted by this run (retention)
+    remote_deletions_failed: int = 0   # jobs whose deletion failed: pending, tried again next time
 
 
 def _safe_name(job_key: str) -> str:
@@ -283,10 +285,18 @@ def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, 
     errors: dict[str, str] = {}
     downloaded = download_results(wh, task_id, adapter, errors)
     files, lines = ingest_files(wh, task_id, wire_format(task.spec.provider, task.spec.endpoint))
+    deletion = None
+    if task.spec.retention.delete_remote_files:
+        # Provider-side copies go once the results are safely here; a failure stays pending (not fatal).
+        from batch_assets.pipeline.retention import delete_remote_files
+
+        deletion = delete_remote_files(wh, lambda _provider: adapter, task_id=task_id)
     if errors:
         raise CollectError(f"{len(errors)} job(s) of {task_id} not downloaded (retried next time): "
                            + "; ".join(f"{k}: {v}" for k, v in errors.items()))
     with wh.connect() as conn:
         by_status = dict(conn.execute(
             "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]).fetchall())
-    return IngestSummary(task_id, downloaded, files, lines, by_status)
+    return IngestSummary(task_id, downloaded, files, lines, by_status,
+                         remote_files_deleted=deletion.files_deleted if deletion else 0,
+                         remote_deletions_failed=len(deletion.failed) if deletion else 0)

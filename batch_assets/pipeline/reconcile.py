@@ -7,13 +7,13 @@ Equations (outcomes on each item's LATEST attempt; lines counted per attempt):
     retry shard lines = retry decisions whose next attempt was cut
     provider request counts = lines submitted (batches whose provider reports counts)
     outcomes taken from result lines = result lines matched to items
-    applied + stale + failed-to-parse = succeeded
+    applied + revoked + stale + failed-to-parse = succeeded
 
 Each term is counted from its own table (not derived from the others), so a lost, duplicated or
 tampered ledger row makes an equation fail instead of being absorbed by a remainder.
 
-Finality: every item ends in exactly one final outcome — applied, stale, quarantined, final-failed
-(by class, after its retries), compliance-held, canceled by an operator. Not final: in flight
+Finality: every item ends in exactly one final outcome — applied, revoked (applied, then taken back),
+stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an operator. Not final: in flight
 (its latest attempt's batch has not ended, or its shard is not submitted yet), retry pending,
 undecided, and unresolved (a finished batch gave it no outcome; an answer that was not applied).
 The verdict passes only when every item is final, the equations hold and final failures are within
@@ -71,6 +71,7 @@ class Reconciliation:
     missing: int = 0                  # latest line without an outcome (in flight included)
     in_flight: int = 0
     applied: int = 0
+    revoked: int = 0                  # applied, then taken back (`batch-assets revoke`): final
     stale: int = 0
     failed_to_parse: int = 0
     orphan_lines: int = 0
@@ -133,9 +134,10 @@ class Reconciliation:
         if self.parsed_from_lines > self.answered_lines or (require_applied and self.parsed_from_lines != self.answered_lines):
             out.append(f"outcomes from result lines {self.parsed_from_lines} != result lines matched to items "
                        f"{self.answered_lines}")
-        if require_applied and self.applied + self.stale + self.failed_to_parse != self.succeeded:
-            out.append(f"applied {self.applied} + stale {self.stale} + failed to parse {self.failed_to_parse} "
-                       f"!= succeeded {self.succeeded}")
+        if require_applied and self.applied + self.revoked + self.stale + self.failed_to_parse != self.succeeded:
+            revoked = f" + revoked {self.revoked}" if self.revoked else ""
+            out.append(f"applied {self.applied}{revoked} + stale {self.stale} + failed to parse "
+                       f"{self.failed_to_parse} != succeeded {self.succeeded}")
         return out
 
     def verdict(self) -> Verdict:
@@ -162,7 +164,7 @@ class Reconciliation:
         if reasons:
             reasons += [f"provider failed batch {f}" for f in self.batch_failures]
             return Verdict(FAILED, tuple(reasons), "FAILED")
-        if self.operator_canceled and not (self.applied + self.stale):
+        if self.operator_canceled and not (self.applied + self.revoked + self.stale):
             final = "CANCELED"
         elif self.final_failed_total or self.compliance_held or self.operator_canceled:
             final = "COMPLETED_WITH_FAILURES"
@@ -244,9 +246,11 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
         WHERE sl.task_id = $t AND sl.{ACTIVE}
           AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p WHERE p.custom_id = sl.custom_id AND p.attempt = sl.attempt)""",
                      task_id)
-    applied = dict(conn.execute(f"SELECT outcome, count(*) FROM ledger.applied_result WHERE task_id = $t AND {ACTIVE} GROUP BY 1",
-                                {"t": task_id}).fetchall())
-    r.applied, r.stale = applied.get("applied", 0), applied.get("stale", 0)
+    applied = dict(conn.execute(f"""
+        SELECT CASE WHEN outcome = 'applied' AND custom_id IN (SELECT custom_id FROM ledger.revocation)
+                    THEN 'revoked' ELSE outcome END, count(*)
+        FROM ledger.applied_result WHERE task_id = $t AND {ACTIVE} GROUP BY 1""", {"t": task_id}).fetchall())
+    r.applied, r.revoked, r.stale = applied.get("applied", 0), applied.get("revoked", 0), applied.get("stale", 0)
     lines = dict(conn.execute("SELECT status, count(*) FROM ledger.raw_result WHERE task_id = $t GROUP BY 1",
                               {"t": task_id}).fetchall())
     r.orphan_lines, r.duplicate_lines, r.malformed_lines = (lines.get(k, 0) for k in ("orphan", "duplicate", "malformed"))

@@ -31,10 +31,10 @@ from batch_assets.pipeline.reconcile import (
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
 
 # Final outcomes and the states of items that are not final yet, in display order.
-FINAL_OUTCOMES = ("applied", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")
+FINAL_OUTCOMES = ("applied", "revoked", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")
 OPEN_STATES = ("in_flight", "retry_pending", "undecided", "unsharded", "unresolved_missing", "unapplied")
 OUTCOME_LABELS = {
-    "applied": "applied", "stale": "stale (source changed)", "quarantined": "quarantined before sending",
+    "applied": "applied", "revoked": "revoked after applying", "stale": "stale (source changed)", "quarantined": "quarantined before sending",
     "compliance_held": "held for compliance review", "operator_canceled": "canceled by an operator",
     "in_flight": "in flight", "retry_pending": "retry pending", "undecided": "failed, not decided yet",
     "unsharded": "not sharded yet", "unresolved_missing": "no outcome from a finished batch",
@@ -120,7 +120,7 @@ class PartitionReport:
     def outcomes(self) -> dict[str, int]:
         """Every item counted once: final outcomes (final failures by class) then open states."""
         r = self.reconciliation
-        out = {"applied": r.applied, "stale": r.stale, "quarantined": r.quarantined}
+        out = {"applied": r.applied, "revoked": r.revoked, "stale": r.stale, "quarantined": r.quarantined}
         out |= {f"final_failed:{c}": r.final_failed.get(c, 0) for c in FAILURE_CLASSES}
         out |= {"compliance_held": r.compliance_held, "operator_canceled": r.operator_canceled}
         out |= {s: getattr(r, s) for s in OPEN_STATES}
@@ -319,7 +319,8 @@ def report_numbers(r: PartitionReport) -> dict[str, int | float]:
     """Plain numbers (no None) for plots: item counts by outcome, rates, tokens, cost, seconds."""
     rec = r.reconciliation
     out: dict[str, int | float] = {
-        "items": r.items, "final_items": r.final_items, "applied": rec.applied, "stale": rec.stale,
+        "items": r.items, "final_items": r.final_items, "applied": rec.applied, "revoked": rec.revoked,
+        "stale": rec.stale,
         "quarantined": rec.quarantined, "source_rejects": rec.source_rejects,
         "final_failed": rec.final_failed_total, "compliance_held": rec.compliance_held,
         "operator_canceled": rec.operator_canceled, "in_flight": rec.in_flight, "retry_pending": rec.retry_pending,
@@ -435,7 +436,7 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
 # Charts (inline SVG) and the HTML page
 # ------------------------------------------------------------------------------------------------
 
-OUTCOME_COLORS = {"applied": "#2e7d32", "stale": "#9e9d24", "quarantined": "#ef6c00", "final": "#c62828",
+OUTCOME_COLORS = {"applied": "#2e7d32", "revoked": "#795548", "stale": "#9e9d24", "quarantined": "#ef6c00", "final": "#c62828",
                   "compliance_held": "#6a1b9a", "operator_canceled": "#546e7a", "open": "#1565c0",
                   "unresolved_missing": "#b71c1c", "unapplied": "#b71c1c"}
 STATE_COLORS = {"CREATED": "#b0bec5", "VALIDATING": "#90caf9", "SUBMITTED": "#64b5f6", "RUNNING": "#1e88e5",

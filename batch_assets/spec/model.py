@@ -207,6 +207,33 @@ class GateSpec(_Strict):
                                           "(`batch-assets dry-run <task_id>`) is recorded for the task's prompt version.")
 
 
+class RetentionSpec(_Strict):
+    """A task's `retention:` section: provider-side files and local files after the work is done."""
+
+    delete_remote_files: bool = Field(default=True, description="Delete the provider-side input, output and "
+                                      "error files once a job's results are downloaded.")
+    local_days: float = Field(default=30, gt=0, description="Days after which a final partition's local shard "
+                              "and raw files are purged (raw files are kept gzip-compressed).")
+
+
+class ReviewSpec(_Strict):
+    """A task's `review:` section: applied answers picked for a person to approve or reject."""
+
+    sample_rate: float = Field(default=0.0, ge=0, le=1, description="Share of applied answers picked "
+                               "(deterministically, by a hash of the custom_id).")
+    always_if: str | None = Field(default=None, description="A SQL condition over the output fields (e.g. "
+                                  "`confidence < 0.5`); matching answers are always picked.")
+
+    @field_validator("always_if")
+    @classmethod
+    def _one_condition(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("write one SQL condition over the output fields, e.g. `confidence < 0.5`")
+        return v
+
+
 Duration = float | str
 
 
@@ -266,6 +293,10 @@ class TaskSpec(_Strict):
                                "redact | allow, applied at freeze before the input hash is taken.")
     budget: BudgetSpec = BudgetSpec()
     gate: GateSpec = GateSpec()
+
+
+    retention: RetentionSpec = RetentionSpec()
+    review: ReviewSpec = ReviewSpec()
 
     @field_validator("name")
     @classmethod

@@ -151,3 +151,14 @@ def schema_violation_sql(schema: dict, json_sql: str) -> str:
     checks += _object_checks(schema, json_sql, "answer")
     whens = " ".join(f"WHEN NOT coalesce({cond}, false) THEN {_lit(msg)}" for cond, msg in checks)
     return f"CASE {whens} ELSE NULL END"
+
+
+FIELD_SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",
+                   "array": "JSON", "object": "JSON"}
+
+
+def field_sql_type(schema: dict, field: str) -> str:
+    """The SQL type an output field is written as (JSON when it may be of several types)."""
+    types = schema["properties"][field].get("type")
+    types = [types] if isinstance(types, str) else [t for t in (types or []) if t != "null"]
+    return FIELD_SQL_TYPES[types[0]] if len(types) == 1 and types[0] in FIELD_SQL_TYPES else "JSON"

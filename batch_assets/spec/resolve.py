@@ -17,7 +17,7 @@ import yaml
 from batch_assets.providers.limits import ProviderLimits
 from batch_assets.providers.registry import provider_limits
 from batch_assets.spec.model import TaskSpec
-from batch_assets.spec.output_schema import check_supported_schema
+from batch_assets.spec.output_schema import check_supported_schema, field_sql_type
 
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 COMPONENT_TYPE = "batch_assets.components.BatchTask"
@@ -91,9 +91,37 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
         if field not in props:
             raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} does not exist",
                         f"map to one of: {', '.join(props)}")
+    if spec.review.always_if is not None:
+        _check_review_condition(spec, schema, yaml_path)
     limits = provider_limits(spec.provider).with_overrides(spec.limits)
     return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
                         output_schema=schema, limits=limits)
+
+
+def _check_review_condition(spec: TaskSpec, schema: dict, yaml_path: Path) -> None:
+    """`review.always_if` must be one condition over the output fields: bound by DuckDB against an
+    empty table with those fields as columns (typed as they are applied)."""
+    import duckdb
+
+    from batch_assets.sqltext import quote_ident
+
+    props = schema.get("properties", {})
+    cols = ", ".join(f"{quote_ident(f)} {field_sql_type(schema, f) if spec.output.kind != 'embedding' else 'JSON'}"
+                     for f in props) or "_none INTEGER"
+    conn = duckdb.connect()
+    try:
+        conn.execute(f"CREATE TEMP TABLE answer ({cols})")
+        statements = duckdb.extract_statements(f"SELECT * FROM answer WHERE ({spec.review.always_if})")
+        if len(statements) != 1:
+            raise duckdb.ParserException("more than one statement")
+        conn.execute(f"SELECT count(*) FROM answer WHERE ({spec.review.always_if})").fetchall()
+    except duckdb.Error as exc:
+        problem = str(exc).splitlines()[0]
+        raise _fail(yaml_path, "review.always_if", f"{spec.review.always_if!r} is not a condition over the output "
+                    f"fields ({problem})", f"write a SQL condition over: {', '.join(props)} (e.g. `{next(iter(props), 'x')} "
+                    "IS NULL`)") from None
+    finally:
+        conn.close()
 
 
 def _output_schema(spec: TaskSpec, yaml_path: Path) -> dict:

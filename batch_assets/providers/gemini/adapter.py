@@ -241,7 +241,9 @@ class GeminiBatchAdapter:
             try:
                 self._client.files.delete(name=name)
             except genai_errors.ClientError as exc:
-                if exc.code == 404:
+                # Gemini answers a file that no longer exists with 403 PERMISSION_DENIED ("... or it may
+                # not exist"), not 404: both mean there is nothing left to delete.
+                if exc.code in (403, 404):
                     continue
                 raise
             deleted.append(name)

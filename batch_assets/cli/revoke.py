@@ -1,0 +1,30 @@
+"""`batch-assets revoke --task-id T | --custom-id C... | --task NAME --business-id B... [--reason R]`.
+
+Takes applied answers back: each value is removed from the business table, or the earlier answer
+for the key and output version (kept at apply) is put back; recorded in ledger.revocation. The
+reconciliation counts revoked items as their own final outcome. Revoking twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from batch_assets.cli import context
+from batch_assets.cli.errors import CliError, UsageError
+
+
+def cmd_revoke(args) -> int:
+    from batch_assets.pipeline.revoke import RevokeError, revoke
+
+    if (args.task is None) != (not args.business_ids):
+        raise UsageError("--task NAME and --business-id B go together (or use --task-id T or --custom-id C)")
+    if sum(bool(x) for x in (args.task_id, args.custom_ids, args.task)) != 1:
+        raise UsageError("name what to revoke with one of --task-id T, --custom-id C..., --task NAME --business-id B...")
+    wh = context.warehouse(args)
+    with context.connect(wh, read_only=True) as conn:
+        conn.execute("SELECT 1 FROM ledger.revocation LIMIT 1")
+    try:
+        summary = revoke(wh, task_id=args.task_id, custom_ids=args.custom_ids, task_name=args.task,
+                         business_ids=args.business_ids, reason=args.reason)
+    except RevokeError as exc:
+        raise CliError(str(exc)) from None
+    print(summary.describe())
+    return 0

@@ -1,0 +1,206 @@
+"""Retention: provider-side files deleted once a job's results are downloaded, local files purged
+after a retention window.
+
+Provider side: after a collect run has downloaded and ingested a job's results, its input, output
+and error files are deleted through the provider's SDK (`delete_remote_files`; Anthropic keeps no
+user files: recorded as `nothing_to_delete`). Every deletion lands in `ledger.remote_file_deletion`;
+a failure is recorded there too and the job stays pending (`provider_job.remote_deleted_at` NULL):
+the next collect run of its partition, the provider status sensor's next tick and the `retention`
+job try again. Never fatal.
+
+Local side: shard files and raw result files of partitions that are final (`batch_task.final_status`)
+and finished longer ago than the window are purged. The ledger rows and their sha256 stay. The
+ledger keeps each result line parsed (`raw_result.body`), not verbatim, so a raw file is the only
+verbatim copy of the provider's answer: it is gzip-compressed next to itself, never deleted.
+Running the purge again changes nothing; `dry_run` only lists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from batch_assets.ledger.retention import (
+    mark_raw_file_purged,
+    mark_shard_purged,
+    record_remote_deletion,
+    record_remote_deletion_failure,
+)
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.providers.contract import BatchProvider, JobRef
+
+log = logging.getLogger(__name__)
+
+AGE_RE = re.compile(r"^(\d+)([dh])$")
+
+
+def parse_age(text: str) -> dt.timedelta:
+    """`30d` or `12h` as a timedelta; anything else raises ValueError saying what to write."""
+    m = AGE_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"age {text!r} is not a number of days or hours; write e.g. 30d or 12h")
+    n, unit = int(m.group(1)), m.group(2)
+    return dt.timedelta(days=n) if unit == "d" else dt.timedelta(hours=n)
+
+
+# Jobs whose results are downloaded and every downloaded file ingested, provider files not deleted yet.
+_PENDING_SQL = """
+    SELECT j.job_key, j.task_id, j.provider, j.provider_batch_id, j.input_file_id, j.output_file_id,
+           j.error_file_id, coalesce(j.remote_delete_attempts, 0) AS attempts, j.remote_delete_error AS last_error
+    FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
+    WHERE j.downloaded_at IS NOT NULL AND j.remote_deleted_at IS NULL AND j.provider_batch_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
+      AND ($task_id IS NULL OR j.task_id = $task_id)
+      AND ($task_names IS NULL OR list_contains($task_names, t.task_name))
+      AND (NOT $retry_only OR coalesce(j.remote_delete_attempts, 0) > 0)
+    ORDER BY j.job_key
+    LIMIT $limit
+"""
+
+
+def pending_remote_deletions(wh: Warehouse, task_id: str | None = None, task_names: list[str] | None = None, *,
+                             retry_only: bool = False, limit: int | None = None) -> list[dict]:
+    """Jobs (of one partition, of some tasks, or all) whose provider-side files still wait to be
+    deleted; with `retry_only`, only those whose deletion was tried and failed."""
+    with wh.connect() as conn:
+        return fetch_dicts(conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names,
+                                                "retry_only": retry_only, "limit": limit})
+
+
+@dataclass
+class RemoteDeletionSummary:
+    jobs_done: int = 0
+    files_deleted: int = 0
+    failed: dict[str, str] = field(default_factory=dict)   # job_key -> error (pending, tried again later)
+
+
+def delete_remote_files(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], task_id: str | None = None,
+                        task_names: list[str] | None = None, *, retry_only: bool = False,
+                        limit: int | None = None) -> RemoteDeletionSummary:
+    """Delete the provider-side files of the pending jobs (see `pending_remote_deletions`); each
+    outcome recorded. A failure is logged and recorded, never raised."""
+    summary = RemoteDeletionSummary()
+    for job in pending_remote_deletions(wh, task_id, task_names, retry_only=retry_only, limit=limit):
+        ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
+                     error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
+        keys = {"job_key": job["job_key"], "task_id": job["task_id"], "provider": job["provider"]}
+        try:
+            deleted = adapter_for(job["provider"]).delete_remote_files(ref)
+        except Exception as exc:  # noqa: BLE001 - any provider error leaves the job pending
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("%s: deleting provider files failed (try %d), tried again later: %s",
+                        job["job_key"], job["attempts"] + 1, error)
+            with wh.connect() as conn:
+                record_remote_deletion_failure(conn, error=error, **keys)
+            summary.failed[job["job_key"]] = error
+            continue
+        with wh.connect() as conn:
+            record_remote_deletion(conn, deleted=deleted, **keys)
+        summary.jobs_done += 1
+        summary.files_deleted += len(deleted)
+    return summary
+
+
+@dataclass
+class PurgeSummary:
+    dry_run: bool
+    shards: list[str] = field(default_factory=list)           # shard paths deleted (or that would be)
+    raw_files: list[str] = field(default_factory=list)        # raw files compressed (or that would be)
+    bytes_freed: int = 0
+
+    def describe(self) -> str:
+        verb = "would purge" if self.dry_run else "purged"
+        return (f"{verb} {len(self.shards)} shard file(s) and compressed {len(self.raw_files)} raw file(s)"
+                f" ({self.bytes_freed:,} bytes {'to free' if self.dry_run else 'freed'})")
+
+
+# Partitions that are final and finished before the cutoff.
+_OLD_FINAL = """
+    SELECT task_id FROM ledger.batch_task
+    WHERE final_status IS NOT NULL AND coalesce(finished_at, updated_at) <= $cutoff
+      AND ($task_name IS NULL OR task_name = $task_name)
+"""
+
+
+def purge_local(wh: Warehouse, older_than: dt.timedelta, *, dry_run: bool = False,
+                task_name: str | None = None) -> PurgeSummary:
+    """Purge the shard files and compress the raw files of final partitions finished more than
+    `older_than` ago (of one task, or all). Ledger rows and hashes stay; safe to run again."""
+    summary = PurgeSummary(dry_run)
+    with wh.connect() as conn:
+        cutoff = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0] - older_than
+        params = {"cutoff": cutoff, "task_name": task_name}
+        shards = fetch_dicts(conn, f"""SELECT shard_id, path FROM ledger.shard
+            WHERE purged_at IS NULL AND task_id IN ({_OLD_FINAL}) ORDER BY shard_id""", params)
+        raws = fetch_dicts(conn, f"""SELECT file_key, path FROM ledger.raw_file
+            WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id IN ({_OLD_FINAL}) ORDER BY file_key""",
+                           params)
+    for s in shards:
+        path = Path(s["path"])
+        size = path.stat().st_size if path.is_file() else 0
+        summary.shards.append(str(path))
+        summary.bytes_freed += size
+        if dry_run:
+            continue
+        path.unlink(missing_ok=True)
+        with wh.connect() as conn:
+            mark_shard_purged(conn, s["shard_id"])
+    for f in raws:
+        path = Path(f["path"])
+        archived = Path(f"{path}.gz")
+        summary.raw_files.append(str(path))
+        if path.is_file():
+            summary.bytes_freed += path.stat().st_size
+        if dry_run:
+            continue
+        if path.is_file():
+            _gzip(path, archived)
+            summary.bytes_freed -= archived.stat().st_size
+            path.unlink()
+        with wh.connect() as conn:
+            mark_raw_file_purged(conn, f["file_key"], str(archived) if archived.is_file() else None)
+    return summary
+
+
+def _gzip(path: Path, dest: Path) -> None:
+    """Compress `path` to `dest` (written under a temporary name, then renamed: never half a file)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(path, "rb") as src, gzip.open(tmp, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    with open(tmp, "rb") as written:
+        os.fsync(written.fileno())
+    tmp.replace(dest)
+
+
+@dataclass
+class RetentionRun:
+    """What one run of the `retention` job did, per task."""
+
+    remote: RemoteDeletionSummary
+    purged: dict[str, PurgeSummary]   # task name -> its purge
+    pending_remote: int               # jobs still waiting for their provider files to be deleted
+
+    def metadata(self) -> dict[str, int]:
+        return {"remote_jobs_done": self.remote.jobs_done, "remote_files_deleted": self.remote.files_deleted,
+                "remote_deletions_failed": len(self.remote.failed), "remote_deletions_pending": self.pending_remote,
+                "shards_purged": sum(len(p.shards) for p in self.purged.values()),
+                "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
+                "bytes_freed": sum(p.bytes_freed for p in self.purged.values())}
+
+
+def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], BatchProvider]) -> RetentionRun:
+    """Each task's retention settings applied: provider-side deletions still pending tried again
+    (tasks with `retention.delete_remote_files`), then local files older than `retention.local_days` purged."""
+    deleting = sorted(name for name, t in tasks.items() if t.spec.retention.delete_remote_files)
+    remote = delete_remote_files(wh, adapter_for, task_names=deleting) if deleting else RemoteDeletionSummary()
+    purged = {name: purge_local(wh, dt.timedelta(days=t.spec.retention.local_days), task_name=name)
+              for name, t in sorted(tasks.items())}
+    pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
+    return RetentionRun(remote, purged, pending)

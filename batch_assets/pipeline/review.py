@@ -1,0 +1,60 @@
+"""Human review of applied answers: the items sampled at apply (`review:` in the task YAML; see
+`apply.review_sample_sql`) wait in `ledger.review_item` as pending. A reviewer approves or rejects
+them; a rejected answer is revoked (see `revoke.py`), with the reviewer's reason."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from batch_assets.ledger.review import decide_review
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.pipeline.revoke import RevokeSummary, revoke
+
+
+class ReviewError(ValueError):
+    """Custom ids that are not review items."""
+
+
+def list_review_items(wh: Warehouse, task: str | None = None, state: str | None = None) -> list[dict]:
+    """Review items with their answer and business id: of a task name or task_id prefix (or all),
+    optionally in one state; pending first, then by task_id and custom_id."""
+    with wh.connect() as conn:
+        return fetch_dicts(conn, """
+            SELECT r.task_id, r.custom_id, m.business_id, r.attempt, r.state, r.sampled_by, p.output_json AS answer,
+                   r.reason, r.created_at, r.decided_at
+            FROM ledger.review_item r JOIN ledger.batch_task t USING (task_id)
+            LEFT JOIN ledger.manifest_item m USING (custom_id)
+            LEFT JOIN ledger.parsed_result p ON p.custom_id = r.custom_id AND p.attempt = r.attempt
+            WHERE ($task IS NULL OR t.task_name = $task OR starts_with(r.task_id, $task))
+              AND ($state IS NULL OR r.state = $state)
+            ORDER BY r.state <> 'pending', r.task_id, r.custom_id
+        """, {"task": task, "state": state})
+
+
+@dataclass
+class ReviewDecision:
+    decided: int = 0
+    already_decided: list[str] = field(default_factory=list)
+    revoked: RevokeSummary | None = None
+
+
+def decide(wh: Warehouse, custom_ids: Sequence[str], state: str, reason: str | None = None) -> ReviewDecision:
+    """Approve or reject pending review items; a rejected answer is revoked. Unknown ids raise
+    ReviewError (nothing decided); items decided earlier keep their decision (listed)."""
+    ids = list(dict.fromkeys(custom_ids))
+    with wh.connect() as conn:
+        known = dict(conn.execute("SELECT custom_id, state FROM ledger.review_item "
+                                  "WHERE custom_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall())
+    unknown = [c for c in ids if c not in known]
+    if unknown:
+        raise ReviewError(f"not review items: {', '.join(unknown)}; list them with `batch-assets review list`")
+    out = ReviewDecision(already_decided=[c for c in ids if known[c] != "pending"])
+    pending = [c for c in ids if known[c] == "pending"]
+    if pending:
+        with wh.connect() as conn:
+            out.decided = decide_review(conn, pending, state, reason)
+        if state == "rejected":
+            out.revoked = revoke(wh, custom_ids=pending, reason=f"review rejected: {reason}" if reason
+                                 else "review rejected")
+    return out

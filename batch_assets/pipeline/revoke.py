@@ -1,0 +1,163 @@
+"""Revoke applied answers: the value is taken out of the business table, or the earlier one put back.
+
+Which answers: every applied item of a partition (`task_id`), chosen custom_ids, or for a task's
+business ids the answer applied last for each key. Per answer, set-based:
+
+- the business table still holds this answer and the apply that wrote it had overwritten an earlier
+  answer (kept in `ledger.applied_previous`) that is not revoked itself -> that row is put back (`restored`);
+- it still holds this answer and there was nothing earlier (or the earlier one is revoked too) -> the
+  row is deleted (`removed`);
+- the table holds another answer for the key by now (or none) -> nothing to change (`superseded`).
+
+Each revoke is recorded in `ledger.revocation` in the same transaction as the business table change;
+an answer already revoked is left alone, so revoking twice changes nothing. The reconciliation
+counts revoked items as their own final outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+
+from batch_assets.ledger.review import insert_revocations
+from batch_assets.ledger.transaction import transaction
+from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.pipeline.apply import value_sql
+from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+from batch_assets.sqltext import quote_ident
+
+
+class RevokeError(ValueError):
+    """The selection names nothing that can be revoked (unknown ids, or no applied answer)."""
+
+
+@dataclass
+class RevokeSummary:
+    requested: int = 0
+    already_revoked: int = 0
+    not_found: list[str] = field(default_factory=list)        # custom_ids named that have no applied answer
+    by_action: dict[str, int] = field(default_factory=dict)   # removed | restored | superseded
+
+    @property
+    def revoked(self) -> int:
+        return sum(self.by_action.values())
+
+    def describe(self) -> str:
+        done = ", ".join(f"{a} {n}" for a, n in sorted(self.by_action.items()) if n) or "none"
+        missing = f"; no applied answer for: {', '.join(self.not_found)}" if self.not_found else ""
+        return f"revoked {self.revoked} answer(s) ({done}); {self.already_revoked} already revoked{missing}"
+
+
+def _select(conn: duckdb.DuckDBPyConnection, *, task_id: str | None, custom_ids: Sequence[str] | None,
+            task_name: str | None, business_ids: Sequence[str] | None) -> None:
+    """Temp table _sel (custom_id, task_id, task_name, business_id, target_table, output_version, revoked)
+    of the applied answers the selection names."""
+    if task_id is not None:
+        where, params = "a.task_id = $v", {"v": task_id}
+    elif custom_ids:
+        where, params = "a.custom_id IN (SELECT unnest($v::VARCHAR[]))", {"v": list(custom_ids)}
+    elif task_name and business_ids:
+        where, params = ("t.task_name = $n AND a.business_id IN (SELECT unnest($v::VARCHAR[]))",
+                         {"n": task_name, "v": list(business_ids)})
+    else:
+        raise RevokeError("name what to revoke: a task_id, custom_ids, or a task name with business ids")
+    params.setdefault("n", None)
+    # By business id: the answer applied last for the key (revoked or not), so a second revoke of the
+    # same key finds it revoked and changes nothing instead of taking back the earlier one too.
+    latest = ("QUALIFY row_number() OVER (PARTITION BY t.task_name, a.business_id, a.output_version "
+              "ORDER BY a.applied_at DESC, a.custom_id DESC) = 1") if task_id is None and not custom_ids else ""
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _sel AS
+        SELECT a.custom_id, a.task_id, t.task_name, a.business_id, a.target_table, a.output_version,
+               r.custom_id IS NOT NULL AS revoked
+        FROM ledger.applied_result a JOIN ledger.batch_task t USING (task_id)
+        LEFT JOIN ledger.revocation r USING (custom_id)
+        WHERE a.outcome = 'applied' AND ($n IS NULL OR t.task_name = $n) AND {where}
+        {latest}
+    """, params)
+
+
+def revoke(wh: Warehouse, *, task_id: str | None = None, custom_ids: Sequence[str] | None = None,
+           task_name: str | None = None, business_ids: Sequence[str] | None = None, reason: str | None = None,
+           tasks: dict[str, ResolvedTask] | None = None) -> RevokeSummary:
+    """Revoke the applied answers the selection names (see the module doc). Raises RevokeError when
+    it names no applied answer at all."""
+    summary = RevokeSummary()
+    with wh.connect() as conn:
+        _select(conn, task_id=task_id, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
+        summary.requested, summary.already_revoked = conn.execute(
+            "SELECT count(*), count(*) FILTER (revoked) FROM _sel").fetchone()
+        if custom_ids:
+            found = {r[0] for r in conn.execute("SELECT custom_id FROM _sel").fetchall()}
+            summary.not_found = [c for c in dict.fromkeys(custom_ids) if c not in found]
+        if summary.requested == 0:
+            conn.execute("DROP TABLE _sel")
+            raise RevokeError("no applied answer matches (see `batch-assets review list` or query "
+                              "ledger.applied_result); stale or failed items have nothing to revoke")
+        groups = conn.execute("""SELECT DISTINCT task_name, target_table, output_version FROM _sel
+                                 WHERE NOT revoked ORDER BY ALL""").fetchall()
+        tasks = tasks if tasks is not None else (load_all_tasks() if groups else {})
+        for task_name_, table, version in groups:
+            task = tasks.get(task_name_)
+            if task is None:
+                raise RevokeError(f"task {task_name_!r} is no longer defined in batch_assets/defs/tasks: its "
+                                  "business table columns are unknown, nothing revoked")
+            for action, n in _revoke_group(conn, task, table, version, reason).items():
+                summary.by_action[action] = summary.by_action.get(action, 0) + n
+        conn.execute("DROP TABLE _sel")
+    return summary
+
+
+def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: str, version: str,
+                  reason: str | None) -> dict[str, int]:
+    apply = task.spec.apply
+    target, key = f"main.{quote_ident(table)}", quote_ident(apply.key)
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _plan AS
+        SELECT s.custom_id, s.task_id, s.business_id, s.target_table, s.output_version,
+               CASE WHEN b.custom_id IS DISTINCT FROM s.custom_id THEN 'superseded'
+                    WHEN p.previous_custom_id IS NOT NULL
+                         AND p.previous_custom_id NOT IN (SELECT custom_id FROM ledger.revocation)
+                         AND p.previous_custom_id NOT IN (SELECT custom_id FROM _sel)
+                      THEN 'restored'
+                    ELSE 'removed' END AS action,
+               p.previous_row
+        FROM _sel s
+        LEFT JOIN {target} b ON b.{key} = s.business_id AND b.output_version = s.output_version
+        LEFT JOIN ledger.applied_previous p ON p.custom_id = s.custom_id
+        WHERE NOT s.revoked AND s.task_name = $n AND s.target_table = $t AND s.output_version = $v
+    """, {"n": task.name, "t": table, "v": version})
+    conn.execute("ALTER TABLE _plan ADD COLUMN restored_custom_id VARCHAR")
+    conn.execute("UPDATE _plan SET restored_custom_id = previous_row ->> '$.custom_id' WHERE action = 'restored'")
+    sets = ", ".join(f"{quote_ident(c)} = {value_sql(task, f, 'p.previous_row', c)}" for c, f in apply.columns.items())
+    with transaction(conn):
+        conn.execute(f"""
+            UPDATE {target} SET {sets}, custom_id = p.previous_row ->> '$.custom_id',
+                input_hash = p.previous_row ->> '$.input_hash', task_id = p.previous_row ->> '$.task_id',
+                applied_at = CAST(p.previous_row ->> '$.applied_at' AS TIMESTAMP)
+            FROM _plan p
+            WHERE p.action = 'restored' AND {target}.{key} = p.business_id
+              AND {target}.output_version = p.output_version
+        """)
+        conn.execute(f"""
+            DELETE FROM {target} WHERE EXISTS (
+                SELECT 1 FROM _plan p WHERE p.action = 'removed' AND p.business_id = {target}.{key}
+                  AND p.output_version = {target}.output_version AND p.custom_id = {target}.custom_id)
+        """)
+        insert_revocations(conn, "SELECT * FROM _plan", reason)
+    counts = dict(conn.execute("SELECT action, count(*) FROM _plan GROUP BY 1").fetchall())
+    conn.execute("DROP TABLE _plan")
+    return counts
+
+
+def revoked_items(wh: Warehouse, task_id: str | None = None) -> list[dict]:
+    """The revocations recorded (of one partition, or all), newest first."""
+    with wh.connect() as conn:
+        return fetch_dicts(conn, f"""SELECT custom_id, task_id, business_id, target_table, output_version, action,
+                                           restored_custom_id, reason, revoked_at FROM ledger.revocation
+                                    WHERE {'task_id = ?' if task_id else 'true'} ORDER BY revoked_at DESC, custom_id""",
+                           [task_id] if task_id else [])
+
+
