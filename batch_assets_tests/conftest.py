@@ -34,6 +34,23 @@ def _not_a_terminal(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+# ../shared/ (recorded provider samples) lies beside the checkout here and in CI.
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SAMPLES = SHARED / "reference" / "provider_samples"
+
+
+def shared_file(path: Path) -> Path:
+    """A fixture file under ../shared/: a test that needs it skips outside CI, but fails in CI
+    (`CI` set), where a missing file means the fixtures were not provided."""
+    if not path.is_file():
+        import os
+
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing (CI is set, so the shared fixtures must be present)")
+        pytest.skip(f"shared fixture not found: {path}")
+    return path
+
+
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Warehouse:
     return Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path / "data")

@@ -13,9 +13,10 @@ import pytest
 from batch_assets.bench import BenchReport, main, run_benchmark
 from batch_assets.bench.runner import STAGES
 
+from .conftest import SAMPLES, shared_file
+
 ITEMS = 3000
 STAGE_NAMES = [s[0] for s in STAGES]
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "provider_samples"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_generated_output_lines_have_the_openai_batch_format(bench, ticket_task)
             if answer["category"] in ticket_task.output_schema["properties"]["category"]["enum"]:
                 assert set(answer) == set(ticket_task.output_schema["required"])
     # Same key structure as the real recorded OpenAI output lines (chat completions).
-    real = [json.loads(line) for line in (SAMPLES / "openai_output.jsonl").read_text(encoding="utf-8").splitlines()]
+    real = [json.loads(line) for line in shared_file(SAMPLES / "openai_output.jsonl").read_text(encoding="utf-8").splitlines()]
     real_chat = [r for r in real if r["response"]["body"].get("object") == "chat.completion"]
     if real_chat:
         assert _keys(real_chat[0]) - {"response.body.choices.[].message.annotations"} <= _keys(ok_lines[0]) | {

@@ -16,13 +16,12 @@ import pytest
 from batch_assets.pipeline.ingest import stage_result_file
 from batch_assets.providers.registry import wire_format
 
-# shared/ lies beside the checkout (here and in CI).
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "provider_samples"
+from .conftest import SAMPLES, shared_file
+
 
 
 def normalized(tmp_path: Path, sample: str, provider: str, endpoint: str) -> list[dict]:
-    if not (SAMPLES / sample).is_file():
-        pytest.skip(f"provider samples not found at {SAMPLES}")
+    shared_file(SAMPLES / sample)
     path = tmp_path / sample
     shutil.copyfile(SAMPLES / sample, path)
     fmt = wire_format(provider, endpoint)
@@ -115,9 +114,7 @@ def test_other_openai_compatible_producers_are_recorded_not_dropped(tmp_path: Pa
 
 
 def test_a_truncated_file_keeps_every_good_line(tmp_path: Path) -> None:
-    src = SAMPLES / "openai_output.jsonl"
-    if not src.is_file():
-        pytest.skip("provider samples not found")
+    src = shared_file(SAMPLES / "openai_output.jsonl")
     text = src.read_text(encoding="utf-8")
     broken = tmp_path / "broken.jsonl"
     broken.write_text(text + text.splitlines()[0][:80], encoding="utf-8")  # a cut-off last line
