@@ -548,3 +548,54 @@ def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
     collect_raw_results(warehouse, task, day, adapter)
     summary = parse_results(warehouse, task, day)
     assert summary.synthesized > 0 and summary.by_class == {failure_class: summary.synthesized}
+
+
+# --- OpenAI: what reasoning models refuse ----------------------------------------------------------
+
+
+def test_openai_reasoning_models_refuse_max_tokens_and_temperature(emulator: EmulatorHandle, tmp_path: Path) -> None:
+    """The service answers 400 per line: `max_tokens` (unsupported_parameter) and a temperature other
+    than 1 (unsupported_value); `max_completion_tokens` without a temperature is answered."""
+    adapter = adapter_for(emulator, "openai")
+    endpoint = "/v1/chat/completions"
+    messages = [{"role": "user", "content": "Ticket 1"}]
+    bodies = {"old": {"model": "o3-mini", "messages": messages, "max_tokens": 500, "temperature": 0.2},
+              "temp": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500, "temperature": 0},
+              "new": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500}}
+    shard = write_shard(tmp_path, "openai-o3", [{"custom_id": k, "method": "POST", "url": endpoint, "body": b}
+                                                for k, b in bodies.items()])
+    prepared = adapter.prepare_input(shard, "job-o3", endpoint, 0)
+    result = adapter.create(CreateRequest("job-o3", endpoint, "o3-mini", "24h", 3, {JOB_KEY_METADATA: "job-o3"}),
+                            prepared)
+    snap = result.snapshot
+    for _ in range(200):
+        if snap.results_ready or snap.terminal:
+            break
+        snap = adapter.poll(JobRef(snap.provider_batch_id), snap.state)
+    files = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id,
+                                          error_file_id=snap.error_file_id), tmp_path / "raw", "o3")
+    rows = {r["request_id"]: r for f in files for r in normalize(f.path, "openai", endpoint)}
+    assert rows["old"]["status_code"] == 400 and rows["old"]["error_code"] == "unsupported_parameter"
+    assert rows["temp"]["status_code"] == 400 and rows["temp"]["error_code"] == "unsupported_value"
+    assert rows["new"]["status_code"] == 200
+
+
+def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(seeded_copy, ticket_task, adapter,
+                                                                         run_partition) -> None:
+    """ticket_triage on o3-mini: lines carry max_completion_tokens and no temperature, so every item is
+    answered; the job records that the temperature was left out."""
+    import dataclasses
+
+    task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(update={"model": "o3-mini"}))
+    r = run_partition(seeded_copy, task, "2026-11-20", adapter)
+    with seeded_copy.connect() as conn:
+        classes = conn.execute("SELECT error_code, count(*) FROM ledger.parsed_result "
+                               "WHERE error_class IS NOT NULL GROUP BY 1").fetchall()
+        options = {json.loads(o)["temperature"] for (o,) in conn.execute(
+            "SELECT request_options FROM ledger.provider_job").fetchall()}
+        shard_path = conn.execute("SELECT path FROM ledger.shard LIMIT 1").fetchone()[0]
+    body = json.loads(Path(shard_path).read_text(encoding="utf-8").splitlines()[0])["body"]
+    assert "temperature" not in body and "max_tokens" not in body and body["max_completion_tokens"] > 0
+    assert options == {"omitted (reasoning model)"}
+    assert not any(code in ("unsupported_parameter", "unsupported_value") for code, _ in classes), classes
+    assert r.submitted_lines > 0 and r.in_flight == 0

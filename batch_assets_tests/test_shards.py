@@ -238,7 +238,7 @@ def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):
             assert (line["method"], line["url"]) == ("POST", "/v1/chat/completions")
             body = line["body"]
             assert body["model"] == "gpt-4o-mini"
-            assert (body["temperature"], body["max_tokens"]) == (0.0, 200)
+            assert (body["temperature"], body["max_completion_tokens"]) == (0.0, 200) and "max_tokens" not in body
             system, user = body["messages"]
             assert system == {"role": "system", "content": ticket_task.spec.prompt.system}
             assert user == {"role": "user", "content": prompts[rec["custom_id"]]}

@@ -45,7 +45,7 @@ class _DashScopeErrors:
 
 
 class ChatCompletions(_DashScopeErrors, openai_formats.ChatCompletions):
-    pass
+    max_tokens_field = "max_tokens"  # what Bailian's compatible mode documents
 
 
 class Embeddings(_DashScopeErrors, openai_formats.Embeddings):

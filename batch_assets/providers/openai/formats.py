@@ -7,6 +7,8 @@ request_id, body} | null, error | null}`. DashScope's OpenAI-compatible batch us
 
 from __future__ import annotations
 
+import fnmatch
+
 from batch_assets.sqltext import sql_literal
 from batch_assets.providers.wire import WireFormat, json_const, system_and_user
 
@@ -74,11 +76,39 @@ def _finish(expr: str) -> str:
             f"WHEN 'content_filter' THEN 'content_filter' ELSE {expr} END")
 
 
+# Reasoning models (o-series, gpt-5) reject chat's `max_tokens` ("Unsupported parameter: 'max_tokens' is
+# not supported with this model. Use 'max_completion_tokens' instead.", code unsupported_parameter) and
+# any `temperature` but the default 1 ("Unsupported value: 'temperature' does not support 0 with this
+# model. Only the default (1) value is supported.", code unsupported_value) — griptape-ai/ComfyUI-Griptape#312,
+# teilomillet/gollm#33, OpenHands/OpenHands#4131, gabrii/Cursor-Azure-GPT-5#33. Every line of such a
+# batch would fail, so these models are rendered without a temperature.
+REASONING_MODELS = ("o1*", "o3*", "o4*", "gpt-5*")
+
+
+def is_reasoning_model(model: str) -> bool:
+    return any(fnmatch.fnmatchcase(model, pattern) for pattern in REASONING_MODELS)
+
+
+def _sampling_fields(task, max_tokens_field: str) -> list[str]:
+    """`temperature` (left out for reasoning models, which accept only the default) and the token cap."""
+    spec = task.spec
+    fields = [] if is_reasoning_model(spec.model) else [f"'temperature', {float(spec.params.temperature)!r}"]
+    return [*fields, f"'{max_tokens_field}', {int(spec.params.max_tokens)}"]
+
+
+def _sampling_options(task) -> dict[str, str]:
+    return {"temperature": "omitted (reasoning model)"} if is_reasoning_model(task.spec.model) else {}
+
+
 class ChatCompletions(OpenAIFormat):
+    # OpenAI deprecated `max_tokens` for `max_completion_tokens`, which every chat model accepts and
+    # reasoning models require (see REASONING_MODELS). DashScope's compatible mode documents `max_tokens`.
+    max_tokens_field = "max_completion_tokens"
+
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
         fields = [f"'model', {sql_literal(spec.model)}", f"'messages', {_messages(task, prompt_col)}",
-                  f"'temperature', {float(spec.params.temperature)!r}", f"'max_tokens', {int(spec.params.max_tokens)}"]
+                  *_sampling_fields(task, self.max_tokens_field)]
         if spec.output.kind == "json":
             fields.append("'response_format', " + json_const(
                 {"type": "json_schema",
@@ -86,7 +116,8 @@ class ChatCompletions(OpenAIFormat):
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
     def request_options(self, task) -> dict[str, str | int]:
-        return {"response_format": "json_schema"} if task.spec.output.kind == "json" else {}
+        structured = {"response_format": "json_schema"} if task.spec.output.kind == "json" else {}
+        return {**structured, **_sampling_options(task)}
 
     _PATHS = ("$.choices[0].message.content", "$.choices[0].finish_reason", "$.choices[0].message.refusal",
               "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message",
@@ -112,8 +143,7 @@ class Responses(OpenAIFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
         fields = [f"'model', {sql_literal(spec.model)}", f"'input', {_messages(task, prompt_col)}",
-                  f"'temperature', {float(spec.params.temperature)!r}",
-                  f"'max_output_tokens', {int(spec.params.max_tokens)}"]
+                  *_sampling_fields(task, "max_output_tokens")]
         if spec.output.kind == "json":
             fields.append("'text', " + json_const(
                 {"format": {"type": "json_schema", "name": spec.output.name, "strict": True,
@@ -121,7 +151,8 @@ class Responses(OpenAIFormat):
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
     def request_options(self, task) -> dict[str, str | int]:
-        return {"text.format": "json_schema"} if task.spec.output.kind == "json" else {}
+        structured = {"text.format": "json_schema"} if task.spec.output.kind == "json" else {}
+        return {**structured, **_sampling_options(task)}
 
     def answer_sql(self, raw: str) -> str:
         # The text is the output_text part of the (last) message item of `output`.

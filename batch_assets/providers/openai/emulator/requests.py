@@ -62,8 +62,9 @@ def output_format(endpoint: str, body: dict[str, Any]) -> OutputFormat:
     return OutputFormat(schema, fmt.get("type") == "json_object", max_tokens)
 
 
-def request_error(endpoint: str, body: dict[str, Any], max_dimensions: int) -> ApiError | None:
-    """The 400 the model endpoint would return for this body, or None when it is acceptable."""
+def request_error(endpoint: str, body: dict[str, Any], max_dimensions: int, reasons: bool = False) -> ApiError | None:
+    """The 400 the model endpoint would return for this body, or None when it is acceptable.
+    `reasons`: the body's model is a reasoning model (see `Flavor.reasons`)."""
     if endpoint == EMBEDDINGS:
         if "input" not in body:
             return missing_parameter("input")
@@ -74,7 +75,7 @@ def request_error(endpoint: str, body: dict[str, Any], max_dimensions: int) -> A
         if dims is not None and not valid_dims:
             return invalid_value("dimensions", f"Invalid value for 'dimensions': {dims!r}.")
         return None
-    limit_error = _token_limit_error(endpoint, body)
+    limit_error = _token_limit_error(endpoint, body) or (_reasoning_error(endpoint, body) if reasons else None)
     if limit_error:
         return limit_error
     if endpoint == RESPONSES:
@@ -94,6 +95,21 @@ def request_error(endpoint: str, body: dict[str, Any], max_dimensions: int) -> A
             param = f"messages[{index}].role"
             return invalid_value(param, f"Invalid value for '{param}': expected one of {sorted(_ROLES)}.")
     return _format_error(endpoint, body)
+
+
+def _reasoning_error(endpoint: str, body: dict[str, Any]) -> ApiError | None:
+    """What a reasoning model (o-series, gpt-5) refuses: chat's `max_tokens`, and any temperature but 1.
+    Messages and codes as real responses show them (griptape-ai/ComfyUI-Griptape#312,
+    gabrii/Cursor-Azure-GPT-5#33, OpenHands/OpenHands#4131). [GUESS] that the responses endpoint
+    refuses temperature the same way (reported for gpt-5 via Azure and litellm, not recorded here)."""
+    if endpoint != RESPONSES and "max_tokens" in body:
+        return ApiError(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                        "Use 'max_completion_tokens' instead.", param="max_tokens", code="unsupported_parameter")
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        return ApiError(400, f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+                        "Only the default (1) value is supported.", param="temperature", code="unsupported_value")
+    return None
 
 
 def _token_limit_error(endpoint: str, body: dict[str, Any]) -> ApiError | None:
