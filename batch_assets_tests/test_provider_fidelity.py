@@ -599,3 +599,23 @@ def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(seeded_c
     assert options == {"omitted (reasoning model)"}
     assert not any(code in ("unsupported_parameter", "unsupported_value") for code, _ in classes), classes
     assert r.submitted_lines > 0 and r.in_flight == 0
+
+
+# --- Gemini: an unspecified state keeps what we knew ---------------------------------------------
+
+
+@pytest.mark.parametrize("previous", [JobState.SUBMITTED, JobState.RUNNING, JobState.FINALIZING])
+def test_gemini_unspecified_state_read_through_the_sdk_keeps_the_previous_state(
+        emulator: EmulatorHandle, tmp_path: Path, previous: JobState) -> None:
+    """A read answering BATCH_STATE_UNSPECIFIED says nothing about the batch: the snapshot keeps the
+    state known before (not SUBMITTED by default), offers no results, and the next read moves on."""
+    adapter = adapter_for(emulator, "gemini")
+    shard = write_shard(tmp_path, "gemini", [gemini_line("a", "Ticket 1"), gemini_line("b", "Ticket 2")])
+    snap, _ = create(adapter, "gemini", shard, "job-unspecified")
+    assert snap.results_ready   # the instant emulator has finished it already
+    emulator.configure(unspecified_state_reads=1)
+    held = adapter.poll(JobRef(snap.provider_batch_id), previous)
+    assert (held.state, held.results_ready, held.terminal) == (previous, False, False)
+    assert emulator.settings.unspecified_state_reads == 0
+    again = adapter.poll(JobRef(snap.provider_batch_id), held.state)
+    assert again.state == JobState.COMPLETED and again.results_ready

@@ -74,6 +74,11 @@ class EmulatorSettings:
         "(read live: lowering it reveals waiting results at once)",
     )
     inline_responses_shuffled: bool = _knob(False, "Gemini: inlined responses in a non-request order")
+    unspecified_state_reads: int = _knob(
+        0,
+        "Gemini: the next N batch reads answer state BATCH_STATE_UNSPECIFIED (one consumed per read; the API's "
+        "state enum has it, when the service sends it is not documented)",
+    )
     inline_responses_drop_keys_rate: float = _knob(
         0.0, "Gemini: fraction of inlined responses whose metadata lacks `key`"
     )
@@ -132,6 +137,8 @@ class EmulatorSettings:
             raise ValueError("gemini_thinking_models must be a list of non-empty strings")
         if self.fail_next_requests < 0:
             raise ValueError("fail_next_requests must be >= 0")
+        if self.unspecified_state_reads < 0:
+            raise ValueError("unspecified_state_reads must be >= 0")
         if not 400 <= self.fail_status <= 599:
             raise ValueError("fail_status must be an HTTP error status (400-599)")
         if self.force_batch_status not in (None, *FORCED_STATUSES):
@@ -261,6 +268,16 @@ class RuntimeSettings:
                 self._settings, fail_next_requests=self._settings.fail_next_requests - 1
             )
             return self._settings.fail_status
+
+    def take_unspecified_state_read(self) -> bool:
+        """Whether this batch read answers an unspecified state (`unspecified_state_reads`; one consumed)."""
+        with self._lock:
+            if self._settings.unspecified_state_reads <= 0:
+                return False
+            self._settings = dataclasses.replace(
+                self._settings, unspecified_state_reads=self._settings.unspecified_state_reads - 1
+            )
+            return True
 
     def take_after_processing_fault(self, method: str, path: str) -> dict[str, Any] | None:
         """The first `after_processing_faults` rule matching this call, one of its count consumed."""
