@@ -285,35 +285,11 @@ def _emulator(state_dir: Path, separate: bool) -> Iterator[tuple[str, Callable[[
         with running_emulator(state_dir, queue_delay_s=HOLD_S, log_requests=False) as emulator:
             yield emulator.base_url, lambda: emulator.worker.wait_idle(timeout=600)
         return
-    import signal
-    import socket
-    import subprocess
+    from batch_assets.emulator.bench import emulator_process
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "batch_assets.emulator.server", "--port", str(port), "--state-dir",
-               str(state_dir), "--queue-delay-s", str(HOLD_S), "--no-log-requests"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError("the emulator exited at start:\n" + process.stderr.read().decode())
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the emulator did not start within 30 s")
-            time.sleep(0.05)
+    with emulator_process(state_dir, "--queue-delay-s", str(HOLD_S)) as (_process, base_url):
         # Small inputs are read within their create call: nothing left for its worker to do.
-        yield f"http://127.0.0.1:{port}", lambda: None
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        yield base_url, lambda: None
 
 
 def _in_flight(wh) -> int:

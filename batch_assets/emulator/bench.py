@@ -101,23 +101,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def emulator_process(state_dir: Path, max_requests: int) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A fresh emulator on a free port at full speed; yields the process and its base URL."""
+def emulator_process(state_dir: Path, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """The emulator in its own process on a free 127.0.0.1 port (its server's command-line `options`
+    added); yields the process and its base URL once it listens, and stops it (SIGINT, then kill)."""
     port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "batch_assets.emulator.server",
-        "--port",
-        str(port),
-        "--state-dir",
-        str(state_dir),
-        "--speed",
-        str(FULL_SPEED),
-        "--no-log-requests",
-        "--max-requests-per-batch",
-        str(max_requests),
-    ]
+    command = [sys.executable, "-m", "batch_assets.emulator.server", "--port", str(port),
+               "--state-dir", str(state_dir), "--no-log-requests", *options]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + _START_TIMEOUT_S
@@ -128,7 +117,7 @@ def emulator_process(state_dir: Path, max_requests: int) -> Iterator[tuple[subpr
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("the emulator did not start")
+                raise RuntimeError(f"the emulator did not start within {_START_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
         yield process, f"http://127.0.0.1:{port}"
     finally:
@@ -293,7 +282,8 @@ def bench(provider: str, count: int) -> Result:
     with tempfile.TemporaryDirectory(prefix=f"emulator-bench-{provider}-") as tmp:
         work = Path(tmp)
         calls = Calls()
-        with emulator_process(work / "state", max(count, MAX_REQUESTS["openai"])) as (process, base_url):
+        with emulator_process(work / "state", "--speed", str(FULL_SPEED), "--max-requests-per-batch",
+                              str(max(count, MAX_REQUESTS["openai"]))) as (process, base_url):
             if provider in ("openai", "dashscope"):
                 run = _openai_format(base_url, work, count, calls, dashscope=provider == "dashscope")
             elif provider == "anthropic":
