@@ -25,7 +25,9 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from batch_assets.emulator import clock
 
 log = logging.getLogger("batch_assets.emulator.worker")
 Job = Callable[[], None]
@@ -129,3 +131,22 @@ def write_lines(sink: BinaryIO, lines: Iterable[str]) -> int:
         sink.write(data)
         written += len(data)
     return written
+
+
+def results_target(record: dict[str, Any]) -> dict[str, Any]:
+    """How a batch will end as things stand (state, requests processed by then): the results its
+    background job writes. A cancel or an expiry that lies ahead moves the target; staged results
+    for another target are written again."""
+    timeline = clock.Timeline.from_dict(record["timeline"])
+    cancel_at = record["cancel_requested_at"]
+    if cancel_at is not None:
+        return {"state": clock.CANCELLED, "processed": timeline.processed_at(cancel_at)}
+    if timeline.will_expire:
+        return {"state": clock.EXPIRED, "processed": timeline.processed_at(timeline.expires)}
+    return {"state": clock.DONE, "processed": timeline.total}
+
+
+def staged_for(record: dict[str, Any], target: dict[str, Any]) -> bool:
+    """Whether the batch's staged results are those of `target`."""
+    staged = record.get("staged")
+    return staged is not None and staged["state"] == target["state"] and staged["processed"] == target["processed"]

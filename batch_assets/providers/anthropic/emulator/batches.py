@@ -35,7 +35,7 @@ from batch_assets.providers.anthropic.emulator.messages import (
     REFUSAL,
     result_for,
 )
-from batch_assets.emulator.worker import Worker, write_lines
+from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
 from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, read_create, request_error
 
 KIND = "anthropic_batches"
@@ -135,7 +135,7 @@ class MessageBatchService:
     def _schedule(self, record: Record) -> None:
         """Write the results of the batch's expected ending, on the worker or here for a small
         batch, unless they are written already. Call with the store lock held."""
-        if record["finalized"] or _staged_for(record, _target(record)):
+        if record["finalized"] or staged_for(record, results_target(record)):
             return
         batch_id = record["id"]
         if record.get("work_in_call"):
@@ -149,8 +149,8 @@ class MessageBatchService:
             record = self.store.get(KIND, batch_id)
             if record is None or record["finalized"]:
                 return
-            target = _target(record)
-            if _staged_for(record, target):
+            target = results_target(record)
+            if staged_for(record, target):
                 return
             snapshot = dict(record)
         with (
@@ -163,7 +163,7 @@ class MessageBatchService:
             if record is None or record["finalized"]:
                 self.store.drop_blob(_staged_blob(batch_id))
                 return
-            if _target(record) != target:
+            if results_target(record) != target:
                 self._schedule(record)  # cancelled while writing: write the cancelled ending
                 return
             record["staged"] = target
@@ -261,7 +261,7 @@ class MessageBatchService:
         at = clock.now() if at is None else at
         phase = _phase(record, at)
         if phase.state in clock.TERMINAL and not record["finalized"]:
-            if _staged_for(record, {"state": phase.state, "processed": phase.processed}):
+            if staged_for(record, {"state": phase.state, "processed": phase.processed}):
                 self._finalize(record)
             else:
                 self._schedule(record)
@@ -366,22 +366,6 @@ def _requests_blob(batch_id: str) -> str:
 
 def _staged_blob(batch_id: str) -> str:
     return f"{batch_id}.staged-results.jsonl"
-
-
-def _target(record: Record) -> dict[str, Any]:
-    """How the batch will end as things stand (state, requests processed by then): the results to write."""
-    timeline = Timeline.from_dict(record["timeline"])
-    cancel_at = record["cancel_requested_at"]
-    if cancel_at is not None:
-        return {"state": clock.CANCELLED, "processed": timeline.processed_at(cancel_at)}
-    if timeline.will_expire:
-        return {"state": clock.EXPIRED, "processed": timeline.processed_at(timeline.expires)}
-    return {"state": clock.DONE, "processed": timeline.total}
-
-
-def _staged_for(record: Record, target: dict[str, Any]) -> bool:
-    staged = record.get("staged")
-    return staged is not None and staged["state"] == target["state"] and staged["processed"] == target["processed"]
 
 
 def _result_lines(record: Record, target: dict[str, Any], source: BinaryIO) -> Iterator[str]:

@@ -21,7 +21,7 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError, invalid_value, missing_parameter, not_found
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
-from batch_assets.emulator.worker import Worker, write_lines
+from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
 from batch_assets.providers.openai.emulator.bodies import respond
 from batch_assets.providers.openai.emulator.files import (
     DEFAULT_BATCH_FILE_TTL_S,
@@ -138,8 +138,8 @@ class BatchService:
         batch_id = record["id"]
         if not record.get("validated", True):
             key, job = f"openai:validate:{batch_id}", lambda: self._validate(flavor, batch_id)
-        elif (not record["errors"] or record["cancel_requested_at"] is not None) and not _staged_for(
-            record, _target(record)
+        elif (not record["errors"] or record["cancel_requested_at"] is not None) and not staged_for(
+            record, results_target(record)
         ):
             key, job = f"openai:results:{batch_id}", lambda: self._generate(flavor, batch_id)
         else:
@@ -295,7 +295,7 @@ class BatchService:
         at = clock.now() if at is None else at
         phase = self._phase(record, at)
         if phase.state in clock.TERMINAL and not record["finalized"] and not self._failed(record, at):
-            if _staged_for(record, {"state": phase.state, "processed": phase.processed}):
+            if staged_for(record, {"state": phase.state, "processed": phase.processed}):
                 self._finalize(flavor, record, phase)
             else:
                 self._schedule(flavor, record)
@@ -339,8 +339,8 @@ class BatchService:
             record = self.store.get(KIND, batch_id)
             if record is None or record["finalized"] or not record.get("validated", True):
                 return
-            target = _target(record)
-            if _staged_for(record, target):
+            target = results_target(record)
+            if staged_for(record, target):
                 return
             if record["errors"]:
                 # Failed validation, then cancelled before it could fail: a batch with no results.
@@ -364,7 +364,7 @@ class BatchService:
             record = self.store.get(KIND, batch_id)
             if record is None or record["finalized"]:
                 return
-            if _target(record) != target:
+            if results_target(record) != target:
                 self._schedule(flavor, record)  # cancelled while writing: write the cancelled ending
                 return
             record["staged"] = {**target, **roles, "usage": _usage(usage["input"], usage["output"])}
@@ -489,22 +489,6 @@ def _input_blob(batch_id: str) -> str:
 
 def _staged_blob(batch_id: str, role: str) -> str:
     return f"{batch_id}.staged-{role}.jsonl"
-
-
-def _target(record: Record) -> dict[str, Any]:
-    """How the batch will end as things stand (state, requests processed by then): the results to write."""
-    timeline = Timeline.from_dict(record["timeline"])
-    cancel_at = record["cancel_requested_at"]
-    if cancel_at is not None:
-        return {"state": clock.CANCELLED, "processed": timeline.processed_at(cancel_at)}
-    if timeline.will_expire:
-        return {"state": clock.EXPIRED, "processed": timeline.processed_at(timeline.expires)}
-    return {"state": clock.DONE, "processed": timeline.total}
-
-
-def _staged_for(record: Record, target: dict[str, Any]) -> bool:
-    staged = record.get("staged")
-    return staged is not None and staged["state"] == target["state"] and staged["processed"] == target["processed"]
 
 
 def _sha256(store: Store, blob: str) -> str:
