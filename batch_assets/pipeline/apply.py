@@ -16,8 +16,8 @@ from batch_assets.ledger.results import insert_applied_results
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.gate import restore_json_sql
-from batch_assets.pipeline.manifest import drop_source, load_source
+from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
+from batch_assets.pipeline.manifest import drop_source, gate_loaded_source, query_source
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -59,6 +59,52 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
     """)
 
 
+def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
+    """Temp table `_live` (business_id, live_hash) for the business ids of `_cand`: the input hash of
+    what the source holds now, NULL when the source now holds the id twice.
+
+    Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
+    whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
+    into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed."""
+    spec = task.spec
+    columns = query_source(conn, task, partition_date)
+    bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
+    uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
+                       [task.task_id(partition_date)]).fetchone()[0]
+    frozen = f"read_parquet({sql_literal(uri)})"
+    has_fp = uri is not None and "source_fp" in {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM {frozen}").fetchall()}
+    if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _same AS
+            SELECT c.business_id, m.input_hash AS live_hash
+            FROM _cand c JOIN {frozen} m USING (custom_id)
+            JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_raw_src')}) AS fp
+                  FROM _raw_src WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
+              ON f.business_id = c.business_id
+            WHERE f.n = 1 AND f.fp = m.source_fp
+        """)
+    else:
+        conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
+    # Only the candidates' rows that changed (or are now duplicated) go through the gate again.
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _raw_changed AS
+        SELECT * FROM _raw_src
+        WHERE {bid} IN (SELECT business_id FROM _cand) AND {bid} NOT IN (SELECT business_id FROM _same)
+    """)
+    conn.execute("DROP TABLE _raw_src; ALTER TABLE _raw_changed RENAME TO _raw_src;")
+    gate_loaded_source(conn, task, columns)
+    # One row per business id: its live hash, or NULL when the source now holds it twice.
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _live AS
+        SELECT business_id, live_hash FROM _same
+        UNION ALL
+        SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+        FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
+        GROUP BY business_id
+    """)
+    conn.execute("DROP TABLE _same")
+
+
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
     spec, apply = task.spec, task.spec.apply
     task_id = task.task_id(partition_date)
@@ -86,15 +132,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table)
         # The stale-input guard: hash what the source holds now for these business ids.
-        load_source(conn, task, partition_date)
-        # One row per business id: its live hash, or NULL when the source now holds it twice.
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _live AS
-            SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
-            FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash
-                  FROM _src WHERE business_id IN (SELECT business_id FROM _cand))
-            GROUP BY business_id
-        """)
+        _live_hashes(conn, task, partition_date)
         conn.execute("""
             CREATE OR REPLACE TEMP TABLE _decided AS
             SELECT c.*, CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome

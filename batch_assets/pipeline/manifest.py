@@ -46,8 +46,13 @@ class ManifestSummary:
 def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> GateCounts:
     """Run the source query once into temp table `_raw_src`, pass it through the task's sensitive-data
     policy (`pipeline.gate`: redacted columns, block reasons, the local `_pii_map`); `_src`
-    (business_id, prompt_text, blank_columns, blocked_reason) is a temp VIEW over the gated rows,
-    so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
+    (business_id, prompt_text, blank_columns, blocked_reason, source_fp) is a temp VIEW over the gated
+    rows, so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
+    return gate_loaded_source(conn, task, query_source(conn, task, partition_date))
+
+
+def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> set[str]:
+    """The source query into temp table `_raw_src` (checked for the columns the task needs); returns its columns."""
     spec = task.spec
     try:
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
@@ -66,6 +71,11 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
             f"the prompt template or source.required_columns in {task.yaml_path}); it returns {sorted(columns)}. "
             "Fix: select those columns or correct the names."
         )
+    return columns
+
+
+def gate_loaded_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, columns: set[str]) -> GateCounts:
+    """The gate over the rows now in `_raw_src`, and the `_src` view (see load_source)."""
     counts = gate_source(conn, task, columns)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _src AS
@@ -75,7 +85,8 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
         SELECT __bid AS business_id,
                {prompt_sql(task)} AS prompt_text,
                {blank_columns_sql(task)} AS blank_columns,
-               {blocked_reason_sql()} AS blocked_reason
+               {blocked_reason_sql()} AS blocked_reason,
+               __fp AS source_fp
         FROM {GATED_TABLE}
     """)
     return counts
@@ -152,7 +163,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _items AS
         SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
-        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason,
+        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
                      {input_hash_sql(task)} AS input_hash,
                      {estimated_tokens_sql('prompt_text')} AS est_input_tokens
               FROM _src
@@ -178,7 +189,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
 
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
-        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text
+        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text,
+                     source_fp
               FROM _items)
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
