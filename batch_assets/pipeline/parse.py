@@ -18,7 +18,7 @@ from batch_assets.pipeline import faultpoints
 from batch_assets.sqltext import sql_literal
 from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.providers.registry import wire_format
-from batch_assets.spec.output_schema import schema_violation_sql
+from batch_assets.spec.output_schema import schema_fields_sql, schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -38,7 +38,8 @@ def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
     """(SQL of the answer as JSON, SQL of its first violation) for the task's output kind."""
     kind = task.spec.output.kind
     if kind == "json":
-        return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(task.output_schema, "answer")
+        return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(
+            task.output_schema, "answer", "answer_fields" if schema_fields_sql(task.output_schema, "answer") else None)
     if kind == "text":
         return "CASE WHEN trim(coalesce(content, '')) <> '' THEN json_object('text', content) END", "NULL"
     dims = int(task.spec.output.dimensions)
@@ -52,6 +53,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     tid = sql_literal(task_id)
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     answer_sql, violation = _answer_checks(task)
+    fields = (task.spec.output.kind == "json" and schema_fields_sql(task.output_schema, "answer")) or "NULL"
     with wh.connect() as conn:
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _ans AS
@@ -63,8 +65,9 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         """)
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _checked AS
-            SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
-            FROM (SELECT *, {answer_sql} AS answer FROM _ans)
+            SELECT * EXCLUDE (answer_fields), CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
+            FROM (SELECT *, {fields} AS answer_fields  -- the answer parsed once: its fields as a list
+                  FROM (SELECT *, {answer_sql} AS answer FROM _ans))
         """)
         with transaction(conn):
             parsed = insert_parsed_results(conn, task_id, f"""
