@@ -96,7 +96,13 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         red, blocked = quote_ident(outcome.redacted_table), quote_ident(outcome.blocked_table)
         pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"
                           for c in cols)
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _gate_out AS SELECT id AS __bid, {pivot} FROM {red} GROUP BY id")
+        # Only items with a masked finding have a text that differs from the source; every other
+        # row keeps its source value below (the redacted table holds every row: pivoting it whole
+        # would move all texts once more for nothing).
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _gate_out AS SELECT id AS __bid, {pivot} FROM {red}
+            WHERE id IN (SELECT id FROM {quote_ident(outcome.mapping_table)}) GROUP BY id
+        """)
         replaced = ", ".join(
             f"CASE WHEN g.__bid IS NULL THEN CAST(r.{quote_ident(c)} AS VARCHAR) ELSE g.{quote_ident(c)} END "
             f"AS {quote_ident(c)}" for c in cols)
