@@ -67,7 +67,7 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
         ("over_enqueued_token_limit", f"est_tokens > {limits.max_enqueued_tokens}",
          f"'estimated ' || est_tokens || ' tokens > max_enqueued_tokens {limits.max_enqueued_tokens}; "
          "shorten the input or lower params.max_tokens'"),
-        ("invalid_line", "NOT json_valid(line)",
+        ("invalid_line", "NOT line_valid",
          "'rendered request line is not valid JSON; report this as a bug with the custom_id'"),
     ]
 
@@ -126,9 +126,12 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _lines AS
             SELECT *, {reason_code} AS reason_code, {reason} AS reason
+            -- The line is rendered here to be measured and validated, and again when its shard is
+            -- written: keeping the prompt instead of the line keeps the request's constant parts
+            -- (system prompt, output schema) out of this table, a fraction of its size.
             FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
                          est_input_tokens + {int(spec.params.max_tokens)} AS est_tokens,
-                         line, strlen(line) AS line_bytes
+                         prompt_text, strlen(line) AS line_bytes, json_valid(line) AS line_valid
                   FROM (SELECT *, {request_line_sql(task)} AS line
                         FROM (SELECT *, {request_id_sql(task)} AS request_id
                               FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
@@ -197,12 +200,13 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
                min(rid) AS first_rid, max(rid) AS last_rid
         FROM _cut2 WHERE attempt = {int(attempt)} GROUP BY shard_no ORDER BY shard_no
     """)
+    line_sql = request_line_sql(task)
     for s in shards:
         s["attempt"] = attempt
         s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
         path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
         conn.execute(f"""
-            COPY (SELECT line FROM _lines
+            COPY (SELECT {line_sql} AS line FROM _lines
                   WHERE rowid BETWEEN {s['first_rid']} AND {s['last_rid']} AND reason_code IS NULL
                     AND attempt = {int(attempt)} ORDER BY custom_id)
             TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
