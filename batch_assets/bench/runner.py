@@ -95,6 +95,7 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
                 floor_wall_s=floor.wall_s + sum(f.wall_s for f in inner),
                 floor_peak_rss_mb=max([floor.peak_rss_mb] + [f.peak_rss_mb for f in inner]),
                 load_avg=measured.load_avg, result=measured.result, inside=INSIDE.get(stage),
+                floor_cpu_s=floor.cpu_s + sum(f.cpu_s for f in inner),
             ))
             if stage in _SETUP_AFTER:
                 gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
