@@ -357,3 +357,22 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
     changed = {b for b in frozen if fast[b] != frozen[b]}
     assert changed == {"TK-20261120-000001", "TK-20261120-000002", "TK-20261120-000003"}
     assert fast["TK-20261120-000003"] is None  # now twice in the source
+
+
+@pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])
+def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(seeded_copy, ticket_task, tail):
+    from batch_assets.pipeline.apply import _live_hashes
+
+    task = with_spec(ticket_task, source=ticket_task.spec.source.model_copy(
+        update={"sql": ticket_task.spec.source.sql.rstrip() + tail}))
+    wh = seeded_copy
+    freeze_manifest(wh, task, DAY1)
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, business_id, input_hash FROM ledger.manifest_item "
+                     "WHERE task_id = ?", [TASK_ID1])
+        _live_hashes(conn, task, DAY1)
+        changed = [r[0] for r in conn.execute(
+            "SELECT business_id FROM _live JOIN _cand USING (business_id) WHERE live_hash IS DISTINCT FROM input_hash")
+            .fetchall()]
+    assert changed == ["TK-20261120-000001"]

@@ -17,7 +17,8 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
-from batch_assets.pipeline.manifest import drop_source, gate_loaded_source, query_source
+from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, gate_loaded_source, query_source,
+                                            source_subquery)
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -67,31 +68,33 @@ def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
     into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed."""
     spec = task.spec
-    columns = query_source(conn, task, partition_date)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
     uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
                        [task.task_id(partition_date)]).fetchone()[0]
     frozen = f"read_parquet({sql_literal(uri)})"
     has_fp = uri is not None and "source_fp" in {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM {frozen}").fetchall()}
-    if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _same AS
-            SELECT c.business_id, m.input_hash AS live_hash
-            FROM _cand c JOIN {frozen} m USING (custom_id)
-            JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_raw_src')}) AS fp
-                  FROM _raw_src WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
-              ON f.business_id = c.business_id
-            WHERE f.n = 1 AND f.fp = m.source_fp
-        """)
-    else:
-        conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
-    # Only the candidates' rows that changed (or are now duplicated) go through the gate again.
-    conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _raw_changed AS
-        SELECT * FROM _raw_src
-        WHERE {bid} IN (SELECT business_id FROM _cand) AND {bid} NOT IN (SELECT business_id FROM _same)
-    """)
-    conn.execute("DROP TABLE _raw_src; ALTER TABLE _raw_changed RENAME TO _raw_src;")
+    conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
+    changed = f"{bid} IN (SELECT business_id FROM _cand) AND {bid} NOT IN (SELECT business_id FROM _same)"
+    try:
+        if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
+            # Straight from the source query: only (id, fingerprint) is kept, not a copy of its rows.
+            conn.execute(f"""
+                INSERT INTO _same
+                SELECT c.business_id, m.input_hash AS live_hash
+                FROM _cand c JOIN {frozen} m USING (custom_id)
+                JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+                      FROM {source_subquery(task)} AS _q WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
+                  ON f.business_id = c.business_id
+                WHERE f.n = 1 AND f.fp = m.source_fp
+            """, {"partition_date": partition_date})
+        # Only the candidates' rows that changed (or are now duplicated) are read and gated again.
+        columns = query_source(conn, task, partition_date, where=changed)
+    except (duckdb.Error, SourceQueryError):
+        # A source query that cannot be nested as written: read it whole, as freeze does (a broken
+        # one raises its clear error here), and re-hash every candidate.
+        conn.execute("DELETE FROM _same")
+        columns = query_source(conn, task, partition_date)
+        conn.execute(f"DELETE FROM _raw_src WHERE NOT ({changed})")
     gate_loaded_source(conn, task, columns)
     # One row per business id: its live hash, or NULL when the source now holds it twice.
     conn.execute(f"""

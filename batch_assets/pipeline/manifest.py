@@ -8,6 +8,7 @@ the ledger keeps one row per item with its identifiers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import duckdb
@@ -51,12 +52,21 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
     return gate_loaded_source(conn, task, query_source(conn, task, partition_date))
 
 
-def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> set[str]:
-    """The source query into temp table `_raw_src` (checked for the columns the task needs); returns its columns."""
+def source_subquery(task: ResolvedTask) -> str:
+    """The source query as a parenthesized subquery (a trailing `;` and line comments removed; the
+    closing parenthesis on its own line so a last `-- comment` cannot swallow it)."""
+    text = re.sub(r";\s*(--[^\n]*\s*)*$", "", task.spec.source.sql.strip())
+    return f"({text}\n)"
+
+
+def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str,
+                 where: str | None = None) -> set[str]:
+    """The source query into temp table `_raw_src` (checked for the columns the task needs); returns
+    its columns. `where`: only the source rows matching this condition (over the source's columns)."""
     spec = task.spec
+    query = spec.source.sql if where is None else f"SELECT * FROM {source_subquery(task)} AS _q WHERE {where}"
     try:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
-                     {"partition_date": partition_date})
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {query}", {"partition_date": partition_date})
     except duckdb.Error as exc:
         raise SourceQueryError(
             f"task {spec.name!r}: the source query (source.sql in {task.yaml_path}) failed for partition "
