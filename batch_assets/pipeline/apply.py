@@ -142,11 +142,15 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             FROM _cand c LEFT JOIN _live l USING (business_id)
         """)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
+        fields = list(apply.columns.values())
+        # Scalar fields come out of one multi-path extraction per answer (`_vals`, the answer parsed
+        # once) instead of one ->> (a parse) per column.
+        paths = "[" + ", ".join(sql_literal("$." + f) for f in fields) + "]"
         values = ", ".join(
             f"answer -> {sql_literal('$.' + f)}" if _column_type(task, f) == "JSON"
             else f"CAST(answer -> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if "[" in _column_type(task, f)
-            else f"CAST(answer ->> {sql_literal('$.' + f)} AS {_column_type(task, f)})"
-            for f in apply.columns.values()
+            else f"CAST(_vals[{i + 1}] AS {_column_type(task, f)})"
+            for i, f in enumerate(fields)
         )
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
         key = quote_ident(apply.key)
@@ -154,7 +158,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute(f"""
                 INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                FROM _decided WHERE outcome = 'applied'
+                FROM (SELECT *, json_extract_string(answer, {paths}) AS _vals FROM _decided WHERE outcome = 'applied')
                 ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at
