@@ -327,3 +327,52 @@ def test_whitespace_business_ids_reach_the_business_table_unchanged(seeded_wareh
                                  "WHERE m.business_id IN ('SP', ' SP ', '  A  ')").fetchall())
     assert {"SP", " SP ", "  A  "} <= keys and "A" not in keys
     assert len(set(sent.values())) == 3
+
+
+def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, ticket_task):
+    """Apply's stale guard takes the frozen input hash for rows whose source fingerprint is
+    unchanged and re-gates/re-hashes the rest; the live hashes equal re-hashing every row."""
+    from batch_assets.pipeline.apply import _live_hashes
+    from batch_assets.pipeline.manifest import drop_source, load_source
+    from batch_assets.pipeline.render import input_hash_sql
+
+    wh = seeded_copy
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    assert "source_fp" in parquet_rows(s.manifest_uri)[next(iter(parquet_rows(s.manifest_uri)))]
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'")
+        conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, business_id, input_hash FROM ledger.manifest_item "
+                     "WHERE task_id = ?", [TASK_ID1])
+        _live_hashes(conn, ticket_task, DAY1)
+        fast = dict(conn.execute("SELECT business_id, live_hash FROM _live").fetchall())
+        drop_source(conn)
+        load_source(conn, ticket_task, DAY1)
+        full = dict(conn.execute(f"""
+            SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(ticket_task)}) END
+            FROM _src WHERE business_id IN (SELECT business_id FROM _cand) GROUP BY ALL""").fetchall())
+        frozen = dict(conn.execute("SELECT business_id, input_hash FROM _cand").fetchall())
+    assert fast == full and len(fast) == ITEMS_PER_DAY
+    changed = {b for b in frozen if fast[b] != frozen[b]}
+    assert changed == {"TK-20261120-000001", "TK-20261120-000002", "TK-20261120-000003"}
+    assert fast["TK-20261120-000003"] is None  # now twice in the source
+
+
+@pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])
+def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(seeded_copy, ticket_task, tail):
+    from batch_assets.pipeline.apply import _live_hashes
+
+    task = with_spec(ticket_task, source=ticket_task.spec.source.model_copy(
+        update={"sql": ticket_task.spec.source.sql.rstrip() + tail}))
+    wh = seeded_copy
+    freeze_manifest(wh, task, DAY1)
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, business_id, input_hash FROM ledger.manifest_item "
+                     "WHERE task_id = ?", [TASK_ID1])
+        _live_hashes(conn, task, DAY1)
+        changed = [r[0] for r in conn.execute(
+            "SELECT business_id FROM _live JOIN _cand USING (business_id) WHERE live_hash IS DISTINCT FROM input_hash")
+            .fetchall()]
+    assert changed == ["TK-20261120-000001"]

@@ -9,27 +9,23 @@ Imported by the forkserver before it forks (see proc.py), so keep module-level w
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-import duckdb
-
-from batch_assets.bench import synth
+from batch_assets.bench import floors, synth
 from batch_assets.bench.proc import Probe
 from batch_assets.bench.profile import ProfilingWarehouse
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import ingest_files
-from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline.budget import check_budget
+from batch_assets.pipeline.manifest import drop_source, freeze_manifest, load_source
 from batch_assets.pipeline.parse import parse_results
 from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.providers.registry import wire_format
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 TASK_NAME = "ticket_triage"
-FLOOR_SCHEMA = "bench_floor"
 
 
 def warehouse(workdir: str, profile: bool = False) -> Warehouse:
@@ -52,10 +48,6 @@ def _task_id() -> str:
     return bench_task().task_id(synth.PARTITION_DATE)
 
 
-def _connect(workdir: str) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(warehouse(workdir).database))
-
-
 def _asdict(obj) -> dict:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
 
@@ -66,7 +58,7 @@ def setup_source(probe: Probe, workdir: str, items: int) -> dict:
     wh = warehouse(workdir)
     with probe.measure(), wh.connect() as conn:  # connect() creates the ledger (migrations)
         rows = synth.create_source_table(conn, items)
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {FLOOR_SCHEMA}")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {floors.SCHEMA}")
         stats = conn.execute("""
             SELECT count(*) FILTER (language = 'zh'), count(*) FILTER (body = ''),
                    min(strlen(body)) FILTER (body <> ''), avg(strlen(body)), max(strlen(body))
@@ -88,6 +80,17 @@ def setup_provider_outputs(probe: Probe, workdir: str) -> dict:
 
 # --- stages: the product's functions ----------------------------------------------------------------
 
+def stage_pii_scan(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    """The sensitive-data gate as freeze runs it: the source query, then the policy's scan and
+    redaction (its temp tables are dropped afterwards; freeze_manifest repeats this inside itself)."""
+    wh, task = warehouse(workdir, profile), bench_task()
+    with probe.measure(), wh.connect() as conn:
+        counts = load_source(conn, task, synth.PARTITION_DATE)
+        drop_source(conn)
+    return _profiled(wh, {"redacted_items": counts.redacted_items, "blocked_items": counts.blocked_items,
+                          "by_detector": counts.by_detector}, probe)
+
+
 def stage_manifest(probe: Probe, workdir: str, profile: bool = False) -> dict:
     wh, task = warehouse(workdir, profile), bench_task()
     with probe.measure():
@@ -102,6 +105,14 @@ def stage_shards(probe: Probe, workdir: str, profile: bool = False) -> dict:
     return _profiled(wh, {"task_id": summary.task_id, "lines": summary.lines, "quarantined": summary.quarantined,
                           "shards": summary.total_shards, "bytes": sum(int(s["byte_count"]) for s in summary.new_shards)},
                      probe)
+
+
+def stage_cost(probe: Probe, workdir: str, profile: bool = False) -> dict:
+    wh, task = warehouse(workdir, profile), bench_task()
+    with probe.measure():
+        verdict = check_budget(wh, task, synth.PARTITION_DATE)
+    return _profiled(wh, {"estimate": verdict.estimate, "pending": verdict.pending, "passed": verdict.passed,
+                          "currency": verdict.currency}, probe)
 
 
 def stage_ingest(probe: Probe, workdir: str, profile: bool = False) -> dict:
@@ -133,112 +144,38 @@ def stage_reconcile(probe: Probe, workdir: str, profile: bool = False) -> dict:
     return _profiled(wh, {"metadata": rec.as_metadata(), "problems": rec.problems()}, probe)
 
 
-# --- floors: plain DuckDB over the same data --------------------------------------------------------
+# --- floors: persisting plain DuckDB over the same data (bench/floors.py) ----------------------------
 
-def _timed_floor(probe: Probe, workdir: str, sql: str, params: list | None = None, cleanup: str | None = None):
-    """Open the file, run the statement, fetch, close: the whole thing is measured (like a stage)."""
-    with probe.measure():
-        conn = _connect(workdir)
-        try:
-            row = conn.execute(sql, params or []).fetchall()
-        finally:
-            conn.close()
-    if cleanup:
-        with _connect(workdir) as conn:
-            conn.execute(cleanup)
-    return row
-
-
-FLOOR_SQL = {
-    "manifest": "CREATE TABLE AS SELECT the partition's source rows with a sha256 per row",
-    "shards": "COPY (SELECT custom_id, method, url, json_object(body)) FROM the manifest TO .jsonl (FORMAT json)",
-    "ingest": "SELECT count(*), count(custom_id) FROM read_json(<output files>, format='newline_delimited')",
-    "parse": "SELECT aggregates of the answer/usage/error fields pulled from ledger.raw_result with one multi-path "
-             "json_extract_string",
-    "apply": "INSERT INTO a fresh table SELECT the answer fields of the usable ledger.parsed_result rows",
-    "reconcile": "SELECT count(*) FROM ledger.manifest_item for the task",
-}
+def floor_pii_scan(probe: Probe, workdir: str) -> dict:
+    return floors.pii_scan(probe, workdir, bench_task())
 
 
 def floor_manifest(probe: Probe, workdir: str) -> dict:
-    task = bench_task()
-    cols = ", ".join(["ticket_id", *task.template_columns])
-    rows = _timed_floor(probe, workdir, f"""
-        CREATE OR REPLACE TABLE {FLOOR_SCHEMA}.manifest AS
-        SELECT *, sha256(concat_ws(chr(31), {cols})) AS row_sha256
-        FROM main.support_tickets WHERE created_date = DATE {sql_literal(synth.PARTITION_DATE)}
-    """, cleanup=f"DROP TABLE {FLOOR_SCHEMA}.manifest")
-    return {"rows": rows[0][0]}
+    return floors.manifest(probe, workdir)
 
 
 def floor_shards(probe: Probe, workdir: str) -> dict:
-    task = bench_task()
-    spec = task.spec
-    with _connect(workdir) as conn:
-        uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [_task_id()]).fetchone()[0]
-    response_format = json.dumps({"type": "json_schema", "json_schema": {
-        "name": spec.output.name, "strict": True, "schema": task.output_schema}}, separators=(",", ":"))
-    system = (f"json_object('role', 'system', 'content', {sql_literal(spec.prompt.system)}), "
-              if spec.prompt.system else "")
-    out = Path(workdir) / "floor" / "requests.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows = _timed_floor(probe, workdir, f"""
-        COPY (SELECT custom_id, 'POST' AS method, {sql_literal(spec.endpoint)} AS url,
-                     json_object('model', {sql_literal(spec.model)},
-                                 'messages', json_array({system}json_object('role', 'user', 'content', prompt_text)),
-                                 'temperature', {float(spec.params.temperature)!r},
-                                 'max_tokens', {int(spec.params.max_tokens)},
-                                 'response_format', {sql_literal(response_format)}::JSON) AS body
-              FROM read_parquet({sql_literal(uri)}))
-        TO {sql_literal(str(out))} (FORMAT json)
-    """)
-    size = out.stat().st_size
-    out.unlink()
-    return {"rows": rows[0][0], "bytes": size}
+    return floors.shards(probe, workdir, bench_task())
+
+
+def floor_cost(probe: Probe, workdir: str) -> dict:
+    return floors.cost(probe, workdir, _task_id())
 
 
 def floor_ingest(probe: Probe, workdir: str) -> dict:
-    with _connect(workdir) as conn:
-        paths = [r[0] for r in conn.execute(
-            "SELECT path FROM ledger.raw_file WHERE task_id = ? ORDER BY file_key", [_task_id()]).fetchall()]
-    files = "[" + ", ".join(sql_literal(p) for p in paths) + "]"
-    rows = _timed_floor(probe, workdir,
-                        f"SELECT count(*), count(custom_id) FROM read_json({files}, format='newline_delimited')")
-    return {"rows": rows[0][0], "with_custom_id": rows[0][1], "files": len(paths)}
+    return floors.ingest(probe, workdir, _task_id())
 
 
 def floor_parse(probe: Probe, workdir: str) -> dict:
-    # One multi-path json_extract_string parses each body once (per-path ->> would parse it once
-    # per field, ~5x the CPU): the cheapest plain way to pull the same fields out.
-    rows = _timed_floor(probe, workdir, """
-        SELECT count(*), count(v[1]), count(v[2]), count(v[3]), sum(TRY_CAST(v[4] AS BIGINT)),
-               sum(TRY_CAST(v[5] AS BIGINT)), count(coalesce(error ->> '$.code', v[6])),
-               count(coalesce(error ->> '$.message', v[7]))
-        FROM (SELECT error, json_extract_string(body, ['$.choices[0].message.content', '$.choices[0].finish_reason',
-                                                       '$.choices[0].message.refusal', '$.usage.prompt_tokens',
-                                                       '$.usage.completion_tokens', '$.error.code',
-                                                       '$.error.message']) AS v
-              FROM ledger.raw_result WHERE task_id = ?)
-    """, [_task_id()])
-    return {"rows": rows[0][0]}
+    return floors.parse(probe, workdir)
 
 
 def floor_apply(probe: Probe, workdir: str) -> dict:
-    with _connect(workdir) as conn:
-        conn.execute(f"""CREATE OR REPLACE TABLE {FLOOR_SCHEMA}.applied
-                         (custom_id VARCHAR, category VARCHAR, confidence DOUBLE, reason VARCHAR)""")
-    rows = _timed_floor(probe, workdir, f"""
-        INSERT INTO {FLOOR_SCHEMA}.applied
-        SELECT custom_id, j ->> '$.category', CAST(j ->> '$.confidence' AS DOUBLE), j ->> '$.reason'
-        FROM (SELECT custom_id, output_json::JSON AS j FROM ledger.parsed_result
-              WHERE task_id = ? AND provider_succeeded AND error_class IS NULL)
-    """, [_task_id()], cleanup=f"DROP TABLE {FLOOR_SCHEMA}.applied")
-    return {"rows": rows[0][0]}
+    return floors.apply(probe, workdir)
 
 
 def floor_reconcile(probe: Probe, workdir: str) -> dict:
-    rows = _timed_floor(probe, workdir, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ?", [_task_id()])
-    return {"rows": rows[0][0]}
+    return floors.reconcile(probe, workdir)
 
 
 # --- correctness ------------------------------------------------------------------------------------

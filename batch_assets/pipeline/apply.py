@@ -19,8 +19,9 @@ from batch_assets.ledger.review import insert_applied_previous, insert_review_it
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.gate import restore_json_sql
-from batch_assets.pipeline.manifest import drop_source, load_source
+from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
+from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, gate_loaded_source, query_source,
+                                            source_subquery)
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.output_schema import field_sql_type
@@ -86,6 +87,54 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
     """)
 
 
+def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
+    """Temp table `_live` (business_id, live_hash) for the business ids of `_cand`: the input hash of
+    what the source holds now, NULL when the source now holds the id twice.
+
+    Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
+    whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
+    into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed."""
+    spec = task.spec
+    bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
+    uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
+                       [task.task_id(partition_date)]).fetchone()[0]
+    frozen = f"read_parquet({sql_literal(uri)})"
+    has_fp = uri is not None and "source_fp" in {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM {frozen}").fetchall()}
+    conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
+    changed = f"{bid} IN (SELECT business_id FROM _cand) AND {bid} NOT IN (SELECT business_id FROM _same)"
+    try:
+        if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
+            # Straight from the source query: only (id, fingerprint) is kept, not a copy of its rows.
+            conn.execute(f"""
+                INSERT INTO _same
+                SELECT c.business_id, m.input_hash AS live_hash
+                FROM _cand c JOIN {frozen} m USING (custom_id)
+                JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+                      FROM {source_subquery(task)} AS _q WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
+                  ON f.business_id = c.business_id
+                WHERE f.n = 1 AND f.fp = m.source_fp
+            """, {"partition_date": partition_date})
+        # Only the candidates' rows that changed (or are now duplicated) are read and gated again.
+        columns = query_source(conn, task, partition_date, where=changed)
+    except (duckdb.Error, SourceQueryError):
+        # A source query that cannot be nested as written: read it whole, as freeze does (a broken
+        # one raises its clear error here), and re-hash every candidate.
+        conn.execute("DELETE FROM _same")
+        columns = query_source(conn, task, partition_date)
+        conn.execute(f"DELETE FROM _raw_src WHERE NOT ({changed})")
+    gate_loaded_source(conn, task, columns)
+    # One row per business id: its live hash, or NULL when the source now holds it twice.
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _live AS
+        SELECT business_id, live_hash FROM _same
+        UNION ALL
+        SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+        FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
+        GROUP BY business_id
+    """)
+    conn.execute("DROP TABLE _same")
+
+
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
     spec, apply = task.spec, task.spec.apply
     task_id = task.task_id(partition_date)
@@ -123,22 +172,23 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
-        load_source(conn, task, partition_date)
-        # One row per business id: its live hash, or NULL when the source now holds it twice.
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _live AS
-            SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
-            FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash
-                  FROM _src WHERE business_id IN (SELECT business_id FROM _cand))
-            GROUP BY business_id
-        """)
+        _live_hashes(conn, task, partition_date)
         conn.execute("""
             CREATE OR REPLACE TEMP TABLE _decided AS
             SELECT c.*, CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
             FROM _cand c LEFT JOIN _live l USING (business_id)
         """)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
-        values = ", ".join(value_sql(task, f, "answer", f) for f in apply.columns.values())
+        fields = list(apply.columns.values())
+        # Scalar fields come out of one multi-path extraction per answer (`_vals`, the answer parsed
+        # once) instead of one ->> (a parse) per column.
+        paths = "[" + ", ".join(sql_literal("$." + f) for f in fields) + "]"
+        values = ", ".join(
+            f"answer -> {sql_literal('$.' + f)}" if _column_type(task, f) == "JSON"
+            else f"CAST(answer -> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if "[" in _column_type(task, f)
+            else f"CAST(_vals[{i + 1}] AS {_column_type(task, f)})"
+            for i, f in enumerate(fields)
+        )
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
         key = quote_ident(apply.key)
         with transaction(conn):
@@ -152,7 +202,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute(f"""
                 INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                FROM _decided WHERE outcome = 'applied'
+                FROM (SELECT *, json_extract_string(answer, {paths}) AS _vals FROM _decided WHERE outcome = 'applied')
                 ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at

@@ -50,6 +50,24 @@ def scanned_columns(task: ResolvedTask) -> list[str]:
     return list(task.template_columns) + [c for c in policy.sensitive_columns if c not in task.template_columns]
 
 
+def fingerprinted_columns(task: ResolvedTask) -> list[str]:
+    """The source columns an item's request is made of: template, required and sensitive columns."""
+    cols = [*scanned_columns(task), *(task.spec.source.required_columns or [])]
+    return list(dict.fromkeys(cols))
+
+
+def source_fingerprint_sql(task: ResolvedTask, alias: str) -> str:
+    """A 64-bit fingerprint of a source row as the task reads it: its raw (not yet redacted) columns
+    plus everything of the task that shapes the request (prompt template, canonical request, policy).
+    Kept in the manifest at freeze; apply re-runs the gate and re-hashes only rows whose fingerprint
+    changed (same fingerprint: same raw input under the same task, so the same input hash)."""
+    from batch_assets.pipeline.render import input_hash_sql
+
+    config = "\x1f".join([task.template, input_hash_sql(task, "''"), task.spec.policy.model_dump_json()])
+    cols = ", ".join(f"{alias}.{quote_ident(c)}" for c in fingerprinted_columns(task))
+    return f"hash({sql_literal(config)}, {cols})"
+
+
 def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_columns: set[str]) -> GateCounts:
     """Apply the task's policy to temp table `_raw_src`: creates `_gated_src` (every source row;
     scanned columns redacted, `__bid` the business id as VARCHAR, `__blocked` the block reasons or
@@ -78,14 +96,20 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         red, blocked = quote_ident(outcome.redacted_table), quote_ident(outcome.blocked_table)
         pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"
                           for c in cols)
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _gate_out AS SELECT id AS __bid, {pivot} FROM {red} GROUP BY id")
+        # Only items with a masked finding have a text that differs from the source; every other
+        # row keeps its source value below (the redacted table holds every row: pivoting it whole
+        # would move all texts once more for nothing).
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _gate_out AS SELECT id AS __bid, {pivot} FROM {red}
+            WHERE id IN (SELECT id FROM {quote_ident(outcome.mapping_table)}) GROUP BY id
+        """)
         replaced = ", ".join(
             f"CASE WHEN g.__bid IS NULL THEN CAST(r.{quote_ident(c)} AS VARCHAR) ELSE g.{quote_ident(c)} END "
             f"AS {quote_ident(c)}" for c in cols)
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {GATED_TABLE} AS
             SELECT r.* REPLACE ({replaced}), CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR) AS __bid,
-                   b.reasons AS __blocked
+                   b.reasons AS __blocked, {source_fingerprint_sql(task, 'r')} AS __fp
             FROM _raw_src AS r
             LEFT JOIN _gate_out AS g ON g.__bid = CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR)
             LEFT JOIN {blocked} AS b ON b.id = g.__bid

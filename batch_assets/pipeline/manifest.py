@@ -8,6 +8,7 @@ the ledger keeps one row per item with its identifiers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import duckdb
@@ -46,12 +47,26 @@ class ManifestSummary:
 def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> GateCounts:
     """Run the source query once into temp table `_raw_src`, pass it through the task's sensitive-data
     policy (`pipeline.gate`: redacted columns, block reasons, the local `_pii_map`); `_src`
-    (business_id, prompt_text, blank_columns, blocked_reason) is a temp VIEW over the gated rows,
-    so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
+    (business_id, prompt_text, blank_columns, blocked_reason, source_fp) is a temp VIEW over the gated
+    rows, so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
+    return gate_loaded_source(conn, task, query_source(conn, task, partition_date))
+
+
+def source_subquery(task: ResolvedTask) -> str:
+    """The source query as a parenthesized subquery (a trailing `;` and line comments removed; the
+    closing parenthesis on its own line so a last `-- comment` cannot swallow it)."""
+    text = re.sub(r";\s*(--[^\n]*\s*)*$", "", task.spec.source.sql.strip())
+    return f"({text}\n)"
+
+
+def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str,
+                 where: str | None = None) -> set[str]:
+    """The source query into temp table `_raw_src` (checked for the columns the task needs); returns
+    its columns. `where`: only the source rows matching this condition (over the source's columns)."""
     spec = task.spec
+    query = spec.source.sql if where is None else f"SELECT * FROM {source_subquery(task)} AS _q WHERE {where}"
     try:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {spec.source.sql}",
-                     {"partition_date": partition_date})
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {query}", {"partition_date": partition_date})
     except duckdb.Error as exc:
         raise SourceQueryError(
             f"task {spec.name!r}: the source query (source.sql in {task.yaml_path}) failed for partition "
@@ -66,6 +81,11 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
             f"the prompt template or source.required_columns in {task.yaml_path}); it returns {sorted(columns)}. "
             "Fix: select those columns or correct the names."
         )
+    return columns
+
+
+def gate_loaded_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, columns: set[str]) -> GateCounts:
+    """The gate over the rows now in `_raw_src`, and the `_src` view (see load_source)."""
     counts = gate_source(conn, task, columns)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _src AS
@@ -75,7 +95,8 @@ def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_d
         SELECT __bid AS business_id,
                {prompt_sql(task)} AS prompt_text,
                {blank_columns_sql(task)} AS blank_columns,
-               {blocked_reason_sql()} AS blocked_reason
+               {blocked_reason_sql()} AS blocked_reason,
+               __fp AS source_fp
         FROM {GATED_TABLE}
     """)
     return counts
@@ -152,7 +173,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _items AS
         SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
-        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason,
+        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
                      {input_hash_sql(task)} AS input_hash,
                      {estimated_tokens_sql('prompt_text')} AS est_input_tokens
               FROM _src
@@ -178,7 +199,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
 
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
-        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text
+        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text,
+                     source_fp
               FROM _items)
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)

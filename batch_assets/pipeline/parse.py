@@ -18,7 +18,7 @@ from batch_assets.pipeline import faultpoints
 from batch_assets.sqltext import sql_literal
 from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.providers.registry import wire_format
-from batch_assets.spec.output_schema import schema_violation_sql
+from batch_assets.spec.output_schema import schema_fields_sql, schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -41,7 +41,8 @@ def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
     """(SQL of the answer as JSON, SQL of its first violation) for the task's output kind."""
     kind = task.spec.output.kind
     if kind == "json":
-        return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(task.output_schema, "answer")
+        return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(
+            task.output_schema, "answer", "answer_fields" if schema_fields_sql(task.output_schema, "answer") else None)
     if kind == "text":
         return "CASE WHEN trim(coalesce(content, '')) <> '' THEN json_object('text', content) END", "NULL"
     dims = int(task.spec.output.dimensions)
@@ -56,6 +57,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     answer_sql, violation = _answer_checks(task)
     version = sql_literal(task.spec.output.version)
+    fields = (task.spec.output.kind == "json" and schema_fields_sql(task.output_schema, "answer")) or "NULL"
     with wh.connect() as conn:
         # Each result is parsed under its item's output version recorded at freeze, and only when
         # that is the task's version now (its schema is the one checked here).
@@ -72,8 +74,9 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                      f"WHERE output_schema_version = {version}")
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _checked AS
-            SELECT *, CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
-            FROM (SELECT *, {answer_sql} AS answer FROM _ans)
+            SELECT * EXCLUDE (answer_fields), CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
+            FROM (SELECT *, {fields} AS answer_fields  -- the answer parsed once: its fields as a list
+                  FROM (SELECT *, {answer_sql} AS answer FROM _ans))
         """)
         with transaction(conn):
             parsed = insert_parsed_results(conn, task_id, f"""
@@ -103,35 +106,47 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                                           "_rows.cached_input_tokens"))
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
-            synthesized = insert_parsed_results(conn, task_id, f"""
-                SELECT custom_id, attempt, job_key, false AS provider_succeeded,
-                       CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
-                            WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
-                            WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'
-                            ELSE 'validation_error' END AS error_class,
-                       error_code, error_message,
-                       NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
-                       NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id,
-                       NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens,
-                       output_schema_version
-                FROM (
-                    SELECT sl.custom_id, sl.attempt, j.job_key, j.state, m.output_schema_version,
-                           CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
-                                        WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
-                           CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
-                                                           || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
-                                        ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
-                    FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
-                    JOIN ledger.manifest_item m ON m.custom_id = sl.custom_id
-                    WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
-                      AND m.output_schema_version = {version}
-                      AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-                      AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
-                                      WHERE p.task_id = {tid} AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
-                      AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.task_id = {tid} AND r.status = 'ok'
-                                      AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt)
-                )
-            """, output_schema_version=None, from_line=False)
+            # The lines of such batches are collected first; only their own outcomes are then looked
+            # up (an anti-join against the partition's whole result set would hash every result row:
+            # out of memory at 10M items), and with no such batch nothing more is read.
+            conn.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _failed_lines AS
+                SELECT sl.custom_id, sl.attempt, j.job_key, j.state, m.output_schema_version,
+                       CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
+                                    WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
+                       CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
+                                                       || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
+                                    ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
+                FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
+                JOIN ledger.manifest_item m ON m.custom_id = sl.custom_id
+                WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
+                  AND m.output_schema_version = {version}
+                  AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
+            """)
+            synthesized = 0
+            if conn.execute("SELECT count(*) FROM _failed_lines").fetchone()[0]:
+                synthesized = insert_parsed_results(conn, task_id, f"""
+                    WITH known AS (
+                        SELECT p.custom_id, p.attempt FROM ledger.parsed_result p
+                        WHERE p.task_id = {tid} AND p.custom_id IN (SELECT custom_id FROM _failed_lines)
+                        UNION ALL
+                        SELECT r.custom_id, r.attempt FROM ledger.raw_result r
+                        WHERE r.task_id = {tid} AND r.status = 'ok' AND r.custom_id IN (SELECT custom_id FROM _failed_lines)
+                    )
+                    SELECT custom_id, attempt, job_key, false AS provider_succeeded,
+                           CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
+                                WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
+                                WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'
+                                ELSE 'validation_error' END AS error_class,
+                           error_code, error_message,
+                           NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
+                           NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id,
+                           NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens,
+                           output_schema_version
+                    FROM _failed_lines l
+                    WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.custom_id = l.custom_id AND k.attempt = l.attempt)
+                """, output_schema_version=None, from_line=False)
+            conn.execute("DROP TABLE _failed_lines")
             faultpoints.reached("parse.before_commit")
         by_class = dict(conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1

@@ -126,18 +126,35 @@ def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> li
     return checks
 
 
-def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "") -> list[tuple[str, str]]:
+def schema_fields_sql(schema: dict, json_sql: str) -> str | None:
+    """The top-level fields the checks of an object schema look at, as ONE multi-path json_extract
+    (a list of JSON values: NULL for a missing field, 'null' for a JSON null); None when there are
+    none. Computed once per answer as a column and handed to schema_violation_sql, it parses the
+    answer's text once instead of once per check."""
+    names = _field_names(schema)
+    return f"json_extract({json_sql}, [{', '.join(_path_lit('$.' + json.dumps(n)) for n in names)}])" if names else None
+
+
+def _field_names(schema: dict) -> list[str]:
+    return list(dict.fromkeys([*(schema.get("properties") or {}), *schema.get("required", [])]))
+
+
+def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "",
+                   fields_sql: str | None = None) -> list[tuple[str, str]]:
     checks: list[tuple[str, str]] = []
     props = schema.get("properties") or {}
+    if fields_sql:  # the fields, already extracted (schema_fields_sql)
+        field = {n: f"{fields_sql}[{i + 1}]" for i, n in enumerate(_field_names(schema))}
+    else:
+        field = {n: f"json_extract({value_sql}, {_path_lit('$.' + json.dumps(n))})" for n in _field_names(schema)}
     for name in schema.get("required", []):
-        checks.append((f"({guard}json_type({value_sql}, {_path_lit('$.' + json.dumps(name))}) IS NOT NULL)",
-                       f"{label}.{name}: required field missing"))
+        checks.append((f"({guard}{field[name]} IS NOT NULL)", f"{label}.{name}: required field missing"))
     if schema.get("additionalProperties") is False:
         allowed = ", ".join(_lit(p) for p in props) or "NULL"
         checks.append((f"({guard}coalesce(list_bool_and(list_transform(json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
                        f"{label}: has fields not in the schema (allowed: {', '.join(props)})"))
     for name, sub in props.items():
-        sub_value = f"json_extract({value_sql}, {_path_lit('$.' + json.dumps(name))})"
+        sub_value = field[name]
         sub_type = f"json_type({sub_value})"
         # A missing optional field is fine; only present values are checked.
         for cond, msg in _value_checks(sub, sub_value, sub_type, f"{label}.{name}"):
@@ -145,10 +162,11 @@ def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "") ->
     return checks
 
 
-def schema_violation_sql(schema: dict, json_sql: str) -> str:
-    """A SQL expression: NULL when `json_sql` (a JSON value) matches the schema, else the first violation."""
+def schema_violation_sql(schema: dict, json_sql: str, fields_sql: str | None = None) -> str:
+    """A SQL expression: NULL when `json_sql` (a JSON value) matches the schema, else the first
+    violation. `fields_sql`: a column holding schema_fields_sql(schema, json_sql), if there is one."""
     checks = [(f"json_type({json_sql}) = 'OBJECT'", "answer is not a JSON object")]
-    checks += _object_checks(schema, json_sql, "answer")
+    checks += _object_checks(schema, json_sql, "answer", fields_sql=fields_sql)
     whens = " ".join(f"WHEN NOT coalesce({cond}, false) THEN {_lit(msg)}" for cond, msg in checks)
     return f"CASE {whens} ELSE NULL END"
 
