@@ -17,8 +17,7 @@ from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_suppo
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import poll
 from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.providers.contract import JobRef, JobState
-from batch_assets.providers.listing import poll_listed
+from batch_assets.providers.contract import JobRef, JobState, poll_listed
 from batch_assets.resources import ProvidersResource
 
 from .conftest import FAST_EMULATOR

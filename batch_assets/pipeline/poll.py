@@ -26,8 +26,7 @@ import duckdb
 from batch_assets.ledger.jobs import record_snapshots, snapshot_columns
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
-from batch_assets.providers.listing import poll_listed
+from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState, poll_listed
 from batch_assets.providers.registry import provider_limits
 
 # Seconds of the poll budget kept for recording the tick's poll results (at most a quarter of it).

@@ -11,8 +11,8 @@ Modelled on what the four services really have, not on one of them:
   stream) to disk, never holding them whole in memory;
 - `cancel`, `delete_remote_files`;
 - optionally `poll_listed` (see `ListingProvider`): many jobs' snapshots from the provider's batch
-  listing, a page of batches per call instead of one retrieve per job. Without it (the default,
-  `providers.listing.poll_listed`) every job is polled with `poll`.
+  listing, a page of batches per call instead of one retrieve per job. Without it (the default of
+  `poll_listed` below) every job is polled with `poll`.
 
 The pipeline reaches providers only through this module and `providers.registry`.
 """
@@ -243,6 +243,16 @@ class ListingProvider(BatchProvider, Protocol):
         state) that the listing shows, built by the same function as `poll`'s. Pages newest first and
         stops once every job was seen, a page reaches batches created before `created_after_unix`,
         or `deadline` (time.monotonic) passed. Jobs missing from the answer must be polled with `poll`."""
+
+
+def poll_listed(adapter: BatchProvider, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                deadline: float) -> dict[str, JobSnapshot]:
+    """The adapter's `poll_listed` where it has one; otherwise {} (the default): every job is then
+    polled with `poll`, as is any job a listing did not show."""
+    bulk = getattr(adapter, "poll_listed", None)
+    if bulk is None:
+        return {}
+    return bulk(jobs, created_after_unix, deadline)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ carries everything a retrieve does, so a page of 100 costs one HTTP call instead
 request against the rate limit instead of 100). An adapter supplies its pages; this module walks
 them, keeps the wanted batches' snapshots, and stops as soon as it has them all, the page reaches
 batches created before the oldest wanted one, or the tick's deadline passes. Whatever the listing
-did not show is for the caller to poll one by one.
+did not show is for the caller to poll one by one (`contract.poll_listed`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState
+from batch_assets.providers.contract import JobSnapshot, JobState
 
 
 def list_snapshots(pages: Iterator[Sequence[Any]], wanted: Mapping[str, JobState], *,
@@ -41,12 +41,3 @@ def list_snapshots(pages: Iterator[Sequence[Any]], wanted: Mapping[str, JobState
             break
     return found
 
-
-def poll_listed(adapter: BatchProvider, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                deadline: float) -> dict[str, JobSnapshot]:
-    """The adapter's `poll_listed` where it has one (an optional capability); otherwise {}: every
-    job is then polled with `poll`, as for any job the listing did not show."""
-    bulk = getattr(adapter, "poll_listed", None)
-    if bulk is None:
-        return {}
-    return bulk(jobs, created_after_unix, deadline)
