@@ -195,3 +195,21 @@ def test_poll_jobs_lists_a_provider_with_many_jobs_and_retrieves_what_the_listin
     assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
         4 * PER_PROVIDER, 4 * 2, 4, 4 * (PER_PROVIDER - 2), {})
     assert all(t > after_listing[k] for k, t in _poll_times(fleet).items())
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_a_failed_listing_falls_back_to_one_retrieve_per_job(provider, fleet, emulator, monkeypatch):
+    calls = Calls()
+    providers = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
+    monkeypatch.setattr(poll, "BULK_POLL_MIN_JOBS", PER_PROVIDER)
+    with fleet.connect() as conn:   # one provider's jobs (one task each): its listing is the first request
+        (task_id,) = conn.execute("SELECT DISTINCT task_id FROM ledger.provider_job WHERE provider = ?",
+                                  [provider]).fetchone()
+    emulator.configure(fail_next_requests=1, fail_status=400)
+    result = poll_jobs(fleet, lambda name: calls.watch(providers.adapter(name)), task_id=task_id)
+    assert list(result.listing_errors) == [provider] and "400" in result.listing_errors[provider]
+    assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
+        PER_PROVIDER, 0, 1, PER_PROVIDER, {})
+    with fleet.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND last_polled_at IS NULL",
+                            [task_id]).fetchone() == (0,)
