@@ -79,6 +79,7 @@ class Tick:
     not_polled_in_two_ticks: int | None  # from tick 2 on: in-flight jobs not polled in this tick or the one before
     # How many ticks ago the least recently polled job was polled (1: this tick; never: number + 1).
     staleness: int = 0
+    listed: int | None = None  # of the polled jobs, those whose snapshot came from a batch listing
 
 
 @dataclass
@@ -110,12 +111,12 @@ class SensorReport:
         lines = [f"sensor benchmark: {self.jobs:,} in-flight jobs "
                  f"({', '.join(f'{p} {n:,}' for p, n in self.registered.items())}; "
                  f"{self.submitted_for_real} through submit_pending), registered in {self.register_s:.1f} s",
-                 f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'recorded':>8} {'peak RSS MB':>11} "
+                 f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'listed':>7} {'recorded':>8} {'peak RSS MB':>11} "
                  f"{'RSS MB':>7} {'not polled in 2 ticks':>21} {'oldest poll (ticks ago)':>23}"]
         for t in self.ticks:
             gap = "-" if t.not_polled_in_two_ticks is None else str(t.not_polled_in_two_ticks)
             lines.append(f"{t.number:>4} {t.seconds:>8.2f} {t.poll_s:>8.2f} {t.polled if t.polled is not None else '?':>7} "
-                         f"{t.recorded:>8} {t.peak_rss_mb:>11.0f} {t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}")
+                         f"{t.listed if t.listed is not None else '?':>7} {t.recorded:>8} {t.peak_rss_mb:>11.0f} {t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}")
         lines.append(f"target: every tick <= {TICK_TARGET_S:.0f} s: {'met' if self.fast_enough else 'MISSED'} "
                      f"(slowest {max((t.seconds for t in self.ticks), default=0):.2f} s); every job polled within "
                      f"2 ticks: {'met' if self.within_two_ticks else 'MISSED'}; "
@@ -339,9 +340,10 @@ def measure_ticks(wh, ticks: int, log: Callable[[str], None] = lambda _m: None) 
             polled_in = max((i for i, start in enumerate(starts, 1) if oldest is not None and start <= oldest),
                             default=0)
             tick = Tick(number, seconds, polls[-1][0].polled if polls else None, polls[-1][1] if polls else 0.0,
-                        recorded, peak, rss, gap, number - polled_in + 1)
+                        recorded, peak, rss, gap, number - polled_in + 1, polls[-1][0].listed if polls else None)
             measured.append(tick)
-            log(f"  tick {number}: {seconds:6.2f} s (poll_jobs {tick.poll_s:.2f} s), polled {tick.polled}, "
+            log(f"  tick {number}: {seconds:6.2f} s (poll_jobs {tick.poll_s:.2f} s), polled {tick.polled} "
+                f"({tick.listed} from listings), "
                 f"recorded {recorded:,}, "
                 f"peak RSS {peak:,.0f} MB, RSS {rss:,.0f} MB"
                 + ("" if gap is None else f", in flight and not polled in 2 ticks: {gap}")

@@ -123,6 +123,8 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         log.warning(f"{job_key}: provider batch ended {reason}")
     for job_key, err in polled.errors.items():
         log.warning(f"{job_key}: poll failed, retried next tick: {err}")
+    for provider, err in polled.listing_errors.items():
+        log.warning(f"{provider}: listing its batches failed, its jobs were retrieved one by one: {err}")
     # Provider-side files whose deletion failed after download are tried again (collect runs delete
     # the others right after ingesting; jobs never tried are theirs, so no race with a running collect).
     deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)

@@ -9,14 +9,17 @@ Modelled on what the four services really have, not on one of them:
   the results can be fetched yet (a batch may report success before its results file exists);
 - `stream_results` writes a terminal job's results (file download or the provider's results
   stream) to disk, never holding them whole in memory;
-- `cancel`, `delete_remote_files`.
+- `cancel`, `delete_remote_files`;
+- optionally `poll_listed` (see `ListingProvider`): many jobs' snapshots from the provider's batch
+  listing, a page of batches per call instead of one retrieve per job. Without it (the default of
+  `poll_listed` below) every job is polled with `poll`.
 
 The pipeline reaches providers only through this module and `providers.registry`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -229,6 +232,27 @@ class BatchProvider(Protocol):
 
     def delete_remote_files(self, job: JobRef) -> list[str]:
         """Delete the provider-side input/output/error files of a finished job; the ids deleted."""
+
+
+class ListingProvider(BatchProvider, Protocol):
+    """A provider that can also poll many jobs at once through its batch listing."""
+
+    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                    deadline: float) -> dict[str, JobSnapshot]:
+        """Snapshots (by provider batch id) of those of `jobs` (each with its previously recorded
+        state) that the listing shows, built by the same function as `poll`'s. Pages newest first and
+        stops once every job was seen, a page reaches batches created before `created_after_unix`,
+        or `deadline` (time.monotonic) passed. Jobs missing from the answer must be polled with `poll`."""
+
+
+def poll_listed(adapter: BatchProvider, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                deadline: float) -> dict[str, JobSnapshot]:
+    """The adapter's `poll_listed` where it has one; otherwise {} (the default): every job is then
+    polled with `poll`, as is any job a listing did not show."""
+    bulk = getattr(adapter, "poll_listed", None)
+    if bulk is None:
+        return {}
+    return bulk(jobs, created_after_unix, deadline)
 
 
 @dataclass(frozen=True)

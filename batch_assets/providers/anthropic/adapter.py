@@ -9,6 +9,7 @@ once they have ended). The results JSONL is streamed to disk verbatim, from the 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -19,10 +20,13 @@ from batch_assets.providers.contract import (
     InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
 )
 from batch_assets.providers.files import stream_to_file
+from batch_assets.providers.listing import list_snapshots
 
 MATCHED_BY_REQUEST_IDS = "matched by the request ids in its results"
 # Batches per page when listing them to find a lost create.
 LIST_PAGE_SIZE = 100
+# Batches per page when polling by listing: the documented maximum (1 to 1000), fewest calls.
+POLL_PAGE_SIZE = 1000
 
 
 def snapshot_from_batch(batch) -> JobSnapshot:
@@ -151,6 +155,23 @@ class AnthropicBatchAdapter:
 
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.retrieve(job.provider_batch_id))
+
+    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                    deadline: float) -> dict[str, JobSnapshot]:
+        """The jobs' snapshots from the batch listing (newest first, POLL_PAGE_SIZE a page, the
+        `after_id` cursor), built as `poll` builds them; see `providers.listing.list_snapshots`."""
+        return list_snapshots(self._batch_pages(), {j.provider_batch_id: prev for j, prev in jobs},
+                              batch_id=lambda b: b.id, created_unix=_created_unix,
+                              snapshot=lambda b, _prev: snapshot_from_batch(b),
+                              created_after_unix=created_after_unix, deadline=deadline)
+
+    def _batch_pages(self) -> Iterator[list]:
+        page = self._client.messages.batches.list(limit=POLL_PAGE_SIZE)
+        while True:
+            yield page.data
+            if not page.has_next_page():
+                return
+            page = page.get_next_page()
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.cancel(job.provider_batch_id))

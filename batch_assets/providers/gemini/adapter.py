@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from batch_assets.providers.contract import (
     FindResult, InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
 )
 from batch_assets.providers.gemini.formats import grpc_code_name
+from batch_assets.providers.listing import list_snapshots
 
 try:  # the SDK sends through httpx, or its fork httpx2 where that is installed
     import httpx2
@@ -89,6 +91,11 @@ def snapshot_from_job(job, previous: JobState = JobState.SUBMITTED) -> JobSnapsh
         results_ready=terminal and bool(file_name or _inline_responses(job)),
         errors=errors, cancel_requested=raw == "JOB_STATE_CANCELLING",
     )
+
+
+def _created_unix(job) -> float | None:
+    """The job's creation time (the operation's metadata.createTime), None where not given."""
+    return job.create_time.timestamp() if job.create_time is not None else None
 
 
 class UnkeyedInlineResponses(RuntimeError):
@@ -191,6 +198,26 @@ class GeminiBatchAdapter:
 
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return self._snapshot(self._client.batches.get(name=job.provider_batch_id), previous)
+
+    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                    deadline: float) -> dict[str, JobSnapshot]:
+        """The jobs' snapshots from the batch listing (newest first, LIST_PAGE_SIZE a page, the
+        pager's nextPageToken), built by `_snapshot` exactly as `poll` builds them: the previous
+        state kept for JOB_STATE_UNSPECIFIED, and a failed job's operation read once more for the
+        error the SDK's converter drops (one GET for each of those few)."""
+        return list_snapshots(self._job_pages(), {j.provider_batch_id: prev for j, prev in jobs},
+                              batch_id=lambda b: b.name, created_unix=_created_unix,
+                              snapshot=self._snapshot, created_after_unix=created_after_unix,
+                              deadline=deadline)
+
+    def _job_pages(self) -> Iterator[list]:
+        pager = self._client.batches.list(config={"page_size": LIST_PAGE_SIZE})
+        while True:
+            yield list(pager.page)
+            try:
+                pager.next_page()
+            except IndexError:  # the pager's "no more pages"
+                return
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         self._client.batches.cancel(name=job.provider_batch_id)

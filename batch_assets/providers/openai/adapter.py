@@ -7,7 +7,7 @@ the ledger job key in its metadata; results are an output file and an error file
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import openai
@@ -18,6 +18,7 @@ from batch_assets.providers.contract import (
     create_outcome_for_status,
 )
 from batch_assets.providers.files import stream_to_file
+from batch_assets.providers.listing import list_snapshots
 
 # Batches per page when listing them to find a lost create (the SDK pages on with `after`).
 LIST_PAGE_SIZE = 100
@@ -118,6 +119,23 @@ class OpenAIBatchAdapter:
 
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return snapshot_from_batch(self._client.batches.retrieve(job.provider_batch_id))
+
+    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
+                    deadline: float) -> dict[str, JobSnapshot]:
+        """The jobs' snapshots from the batch listing (newest first, LIST_PAGE_SIZE a page, the
+        `after` cursor), built as `poll` builds them; see `providers.listing.list_snapshots`."""
+        return list_snapshots(self._batch_pages(), {j.provider_batch_id: prev for j, prev in jobs},
+                              batch_id=lambda b: b.id, created_unix=lambda b: b.created_at,
+                              snapshot=lambda b, _prev: snapshot_from_batch(b),
+                              created_after_unix=created_after_unix, deadline=deadline)
+
+    def _batch_pages(self) -> Iterator[list]:
+        page = self._client.batches.list(limit=LIST_PAGE_SIZE)
+        while True:
+            yield page.data
+            if not page.has_next_page():
+                return
+            page = page.get_next_page()
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         return snapshot_from_batch(self._client.batches.cancel(job.provider_batch_id))

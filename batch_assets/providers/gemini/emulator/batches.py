@@ -337,6 +337,9 @@ class GeminiBatchService:
             for record in page:
                 self._refresh(record, at)
             views = [self._view(record, at) for record in page]
+        for view in views:  # a listed batch is a read too (`unspecified_state_reads`)
+            if self.runtime.take_unspecified_state_read():
+                view["metadata"]["state"] = UNSPECIFIED
         return views, page_token(page[-1]["seq"]) if len(records) > size else None
 
     def cancel(self, name: str) -> None:
