@@ -129,7 +129,14 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
 
     A terminal state is final: a late or reordered observation never moves a job out of it. A later
     poll of a terminal job only completes what it learns about the results (see
-    `_record_results_of_terminal`)."""
+    `_record_results_of_terminal`).
+
+    Atomic on its own (the row read, its update and the event), or part of the caller's transaction."""
+    with transaction(conn):
+        return _record_snapshot(conn, job_key, snap, submitted)
+
+
+def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, submitted: bool) -> bool:
     row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).fetchone()
     if row is None:
         raise KeyError(f"no provider job {job_key!r} in the ledger")
