@@ -33,6 +33,7 @@ from batch_assets.pipeline.retention import delete_remote_files
 from batch_assets.pipeline.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.providers.registry import provider_limits
 from batch_assets.pipeline.retry import pending_retries
+from batch_assets.pipeline.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
@@ -91,6 +92,15 @@ def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> boo
                                                            tags={"dagster/partition": partition}), limit=1))
 
 
+def _ended(instance: dg.DagsterInstance, owner: str) -> bool:
+    """Whether a claim owner is a Dagster run that has finished (owners that are not run ids: no)."""
+    try:
+        run = instance.get_run_by_id(owner)
+    except Exception:  # not a run id the storage understands
+        return False
+    return run is not None and run.is_finished
+
+
 def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:
     return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **extra}
 
@@ -141,6 +151,11 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         attempts = _attempts(conn)
         high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
         waiting_to_submit = partitions_waiting_to_submit(wh, conn)
+        # Claims held by runs Dagster reports ended (failed, cancelled, killed and marked by run
+        # monitoring) are released now rather than when their lease runs out; the intents they and
+        # expired leases leave are sent to a submit run, which looks each up before creating anything.
+        released = release_claims_of_ended_runs(conn, lambda owner: _ended(context.instance, owner))
+        orphaned = partitions_with_orphaned_intents(conn)
     for job in stuck.newly_stuck:
         log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
                     f"{_duration(job['seconds_in_state'])}, over its SLA")
@@ -181,6 +196,19 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
             asset_selection=[dg.AssetKey([task_name, "submissions"])],
             tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
                        **{"batch_assets/waiting_shards": str(shards)})))
+    if released:
+        log.warning(f"released {released} intent claim(s) of runs that ended without creating their batch")
+    for task_name, day, intents, fingerprint in orphaned:
+        job_name = f"{task_name}__submit"
+        if _running(context.instance, job_name, day):
+            continue  # a submit run of the partition is going: it takes the intents up itself
+        log.warning(f"{task_name} {day}: {intents} intent(s) without a batch and without a live run; "
+                    "a submit run looks them up and creates only what the provider lacks")
+        run_requests.append(dg.RunRequest(
+            run_key=f"resume:{task_name}:{day}:{fingerprint}:{high_water}", job_name=job_name, partition_key=day,
+            asset_selection=[dg.AssetKey([task_name, "submissions"])],
+            tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
+                       **{"batch_assets/orphaned_intents": str(intents)})))
     # Retries the retry ledger decided on go out once their backoff has passed (tasks with
     # automatic retries); the run key changes with what is due, so each wave is asked for once.
     automatic = {name for name, task in tasks.items() if task.spec.retry.automatic}

@@ -377,6 +377,17 @@ def release_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str) -> 
                  "WHERE job_key = ? AND claimed_by = ?", [job_key, owner])
 
 
+def release_claims_of(conn: duckdb.DuckDBPyConnection, owners: Sequence[str]) -> int:
+    """Give up every intent claim (no batch id yet) held by `owners` — runs known to have ended, so
+    their claims would otherwise block the shard until the lease runs out. Returns how many."""
+    if not owners:
+        return 0
+    return conn.execute("""
+        UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL
+        WHERE provider_batch_id IS NULL AND claimed_by IN (SELECT unnest(?::VARCHAR[]))
+    """, [list(owners)]).fetchone()[0]
+
+
 def _mark_create(conn: duckdb.DuckDBPyConnection, job_key: str, mark: CreateMark, detail: str | None) -> None:
     conn.execute("UPDATE ledger.provider_job SET create_outcome = ?, create_error = ? WHERE job_key = ?",
                  [mark.value, detail, job_key])

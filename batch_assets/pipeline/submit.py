@@ -30,12 +30,13 @@ import contextlib
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from batch_assets.ledger.jobs import (
     DEFAULT_CLAIM_LEASE_S, CreateMark, claim_intent, claim_new_intent, mark_create_failed, mark_create_unknown, record_created,
-    record_found, release_claim, renew_claim, set_input_file,
+    record_found, release_claim, release_claims_of, renew_claim, set_input_file,
 )
 from batch_assets.ledger.shards import mark_shards_deferred
 from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
@@ -43,7 +44,7 @@ from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.providers.contract import (
     JOB_KEY_METADATA, BatchError, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, FindResult,
-    InputKind, PreparedInput,
+    InputKind, JobState, PreparedInput,
 )
 from batch_assets.providers.registry import job_endpoint, wire_format
 from batch_assets.spec.resolve import ResolvedTask
@@ -324,3 +325,40 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
     return SubmitSummary(task_id, run.submitted, run.recovered, run.waiting, run.already,
                          run.claimed_elsewhere, run.undecided)
+
+
+# --- Intents left behind by runs that ended ------------------------------------------------------
+
+def _open_intent_sql(alias: str) -> str:
+    """Predicate: an intent without a batch whose create is not settled (never answered, or unknown)."""
+    return (f"{alias}.provider_batch_id IS NULL AND {alias}.state = '{JobState.CREATED.value}' AND "
+            f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = '{CreateMark.UNKNOWN.value}')")
+
+
+def intent_claim_owners(conn) -> list[str]:
+    """Who holds a live claim on an intent that has no batch yet (a submit run mid-create, or one
+    that died holding it)."""
+    return [r[0] for r in conn.execute(f"""
+        SELECT DISTINCT j.claimed_by FROM ledger.provider_job j
+        WHERE {_open_intent_sql('j')} AND j.claimed_by IS NOT NULL AND j.claim_expires_at > now()::TIMESTAMP
+        ORDER BY 1""").fetchall()]
+
+
+def release_claims_of_ended_runs(conn, is_ended: Callable[[str], bool]) -> int:
+    """Release the intent claims of owners `is_ended` says are gone (e.g. Dagster runs that failed
+    or were cancelled): their shards need not wait out the lease. Returns how many were released."""
+    return release_claims_of(conn, [owner for owner in intent_claim_owners(conn) if is_ended(owner)])
+
+
+def partitions_with_orphaned_intents(conn) -> list[tuple[str, str, int, str]]:
+    """(task_name, partition_date, intents, fingerprint) for partitions holding intents that no run
+    owns (never claimed again after their run ended, or the lease ran out) and whose create was not
+    settled: a submit run looks each up by its job key and creates only what the provider lacks. The
+    fingerprint changes when the set of such intents does."""
+    return [tuple(r) for r in conn.execute(f"""
+        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), count(*),
+               md5(string_agg(j.job_key, ',' ORDER BY j.job_key))[:12]
+        FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
+        WHERE {_open_intent_sql('j')}
+          AND (j.claimed_by IS NULL OR j.claim_expires_at <= now()::TIMESTAMP)
+        GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()]
