@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +44,6 @@ def shared_file(path: Path) -> Path:
     """A fixture file under ../shared/: a test that needs it skips outside CI, but fails in CI
     (`CI` set), where a missing file means the fixtures were not provided."""
     if not path.is_file():
-        import os
-
         if os.environ.get("CI"):
             pytest.fail(f"{path} is missing (CI is set, so the shared fixtures must be present)")
         pytest.skip(f"shared fixture not found: {path}")

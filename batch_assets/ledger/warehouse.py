@@ -89,23 +89,27 @@ class Warehouse:
         A read-only connection cannot migrate, so a ledger older than this code is first upgraded
         through a short write connection (readers would otherwise meet missing columns), and one
         newer than this code is refused like it is for writers. A file without a ledger is not touched."""
-        if read_only and self._needs_upgrade():
-            with self.connect(read_only=False):
-                pass
-        with self._open(read_only) as conn:
-            yield conn
-
-    def _needs_upgrade(self) -> bool:
-        if not self.database.exists():
-            return False  # nothing to read; the reader reports the missing file
-        with self._open(read_only=True, check_version=False) as conn:
-            version = stored_version(conn)
-        refuse_newer(version)
-        # A file without a ledger (version 0) is left alone: readers say it holds no batch work yet.
-        return 0 < version < latest_version()
+        if not read_only:
+            with self._open(read_only=False) as conn:
+                migrate(conn)
+                yield conn
+            return
+        upgraded = False
+        while True:
+            with self._open(read_only=True) as conn:
+                version = stored_version(conn)
+                refuse_newer(version)
+                # A file without a ledger (version 0) is left alone: readers say it holds no batch work yet.
+                if upgraded or not 0 < version < latest_version():
+                    yield conn
+                    return
+            with self._open(read_only=False) as conn:  # older than this code: upgrade it, then read
+                migrate(conn)
+            upgraded = True
 
     @contextlib.contextmanager
-    def _open(self, read_only: bool, check_version: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The file opened (waiting out other writers) with the session settings; closed after."""
         self.database.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
@@ -126,10 +130,6 @@ class Warehouse:
             # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
             conn.execute("SET TimeZone = 'UTC'")
             conn.execute("SET memory_limit = ?", [memory_limit()])
-            if not read_only:
-                migrate(conn)
-            elif check_version:
-                refuse_newer(stored_version(conn))
             yield conn
         finally:
             conn.close()
