@@ -24,7 +24,7 @@ from batch_assets.pipeline.apply import apply_results
 from batch_assets.pipeline.ingest import collect_raw_results
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.poll import collect_requests_after
+from batch_assets.pipeline.collect import plan_collection
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
@@ -262,7 +262,8 @@ SENSOR_PROCESS = textwrap.dedent("""
     import json, logging, sys, time
     from batch_assets.ledger import warehouse as warehouse_mod
     from batch_assets.ledger.warehouse import Warehouse
-    from batch_assets.pipeline.poll import collect_requests_after, poll_jobs
+    from batch_assets.pipeline.collect import plan_collection
+    from batch_assets.pipeline.poll import poll_jobs
     from batch_assets.providers.contract import ClientSettings
     from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 
@@ -278,14 +279,15 @@ SENSOR_PROCESS = textwrap.dedent("""
     database, data_dir, base_url, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     wh = Warehouse.at(database, data_dir)
     adapter = OpenAIBatchAdapter(ClientSettings("emulator-no-key", base_url))
-    seq, handed, deadline = 0, [], time.monotonic() + 60
+    handed, deadline = [], time.monotonic() + 60
     print(json.dumps({"started": True}), flush=True)
-    while len(handed) < want and time.monotonic() < deadline:
-        # What provider_status_sensor does on every tick, from its own process.
+    while len(set(handed)) < want and time.monotonic() < deadline:
+        # What provider_status_sensor does on every tick, from its own process: poll, then plan the
+        # collect runs from the ledger's state (a job is asked for until it is collected).
         poll_jobs(wh, lambda _p: adapter)
-        requests, seq = collect_requests_after(wh, seq)
+        requests = plan_collection(wh).requests
         handed += [k for r in requests for k in r.job_keys]
-        print(json.dumps({"tick": [r.run_key for r in requests]}), flush=True)
+        print(json.dumps({"tick": [[r.run_key, list(r.job_keys)] for r in requests]}), flush=True)
     print(json.dumps({"handed": handed, "lock_waits": warehouse_mod.lock_waits()}), flush=True)
 """)
 
@@ -320,14 +322,15 @@ def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_
     The contention is forced, not hoped for: this process holds a write connection (the file lock)
     while the sensor process starts its tick, the sensor process reports that it is waiting for the
     lock, and submit and collect runs go on here meanwhile. Only then is the lock released; the
-    sensor's tick proceeds and every job is handed to collection exactly once."""
+    sensor's tick proceeds and every job not collected meanwhile is handed to collection, a run key
+    always naming the same jobs."""
     wh, task = seeded_copy, limited(ticket_task, 20)
     submit(wh, task, adapter, DAY1)
     freeze_manifest(wh, task, DAY2)
     cut_shards(wh, task, DAY2)
     wait_provider_terminal(emulator)
     proc = subprocess.Popen([sys.executable, "-c", SENSOR_PROCESS, str(wh.database), str(wh.data_dir),
-                             emulator.openai_base_url, "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             emulator.openai_base_url, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = _stdout_lines(proc)
         with wh.connect() as held:  # the file lock: the sensor process cannot open the file until this closes
@@ -352,7 +355,16 @@ def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_
     summary = messages[-1]
     assert summary["lock_waits"] >= 1
     handed = summary["handed"]
+    # A run key names one partition's jobs at one collect generation, in every tick that asks for it.
+    by_key: dict[str, list[str]] = {}
+    for message in messages:
+        for run_key, job_keys in message.get("tick", []):
+            assert by_key.setdefault(run_key, job_keys) == job_keys
+    # Collection is planned from the ledger: DAY1, collected here while the sensor waited, is not asked
+    # for; DAY2's three jobs are.
+    day1_jobs = jobs_by_partition(wh)[DAY1]
+    assert sorted(set(handed)) == jobs_by_partition(wh)[DAY2]
     collect_partition(wh, task, DAY1, adapter)
     collect_partition(wh, task, DAY2, adapter)
-    assert_consistent(wh, handed)
-    assert collect_requests_after(wh, 0)[1] == 6
+    assert_consistent(wh, handed + day1_jobs)
+    assert plan_collection(wh).requests == []   # all collected: nothing asked for

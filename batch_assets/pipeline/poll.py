@@ -15,7 +15,6 @@ GIL) and one request against the provider's rate limit; a listed batch a fractio
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -49,18 +48,6 @@ class PollResult:
     batch_failures: dict[str, str] = field(default_factory=dict)
     # provider -> why its listing failed (its jobs were then retrieved one by one)
     listing_errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CollectRequest:
-    task_name: str
-    partition_date: str
-    job_keys: tuple[str, ...]
-
-    @property
-    def run_key(self) -> str:
-        digest = hashlib.sha256("|".join(sorted(self.job_keys)).encode()).hexdigest()[:16]
-        return f"collect:{self.task_name}:{self.partition_date}:{digest}"
 
 
 def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
@@ -151,25 +138,6 @@ def failure_reason(snap: JobSnapshot) -> str:
     e.g. `token_limit_exceeded: Enqueued token limit reached …`."""
     reasons = "; ".join(f"{e.code}: {e.message}" if e.code else e.message for e in snap.errors)
     return f"{snap.state.value} ({snap.raw_status})" + (f": {reasons}" if reasons else "")
-
-
-def collect_requests_after(wh: Warehouse, after_seq: int) -> tuple[list[CollectRequest], int]:
-    """Task partitions with jobs that became terminal after `after_seq` (the sensor's cursor).
-
-    Returns one request per partition and the new high-water mark. The cursor only advances when
-    Dagster has launched the tick's runs, and run keys are deterministic, so nothing is lost or
-    requested twice.
-    """
-    with wh.connect(read_only=False) as conn:
-        rows = fetch_dicts(conn, """
-            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date,
-                   list(j.job_key ORDER BY j.job_key) AS job_keys, max(j.terminal_seq) AS max_seq
-            FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-            WHERE j.terminal_seq > ?
-            GROUP BY t.task_name, t.partition_date ORDER BY 1, 2
-        """, [after_seq])
-    requests = [CollectRequest(r["task_name"], r["partition_date"], tuple(r["job_keys"])) for r in rows]
-    return requests, max([after_seq, *(int(r["max_seq"]) for r in rows)])
 
 
 def partitions_waiting_to_submit(wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
