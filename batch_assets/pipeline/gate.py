@@ -27,7 +27,8 @@ from batch_assets.policy.model import PolicyOutcome, evaluate
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
-GATED_TABLE = "_gated_src"     # _raw_src with the scanned columns redacted, + __bid, __blocked
+GATED_TABLE = "_gated_src"     # view: _raw_src with the scanned columns redacted, + __bid, __blocked, __fp
+CHANGED_TABLE = "_gate_out"    # the redacted texts and block reasons of the items with a masked finding
 MAPPING_TABLE = "_pii_map"     # (business_id, detector, placeholder, value) of items not blocked - local only
 BLOCKED_CODE = "blocked_by_policy"
 
@@ -69,7 +70,7 @@ def source_fingerprint_sql(task: ResolvedTask, alias: str) -> str:
 
 
 def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_columns: set[str]) -> GateCounts:
-    """Apply the task's policy to temp table `_raw_src`: creates `_gated_src` (every source row;
+    """Apply the task's policy to temp table `_raw_src`: creates the view `_gated_src` (every source row;
     scanned columns redacted, `__bid` the business id as VARCHAR, `__blocked` the block reasons or
     NULL) and `_pii_map`. Rows whose business id is missing or repeated are rejected by the freeze
     and never sent; they are not scanned and carry no reasons."""
@@ -91,28 +92,32 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         WHERE {bid} IS NOT NULL
         QUALIFY count(*) OVER (PARTITION BY {bid}) = 1
     """)
-    outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy)
+    outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
+                                      changed_only=True)
     try:
         red, blocked = quote_ident(outcome.redacted_table), quote_ident(outcome.blocked_table)
         pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"
                           for c in cols)
         # Only items with a masked finding have a text that differs from the source; every other
-        # row keeps its source value below (the redacted table holds every row: pivoting it whole
-        # would move all texts once more for nothing).
+        # row keeps its source value (the view below).
         conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _gate_out AS SELECT id AS __bid, {pivot} FROM {red}
-            WHERE id IN (SELECT id FROM {quote_ident(outcome.mapping_table)}) GROUP BY id
+            CREATE OR REPLACE TEMP TABLE {CHANGED_TABLE} AS
+            SELECT r.*, b.reasons AS __blocked
+            FROM (SELECT id AS __bid, {pivot} FROM {red}
+                  WHERE id IN (SELECT id FROM {quote_ident(outcome.mapping_table)}) GROUP BY id) AS r
+            LEFT JOIN {blocked} AS b ON b.id = r.__bid
         """)
         replaced = ", ".join(
             f"CASE WHEN g.__bid IS NULL THEN CAST(r.{quote_ident(c)} AS VARCHAR) ELSE g.{quote_ident(c)} END "
             f"AS {quote_ident(c)}" for c in cols)
+        # A view, not a copy: the freeze reads the gated rows once (its reject check needs only the
+        # ids), so materializing every source row again here would only cost time and memory.
         conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {GATED_TABLE} AS
+            CREATE OR REPLACE TEMP VIEW {GATED_TABLE} AS
             SELECT r.* REPLACE ({replaced}), CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR) AS __bid,
-                   b.reasons AS __blocked, {source_fingerprint_sql(task, 'r')} AS __fp
+                   g.__blocked, {source_fingerprint_sql(task, 'r')} AS __fp
             FROM _raw_src AS r
-            LEFT JOIN _gate_out AS g ON g.__bid = CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR)
-            LEFT JOIN {blocked} AS b ON b.id = g.__bid
+            LEFT JOIN {CHANGED_TABLE} AS g ON g.__bid = CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR)
         """)
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {MAPPING_TABLE} AS
@@ -124,7 +129,7 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         blocked_items = conn.execute(f"SELECT count(*) FROM {blocked}").fetchone()[0]
     finally:
         outcome.drop(conn)
-        conn.execute("DROP TABLE IF EXISTS _gate_in; DROP TABLE IF EXISTS _gate_out;")
+        conn.execute("DROP TABLE IF EXISTS _gate_in")
     return GateCounts(
         by_detector={c.detector: {"action": c.action, "findings": c.findings, "items": c.items} for c in outcome.counts},
         redacted_items=int(redacted_items), blocked_items=int(blocked_items))
@@ -137,7 +142,8 @@ def blocked_reason_sql(col: str = "__blocked") -> str:
 
 
 def drop_gate(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute(f"DROP TABLE IF EXISTS {GATED_TABLE}; DROP TABLE IF EXISTS {MAPPING_TABLE};")
+    conn.execute(f"DROP VIEW IF EXISTS {GATED_TABLE}; DROP TABLE IF EXISTS {CHANGED_TABLE}; "
+                 f"DROP TABLE IF EXISTS {MAPPING_TABLE};")
 
 
 PLACEHOLDER_PATTERN = r"\[[A-Z][A-Z0-9_]*_[0-9]+\]"

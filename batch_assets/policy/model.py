@@ -102,7 +102,8 @@ class PolicyOutcome:
 
     counts: one row per detector (and `sensitive_column` when configured), zero counts included.
     blocked_table: (id, reasons VARCHAR[]) - reasons like "card in column body", never a value.
-    redaction.table: (id, column_name, redacted_text) for every row and column; values of `redact`
+    redaction.table: (id, column_name, redacted_text) for every row and column (`changed_only`: of the
+        ids with something masked); values of `redact`
         AND `block` detectors are masked (blocked items should be dropped, but are masked anyway).
     redaction.mapping_table: (id, detector, placeholder, value) - original values, local only.
     findings_table: every confirmed finding, values included - local only.
@@ -143,11 +144,14 @@ def evaluate(
     id_col: str,
     text_cols: list[str],
     policy: PolicySpec,
+    *,
+    changed_only: bool = False,
 ) -> PolicyOutcome:
     """Scan `text_cols` of `relation_sql` and apply `policy`: counts, ids to block, redacted text.
 
     Columns in `policy.sensitive_columns` need not be in `text_cols`; they are added to the
-    redacted relation either way."""
+    redacted relation either way. `changed_only`: the redacted relation holds only the ids that
+    have something masked (see `redact_texts`)."""
     all_cols = list(text_cols) + [c for c in policy.sensitive_columns if c not in text_cols]
     col_idx = {c: i for i, c in enumerate(all_cols)}
     scan_cols = [c for c in text_cols if c not in policy.sensitive_columns]
@@ -204,7 +208,7 @@ def evaluate(
         GROUP BY id
     """)
     texts_sql = long_texts_sql(relation_sql, id_col, all_cols)
-    redaction = redact_texts(conn, texts_sql, findings, detectors=masked)
+    redaction = redact_texts(conn, texts_sql, findings, detectors=masked, changed_only=changed_only)
     return PolicyOutcome(
         counts=counts, blocked_table=blocked_table, redaction=redaction, findings_table=findings,
         restore_on_apply=policy.restore_on_apply,

@@ -36,8 +36,9 @@ PLACEHOLDER_RE = re.compile(r"\[[A-Z][A-Z0-9_]*_[0-9]+\]")
 
 @dataclass(frozen=True)
 class Redaction:
-    """Names of two TEMP tables: `table` (id, column_name, redacted_text) with every input row, and
-    `mapping_table` (id, detector, placeholder, value), local only."""
+    """Names of two TEMP tables: `table` (id, column_name, redacted_text) with every input row (with
+    `changed_only`: the rows of the ids that have a masked finding), and `mapping_table`
+    (id, detector, placeholder, value), local only."""
 
     table: str
     mapping_table: str
@@ -73,8 +74,12 @@ def redact_texts(
     detectors: Iterable[str] | None = None,
     table: str | None = None,
     mapping_table: str | None = None,
+    changed_only: bool = False,
 ) -> Redaction:
-    """`redact` over an already long relation (id, column_name, col_idx, text)."""
+    """`redact` over an already long relation (id, column_name, col_idx, text).
+
+    `changed_only`: only the texts of ids with a finding to mask are copied and returned; a caller
+    that keeps the source value for every other id (the freeze's gate) saves moving all texts twice."""
     table = table or temp_name("policy_redacted")
     mapping_table = mapping_table or temp_name("policy_mapping")
     spans = temp_name("policy_spans")
@@ -83,7 +88,9 @@ def redact_texts(
         names = sorted(set(detectors))
         where = "WHERE detector IN (" + ", ".join(sql_literal(n) for n in names) + ")" if names else "WHERE false"
     texts = temp_name("policy_texts")
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE {quote_ident(texts)} AS {texts_sql}")
+    masked_ids = f"SELECT id FROM {quote_ident(findings_table)} {where}"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {quote_ident(texts)} AS SELECT * FROM ({texts_sql})"
+                 + (f" WHERE id IN ({masked_ids})" if changed_only else ""))
     try:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {quote_ident(spans)} AS
