@@ -66,6 +66,11 @@ def test_pipeline_result_is_correct(bench):
     assert rec["applied"] == rec["succeeded"] - rec["failed_to_parse"]
     assert rec["failed_to_parse"] > 0 and rec["failed_total"] > 0 and rec["quarantined"] > 0
     assert not report.stage("reconcile").result["problems"]
+    # The sources hold e-mail addresses: the gate redacted them all and no shard line holds one.
+    checks = {c["check"]: c for c in report.checks}
+    assert report.stage("pii_scan").result["redacted_items"] > 0
+    assert checks["redacted items = tickets with an e-mail address"]["ok"]
+    assert checks["no shard file holds an e-mail address"]["ok"]
 
 
 def test_report_written_as_json_and_markdown(bench):

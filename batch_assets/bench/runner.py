@@ -115,6 +115,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                                              "bytes": gen.result["bytes"], "jobs": gen.result["jobs"]}
                 outputs = gen.result
         expected = {"rows": src.result["rows"], "empty_bodies": src.result["empty_bodies"],
+                    "redacted_items": src.result["addressed_rows"],
                     "error_lines": outputs["error_lines"],
                     "bad_answers": outputs["schema_breaks"] + outputs["length_cuts"]}
         checked = run_child("verify", workdir=wd, expected=expected).result

@@ -75,6 +75,8 @@ EN_FRAGMENTS = (
     "We are on the Enterprise plan with 240 seats, account manager is in copy.",
     "Screenshots are attached; the timestamps are in UTC and the request id is in the header.",
     "Kind regards, the operations team.",
+    # An e-mail address: the sensitive-data gate redacts it (see ADDRESS_MARK).
+    "Please answer to it-helpdesk@example.com, the shared inbox of our team.",
 )
 ZH_FRAGMENTS = (
     "本月我的专业版订阅被重复扣费两次，信用卡账单上能看到两笔相同的金额。",
@@ -103,7 +105,11 @@ ZH_FRAGMENTS = (
     "我们是企业版客户，一共两百四十个席位，客户经理已抄送。",
     "截图已附上，时间都是北京时间，请求编号在响应头里。",
     "谢谢，运维组。",
+    "请回复到 kefu-team@example.cn 这个邮箱。",
 )
+# Every fragment with an e-mail address holds this; the benchmark checks that each such ticket
+# is redacted and that no shard line holds an address.
+ADDRESS_MARK = "@example."
 EN_SUBJECTS = (
     "Charged twice this month", "Invoice shows the wrong seat count", "Refund request: trial cancelled",
     "App crashes when opening shared folder", "Sync stuck at 99%", "CSV export times out",

@@ -61,10 +61,11 @@ def setup_source(probe: Probe, workdir: str, items: int) -> dict:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {floors.SCHEMA}")
         stats = conn.execute("""
             SELECT count(*) FILTER (language = 'zh'), count(*) FILTER (body = ''),
-                   min(strlen(body)) FILTER (body <> ''), avg(strlen(body)), max(strlen(body))
-            FROM main.support_tickets""").fetchone()
+                   min(strlen(body)) FILTER (body <> ''), avg(strlen(body)), max(strlen(body)),
+                   count(*) FILTER (contains(body, $mark) OR contains(subject, $mark))
+            FROM main.support_tickets""", {"mark": synth.ADDRESS_MARK}).fetchone()
     return {"rows": rows, "zh_rows": stats[0], "empty_bodies": stats[1], "body_bytes_min": stats[2],
-            "body_bytes_avg": round(stats[3] or 0, 1), "body_bytes_max": stats[4],
+            "body_bytes_avg": round(stats[3] or 0, 1), "body_bytes_max": stats[4], "addressed_rows": stats[5],
             "expected_empty_bodies": synth.expected_empty_bodies(items)}
 
 
@@ -190,6 +191,11 @@ def verify(probe: Probe, workdir: str, expected: dict) -> dict:
             f"SELECT count(*) FROM main.{task.spec.apply.table} WHERE task_id = ?", [task_id]).fetchone()[0]
         ok_lines = conn.execute(
             "SELECT count(*) FROM ledger.raw_result WHERE task_id = ? AND status = 'ok'", [task_id]).fetchone()[0]
+        redacted = conn.execute("SELECT count(DISTINCT custom_id) FROM ledger.pii_mapping WHERE task_id = ?",
+                                [task_id]).fetchone()[0]
+        shard_files = [r[0] for r in conn.execute("SELECT path FROM ledger.shard WHERE task_id = ?", [task_id]).fetchall()]
+        leaked = conn.execute("SELECT count(*) FROM read_text($files) WHERE contains(content, $mark)",
+                              {"files": shard_files, "mark": synth.ADDRESS_MARK}).fetchone()[0] if shard_files else 0
         unapplied_usable = conn.execute("""
             SELECT count(*) FROM ledger.parsed_result p WHERE p.task_id = ? AND p.error_class IS NULL
               AND NOT EXISTS (SELECT 1 FROM ledger.applied_result a WHERE a.custom_id = p.custom_id)""",
@@ -212,6 +218,9 @@ def verify(probe: Probe, workdir: str, expected: dict) -> dict:
          f"duplicate {rec.duplicate_lines}, malformed {rec.malformed_lines}"),
         ("business table rows = applied", business_rows == rec.applied, f"{business_rows} vs {rec.applied}"),
         ("no usable result left unapplied", unapplied_usable == 0, f"{unapplied_usable} left"),
+        ("redacted items = tickets with an e-mail address", redacted == expected["redacted_items"],
+         f"{redacted} vs {expected['redacted_items']}"),
+        ("no shard file holds an e-mail address", leaked == 0, f"{leaked} of {len(shard_files)} files"),
         ("nothing missing or in flight", rec.missing == 0 and rec.in_flight == 0,
          f"missing {rec.missing}, in flight {rec.in_flight}"),
     ]
