@@ -5,13 +5,15 @@ on its own; a bad line is quarantined with its reason and fix instead of failing
 lines are cut into shards that respect the provider's limits (requests, bytes, enqueued tokens).
 
 Cutting packs lines greedily in custom_id order: each shard takes as many lines as fit all three
-limits. Bytes and tokens are cumulative sums (polars), and each shard's end is found by binary
-search on them, so the work per shard is O(log n) and nothing loops over lines in Python.
+limits. Bytes and tokens are running totals (a DuckDB window), streamed to Python in chunks, and each
+shard's end is found by binary search on them (polars), so the work per shard is O(log n), nothing
+loops over lines in Python and memory stays one chunk however large the partition.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,27 +104,53 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, k
     """
 
 
-def pack_shards(line_bytes: pl.Series, line_tokens: pl.Series, max_bytes: int, max_tokens: int,
-                max_requests: int) -> pl.Series:
-    """Shard number (from 0) of each line, packing greedily in order within all three limits.
+CUMULATIVE_CHUNK_ROWS = 1 << 20  # lines per chunk of running totals held in Python at once
 
-    Every single line must fit on its own (the quarantine rules guarantee it)."""
-    n = len(line_bytes)
-    cum_bytes = line_bytes.cast(pl.Int64).cum_sum()
-    cum_tokens = line_tokens.cast(pl.Int64).cum_sum()
+
+def shard_starts(cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: int, max_tokens: int,
+                 max_requests: int) -> list[int]:
+    """The index of each shard's first line, packing greedily in order within all three limits.
+
+    `cumulative`: the lines' running byte and token totals in line order, in consecutive chunks; a
+    shard may span chunks, so memory stays one chunk however many lines there are. Every single
+    line must fit on its own (the quarantine rules guarantee it)."""
     starts: list[int] = []
-    start = 0
-    while start < n:
-        base_b = cum_bytes[start - 1] if start else 0
-        base_t = cum_tokens[start - 1] if start else 0
-        end = min(start + max_requests,
-                  int(cum_bytes.search_sorted(base_b + max_bytes, side="right")),
-                  int(cum_tokens.search_sorted(base_t + max_tokens, side="right")))
-        starts.append(start)
-        start = max(end, start + 1)
-    if n == 0:
-        return pl.Series("shard_offset", [], dtype=pl.Int64)
-    return pl.Series(starts, dtype=pl.Int64).search_sorted(pl.int_range(n, eager=True), side="right") - 1
+    start = 0                      # the open shard's first line
+    base_b = base_t = 0            # running totals before it
+    offset = 0                     # index of the chunk's first line
+    before_b = before_t = 0        # running totals at the line before the chunk
+    for cum_b, cum_t in cumulative:
+        n = len(cum_b)
+        if n == 0:
+            continue
+        if not starts:
+            starts.append(0)
+        while True:
+            # Where the open shard must end: a limit crossed inside this chunk is known; one not
+            # crossed here lies at or beyond the chunk's end.
+            ends = [start + max_requests]
+            i_b = int(cum_b.search_sorted(base_b + max_bytes, side="right"))
+            i_t = int(cum_t.search_sorted(base_t + max_tokens, side="right"))
+            ends += [offset + i for i in (i_b, i_t) if i < n]
+            end = min(ends)
+            if end > offset + n:
+                break              # the open shard goes on into the next chunk
+            start = max(end, start + 1)
+            starts.append(start)
+            k = start - 1 - offset  # the new shard's totals start after line start-1
+            base_b, base_t = (int(cum_b[k]), int(cum_t[k])) if k >= 0 else (before_b, before_t)
+        offset += n
+        before_b, before_t = int(cum_b[-1]), int(cum_t[-1])
+    if starts and starts[-1] >= offset:
+        starts.pop()               # a shard closed exactly at the last line opens none after it
+    return starts
+
+
+def _running_totals(conn, relation: str) -> Iterator[tuple[pl.Series, pl.Series]]:
+    """(cumulative bytes, cumulative tokens) of `relation`'s lines in idx order, streamed in chunks."""
+    reader = conn.sql(f"SELECT cum_bytes, cum_tokens FROM {relation} ORDER BY idx").to_arrow_reader(CUMULATIVE_CHUNK_ROWS)
+    for batch in reader:
+        yield pl.Series(batch.column(0)), pl.Series(batch.column(1))
 
 
 def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: bool = True) -> ShardSummary:
@@ -190,18 +218,24 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _ordered AS
         SELECT rowid AS rid, custom_id, attempt, request_id, line_bytes, est_tokens,
-               row_number() OVER (ORDER BY custom_id) - 1 AS idx
+               row_number() OVER w - 1 AS idx,
+               sum(line_bytes + 1) OVER w AS cum_bytes,  -- + 1: the newline
+               sum(est_tokens) OVER w AS cum_tokens
         FROM _lines WHERE reason_code IS NULL AND attempt = {int(attempt)}
+        WINDOW w AS (ORDER BY custom_id ROWS UNBOUNDED PRECEDING)
     """)
-    sizes = conn.sql("SELECT line_bytes + 1 AS b, est_tokens AS t FROM _ordered ORDER BY idx").pl()
-    offsets = pack_shards(sizes["b"], sizes["t"], limits.max_shard_bytes, limits.max_enqueued_tokens, max_requests)
-    assignment = pl.DataFrame({"idx": pl.int_range(len(offsets), eager=True, dtype=pl.Int64), "shard_offset": offsets})
+    starts = shard_starts(_running_totals(conn, "_ordered"), limits.max_shard_bytes, limits.max_enqueued_tokens,
+                          max_requests)
+    # A few hundred shard starts, not a row per line: each line finds its shard by an ASOF join.
+    conn.register("_starts", pl.DataFrame({"start_idx": starts, "shard_offset": range(len(starts))},
+                                          schema={"start_idx": pl.Int64, "shard_offset": pl.Int64}))
     conn.execute(f"""
         INSERT INTO _cut2 BY NAME
-        SELECT o.*, {next_shard_no} + a.shard_offset AS shard_no,
-               row_number() OVER (PARTITION BY a.shard_offset ORDER BY o.idx) AS line_no
-        FROM _ordered o JOIN assignment a USING (idx)
+        SELECT o.* EXCLUDE (cum_bytes, cum_tokens), {next_shard_no} + s.shard_offset AS shard_no,
+               o.idx - s.start_idx + 1 AS line_no
+        FROM _ordered o ASOF JOIN _starts s ON o.idx >= s.start_idx
     """)
+    conn.unregister("_starts")
     conn.execute("DROP TABLE _ordered")
     shards = fetch_dicts(conn, f"""
         SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
