@@ -75,8 +75,6 @@ EN_FRAGMENTS = (
     "We are on the Enterprise plan with 240 seats, account manager is in copy.",
     "Screenshots are attached; the timestamps are in UTC and the request id is in the header.",
     "Kind regards, the operations team.",
-    # An e-mail address: the sensitive-data gate redacts it (see ADDRESS_MARK).
-    "Please answer to it-helpdesk@example.com, the shared inbox of our team.",
 )
 ZH_FRAGMENTS = (
     "本月我的专业版订阅被重复扣费两次，信用卡账单上能看到两笔相同的金额。",
@@ -105,10 +103,14 @@ ZH_FRAGMENTS = (
     "我们是企业版客户，一共两百四十个席位，客户经理已抄送。",
     "截图已附上，时间都是北京时间，请求编号在响应头里。",
     "谢谢，运维组。",
-    "请回复到 kefu-team@example.cn 这个邮箱。",
 )
-# Every fragment with an e-mail address holds this; the benchmark checks that each such ticket
-# is redacted and that no shard line holds an address.
+# ADDRESS_PERCENT of the tickets end with a sentence holding an e-mail address, which the
+# sensitive-data gate redacts; the benchmark checks that each such ticket is redacted and that no
+# shard line holds an address. (The gate's time grows with this share: every ticket is scanned,
+# the ones with a finding are also cut and mapped.)
+ADDRESS_PERCENT = 3
+EN_ADDRESS = "Please answer to it-helpdesk@example.com, the shared inbox of our team."
+ZH_ADDRESS = "请回复到 kefu-team@example.cn 这个邮箱。"
 ADDRESS_MARK = "@example."
 EN_SUBJECTS = (
     "Charged twice this month", "Invoice shows the wrong seat count", "Refund request: trial cancelled",
@@ -162,6 +164,9 @@ def source_table_sql(items: int, partition_date: str = PARTITION_DATE) -> str:
                         CASE WHEN is_zh AND hash(i, j, 'mix') % 4 <> 0
                              THEN {zh}[1 + CAST(hash(i, j) % {n_zh} AS BIGINT)]
                              ELSE {en}[1 + CAST(hash(i, j) % {n_en} AS BIGINT)] END), ' ')
+                    || CASE WHEN hash(i, 'mail') % 100 < {ADDRESS_PERCENT}
+                            THEN ' ' || CASE WHEN is_zh THEN {sql_literal(ZH_ADDRESS)} ELSE {sql_literal(EN_ADDRESS)} END
+                            ELSE '' END
                END AS body
         FROM base
         ORDER BY i

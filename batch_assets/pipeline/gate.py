@@ -85,12 +85,17 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
             f"return ({task.yaml_path}); select them in source.sql or remove them from the policy")
     cols = scanned_columns(task)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
+    # A view over the source rows, not a copy of their texts: only the (usually no) repeated ids are
+    # kept aside.
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _gate_in AS
+        CREATE OR REPLACE TEMP TABLE _gate_repeated AS
+        SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL GROUP BY ALL HAVING count(*) > 1
+    """)
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP VIEW _gate_in AS
         SELECT {bid} AS __bid, {', '.join(f'CAST({quote_ident(c)} AS VARCHAR) AS {quote_ident(c)}' for c in cols)}
         FROM _raw_src
-        WHERE {bid} IS NOT NULL
-        QUALIFY count(*) OVER (PARTITION BY {bid}) = 1
+        WHERE {bid} IS NOT NULL AND {bid} NOT IN (SELECT __bid FROM _gate_repeated)
     """)
     outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
                                       changed_only=True)
@@ -129,7 +134,7 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         blocked_items = conn.execute(f"SELECT count(*) FROM {blocked}").fetchone()[0]
     finally:
         outcome.drop(conn)
-        conn.execute("DROP TABLE IF EXISTS _gate_in")
+        conn.execute("DROP VIEW IF EXISTS _gate_in; DROP TABLE IF EXISTS _gate_repeated;")
     return GateCounts(
         by_detector={c.detector: {"action": c.action, "findings": c.findings, "items": c.items} for c in outcome.counts},
         redacted_items=int(redacted_items), blocked_items=int(blocked_items))
