@@ -144,13 +144,15 @@ def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     try:
         if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
             # Straight from the source query: only (id, fingerprint) is kept, not a copy of its rows.
+            # Matched by business id (the manifest holds each once): an unchanged row's live hash is
+            # the frozen one whichever candidate (this freeze's or an earlier one's) asks for it.
             conn.execute(f"""
                 INSERT INTO _same
-                SELECT c.business_id, m.input_hash AS live_hash
-                FROM _cand c JOIN {frozen} m USING (custom_id)
+                SELECT m.business_id, m.input_hash AS live_hash
+                FROM {frozen} m
                 JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
                       FROM {source_subquery(task)} AS _q WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
-                  ON f.business_id = c.business_id
+                  ON f.business_id = m.business_id
                 WHERE f.n = 1 AND f.fp = m.source_fp
             """, {"partition_date": partition_date})
         # Only the candidates' rows that changed (or are now duplicated) are read and gated again.
