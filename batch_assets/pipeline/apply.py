@@ -199,7 +199,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             SELECT p.custom_id, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
             FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-              AND p.output_schema_version = {version} AND m.output_schema_version = {version}
+              AND m.task_id = {tid} AND p.output_schema_version = {version} AND m.output_schema_version = {version}
               AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
         """)
         if spec.policy.restore_on_apply:
