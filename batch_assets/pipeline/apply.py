@@ -238,17 +238,18 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
                                     target_table=apply.table, output_version=spec.output.version)
             overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
-            rows = f"""
-                INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
-                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                FROM _decided WHERE outcome = 'applied' AND business_id {{}} (SELECT business_id FROM _over)
-            """
+            def rows(held: str) -> str:
+                return f"""
+                    INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
+                    SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
+                    FROM _decided WHERE outcome = 'applied' AND business_id {held} (SELECT business_id FROM _over)
+                """
             # Keys the table does not hold yet take a plain INSERT (the primary key still refuses a
             # duplicate); ON CONFLICT's update path costs about twice as much per row, so only the
             # overwritten keys go through it.
-            conn.execute(rows.format("NOT IN"))
+            conn.execute(rows("NOT IN"))
             if overwrites:
-                conn.execute(rows.format("IN") + f"""
+                conn.execute(rows("IN") + f"""
                     ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
                         custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                         task_id = excluded.task_id, applied_at = excluded.applied_at
