@@ -313,6 +313,35 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
     balanced(wh)
 
 
+def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_copy, ticket_task, adapter,
+                                                                         wait_for_jobs):
+    """Keys the business table already holds under the output version take the new answer (their
+    rows kept for a revoke); the other keys are added; both in one apply."""
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    held = [r["business_id"] for r in q(wh, """SELECT m.business_id FROM ledger.parsed_result p
+                                               JOIN ledger.manifest_item m USING (custom_id)
+                                               WHERE p.provider_succeeded AND p.error_class IS NULL
+                                               ORDER BY 1 LIMIT 3""")]
+    with wh.connect() as conn:
+        ensure_target_table(conn, ticket_task)
+        conn.execute("INSERT INTO ticket_labels SELECT unnest(?::VARCHAR[]), 'account', 0.99, 'earlier', 'v1', "
+                     "'earlier-cid', 'earlier-hash', 'other_task', TIMESTAMP '2030-01-01 00:00:00'", [held])
+    s = apply_results(wh, ticket_task, DAY1)
+    assert (s.applied, s.stale) == (LINES, 0)
+    labels = {r["ticket_id"]: r for r in q(wh, "SELECT * FROM ticket_labels")}
+    assert len(labels) == LINES
+    assert {labels[k]["task_id"] for k in held} == {TASK_ID1} and "earlier" not in {r["reason"] for r in labels.values()}
+    previous = q(wh, "SELECT business_id, custom_id, previous_custom_id, previous_row FROM ledger.applied_previous "
+                     "ORDER BY business_id")
+    assert [(r["business_id"], r["custom_id"], r["previous_custom_id"]) for r in previous] == [
+        (k, labels[k]["custom_id"], "earlier-cid") for k in sorted(held)]
+    assert {json.loads(r["previous_row"])["reason"] for r in previous} == {"earlier"}
+    balanced(wh)
+
+
 def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_copy, ticket_task, adapter,
                                                                         wait_for_jobs):
     wh = seeded_copy

@@ -29,18 +29,53 @@ from batch_assets.spec.resolve import ResolvedTask
 
 
 def review_sample_sql(task: ResolvedTask, applied: str) -> str:
-    """The applied answers (`applied`: a FROM clause with custom_id, attempt, answer) picked for
-    review: a hash of the custom_id below the task's rate (the same items on every run), or the
-    task's `always_if` condition over the output fields. Columns: custom_id, attempt, sampled_by."""
+    """The applied answers (`applied`: a FROM clause with custom_id, attempt and the output fields by
+    name, typed as value_sql gives them) picked for review: a hash of the custom_id below the task's
+    rate (the same items on every run), or the task's `always_if` condition over the output fields.
+    Columns: custom_id, attempt, sampled_by."""
     review = task.spec.review
-    fields = ", ".join(f"{value_sql(task, f, 'answer', f)} AS {quote_ident(f)}" for f in task.output_schema["properties"])
     # The first 32 bits of md5(custom_id) as a fraction of 2^32: stable across runs and versions.
     by_rate = f"CAST('0x' || left(md5(custom_id), 8) AS UBIGINT) < {float(review.sample_rate)!r} * 4294967296"
     condition = f"coalesce(({review.always_if}), false)" if review.always_if else "false"
     return f"""
-        SELECT custom_id, attempt, CASE WHEN {by_rate} THEN 'rate' ELSE 'always_if' END AS sampled_by
-        FROM (SELECT custom_id, attempt, {fields} FROM {applied})
-        WHERE {by_rate} OR {condition}
+        SELECT custom_id, attempt, CASE WHEN _by_rate THEN 'rate' ELSE 'always_if' END AS sampled_by
+        FROM (SELECT *, {by_rate} AS _by_rate FROM {applied})
+        WHERE _by_rate OR {condition}
+    """
+
+
+def _answer_fields(task: ResolvedTask) -> list[str]:
+    """The output fields an apply reads out of each answer: the business columns' and, when the
+    review has an `always_if` condition, every output field (it may name any)."""
+    fields = list(task.spec.apply.columns.values())
+    if task.spec.review.always_if:
+        fields += list(task.output_schema["properties"])
+    return list(dict.fromkeys(fields))
+
+
+def _decided_sql(task: ResolvedTask) -> str:
+    """`_decided`: each candidate with its outcome and, for applied ones, its typed output fields
+    (column `_f<i>` for _answer_fields()[i]) read out of the answer ONCE: the business write and the
+    review pick both use them, and the answer itself is not copied further."""
+    fields = _answer_fields(task)
+    scalars = [f for f in fields if _column_type(task, f) != "JSON" and "[" not in _column_type(task, f)]
+    paths = "[" + ", ".join(sql_literal("$." + f) for f in scalars) + "]"
+
+    def expr(f: str) -> str:
+        sql_type = _column_type(task, f)
+        if f in scalars:  # one multi-path extraction (one parse) for every scalar field
+            return f"CAST(_vals[{scalars.index(f) + 1}] AS {sql_type})"
+        return f"CASE WHEN outcome = 'applied' THEN {value_sql(task, f, 'answer', f)} END"
+
+    values = "".join(f", {expr(f)} AS _f{i}" for i, f in enumerate(fields))
+    vals = f"CASE WHEN outcome = 'applied' THEN json_extract_string(answer, {paths}) END" if scalars else "NULL"
+    return f"""
+        CREATE OR REPLACE TEMP TABLE _decided AS
+        SELECT custom_id, attempt, business_id, input_hash, outcome{values}
+        FROM (SELECT *, {vals} AS _vals
+              FROM (SELECT c.custom_id, c.attempt, c.business_id, c.input_hash, c.answer,
+                           CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
+                    FROM _cand c LEFT JOIN _live l USING (business_id)))
     """
 
 
@@ -88,7 +123,7 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
 
 
 def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
-    """Temp table `_live` (business_id, live_hash) for the business ids of `_cand`: the input hash of
+    """Temp view `_live` (business_id, live_hash) for the business ids of `_cand`: the input hash of
     what the source holds now, NULL when the source now holds the id twice.
 
     Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
@@ -101,38 +136,47 @@ def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     frozen = f"read_parquet({sql_literal(uri)})"
     has_fp = uri is not None and "source_fp" in {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM {frozen}").fetchall()}
     conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
-    changed = f"{bid} IN (SELECT business_id FROM _cand) AND {bid} NOT IN (SELECT business_id FROM _same)"
+    # The candidates' ids not in _same, collected first: the source is then filtered by one small
+    # set (usually empty) instead of two semi-joins over every candidate.
+    collect_changed = ("CREATE OR REPLACE TEMP TABLE _changed AS "
+                       "SELECT business_id FROM _cand WHERE business_id NOT IN (SELECT business_id FROM _same)")
+    changed = f"{bid} IN (SELECT business_id FROM _changed)"
     try:
         if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
             # Straight from the source query: only (id, fingerprint) is kept, not a copy of its rows.
+            # Matched by business id (the manifest holds each once): an unchanged row's live hash is
+            # the frozen one whichever candidate (this freeze's or an earlier one's) asks for it.
             conn.execute(f"""
                 INSERT INTO _same
-                SELECT c.business_id, m.input_hash AS live_hash
-                FROM _cand c JOIN {frozen} m USING (custom_id)
+                SELECT m.business_id, m.input_hash AS live_hash
+                FROM {frozen} m
                 JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
                       FROM {source_subquery(task)} AS _q WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
-                  ON f.business_id = c.business_id
+                  ON f.business_id = m.business_id
                 WHERE f.n = 1 AND f.fp = m.source_fp
             """, {"partition_date": partition_date})
         # Only the candidates' rows that changed (or are now duplicated) are read and gated again.
+        conn.execute(collect_changed)
         columns = query_source(conn, task, partition_date, where=changed)
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
         conn.execute("DELETE FROM _same")
+        conn.execute(collect_changed)
         columns = query_source(conn, task, partition_date)
         conn.execute(f"DELETE FROM _raw_src WHERE NOT ({changed})")
     gate_loaded_source(conn, task, columns)
-    # One row per business id: its live hash, or NULL when the source now holds it twice.
+    conn.execute("DROP TABLE _changed")
+    # One row per business id: its live hash, or NULL when the source now holds it twice. A view:
+    # _decided reads it once, so _same is not copied.
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _live AS
+        CREATE OR REPLACE TEMP VIEW _live AS
         SELECT business_id, live_hash FROM _same
         UNION ALL
         SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
         FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
         GROUP BY business_id
     """)
-    conn.execute("DROP TABLE _same")
 
 
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
@@ -152,17 +196,17 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         """).fetchone()[0]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
-            SELECT p.custom_id, p.attempt, m.business_id, m.input_hash, p.output_json::JSON AS answer
+            SELECT p.custom_id, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
             FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-              AND p.output_schema_version = {version} AND m.output_schema_version = {version}
+              AND m.task_id = {tid} AND p.output_schema_version = {version} AND m.output_schema_version = {version}
               AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
         """)
         if spec.policy.restore_on_apply:
             # Placeholders the model repeated in its answer get their original values back (from the
             # local ledger.pii_mapping) in the business table only.
             conn.execute(f"""
-                UPDATE _cand SET answer = r.restored::JSON
+                UPDATE _cand SET answer = r.restored
                 FROM ({restore_json_sql("CAST(answer AS VARCHAR)", "custom_id",
                                         "_cand WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)")}) AS r
                 WHERE _cand.custom_id = r.custom_id
@@ -173,47 +217,52 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
         _live_hashes(conn, task, partition_date)
-        conn.execute("""
-            CREATE OR REPLACE TEMP TABLE _decided AS
-            SELECT c.*, CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
-            FROM _cand c LEFT JOIN _live l USING (business_id)
-        """)
+        conn.execute(_decided_sql(task))
+        conn.execute("DROP VIEW _live; DROP TABLE _same; DROP TABLE _cand;")
+        drop_source(conn)
+        fields = _answer_fields(task)
         targets = ", ".join(quote_ident(c) for c in apply.columns)
-        fields = list(apply.columns.values())
-        # Scalar fields come out of one multi-path extraction per answer (`_vals`, the answer parsed
-        # once) instead of one ->> (a parse) per column.
-        paths = "[" + ", ".join(sql_literal("$." + f) for f in fields) + "]"
-        values = ", ".join(
-            f"answer -> {sql_literal('$.' + f)}" if _column_type(task, f) == "JSON"
-            else f"CAST(answer -> {sql_literal('$.' + f)} AS {_column_type(task, f)})" if "[" in _column_type(task, f)
-            else f"CAST(_vals[{i + 1}] AS {_column_type(task, f)})"
-            for i, f in enumerate(fields)
-        )
+        values = ", ".join(f"_f{fields.index(f)}" for f in apply.columns.values())
         updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
         key = quote_ident(apply.key)
+        table = f"main.{quote_ident(apply.table)}"
         with transaction(conn):
-            # The row about to be overwritten (an earlier answer for the key and version): a revoke puts it back.
-            insert_applied_previous(conn, task_id, f"""
+            # The rows about to be overwritten (an earlier answer for the key and version): a revoke puts them back.
+            conn.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _over AS
                 SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
-                FROM _decided d JOIN main.{quote_ident(apply.table)} b
+                FROM _decided d JOIN {table} b
                   ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
                 WHERE d.outcome = 'applied'
-            """, target_table=apply.table, output_version=spec.output.version)
-            conn.execute(f"""
-                INSERT INTO main.{quote_ident(apply.table)} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
-                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                FROM (SELECT *, json_extract_string(answer, {paths}) AS _vals FROM _decided WHERE outcome = 'applied')
-                ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
-                    custom_id = excluded.custom_id, input_hash = excluded.input_hash,
-                    task_id = excluded.task_id, applied_at = excluded.applied_at
             """)
+            insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
+                                    target_table=apply.table, output_version=spec.output.version)
+            overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
+            def rows(held: str) -> str:
+                return f"""
+                    INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
+                    SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
+                    FROM _decided WHERE outcome = 'applied' AND business_id {held} (SELECT business_id FROM _over)
+                """
+            # Keys the table does not hold yet take a plain INSERT (the primary key still refuses a
+            # duplicate); ON CONFLICT's update path costs about twice as much per row, so only the
+            # overwritten keys go through it.
+            conn.execute(rows("NOT IN"))
+            if overwrites:
+                conn.execute(rows("IN") + f"""
+                    ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
+                        custom_id = excluded.custom_id, input_hash = excluded.input_hash,
+                        task_id = excluded.task_id, applied_at = excluded.applied_at
+                """)
+            conn.execute("DROP TABLE _over")
             faultpoints.reached("apply.before_commit")
             insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _decided",
                                    target_table=apply.table, output_version=spec.output.version)
             if spec.review.sample_rate > 0 or spec.review.always_if:
-                insert_review_items(conn, task_id, review_sample_sql(task, "_decided WHERE outcome = 'applied'"))
+                named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
+                insert_review_items(conn, task_id, review_sample_sql(
+                    task, f"(SELECT custom_id, attempt{named} FROM _decided WHERE outcome = 'applied')"))
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
-        conn.execute("DROP TABLE _cand; DROP TABLE _live; DROP TABLE _decided;")
-        drop_source(conn)
+        conn.execute("DROP TABLE _decided")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
