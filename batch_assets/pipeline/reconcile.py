@@ -197,10 +197,12 @@ def _active(any_superseded: bool, alias: str = "") -> str:
     return f"{alias}{ACTIVE}" if any_superseded else "TRUE"
 
 
-def _table_terms(any_superseded: bool) -> list[str]:
+def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
     """One single-row query per table; each column is the Reconciliation field it fills. Terms over
     the same table share its scan, and no term is derived from another table's rows."""
     active = _active(any_superseded)
+    # Like ACTIVE: `x IN (empty)` is false for every x, so with no revocation at all it is left out.
+    revoked = "custom_id IN (SELECT custom_id FROM ledger.revocation)" if any_revocation else "FALSE"
     return [
         "SELECT coalesce(sum(row_count), 0) AS source_rejects FROM ledger.source_reject WHERE task_id = $t",
         f"SELECT count(*) AS quarantined FROM ledger.quarantine WHERE task_id = $t AND {active}",
@@ -222,8 +224,7 @@ def _table_terms(any_superseded: bool) -> list[str]:
            FROM ledger.provider_job WHERE task_id = $t""",
         f"""SELECT count(*) FILTER (o = 'applied') AS applied, count(*) FILTER (o = 'revoked') AS revoked,
                   count(*) FILTER (o = 'stale') AS stale
-           FROM (SELECT CASE WHEN outcome = 'applied' AND custom_id IN (SELECT custom_id FROM ledger.revocation)
-                             THEN 'revoked' ELSE outcome END AS o
+           FROM (SELECT CASE WHEN outcome = 'applied' AND {revoked} THEN 'revoked' ELSE outcome END AS o
                  FROM ledger.applied_result WHERE task_id = $t AND {active})""",
         f"""SELECT count(*) FILTER (status = 'orphan') AS orphan_lines,
                   count(*) FILTER (status = 'duplicate') AS duplicate_lines,
@@ -239,10 +240,12 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
                    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
     r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction)
     params = {"t": task_id}
-    r.manifest_items, superseded = conn.execute("""
-        SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL)
+    r.manifest_items, superseded, revocations = conn.execute("""
+        SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL),
+               (SELECT count(*) FROM ledger.revocation)
         FROM ledger.manifest_item WHERE task_id = $t""", params).fetchone()
-    cur = conn.execute("SELECT * FROM " + ", ".join(f"({sql})" for sql in _table_terms(superseded > 0)), params)
+    terms_sql = ", ".join(f"({sql})" for sql in _table_terms(superseded > 0, revocations > 0))
+    cur = conn.execute(f"SELECT * FROM {terms_sql}", params)
     terms = dict(zip((d[0] for d in cur.description), cur.fetchone()))
     final_status, failures = terms.pop("final_status"), terms.pop("batch_failures") or []
     for name, value in terms.items():
@@ -282,7 +285,7 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
             LEFT JOIN ledger.retry_decision d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
         ),
         ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
-            SELECT coalesce(m.superseded_at IS NULL, false) AS item, m.superseded_at IS NOT NULL AS superseded,
+            SELECT m.custom_id IS NOT NULL AND m.superseded_at IS NULL AS item, m.superseded_at IS NOT NULL AS superseded,
                    m.frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
                                            m.frozen_at) AS after_cut,
                    q.custom_id IS NOT NULL AS quarantined, a.outcome, l.*
