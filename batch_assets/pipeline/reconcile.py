@@ -1,4 +1,4 @@
-"""Reconciliation: every manifest item accounted for, every term an independent query over the ledger.
+"""Reconciliation: every manifest item accounted for, every term counted from its own ledger table.
 
 Equations (outcomes on each item's LATEST attempt; lines counted per attempt):
 
@@ -10,7 +10,9 @@ Equations (outcomes on each item's LATEST attempt; lines counted per attempt):
     applied + revoked + stale + failed-to-parse = succeeded
 
 Each term is counted from its own table (not derived from the others), so a lost, duplicated or
-tampered ledger row makes an equation fail instead of being absorbed by a remainder.
+tampered ledger row makes an equation fail instead of being absorbed by a remainder. For speed at
+millions of items, terms over one table share its scan, and the terms that need each custom_id's
+latest attempt are computed in one statement that finds it once (`_per_item`).
 
 Finality: every item ends in exactly one final outcome — applied, revoked (applied, then taken back),
 stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an operator. Not final: in flight
@@ -216,12 +218,13 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
         """SELECT coalesce(sum(s.line_count) FILTER (j.provider_batch_id IS NOT NULL), 0) AS submitted_lines,
                   coalesce(sum(s.line_count) FILTER (j.request_total > 0), 0) AS provider_counted_lines
            FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id) WHERE s.task_id = $t""",
-        f"""SELECT coalesce(sum(request_total) FILTER (request_total > 0), 0) AS provider_request_total,
-                  count(*) AS jobs, count(terminal_at) AS jobs_terminal,
-                  list({{'job_key': job_key, 'code': provider_errors::JSON ->> '$[0].code',
-                         'message': provider_errors::JSON ->> '$[0].message'}} ORDER BY job_key)
-                      FILTER (state = '{JobState.FAILED.value}') AS batch_failures
+        """SELECT coalesce(sum(request_total) FILTER (request_total > 0), 0) AS provider_request_total,
+                  count(*) AS jobs, count(terminal_at) AS jobs_terminal
            FROM ledger.provider_job WHERE task_id = $t""",
+        # Its own WHERE: only failed batches' errors are read as JSON.
+        f"""SELECT list({{'job_key': job_key, 'code': provider_errors::JSON ->> '$[0].code',
+                         'message': provider_errors::JSON ->> '$[0].message'}} ORDER BY job_key) AS batch_failures
+           FROM ledger.provider_job WHERE task_id = $t AND state = '{JobState.FAILED.value}'""",
         f"""SELECT count(*) FILTER (o = 'applied') AS applied, count(*) FILTER (o = 'revoked') AS revoked,
                   count(*) FILTER (o = 'stale') AS stale
            FROM (SELECT CASE WHEN outcome = 'applied' AND {revoked} THEN 'revoked' ELSE outcome END AS o
