@@ -143,3 +143,47 @@ def test_a_lost_manifest_item_is_detected(finished_run, tmp_path):
     assert any(p.startswith(f"manifest items {b.manifest_items - 1} != ") for p in problems), problems
     assert any(f"first-attempt shard lines {b.shard_lines} + unsharded 0 != manifest items {b.manifest_items - 1} - quarantined {b.quarantined}"
                in p for p in problems), problems
+
+
+# --- terms found in one pass over the latest attempts stay each table's own count ---------------------
+
+def test_a_duplicated_latest_line_without_a_result_is_missing_twice(finished_run, tmp_path):
+    """'missing' counts latest lines, not items: a duplicated line whose result is lost is two."""
+    item = one_succeeded("error_class IS NULL")
+    r, b = tampered(finished_run, tmp_path,
+                    f"INSERT INTO ledger.shard_line SELECT * FROM ledger.shard_line WHERE custom_id = {item}",
+                    f"DELETE FROM ledger.parsed_result WHERE custom_id = {item}")
+    assert (r.missing, r.succeeded, r.shard_lines) == (2, b.succeeded - 1, b.shard_lines + 1)
+    problems = r.problems()
+    assert any(p.startswith(f"manifest items {b.manifest_items} != succeeded {b.succeeded - 1}")
+               and f"missing 2 + unsharded 0 (= {b.manifest_items + 1})" in p for p in problems), problems
+
+
+def test_a_result_filed_under_another_task_is_neither_counted_nor_missing(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, f"""
+        UPDATE ledger.parsed_result SET task_id = 'elsewhere' WHERE custom_id = {one_succeeded('error_class IS NULL')}""")
+    assert (r.succeeded, r.missing, r.parsed_from_lines) == (b.succeeded - 1, 0, b.parsed_from_lines - 1)
+    problems = r.problems()
+    assert any(p.startswith(f"manifest items {b.manifest_items} != succeeded {b.succeeded - 1}")
+               and f"(= {b.manifest_items - 1})" in p for p in problems), problems
+
+
+def test_a_superseded_item_leaves_every_term(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, f"""
+        UPDATE ledger.manifest_item SET superseded_at = frozen_at
+        WHERE custom_id = (SELECT a.custom_id FROM ledger.applied_result a JOIN ledger.parsed_result p USING (custom_id)
+                           WHERE a.outcome = 'applied' AND p.error_class IS NULL AND p.from_line
+                           ORDER BY a.custom_id LIMIT 1)""")
+    assert r.problems() == []
+    assert (r.manifest_items, r.shard_lines, r.succeeded, r.applied, r.answered_lines, r.parsed_from_lines) == (
+        b.manifest_items - 1, b.shard_lines - 1, b.succeeded - 1, b.applied - 1, b.answered_lines - 1,
+        b.parsed_from_lines - 1)
+    assert (r.unresolved, r.final_failed, r.undecided) == (b.unresolved, b.final_failed, b.undecided)
+
+
+def test_a_line_of_an_id_unknown_to_the_manifest_is_missing_but_no_items_state(finished_run, tmp_path):
+    r, b = tampered(finished_run, tmp_path, f"""
+        INSERT INTO ledger.shard_line SELECT shard_id, 999, '{TASK_ID1}:ticket:TK-BOGUS:00000000',
+               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens
+        FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
+    assert (r.missing, r.unresolved_missing, r.unresolved) == (b.missing + 1, b.unresolved_missing, b.unresolved)

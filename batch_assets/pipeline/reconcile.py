@@ -1,4 +1,4 @@
-"""Reconciliation: every manifest item accounted for, every term an independent query over the ledger.
+"""Reconciliation: every manifest item accounted for, every term counted from its own ledger table.
 
 Equations (outcomes on each item's LATEST attempt; lines counted per attempt):
 
@@ -10,7 +10,9 @@ Equations (outcomes on each item's LATEST attempt; lines counted per attempt):
     applied + revoked + stale + failed-to-parse = succeeded
 
 Each term is counted from its own table (not derived from the others), so a lost, duplicated or
-tampered ledger row makes an equation fail instead of being absorbed by a remainder.
+tampered ledger row makes an equation fail instead of being absorbed by a remainder. For speed at
+millions of items, terms over one table share its scan, and the terms that need each custom_id's
+latest attempt are computed in one statement that finds it once (`_per_item`).
 
 Finality: every item ends in exactly one final outcome — applied, revoked (applied, then taken back),
 stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an operator. Not final: in flight
@@ -189,132 +191,167 @@ class Reconciliation:
 # An item superseded by a refreeze no longer counts anywhere. (Rows of ids unknown to the manifest
 # still count, so a stray or tampered row unbalances the equation instead of vanishing.)
 ACTIVE = "custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)"
-LATEST = "(SELECT custom_id, max(attempt) AS attempt FROM ledger.shard_line WHERE task_id = $t GROUP BY custom_id)"
 
 
-def _one(conn: duckdb.DuckDBPyConnection, sql: str, task_id: str) -> int:
-    return int(conn.execute(sql, {"t": task_id}).fetchone()[0] or 0)
+def _active(any_superseded: bool, alias: str = "") -> str:
+    # With nothing superseded (the usual case) the filter is TRUE for every row — `x NOT IN (empty)` is
+    # true even for NULL — so it is left out: testing it reads every custom_id of the table.
+    return f"{alias}{ACTIVE}" if any_superseded else "TRUE"
+
+
+def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
+    """One single-row query per table; each column is the Reconciliation field it fills. Terms over
+    the same table share its scan, and no term is derived from another table's rows."""
+    active = _active(any_superseded)
+    # Like ACTIVE: `x IN (empty)` is false for every x, so with no revocation at all it is left out.
+    revoked = "custom_id IN (SELECT custom_id FROM ledger.revocation)" if any_revocation else "FALSE"
+    return [
+        "SELECT coalesce(sum(row_count), 0) AS source_rejects FROM ledger.source_reject WHERE task_id = $t",
+        f"SELECT count(*) AS quarantined FROM ledger.quarantine WHERE task_id = $t AND {active}",
+        f"""SELECT count(*) FILTER (attempt = 1) AS shard_lines, count(*) FILTER (attempt > 1) AS retry_lines
+            FROM ledger.shard_line WHERE task_id = $t AND {active}""",
+        f"""SELECT count(*) AS retry_lines_expected FROM ledger.retry_decision d
+            WHERE d.task_id = $t AND d.action IN {RETRY_ACTIONS} AND {_active(any_superseded, 'd.')}
+              AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.task_id = $t AND sl.custom_id = d.custom_id
+                          AND sl.attempt = d.next_attempt)""",
+        # Gemini reports no request counts to the SDK; batches still validating report 0.
+        """SELECT coalesce(sum(s.line_count) FILTER (j.provider_batch_id IS NOT NULL), 0) AS submitted_lines,
+                  coalesce(sum(s.line_count) FILTER (j.request_total > 0), 0) AS provider_counted_lines
+           FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id) WHERE s.task_id = $t""",
+        """SELECT coalesce(sum(request_total) FILTER (request_total > 0), 0) AS provider_request_total,
+                  count(*) AS jobs, count(terminal_at) AS jobs_terminal
+           FROM ledger.provider_job WHERE task_id = $t""",
+        # Its own WHERE: only failed batches' errors are read as JSON.
+        f"""SELECT list({{'job_key': job_key, 'code': provider_errors::JSON ->> '$[0].code',
+                         'message': provider_errors::JSON ->> '$[0].message'}} ORDER BY job_key) AS batch_failures
+           FROM ledger.provider_job WHERE task_id = $t AND state = '{JobState.FAILED.value}'""",
+        f"""SELECT count(*) FILTER (o = 'applied') AS applied, count(*) FILTER (o = 'revoked') AS revoked,
+                  count(*) FILTER (o = 'stale') AS stale
+           FROM (SELECT CASE WHEN outcome = 'applied' AND {revoked} THEN 'revoked' ELSE outcome END AS o
+                 FROM ledger.applied_result WHERE task_id = $t AND {active})""",
+        f"""SELECT count(*) FILTER (status = 'orphan') AS orphan_lines,
+                  count(*) FILTER (status = 'duplicate') AS duplicate_lines,
+                  count(*) FILTER (status = 'malformed') AS malformed_lines,
+                  count(*) FILTER (status = 'ok' AND {active}) AS answered_lines
+           FROM ledger.raw_result WHERE task_id = $t""",
+        f"SELECT count(*) AS parsed_from_lines FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {active}",
+        "SELECT max(final_status) AS final_status FROM ledger.batch_task WHERE task_id = $t",
+    ]
 
 
 def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
                    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
     r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction)
-    r.manifest_items = _one(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NULL", task_id)
-    r.source_rejects = _one(conn, "SELECT coalesce(sum(row_count), 0) FROM ledger.source_reject WHERE task_id = $t", task_id)
-    r.quarantined = _one(conn, f"SELECT count(*) FROM ledger.quarantine WHERE task_id = $t AND {ACTIVE}", task_id)
-    # Items frozen after the last cut wait for the next one; an older item in neither a shard nor
-    # the quarantine is a lost row, so it is not counted here and unbalances the equations.
-    r.unsharded = _one(conn, """
-        SELECT count(*) FROM ledger.manifest_item m WHERE m.task_id = $t AND m.superseded_at IS NULL
-          AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = $t)
-          AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = $t)
-          AND m.frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t), m.frozen_at)""",
-                       task_id)
-    r.shard_lines = _one(conn, f"SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND attempt = 1 AND {ACTIVE}", task_id)
-    r.retry_lines = _one(conn, f"SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND attempt > 1 AND {ACTIVE}", task_id)
-    r.retry_lines_expected = _one(conn, f"""
-        SELECT count(*) FROM ledger.retry_decision d
-        WHERE d.task_id = $t AND d.action IN {RETRY_ACTIONS} AND d.{ACTIVE}
-          AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.task_id = $t AND sl.custom_id = d.custom_id
-                      AND sl.attempt = d.next_attempt)""", task_id)
-    r.submitted_lines = _one(conn, """
-        SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
-        WHERE s.task_id = $t AND j.provider_batch_id IS NOT NULL""", task_id)
-    # Gemini reports no request counts to the SDK; batches still validating report 0.
-    r.provider_counted_lines = _one(conn, """
-        SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
-        WHERE s.task_id = $t AND j.request_total > 0""", task_id)
-    r.provider_request_total = _one(conn, """
-        SELECT coalesce(sum(request_total), 0) FROM ledger.provider_job WHERE task_id = $t AND request_total > 0""", task_id)
-    rows = conn.execute(f"""
-        SELECT coalesce(p.error_class, 'succeeded') AS cls, p.provider_succeeded, count(*)
-        FROM ledger.parsed_result p JOIN {LATEST} l USING (custom_id, attempt)
-        WHERE p.task_id = $t AND p.{ACTIVE} GROUP BY ALL""", {"t": task_id}).fetchall()
-    for cls, provider_ok, n in rows:
-        if provider_ok and cls != "content_policy_error":  # a refusal is not an answer
-            r.succeeded += n
-            if cls != "succeeded":
-                r.failed_to_parse += n
-        elif cls == "expired":
-            r.expired += n
-        elif cls == "canceled":
-            r.canceled += n
-        else:
-            r.failed[cls] = r.failed.get(cls, 0) + n
-    r.missing = _one(conn, f"""
-        SELECT count(*) FROM ledger.shard_line sl JOIN {LATEST} l USING (custom_id, attempt)
-        WHERE sl.task_id = $t AND sl.{ACTIVE}
-          AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p WHERE p.custom_id = sl.custom_id AND p.attempt = sl.attempt)""",
-                     task_id)
-    applied = dict(conn.execute(f"""
-        SELECT CASE WHEN outcome = 'applied' AND custom_id IN (SELECT custom_id FROM ledger.revocation)
-                    THEN 'revoked' ELSE outcome END, count(*)
-        FROM ledger.applied_result WHERE task_id = $t AND {ACTIVE} GROUP BY 1""", {"t": task_id}).fetchall())
-    r.applied, r.revoked, r.stale = applied.get("applied", 0), applied.get("revoked", 0), applied.get("stale", 0)
-    lines = dict(conn.execute("SELECT status, count(*) FROM ledger.raw_result WHERE task_id = $t GROUP BY 1",
-                              {"t": task_id}).fetchall())
-    r.orphan_lines, r.duplicate_lines, r.malformed_lines = (lines.get(k, 0) for k in ("orphan", "duplicate", "malformed"))
-    r.answered_lines = _one(conn, f"SELECT count(*) FROM ledger.raw_result WHERE task_id = $t AND status = 'ok' AND {ACTIVE}", task_id)
-    r.parsed_from_lines = _one(conn, f"SELECT count(*) FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {ACTIVE}", task_id)
-    r.jobs, r.jobs_terminal = conn.execute(
-        "SELECT count(*), count(terminal_at) FROM ledger.provider_job WHERE task_id = $t", {"t": task_id}).fetchone()
-    r.batch_failures = [
-        f"{job_key}: {code or 'no code'}: {message or 'no detail'}" for job_key, code, message in conn.execute(f"""
-            SELECT job_key, provider_errors::JSON ->> '$[0].code', provider_errors::JSON ->> '$[0].message'
-            FROM ledger.provider_job WHERE task_id = $t AND state = '{JobState.FAILED.value}' ORDER BY job_key""",
-                                                                                          {"t": task_id}).fetchall()]
-    _finality(conn, task_id, r)
-    r.final_status = conn.execute("SELECT final_status FROM ledger.batch_task WHERE task_id = $t",
-                                  {"t": task_id}).fetchone()[0] if r.manifest_items else None
+    params = {"t": task_id}
+    r.manifest_items, superseded, revocations = conn.execute("""
+        SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL),
+               (SELECT count(*) FROM ledger.revocation)
+        FROM ledger.manifest_item WHERE task_id = $t""", params).fetchone()
+    terms_sql = ", ".join(f"({sql})" for sql in _table_terms(superseded > 0, revocations > 0))
+    cur = conn.execute(f"SELECT * FROM {terms_sql}", params)
+    terms = dict(zip((d[0] for d in cur.description), cur.fetchone()))
+    final_status, failures = terms.pop("final_status"), terms.pop("batch_failures") or []
+    for name, value in terms.items():
+        setattr(r, name, int(value or 0))
+    r.batch_failures = [f"{f['job_key']}: {f['code'] or 'no code'}: {f['message'] or 'no detail'}" for f in failures]
+    _per_item(conn, task_id, r)
+    r.final_status = final_status if r.manifest_items else None
     return r
 
 
-def _finality(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) -> None:
-    """One state per manifest item (its latest attempt), counted."""
+def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) -> None:
+    """The terms that need each custom_id's latest attempt, from one pass over the ids: outcomes of
+    latest attempts (parsed results by class, lines without one), unsharded items, and the finality
+    state of every manifest item. The latest attempt is found once; each table is read once."""
     rows = conn.execute(f"""
-        WITH items AS (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NULL),
-        latest AS {LATEST},
-        open_lines AS (  -- latest lines whose batch has not ended (or is not submitted yet)
-            SELECT DISTINCT sl.custom_id
-            FROM ledger.shard_line sl JOIN latest USING (custom_id, attempt)
-            LEFT JOIN ledger.provider_job j ON j.shard_id = sl.shard_id
-                 AND coalesce(j.create_outcome, '') <> 'abandoned'
-            WHERE sl.task_id = $t AND (j.job_key IS NULL OR {not_terminal_sql('j')})
+        WITH closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
+            SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
+            GROUP BY shard_id HAVING NOT bool_or(coalesce({not_terminal_sql()}, false))
+        ),
+        lines AS (  -- per custom_id of the task's lines: the latest attempt, and its lines' count and state
+            SELECT sl.custom_id, max(sl.attempt) AS attempt,
+                   -- attempt * 2 + open: the max is odd when a line of the latest attempt is open
+                   max(sl.attempt::BIGINT * 2 + (c.shard_id IS NULL)::INTEGER) AS open_key,
+                   count(*) FILTER (sl.attempt = 1) AS first_lines,
+                   list(sl.attempt) FILTER (sl.attempt <> 1) AS other_attempts
+            FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id)
+            WHERE sl.task_id = $t GROUP BY sl.custom_id
+        ),
+        latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
+            SELECT l.custom_id, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
+                   CASE WHEN l.attempt = 1 THEN l.first_lines
+                        ELSE len(list_filter(l.other_attempts, lambda a: a = l.attempt)) END AS latest_lines,
+                   o.custom_id IS NOT NULL AS answered, o.task_id = $t AS own_result, o.error_class,
+                   o.provider_succeeded, d.action, d.error_class AS decided_class
+            FROM lines l
+            LEFT JOIN ledger.parsed_result o ON o.custom_id = l.custom_id AND o.attempt = l.attempt
+            LEFT JOIN ledger.retry_decision d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
+        ),
+        ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
+            SELECT m.custom_id IS NOT NULL AND m.superseded_at IS NULL AS item, m.superseded_at IS NOT NULL AS superseded,
+                   m.frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
+                                           m.frozen_at) AS after_cut,
+                   q.custom_id IS NOT NULL AS quarantined, a.outcome, l.*
+            FROM (SELECT custom_id, superseded_at, frozen_at FROM ledger.manifest_item WHERE task_id = $t) m
+            FULL JOIN latest l ON l.custom_id = m.custom_id
+            LEFT JOIN (SELECT custom_id FROM ledger.quarantine WHERE task_id = $t) q ON q.custom_id = m.custom_id
+            LEFT JOIN (SELECT custom_id, outcome FROM ledger.applied_result WHERE task_id = $t) a
+                   ON a.custom_id = m.custom_id
+        ),
+        terms AS (
+            SELECT item, attempt,
+                   CASE WHEN NOT item THEN NULL
+                        WHEN quarantined THEN 'quarantined'
+                        WHEN outcome IS NOT NULL THEN outcome
+                        WHEN attempt IS NULL THEN 'unsharded'
+                        WHEN NOT answered THEN CASE WHEN open THEN 'in_flight' ELSE 'missing' END
+                        WHEN error_class IS NULL THEN 'unapplied'
+                        WHEN action IN {RETRY_ACTIONS} THEN 'retry_pending'
+                        WHEN action = 'compliance_hold' THEN 'compliance_held'
+                        WHEN action = 'canceled' THEN 'operator_canceled'
+                        WHEN action IN {FINAL_FAILED_ACTIONS} THEN 'final_failed'
+                        ELSE 'undecided'
+                   END AS state,
+                   CASE WHEN item THEN coalesce(decided_class, error_class) END AS cls,
+                   answered AND own_result AND NOT superseded AS counted_result,
+                   CASE WHEN attempt IS NOT NULL AND NOT answered AND NOT superseded THEN latest_lines ELSE 0 END
+                       AS missing_lines,
+                   item AND NOT quarantined AND attempt IS NULL AND after_cut AS unsharded,
+                   coalesce(error_class, 'succeeded') AS result_cls, provider_succeeded
+            FROM ids
         )
-        SELECT CASE
-                   WHEN q.custom_id IS NOT NULL THEN 'quarantined'
-                   WHEN a.outcome IS NOT NULL THEN a.outcome
-                   WHEN l.custom_id IS NULL THEN 'unsharded'
-                   WHEN o.custom_id IS NULL THEN CASE WHEN ol.custom_id IS NOT NULL THEN 'in_flight' ELSE 'missing' END
-                   WHEN o.error_class IS NULL THEN 'unapplied'
-                   WHEN d.action IN {RETRY_ACTIONS} THEN 'retry_pending'
-                   WHEN d.action = 'compliance_hold' THEN 'compliance_held'
-                   WHEN d.action = 'canceled' THEN 'operator_canceled'
-                   WHEN d.action IN {FINAL_FAILED_ACTIONS} THEN 'final_failed'
-                   ELSE 'undecided'
-               END AS state,
-               coalesce(d.error_class, o.error_class) AS cls,
-               count(*) AS n, count(*) FILTER (l.attempt > 1) AS retried, max(l.attempt) AS max_attempt
-        FROM items i
-        LEFT JOIN (SELECT custom_id FROM ledger.quarantine WHERE task_id = $t) q USING (custom_id)
-        LEFT JOIN (SELECT custom_id, outcome FROM ledger.applied_result WHERE task_id = $t) a USING (custom_id)
-        LEFT JOIN latest l USING (custom_id)
-        LEFT JOIN ledger.parsed_result o ON o.custom_id = l.custom_id AND o.attempt = l.attempt
-        LEFT JOIN ledger.retry_decision d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
-        LEFT JOIN open_lines ol ON ol.custom_id = i.custom_id
-        GROUP BY ALL
+        SELECT state, cls,
+               CASE WHEN counted_result THEN result_cls END, CASE WHEN counted_result THEN provider_succeeded END,
+               count(*) FILTER (item), count(*) FILTER (counted_result),
+               count(*) FILTER (item AND attempt > 1), max(attempt) FILTER (item),
+               sum(missing_lines), count(*) FILTER (unsharded)
+        FROM terms GROUP BY ALL
     """, {"t": task_id}).fetchall()
-    for state, cls, n, retried, max_attempt in rows:
+    for state, cls, result_cls, provider_ok, items, results, retried, max_attempt, missing, unsharded in rows:
+        r.missing += missing or 0
+        r.unsharded += unsharded
         r.retried += retried
         r.max_attempt = max(r.max_attempt, max_attempt or 0)
+        if results:  # parsed results of latest attempts, by class
+            if provider_ok and result_cls != "content_policy_error":  # a refusal is not an answer
+                r.succeeded += results
+                if result_cls != "succeeded":
+                    r.failed_to_parse += results
+            elif result_cls == "expired":
+                r.expired += results
+            elif result_cls == "canceled":
+                r.canceled += results
+            else:
+                r.failed[result_cls] = r.failed.get(result_cls, 0) + results
+        # finality: one state per manifest item (its latest attempt)
         if state == "final_failed":
-            r.final_failed[cls] = r.final_failed.get(cls, 0) + n
+            r.final_failed[cls] = r.final_failed.get(cls, 0) + items
         elif state == "in_flight":
-            r.in_flight += n
+            r.in_flight += items
         elif state == "missing":
-            r.unresolved_missing += n
+            r.unresolved_missing += items
         elif state in ("retry_pending", "undecided", "unapplied", "compliance_held", "operator_canceled"):
-            setattr(r, state, getattr(r, state) + n)
+            setattr(r, state, getattr(r, state) + items)
 
 
 def reconcile(wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
