@@ -97,10 +97,12 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, k
                      prompt_text, {line}strlen(line) AS line_bytes, json_valid(line) AS line_valid
               FROM (SELECT *, {request_line_sql(task)} AS line
                     FROM (SELECT *, {request_id_sql(task)} AS request_id
-                          FROM (SELECT m.custom_id, t.attempt, m.business_id, p.prompt_text, p.blank_columns,
+                          -- Everything comes from the frozen Parquet (it holds the business id too): a
+                          -- second hash join over every item's custom_id (with ledger.manifest_item) ran
+                          -- out of memory at 10M items.
+                          FROM (SELECT t.custom_id, t.attempt, p.business_id, p.prompt_text, p.blank_columns,
                                        {blocked}, p.est_input_tokens
-                                FROM {todo} t JOIN ledger.manifest_item m USING (custom_id)
-                                JOIN read_parquet({sql_literal(manifest_uri)}) p USING (custom_id)))))
+                                FROM {todo} t JOIN read_parquet({sql_literal(manifest_uri)}) p USING (custom_id)))))
     """
 
 
