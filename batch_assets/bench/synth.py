@@ -45,6 +45,7 @@ ERR_429_BELOW = 30             # 0.30 % HTTP 429 (error file)
 ERR_500_BELOW = 50             # 0.20 % HTTP 500 (error file)
 BAD_SCHEMA_BELOW = 70          # 0.20 % answer violates the output schema -> parse_error
 LENGTH_BELOW = 80              # 0.10 % finish_reason length, answer cut off -> parse_error
+LOW_CONFIDENCE_PERCENT = 4      # answers with confidence < 0.5 (ticket_triage reviews them all)
 MODEL_SNAPSHOT = "gpt-4o-mini-2024-07-18"
 CREATED_UNIX = 1_763_600_000
 
@@ -206,7 +207,10 @@ def _result_lines_sql(task_id: str, max_tokens: int) -> str:
     """One row per submitted shard line: (file, id, custom_id, response, error), shuffled."""
     cats, reasons = _list_sql(CATEGORIES), _list_sql(REASONS)
     answer = (f"json_object('category', {cats}[1 + CAST(hash(custom_id, 'cat') % 3 AS BIGINT)], "
-              f"'confidence', round((hash(custom_id, 'conf') % 1000) / 1000.0, 3), "
+              # Mostly confident, as classifiers are: LOW_CONFIDENCE_PERCENT of the answers below 0.5
+              # (the task's review `always_if`), the rest between 0.5 and 1.
+              f"'confidence', round(CASE WHEN hash(custom_id, 'low') % 100 < {LOW_CONFIDENCE_PERCENT} "
+              f"THEN 0.0 ELSE 0.5 END + (hash(custom_id, 'conf') % 500) / 1000.0, 3), "
               f"'reason', {reasons}[1 + CAST(hash(custom_id, 'why') % {len(REASONS)} AS BIGINT)])")
     bad_answer = ("json_object('category', 'other', 'confidence', 1.5, "
                   "'reason', 'not one of the allowed categories')")
