@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from batch_assets.pipeline import apply as apply_module
 from batch_assets.pipeline.apply import apply_results, ensure_target_table
 from batch_assets.pipeline.ingest import collect_raw_results, download_results, ingest_files
 from batch_assets.pipeline.manifest import freeze_manifest
@@ -339,6 +340,44 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_co
     assert [(r["business_id"], r["custom_id"], r["previous_custom_id"]) for r in previous] == [
         (k, labels[k]["custom_id"], "earlier-cid") for k in sorted(held)]
     assert {json.loads(r["previous_row"])["reason"] for r in previous} == {"earlier"}
+    balanced(wh)
+
+
+def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_the_next_run(
+        seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch):
+    """Large applies commit in chunks by business id: a chunk that fails rolls back whole (no
+    business row without its ledger row), the chunks before it stay, and the next run writes the rest."""
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
+    real, calls = apply_module.insert_applied_results, []
+
+    def second_chunk_fails(conn, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("injected: the second chunk fails before it commits")
+        return real(conn, *args, **kwargs)
+
+    monkeypatch.setattr(apply_module, "insert_applied_results", second_chunk_fails)
+    with pytest.raises(RuntimeError, match="injected"):
+        apply_results(wh, ticket_task, DAY1)
+    first = q(wh, "SELECT count(*) AS n FROM ledger.applied_result")[0]["n"]
+    assert 0 < first < LINES
+    assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == first  # the failed chunk left nothing
+
+    monkeypatch.setattr(apply_module, "insert_applied_results", real)
+    s = apply_results(wh, ticket_task, DAY1)
+    assert (s.applied, s.stale) == (LINES - first, 0)
+    assert q(wh, "SELECT count(*) AS n, count(DISTINCT custom_id) AS d FROM ledger.applied_result") == [
+        {"n": LINES, "d": LINES}]
+    assert q(wh, "SELECT count(*) AS n, count(DISTINCT ticket_id) AS d FROM ticket_labels") == [{"n": LINES, "d": LINES}]
+    # The review picks are the task's rule over all answers, whichever chunk wrote them.
+    expected = q(wh, """SELECT custom_id FROM ticket_labels
+                        WHERE CAST('0x' || left(md5(custom_id), 8) AS UBIGINT) < 0.05 * 4294967296 OR confidence < 0.5
+                        ORDER BY 1""")
+    assert q(wh, "SELECT custom_id FROM ledger.review_item ORDER BY 1") == expected
     balanced(wh)
 
 

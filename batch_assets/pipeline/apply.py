@@ -79,6 +79,10 @@ def _decided_sql(task: ResolvedTask) -> str:
     """
 
 
+# Answers written per transaction (see apply_results).
+APPLY_CHUNK = 1_000_000
+
+
 @dataclass(frozen=True)
 class ApplySummary:
     task_id: str
@@ -221,48 +225,67 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         conn.execute("DROP VIEW _live; DROP TABLE _same; DROP TABLE _cand;")
         drop_source(conn)
         fields = _answer_fields(task)
-        targets = ", ".join(quote_ident(c) for c in apply.columns)
-        values = ", ".join(f"_f{fields.index(f)}" for f in apply.columns.values())
-        updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
-        key = quote_ident(apply.key)
-        table = f"main.{quote_ident(apply.table)}"
-        with transaction(conn):
-            # The rows about to be overwritten (an earlier answer for the key and version): a revoke puts them back.
-            conn.execute(f"""
-                CREATE OR REPLACE TEMP TABLE _over AS
-                SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
-                FROM _decided d JOIN {table} b
-                  ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
-                WHERE d.outcome = 'applied'
-            """)
-            insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
-                                    target_table=apply.table, output_version=spec.output.version)
-            overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
-            def rows(held: str) -> str:
-                return f"""
-                    INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
-                    SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                    FROM _decided WHERE outcome = 'applied' AND business_id {held} (SELECT business_id FROM _over)
-                """
-            # Keys the table does not hold yet take a plain INSERT (the primary key still refuses a
-            # duplicate); ON CONFLICT's update path costs about twice as much per row, so only the
-            # overwritten keys go through it.
-            conn.execute(rows("NOT IN"))
-            if overwrites:
-                conn.execute(rows("IN") + f"""
-                    ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
-                        custom_id = excluded.custom_id, input_hash = excluded.input_hash,
-                        task_id = excluded.task_id, applied_at = excluded.applied_at
-                """)
-            conn.execute("DROP TABLE _over")
-            faultpoints.reached("apply.before_commit")
-            insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _decided",
-                                   target_table=apply.table, output_version=spec.output.version)
-            if spec.review.sample_rate > 0 or spec.review.always_if:
-                named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
-                insert_review_items(conn, task_id, review_sample_sql(
-                    task, f"(SELECT custom_id, attempt{named} FROM _decided WHERE outcome = 'applied')"))
+        # Written in chunks of at most APPLY_CHUNK answers (by business id, so a key never spans two),
+        # each in its own transaction: an answer's business row and its ledger rows still commit
+        # together, and a transaction never holds more than a chunk (one transaction of 10M answers
+        # ran out of memory on its uncommitted index entries). A failure between chunks leaves the
+        # rest unapplied for the next run, never half of an answer.
+        n_applied = conn.execute("SELECT count(*) FROM _decided WHERE outcome = 'applied'").fetchone()[0]
+        chunks = max(1, -(-n_applied // APPLY_CHUNK))
+        for k in range(chunks):
+            conn.execute(f"CREATE OR REPLACE TEMP VIEW _part AS SELECT * FROM _decided"
+                         + (f" WHERE hash(business_id) % {chunks} = {k}" if chunks > 1 else ""))
+            _write_chunk(conn, task, task_id, fields)
+        conn.execute("DROP VIEW _part")
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         conn.execute("DROP TABLE _decided")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
+
+
+def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, fields: list[str]) -> None:
+    """One transaction: the answers of view `_part` into the business table (the rows they overwrite
+    kept for revoke), their outcomes into ledger.applied_result, the review picks into ledger.review_item."""
+    spec, apply = task.spec, task.spec.apply
+    tid = sql_literal(task_id)
+    targets = ", ".join(quote_ident(c) for c in apply.columns)
+    values = ", ".join(f"_f{fields.index(f)}" for f in apply.columns.values())
+    updates = ", ".join(f"{quote_ident(c)} = excluded.{quote_ident(c)}" for c in apply.columns)
+    key = quote_ident(apply.key)
+    table = f"main.{quote_ident(apply.table)}"
+    with transaction(conn):
+        # The rows about to be overwritten (an earlier answer for the key and version): a revoke puts them back.
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _over AS
+            SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
+            FROM _part d JOIN {table} b
+              ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
+            WHERE d.outcome = 'applied'
+        """)
+        insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
+                                target_table=apply.table, output_version=spec.output.version)
+        overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
+        def rows(held: str) -> str:
+            return f"""
+                INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
+                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
+                FROM _part WHERE outcome = 'applied' AND business_id {held} (SELECT business_id FROM _over)
+            """
+        # Keys the table does not hold yet take a plain INSERT (the primary key still refuses a
+        # duplicate); ON CONFLICT's update path costs about twice as much per row, so only the
+        # overwritten keys go through it.
+        conn.execute(rows("NOT IN"))
+        if overwrites:
+            conn.execute(rows("IN") + f"""
+                ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
+                    custom_id = excluded.custom_id, input_hash = excluded.input_hash,
+                    task_id = excluded.task_id, applied_at = excluded.applied_at
+            """)
+        conn.execute("DROP TABLE _over")
+        faultpoints.reached("apply.before_commit")
+        insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _part",
+                               target_table=apply.table, output_version=spec.output.version)
+        if spec.review.sample_rate > 0 or spec.review.always_if:
+            named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
+            insert_review_items(conn, task_id, review_sample_sql(
+                task, f"(SELECT custom_id, attempt{named} FROM _part WHERE outcome = 'applied')"))
