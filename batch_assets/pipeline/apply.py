@@ -6,6 +6,7 @@ current source row is marked stale and never written over newer data. Every deci
 ledger.applied_result in the same transaction as the write, so applying twice changes nothing.
 In that transaction too: the business row an answer overwrites is kept in ledger.applied_previous
 (so a revoke can put it back), and the answers the task's `review:` picks land in ledger.review_item.
+Large partitions are written in chunks of at most APPLY_CHUNK answers, one transaction each.
 """
 
 from __future__ import annotations
