@@ -314,10 +314,14 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
     balanced(wh)
 
 
+@pytest.mark.parametrize("chunk", [None, 7], ids=["one_chunk", "chunks_of_7"])
 def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_copy, ticket_task, adapter,
-                                                                         wait_for_jobs):
+                                                                         wait_for_jobs, monkeypatch, chunk):
     """Keys the business table already holds under the output version take the new answer (their
-    rows kept for a revoke); the other keys are added; both in one apply."""
+    rows kept for a revoke); the other keys are added; both in one apply. In chunks too: some
+    chunks hold an overwritten key and some none."""
+    if chunk:
+        monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
     wh = seeded_copy
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
     collect_raw_results(wh, ticket_task, DAY1, adapter)

@@ -233,20 +233,43 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         # rest unapplied for the next run, never half of an answer.
         n_applied = conn.execute("SELECT count(*) FROM _decided WHERE outcome = 'applied'").fetchone()[0]
         chunks = max(1, -(-n_applied // APPLY_CHUNK))
+        any_held = _held_keys(conn, task)
         for k in range(chunks):
-            conn.execute(f"CREATE OR REPLACE TEMP VIEW _part AS SELECT * FROM _decided"
-                         + (f" WHERE hash(business_id) % {chunks} = {k}" if chunks > 1 else ""))
-            _write_chunk(conn, task, task_id, fields)
-        conn.execute("DROP VIEW _part")
+            if chunks == 1:
+                conn.execute("CREATE OR REPLACE TEMP VIEW _part AS SELECT * FROM _decided")
+            else:
+                # A chunk's rows are copied out once, so its statements read a chunk, not the partition.
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _part AS SELECT * FROM _decided "
+                             f"WHERE hash(business_id) % {chunks} = {k}")
+            _write_chunk(conn, task, task_id, fields, any_held)
+            conn.execute("DROP VIEW _part" if chunks == 1 else "DROP TABLE _part")
+        conn.execute("DROP TABLE _held")
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         conn.execute("DROP TABLE _decided")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
 
 
-def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, fields: list[str]) -> None:
-    """One transaction: the answers of view `_part` into the business table (the rows they overwrite
-    kept for revoke), their outcomes into ledger.applied_result, the review picks into ledger.review_item."""
+def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
+    """Temp table `_held`: the business ids of `_decided`'s answers that the business table holds
+    already (at the task's output version), found with one read of the table's keys for all
+    chunks. Returns whether there is any."""
+    apply = task.spec.apply
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _held AS
+        SELECT d.business_id
+        FROM _decided d JOIN (SELECT {quote_ident(apply.key)} AS business_id FROM main.{quote_ident(apply.table)}
+                              WHERE output_version = {sql_literal(task.spec.output.version)}) b USING (business_id)
+        WHERE d.outcome = 'applied'
+    """)
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM _held)").fetchone()[0]
+
+
+def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, fields: list[str],
+                 any_held: bool) -> None:
+    """One transaction: the answers of `_part` (a view, or a chunk's copy) into the business table
+    (the rows they overwrite kept for revoke), their outcomes into ledger.applied_result, the review
+    picks into ledger.review_item. `any_held`: whether `_held` has any key."""
     spec, apply = task.spec, task.spec.apply
     tid = sql_literal(task_id)
     targets = ", ".join(quote_ident(c) for c in apply.columns)
@@ -255,34 +278,40 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
     key = quote_ident(apply.key)
     table = f"main.{quote_ident(apply.table)}"
     with transaction(conn):
-        # The rows about to be overwritten (an earlier answer for the key and version): a revoke puts them back.
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP TABLE _over AS
-            SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
-            FROM _part d JOIN {table} b
-              ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
-            WHERE d.outcome = 'applied'
-        """)
-        insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
-                                target_table=apply.table, output_version=spec.output.version)
-        overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
+        # The rows about to be overwritten (an earlier answer for the key and version): a revoke puts
+        # them back. Only keys the table held before this apply can be (`_held`); a chunk without
+        # any does not read the table.
+        overwrites = 0
+        if any_held and conn.execute("SELECT EXISTS (SELECT 1 FROM _part WHERE business_id IN "
+                                     "(SELECT business_id FROM _held))").fetchone()[0]:
+            conn.execute(f"""
+                CREATE OR REPLACE TEMP TABLE _over AS
+                SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
+                FROM _part d JOIN {table} b
+                  ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
+                WHERE d.outcome = 'applied' AND d.business_id IN (SELECT business_id FROM _held)
+            """)
+            insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
+                                    target_table=apply.table, output_version=spec.output.version)
+            overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
+
         def rows(held: str) -> str:
             return f"""
                 INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
-                FROM _part WHERE outcome = 'applied' AND business_id {held} (SELECT business_id FROM _over)
+                FROM _part WHERE outcome = 'applied' AND {held}
             """
-        # Keys the table does not hold yet take a plain INSERT (the primary key still refuses a
-        # duplicate); ON CONFLICT's update path costs about twice as much per row, so only the
-        # overwritten keys go through it.
-        conn.execute(rows("NOT IN"))
+        # Keys the table does not hold take a plain INSERT (the primary key still refuses one written
+        # meanwhile: the chunk fails and rolls back, nothing is overwritten unrecorded); ON
+        # CONFLICT's update path costs about twice as much per row, so only overwritten keys take it.
+        conn.execute(rows("business_id NOT IN (SELECT business_id FROM _over)" if overwrites else "true"))
         if overwrites:
-            conn.execute(rows("IN") + f"""
+            conn.execute(rows("business_id IN (SELECT business_id FROM _over)") + f"""
                 ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at
             """)
-        conn.execute("DROP TABLE _over")
+        conn.execute("DROP TABLE IF EXISTS _over")
         faultpoints.reached("apply.before_commit")
         insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _part",
                                target_table=apply.table, output_version=spec.output.version)
