@@ -176,6 +176,34 @@ def test_orphan_duplicate_and_malformed_lines_are_recorded_and_nothing_is_lost(
     assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == LINES
 
 
+def test_lines_a_second_job_of_the_same_shard_returns_are_duplicates_in_a_later_batch(
+        seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch):
+    """A shard whose batch ran twice (e.g. an ambiguous create) returns every answer twice, from two
+    jobs. Each file its own ingest batch: the second job's lines are duplicates, not answers."""
+    from batch_assets.ledger.results import insert_raw_file
+    from batch_assets.pipeline import ingest as ingest_module
+    from batch_assets.pipeline.shards import file_sha256
+
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    assert download_results(wh, TASK_ID1, adapter) == 1
+    first = output_file(wh)
+    again = first.with_name("again.jsonl")
+    again.write_bytes(first.read_bytes())
+    (job,) = q(wh, "SELECT job_key FROM ledger.provider_job")
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO ledger.provider_job SELECT * REPLACE (job_key || '-again' AS job_key, "
+                     "provider_batch_id || '-again' AS provider_batch_id) FROM ledger.provider_job")
+        insert_raw_file(conn, file_key=job["job_key"] + "-again:output", job_key=job["job_key"] + "-again",
+                        task_id=TASK_ID1, kind="output", provider_file_id=None, path=str(again),
+                        sha256=file_sha256(again), byte_count=again.stat().st_size)
+    monkeypatch.setattr(ingest_module, "INGEST_BATCH_BYTES", 1)  # one file per batch
+    assert ingest_files(wh, TASK_ID1) == (2, 2 * LINES)
+    by_job = q(wh, "SELECT job_key, status, count(*) AS n FROM ledger.raw_result GROUP BY ALL ORDER BY 1")
+    assert [(r["job_key"], r["status"], r["n"]) for r in by_job] == [
+        (job["job_key"], "ok", LINES), (job["job_key"] + "-again", "duplicate", LINES)]
+
+
 # --- stage 6: parse and classify ------------------------------------------------------------------------
 
 def test_every_failure_is_classified(seeded_copy, ticket_task, adapter, emulator, wait_for_jobs):

@@ -169,7 +169,8 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
 INGEST_BATCH_BYTES = 256 << 20   # result-file bytes staged per transaction (bounds memory)
 
 
-def _batches(files: list[dict], limit: int = INGEST_BATCH_BYTES) -> Iterator[list[dict]]:
+def _batches(files: list[dict], limit: int | None = None) -> Iterator[list[dict]]:
+    limit = INGEST_BATCH_BYTES if limit is None else limit
     batch: list[dict] = []
     size = 0
     for f in files:
@@ -242,6 +243,13 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             conn.execute(f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
                          "AS t(ord, file_key, job_key, path, shard_id, attempt)")
             _stage_batch(conn, batch, fmt)
+            # The batch's shards, and every job of them, as constant lists: the ledger's line and
+            # result tables are filtered by them, so a batch reads its own shards' rows, not the
+            # partition's (which made ingest quadratic in the number of batches).
+            shard_ids = sorted({f["shard_id"] for f in batch})
+            shards_in = ", ".join(sql_literal(s) for s in shard_ids)
+            jobs_in = ", ".join(sql_literal(r[0]) for r in conn.execute(
+                f"SELECT job_key FROM ledger.provider_job WHERE shard_id IN ({shards_in})").fetchall())
             # Map each line to its custom_id and rank repeats: narrow columns only (no bodies). A
             # retried item answers once per attempt, so repeats are counted per (custom_id, attempt).
             conn.execute(f"""
@@ -250,7 +258,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                        CASE WHEN sl.custom_id IS NOT NULL
                             THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt ORDER BY f.ord, i.line_no) END AS nth
                 FROM _in i JOIN _files f USING (file_key)
-                LEFT JOIN ledger.shard_line sl ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
+                LEFT JOIN (SELECT shard_id, request_id, custom_id FROM ledger.shard_line WHERE shard_id IN ({shards_in})) sl
+                       ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
             with transaction(conn):
                 n = insert_raw_results(conn, task_id, f"""
@@ -261,7 +270,10 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                                 ELSE 'ok' END AS status,
                            i.line_id, i.status_code, i.provider_request_id, i.body, i.error, i.malformed_line
                     FROM _in i JOIN _keyed k USING (file_key, line_no)
-                    LEFT JOIN (SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} AND status = 'ok') prev
+                    -- Lines answered before: a (custom_id, attempt) is cut into one shard only, so they
+                    -- came from a job of the same shard.
+                    LEFT JOIN (SELECT DISTINCT custom_id, attempt FROM ledger.raw_result
+                               WHERE task_id = {tid} AND status = 'ok' AND job_key IN ({jobs_in})) prev
                       ON prev.custom_id = k.custom_id AND prev.attempt = k.attempt
                 """)
                 mark_files_ingested(conn, """
