@@ -170,16 +170,25 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         HAVING business_id IS NULL OR trim(business_id) = '' OR count(*) > 1
     """)
     prefix = sql_literal(task_id + ':' + spec.item_type + ':')
+    # The items go straight into the manifest Parquet, the only copy of the prompt texts; the
+    # ledger statements below read their narrow columns back from it. (Materializing the items,
+    # texts included, and then copying them out wrote and read them twice: at 10M items ~6 GB
+    # spilled out of the memory pool and back.)
+    manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _items AS
-        SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
-        FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
-                     {input_hash_sql(task)} AS input_hash,
-                     {estimated_tokens_sql('prompt_text')} AS est_input_tokens
-              FROM _src
-              WHERE business_id IS NOT NULL AND trim(business_id) <> ''
-                AND business_id NOT IN (SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))
+        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text,
+                     source_fp
+              FROM (SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
+                    FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
+                                 {input_hash_sql(task)} AS input_hash,
+                                 {estimated_tokens_sql('prompt_text')} AS est_input_tokens
+                          FROM _src
+                          WHERE business_id IS NOT NULL AND trim(business_id) <> ''
+                            AND business_id NOT IN (SELECT business_id FROM ledger.source_reject
+                                                    WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))))
+        TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
+    conn.execute(f"CREATE OR REPLACE TEMP VIEW _items AS SELECT * FROM read_parquet({sql_literal(str(manifest_path))})")
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
     new_items = ledger_manifest.insert_manifest_items(conn, task_id, f"""
@@ -197,13 +206,6 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         FROM {MAPPING_TABLE} m JOIN _items i USING (business_id)
     """)
 
-    manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
-    conn.execute(f"""
-        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text,
-                     source_fp
-              FROM _items)
-        TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
-    """)
     items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
     est_cost = conn.execute(f"SELECT sum({est_cost_sql(task)}) FROM _items WHERE blocked_reason IS NULL").fetchone()[0]
     upsert_frozen_task(
@@ -215,7 +217,7 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     currency = currency_of(spec.provider, spec.model)
     set_task_currency(conn, task_id, currency)
     rejects = scalar(conn, "SELECT count(*) FROM ledger.source_reject WHERE task_id = ?", [task_id])
-    conn.execute("DROP TABLE _items")
+    conn.execute("DROP VIEW _items")
     drop_source(conn)
     return ManifestSummary(task_id, str(manifest_path), version, items, new_items, superseded, rejects, reused=False,
                            pii=pii, est_cost=est_cost, currency=currency)
