@@ -4,10 +4,12 @@ Every manifest item not yet in a shard is rendered into the provider's request l
 on its own; a bad line is quarantined with its reason and fix instead of failing the file. Valid
 lines are cut into shards that respect the provider's limits (requests, bytes, enqueued tokens).
 
-Cutting packs lines greedily in custom_id order: each shard takes as many lines as fit all three
-limits. Bytes and tokens are running totals (a DuckDB window), streamed to Python in chunks, and each
-shard's end is found by binary search on them (polars), so the work per shard is O(log n), nothing
-loops over lines in Python and memory stays one chunk however large the partition.
+Cutting packs lines greedily in manifest order (the row order of the frozen Parquet, fixed at
+freeze): each shard takes as many lines as fit all three limits. Bytes and tokens are running totals
+(a DuckDB window over the row numbers), streamed to Python in chunks, and each shard's end is found by
+binary search on them (polars), so the work per shard is O(log n), nothing loops over lines in Python
+and memory stays one chunk however large the partition. A shard is a range of manifest rows, so its
+file is written from that range alone; the wide rendered rows are never sorted.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, k
     line = "line, " if keep_line else ""
     return f"""
         SELECT *, {reason_code} AS reason_code, {reason} AS reason
-        FROM (SELECT custom_id, attempt, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
+        FROM (SELECT custom_id, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
                      est_input_tokens + {int(task.spec.params.max_tokens)} AS est_tokens,
                      prompt_text, {line}strlen(line) AS line_bytes, json_valid(line) AS line_valid
               FROM (SELECT *, {request_line_sql(task)} AS line
@@ -100,9 +102,10 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, k
                           -- Everything comes from the frozen Parquet (it holds the business id too): a
                           -- second hash join over every item's custom_id (with ledger.manifest_item) ran
                           -- out of memory at 10M items.
-                          FROM (SELECT t.custom_id, t.attempt, p.business_id, p.prompt_text, p.blank_columns,
-                                       {blocked}, p.est_input_tokens
-                                FROM {todo} t JOIN read_parquet({sql_literal(manifest_uri)}) p USING (custom_id)))))
+                          FROM (SELECT t.custom_id, t.attempt, p.file_row_number AS row_no, p.business_id,
+                                       p.prompt_text, p.blank_columns, {blocked}, p.est_input_tokens
+                                FROM {todo} t
+                                JOIN read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p USING (custom_id)))))
     """
 
 
@@ -176,12 +179,11 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
               AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = {tid})
             {due}
         """)
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS "
-                     f"{rendered_lines_sql(conn, task, uri, '_todo', keep_line=False)} ORDER BY attempt, custom_id")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS {rendered_lines_sql(conn, task, uri, '_todo', keep_line=False)}")
         attempts = [r[0] for r in conn.execute(
             "SELECT DISTINCT attempt FROM _lines WHERE reason_code IS NULL ORDER BY 1").fetchall()]
         shards: list[dict] = []
-        conn.execute("CREATE OR REPLACE TEMP TABLE _cut2 (rid BIGINT, custom_id VARCHAR, attempt INTEGER, "
+        conn.execute("CREATE OR REPLACE TEMP TABLE _cut2 (row_no BIGINT, custom_id VARCHAR, attempt INTEGER, "
                      "request_id VARCHAR, line_bytes BIGINT, est_tokens BIGINT, idx BIGINT, shard_no BIGINT, line_no BIGINT)")
         for attempt in attempts:
             shards += _pack_attempt(conn, wh, task, task_id, attempt)
@@ -219,12 +221,12 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
                            [task_id, attempt])
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _ordered AS
-        SELECT rowid AS rid, custom_id, attempt, request_id, line_bytes, est_tokens,
+        SELECT row_no, custom_id, attempt, request_id, line_bytes, est_tokens,
                row_number() OVER w - 1 AS idx,
                sum(line_bytes + 1) OVER w AS cum_bytes,  -- + 1: the newline
                sum(est_tokens) OVER w AS cum_tokens
         FROM _lines WHERE reason_code IS NULL AND attempt = {int(attempt)}
-        WINDOW w AS (ORDER BY custom_id ROWS UNBOUNDED PRECEDING)
+        WINDOW w AS (ORDER BY row_no ROWS UNBOUNDED PRECEDING)
     """)
     starts = shard_starts(_running_totals(conn, "_ordered"), limits.max_shard_bytes, limits.max_enqueued_tokens,
                           max_requests)
@@ -241,7 +243,7 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
     conn.execute("DROP TABLE _ordered")
     shards = fetch_dicts(conn, f"""
         SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
-               min(rid) AS first_rid, max(rid) AS last_rid
+               min(row_no) AS first_row, max(row_no) AS last_row
         FROM _cut2 WHERE attempt = {int(attempt)} GROUP BY shard_no ORDER BY shard_no
     """)
     line_sql = request_line_sql(task)
@@ -249,10 +251,11 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
         s["attempt"] = attempt
         s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
         path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
+        # The shard's lines are exactly the attempt's sendable lines in its range of manifest rows.
         conn.execute(f"""
             COPY (SELECT {line_sql} AS line FROM _lines
-                  WHERE rowid BETWEEN {s['first_rid']} AND {s['last_rid']} AND reason_code IS NULL
-                    AND attempt = {int(attempt)} ORDER BY custom_id)
+                  WHERE row_no BETWEEN {s['first_row']} AND {s['last_row']} AND reason_code IS NULL
+                    AND attempt = {int(attempt)} ORDER BY row_no)
             TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
         """)
         s["path"] = str(path)
