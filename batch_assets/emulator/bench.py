@@ -195,21 +195,28 @@ def _openai_format(base_url: str, work: Path, count: int, calls: Calls, dashscop
 def _anthropic(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     import anthropic
 
-    requests = [
-        {
-            "custom_id": f"req-{index}",
-            "params": {
-                "model": "claude-3-5-haiku-latest",
-                "max_tokens": 64,
-                "messages": [{"role": "user", "content": prompt(index)}],
-            },
-        }
-        for index in range(count)
-    ]
+    from batch_assets.providers.anthropic.adapter import AnthropicBatchAdapter
+    from batch_assets.providers.contract import ClientSettings, CreateOutcome, CreateRequest, InputKind, PreparedInput
+
+    # A shard file, as the product writes one; the create goes through the product's adapter (the
+    # official SDK client, sending the shard's lines as the body).
+    shard = work / "shard.jsonl"
+    with shard.open("w", encoding="utf-8") as out:
+        for index in range(count):
+            params = {"model": "claude-3-5-haiku-latest", "max_tokens": 64,
+                      "messages": [{"role": "user", "content": prompt(index)}]}
+            out.write(json.dumps({"custom_id": f"req-{index}", "params": params}) + "\n")
+    adapter = AnthropicBatchAdapter(ClientSettings(api_key=_KEY, base_url=base_url, max_retries=0, timeout_s=300))
+    request = CreateRequest(job_key="bench", endpoint="/v1/messages", model="claude-3-5-haiku-latest",
+                            completion_window="24h", line_count=count, metadata={})
     client = anthropic.Anthropic(base_url=base_url, api_key=_KEY, max_retries=0, timeout=300)
     started = time.perf_counter()
-    batch = calls.timed("messages.batches.create", lambda: client.messages.batches.create(requests=requests))  # type: ignore[arg-type]
-    del requests
+    created = calls.timed("messages.batches.create",
+                          lambda: adapter.create(request, PreparedInput(InputKind.REQUEST_BODY, shard)))
+    if created.outcome != CreateOutcome.CREATED or created.snapshot is None:
+        raise RuntimeError(f"create {created.outcome}: {created.error}")
+    batch_id = created.snapshot.provider_batch_id
+    batch = calls.timed("messages.batches.retrieve", lambda: client.messages.batches.retrieve(batch_id))
     while batch.processing_status != "ended":
         time.sleep(_POLL_S)
         batch_id = batch.id
