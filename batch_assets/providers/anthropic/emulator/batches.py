@@ -41,7 +41,13 @@ from batch_assets.providers.anthropic.emulator.messages import (
     result_for,
 )
 from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
-from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, read_create, request_error
+from batch_assets.providers.anthropic.emulator.requests import (
+    MAX_REQUESTS,
+    checked_requests,
+    invalid,
+    read_create,
+    request_error,
+)
 
 KIND = "anthropic_batches"
 WINDOW_S = 24 * 3600  # processing expires 24 h after creation
@@ -158,20 +164,19 @@ class MessageBatchService:
         custom_ids: list[str] = []
         invalid_flags = bytearray()
 
-        def take(custom_id: str, params: dict[str, Any]) -> None:
-            data = json.dumps([custom_id, params], sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-            if custom_ids:
-                hasher.update(b",")
-            hasher.update(data)
-            sink.write(data + b"\n")
-            custom_ids.append(custom_id)
-            invalid_flags.append(request_error(params) is not None)
-
         with (
             self.store.blob_writer(_requests_blob(batch_id)) as sink,
             self.store.open_blob(_body_blob(batch_id)) as source,
         ):
-            read_create(source, take, MAX_REQUESTS)  # checked at create: it raises nothing now
+            for custom_id, params in checked_requests(source):
+                data = json.dumps([custom_id, params], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                if custom_ids:
+                    hasher.update(b",")
+                line = data.encode()
+                hasher.update(line)
+                sink.write(line + b"\n")
+                custom_ids.append(custom_id)
+                invalid_flags.append(request_error(params) is not None)
         hasher.update(b"]")
         seed_sha = hasher.hexdigest()
         # The draws run outside the store lock, so API calls go on meanwhile (see the OpenAI
