@@ -194,29 +194,28 @@ def _openai_format(base_url: str, work: Path, count: int, calls: Calls, dashscop
 
 def _anthropic(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     import anthropic
+    from anthropic.types.messages import MessageBatch
 
-    from batch_assets.providers.anthropic.adapter import AnthropicBatchAdapter
-    from batch_assets.providers.contract import ClientSettings, CreateOutcome, CreateRequest, InputKind, PreparedInput
-
-    # A shard file, as the product writes one; the create goes through the product's adapter (the
-    # official SDK client, sending the shard's lines as the body).
+    # A shard file, as the product writes one, sent as the product's Anthropic adapter sends it:
+    # its lines as the `requests` array, through the SDK client's own `post` (the core does not
+    # import the providers, so the few lines are repeated here).
     shard = work / "shard.jsonl"
     with shard.open("w", encoding="utf-8") as out:
         for index in range(count):
             params = {"model": "claude-3-5-haiku-latest", "max_tokens": 64,
                       "messages": [{"role": "user", "content": prompt(index)}]}
             out.write(json.dumps({"custom_id": f"req-{index}", "params": params}) + "\n")
-    adapter = AnthropicBatchAdapter(ClientSettings(api_key=_KEY, base_url=base_url, max_retries=0, timeout_s=300))
-    request = CreateRequest(job_key="bench", endpoint="/v1/messages", model="claude-3-5-haiku-latest",
-                            completion_window="24h", line_count=count, metadata={})
     client = anthropic.Anthropic(base_url=base_url, api_key=_KEY, max_retries=0, timeout=300)
+
+    def create() -> MessageBatch:
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as body, shard.open("rb") as lines:
+            body.write(b'{"requests":[' + b",".join(line.strip() for line in lines if line.strip()) + b"]}")
+            body.seek(0)
+            return client.post("/v1/messages/batches", cast_to=MessageBatch, content=body,
+                               options={"headers": {"Content-Type": "application/json"}})
+
     started = time.perf_counter()
-    created = calls.timed("messages.batches.create",
-                          lambda: adapter.create(request, PreparedInput(InputKind.REQUEST_BODY, shard)))
-    if created.outcome != CreateOutcome.CREATED or created.snapshot is None:
-        raise RuntimeError(f"create {created.outcome}: {created.error}")
-    batch_id = created.snapshot.provider_batch_id
-    batch = calls.timed("messages.batches.retrieve", lambda: client.messages.batches.retrieve(batch_id))
+    batch = calls.timed("messages.batches.create", create)
     while batch.processing_status != "ended":
         time.sleep(_POLL_S)
         batch_id = batch.id
