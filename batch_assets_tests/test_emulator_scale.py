@@ -212,6 +212,19 @@ def test_anthropic_create_refuses_a_bad_body_itself_and_leaves_bad_requests_to_t
     assert all(results[f"req-{i}"].type == "succeeded" for i in range(10))
 
 
+def test_an_anthropic_body_the_worker_never_read_is_read_after_a_restart(tmp_path: Path) -> None:
+    with running_emulator(tmp_path, **BACKGROUND) as emu:
+        emu.worker.pause()  # the body is checked and kept, never read again by this emulator
+        client = anthropic.Anthropic(api_key="k", base_url=emu.base_url)
+        created = client.messages.batches.create(requests=[_anthropic_request(i) for i in range(12)])  # type: ignore[misc]
+    with running_emulator(tmp_path, **BACKGROUND) as emu:
+        client = anthropic.Anthropic(api_key="k", base_url=emu.base_url)
+        ended = poll(lambda: client.messages.batches.retrieve(created.id), lambda b: b.processing_status == "ended")
+        custom_ids = sorted(r.custom_id for r in client.messages.batches.results(ended.id))
+    assert ended.request_counts.succeeded == 12 and custom_ids == sorted(f"req-{i}" for i in range(12))
+    assert not any(name.endswith(".body.json") for name in (p.name for p in (tmp_path / "blobs").iterdir()))
+
+
 def test_gemini_shows_its_batch_running_until_the_worker_wrote_the_results(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()
