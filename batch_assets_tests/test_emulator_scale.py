@@ -179,6 +179,52 @@ def test_anthropic_shows_its_batch_in_progress_until_the_worker_wrote_the_result
     assert sorted(r.custom_id for r in results) == sorted(f"req-{i}" for i in range(10))
 
 
+def _anthropic_request(i: int, **params: Any) -> dict[str, Any]:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 50, "messages": [{"role": "user", "content": f"Hi {i}"}]}
+    return {"custom_id": f"req-{i}", "params": {**body, **params}}
+
+
+def test_anthropic_create_refuses_a_bad_body_itself_and_leaves_bad_requests_to_the_worker(tmp_path: Path) -> None:
+    with running_emulator(tmp_path, **BACKGROUND) as emu:
+        emu.worker.pause()  # nothing runs in the background: what create answers, it decided alone
+        client = anthropic.Anthropic(api_key="k", base_url=emu.base_url, max_retries=0)
+        good = [_anthropic_request(i) for i in range(10)]
+        for bad, message in (
+            ({"custom_id": "req 1"}, "requests.10.custom_id: String should match pattern"),
+            ({"custom_id": "req-1"}, "requests.10.custom_id: Duplicate custom_id 'req-1'"),
+            ({"params": {"model": "m", "max_tokens": 0, "messages": []}}, "requests.10.params.max_tokens"),
+        ):
+            with pytest.raises(anthropic.BadRequestError, match=message):
+                client.messages.batches.create(requests=[*good, {**_anthropic_request(10), **bad}])
+        assert client.messages.batches.list().data == []
+        assert not any((tmp_path / "blobs").iterdir())  # a refused body is not kept
+        # A request the Messages API itself would refuse is accepted here and ends `errored`.
+        system_turn = _anthropic_request(10, messages=[{"role": "system", "content": "Be brief."}])
+        created = client.messages.batches.create(requests=[*good, system_turn])  # type: ignore[list-item]
+        assert created.processing_status == "in_progress" and created.request_counts.processing == 11
+        emu.worker.resume()
+        ended = poll(lambda: client.messages.batches.retrieve(created.id), lambda b: b.processing_status == "ended")
+        results = {r.custom_id: r.result for r in client.messages.batches.results(ended.id)}
+    assert (ended.request_counts.succeeded, ended.request_counts.errored) == (10, 1)
+    errored = results["req-10"]
+    assert errored.type == "errored" and errored.error.error.type == "invalid_request_error"
+    assert 'Unexpected role "system"' in errored.error.error.message
+    assert all(results[f"req-{i}"].type == "succeeded" for i in range(10))
+
+
+def test_an_anthropic_body_the_worker_never_read_is_read_after_a_restart(tmp_path: Path) -> None:
+    with running_emulator(tmp_path, **BACKGROUND) as emu:
+        emu.worker.pause()  # the body is checked and kept, never read again by this emulator
+        client = anthropic.Anthropic(api_key="k", base_url=emu.base_url)
+        created = client.messages.batches.create(requests=[_anthropic_request(i) for i in range(12)])  # type: ignore[misc]
+    with running_emulator(tmp_path, **BACKGROUND) as emu:
+        client = anthropic.Anthropic(api_key="k", base_url=emu.base_url)
+        ended = poll(lambda: client.messages.batches.retrieve(created.id), lambda b: b.processing_status == "ended")
+        custom_ids = sorted(r.custom_id for r in client.messages.batches.results(ended.id))
+    assert ended.request_counts.succeeded == 12 and custom_ids == sorted(f"req-{i}" for i in range(12))
+    assert not any(name.endswith(".body.json") for name in (p.name for p in (tmp_path / "blobs").iterdir()))
+
+
 def test_gemini_shows_its_batch_running_until_the_worker_wrote_the_results(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()

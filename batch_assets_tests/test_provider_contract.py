@@ -224,6 +224,22 @@ def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the
     assert not created.snapshot.terminal and not created.snapshot.results_ready
 
 
+def test_anthropic_create_sends_the_shard_lines_as_they_are(emulator, tmp_path):
+    adapter = _adapter(emulator, "anthropic")
+    line = json.loads(_shard(tmp_path, "anthropic", n=1).read_text(encoding="utf-8"))
+    path = tmp_path / "lines.jsonl"
+    # A blank line is skipped; the API checks each line (a bad custom_id refuses the whole create).
+    path.write_text(json.dumps(line) + "\n\n" + json.dumps({**line, "custom_id": "r:1"}) + "\n", encoding="utf-8")
+    prepared = adapter.prepare_input(path, "job-lines", ENDPOINT["anthropic"], inline_max_bytes=0)
+    refused = adapter.create(_request("anthropic", "job-lines"), prepared)
+    assert (refused.outcome, refused.status_code) == (CreateOutcome.FAILED, 400)
+    assert refused.error.code == "invalid_request_error" and refused.error.message.startswith("requests.1.custom_id")
+    # CRLF line ends and no final newline are fine.
+    path.write_text(json.dumps(line) + "\r\n" + json.dumps({**line, "custom_id": "r1"}), encoding="utf-8")
+    created = adapter.create(_request("anthropic", "job-lines"), prepared)
+    assert created.outcome == CreateOutcome.CREATED and created.snapshot.request_total == 2
+
+
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_create_on_a_dropped_connection_is_unknown(provider, tmp_path):
     adapter = registry.build_adapter(provider, ClientSettings("k", "http://127.0.0.1:9", max_retries=0, timeout_s=2))

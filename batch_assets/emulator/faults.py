@@ -57,13 +57,14 @@ class FaultPlan:
     def outcome(self, custom_id: str) -> str:
         """Call once per item, in input order: HTTP failures rotate 429 -> 500 -> 400."""
         s = self.settings
-        if self.draw("item_error", custom_id) < s.item_error_rate:
+        # A draw is in [0, 1): at a rate of 0 it never hits, so it is not made (a hash saved per item).
+        if s.item_error_rate > 0 and self.draw("item_error", custom_id) < s.item_error_rate:
             code = _HTTP_ROTATION[self._http_failures % len(_HTTP_ROTATION)]
             self._http_failures += 1
             return code
-        if self.draw("content_filter", custom_id) < s.content_filter_rate:
+        if s.content_filter_rate > 0 and self.draw("content_filter", custom_id) < s.content_filter_rate:
             return CONTENT_FILTERED
-        if self.draw("truncate", custom_id) < s.truncate_rate:
+        if s.truncate_rate > 0 and self.draw("truncate", custom_id) < s.truncate_rate:
             return TRUNCATED
         return OK
 
@@ -109,7 +110,7 @@ def plan_for(
 
 def duplicated(file_sha: str, custom_id: str, rate: float) -> bool:
     """Whether this item's output line is written a second time."""
-    return unit_draw("duplicate", file_sha, custom_id) < rate
+    return rate > 0 and unit_draw("duplicate", file_sha, custom_id) < rate
 
 
 def processing_order(count: int, file_sha: str, shuffle: bool) -> list[int]:

@@ -32,7 +32,9 @@ def derived_hex(length: int, *parts: str) -> str:
 
 
 def derived_base62(length: int, *parts: str) -> str:
-    number = int.from_bytes(digest(*parts), "big")
+    # The first `length` base-62 digits depend only on the number modulo 62**length: reducing it
+    # first makes each division below cheaper.
+    number = int.from_bytes(digest(*parts), "big") % 62**length
     chars = []
     for _ in range(length):
         number, index = divmod(number, 62)

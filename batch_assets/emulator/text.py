@@ -12,6 +12,7 @@ _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff
 _CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+_WORD_OR_RUN = re.compile(f"{_LATIN_WORD.pattern}|{_CJK_RUN.pattern}")
 _STOPWORDS = frozenset(
     """about above after again against also been before being below between both could does doing
     down during each from further have having here into just more most much must only other over
@@ -51,8 +52,13 @@ _ZH_NUMBERS = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5}
 
 def count_tokens(text: str) -> int:
     """About one token per CJK character and per four other characters."""
-    cjk = len(_CJK_CHAR.findall(text))
+    cjk = _cjk_count(text)
     return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def _cjk_count(text: str) -> int:
+    # ASCII text (most prompts) has none; `isascii` is far cheaper than the regex scan.
+    return 0 if text.isascii() else len(_CJK_CHAR.findall(text))
 
 
 def cut_to_tokens(text: str, budget: int) -> str:
@@ -101,7 +107,7 @@ class Topic:
         focus = text.strip().rsplit("\n\n", 1)[-1]
         self.focus = focus.lower()
         for source in (focus, text):
-            for match in re.finditer(f"{_LATIN_WORD.pattern}|{_CJK_RUN.pattern}", source):
+            for match in _WORD_OR_RUN.finditer(source):
                 word = match.group(0)
                 chunks = [word[i : i + 2] for i in range(0, len(word), 2)] if _CJK_CHAR.match(word) else [word.lower()]
                 for chunk in chunks:
@@ -111,7 +117,7 @@ class Topic:
                     break
             if len(keywords) >= _MAX_KEYWORDS:
                 break
-        self.chinese = len(_CJK_CHAR.findall(text)) * 2 > len(text.strip())
+        self.chinese = _cjk_count(text) * 2 > len(text.strip())
         self.keywords = keywords[:_MAX_KEYWORDS] or (["该请求"] if self.chinese else ["the request"])
 
     def word(self, rng: random.Random) -> str:

@@ -7,11 +7,15 @@ in `request_counts` until the batch ends. Anthropic has no batch-level failure (
 ends; its requests succeed or fail one by one), so there is no `failed` state; see `_outcomes`
 for what `force_batch_status: failed` does instead.
 
-A create call checks the body and stores the requests one per line, reading a request at a time;
-the app's `Worker` then writes the results of the batch's expected ending to a staged file, a
-line at a time (`_generate`), and the first read after the batch ends publishes it (a rename).
-Until the worker is done the batch shows as still processing, so nothing reports `ended`
-without its results.
+A create call keeps the body as sent and checks it in one streaming pass, a request at a time,
+for what the real API refuses there with a 400 (malformed JSON, the request count, each
+custom_id, the params' basic shape; see `requests`), and answers. The app's `Worker` then reads
+the body again (`_prepare`): it stores the requests one per line in canonical form, finds the
+requests the Messages API itself would refuse (they end `errored`, as on the real API) and draws
+each request's outcome; then it writes the results of the batch's expected ending to a staged
+file, a line at a time (`_generate`), and the first read after the batch ends publishes it (a
+rename). Until the worker is done the batch shows as still processing, so nothing reports
+`ended` without its results. (A small body is worked on within the create call.)
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hashlib
 import io
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -36,7 +41,13 @@ from batch_assets.providers.anthropic.emulator.messages import (
     result_for,
 )
 from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
-from batch_assets.providers.anthropic.emulator.requests import MAX_REQUESTS, invalid, read_create, request_error
+from batch_assets.providers.anthropic.emulator.requests import (
+    MAX_REQUESTS,
+    checked_requests,
+    invalid,
+    read_create,
+    request_error,
+)
 
 KIND = "anthropic_batches"
 WINDOW_S = 24 * 3600  # processing expires 24 h after creation
@@ -70,47 +81,37 @@ class MessageBatchService:
 
     # --- create -------------------------------------------------------------------------------
 
-    def create(self, body: bytes | BinaryIO, origin: str) -> dict[str, Any]:
-        """Check and store the create body, read a request at a time; results are written later, by
-        the worker (or here, for a small body)."""
-        source = io.BytesIO(body) if isinstance(body, bytes) else body
-        size = source.seek(0, io.SEEK_END)
-        source.seek(0)
+    @contextmanager
+    def receiving(self) -> Iterator[tuple[str, BinaryIO]]:
+        """A new batch id and where to write its create body as it arrives (`create(batch_id)`
+        then checks it); a body cut short leaves nothing behind."""
         batch_id = f"msgbatch_01{ids.random_base62(22)}"
-        # Requests as sent, canonically serialised: their hash seeds the fault draws and output order.
-        # The hash is of the whole list; the blob keeps one request per line, for reading them one by one.
-        hasher = hashlib.sha256(b"[")
-        custom_ids: list[str] = []
-        invalid_flags = bytearray()
+        with self.store.blob_writer(_body_blob(batch_id)) as sink:
+            yield batch_id, sink
 
-        def take(custom_id: str, params: dict[str, Any]) -> None:
-            data = json.dumps([custom_id, params], sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-            if custom_ids:
-                hasher.update(b",")
-            hasher.update(data)
-            sink.write(data + b"\n")
-            custom_ids.append(custom_id)
-            invalid_flags.append(request_error(params) is not None)
-
-        # The requests go to a blob before the record exists, so a record never lacks them.
-        with self.store.blob_writer(_requests_blob(batch_id)) as sink:
-            read_create(source, take, max_requests(self.runtime.current))
-        hasher.update(b"]")
-        seed_sha = hasher.hexdigest()
+    def create(self, batch_id: str, origin: str) -> dict[str, Any]:
+        """Check the body `receiving` wrote in one pass, a request at a time (what the real API
+        refuses at create is a 400 now, and leaves nothing behind); the rest is done later, by the
+        worker (or here, for a small body)."""
+        try:
+            with self.store.open_blob(_body_blob(batch_id)) as source:
+                size = source.seek(0, io.SEEK_END)
+                source.seek(0)
+                count = read_create(source, _ignore, max_requests(self.runtime.current))
+        except Exception:
+            self.store.drop_blob(_body_blob(batch_id))  # refused: no batch, nothing kept
+            raise
         with self.store.locked():
             settings = self.runtime.take_batch_settings()
             created = clock.now()
-            order = faults.processing_order(len(custom_ids), seed_sha, settings.shuffle_output)
-            plan, occurrences = faults.plan_for(self.store, "anthropic", seed_sha, settings, custom_ids)
-            outcomes = _outcomes(custom_ids, invalid_flags, plan, settings)
-            if occurrences is not None:
-                occurrences.count(custom_ids)
-            timeline = Timeline.plan(created, len(custom_ids), settings, settings.completion_window_s or WINDOW_S)
+            timeline = Timeline.plan(created, count, settings, settings.completion_window_s or WINDOW_S)
             record = {
                 "id": batch_id,
                 "timeline": timeline.to_dict(),
-                "outcomes": "".join(outcomes[i] for i in order),  # in processing order
-                "seed_sha": seed_sha,
+                "settings": settings.to_dict(),
+                "prepared": False,  # set by `_prepare`, with the two fields below
+                "outcomes": "",  # in processing order
+                "seed_sha": None,
                 "shuffle_output": settings.shuffle_output,
                 "duplicate_output_lines": settings.duplicate_output_lines,
                 "cancel_requested_at": None,
@@ -133,21 +134,72 @@ class MessageBatchService:
                 self._schedule(record)
 
     def _schedule(self, record: Record) -> None:
-        """Write the results of the batch's expected ending, on the worker or here for a small
-        batch, unless they are written already. Call with the store lock held."""
-        if record["finalized"] or staged_for(record, results_target(record)):
+        """Run the job the batch waits on, if any (reading its body, then writing the results of
+        its expected ending), on the worker or here for a small batch. Call with the store lock held."""
+        if record["finalized"]:
             return
         batch_id = record["id"]
-        if record.get("work_in_call"):
-            self._generate(batch_id)
+        if not record.get("prepared", True):
+            key, job = f"anthropic:prepare:{batch_id}", lambda: self._prepare(batch_id)
+        elif not staged_for(record, results_target(record)):
+            key, job = f"anthropic:results:{batch_id}", lambda: self._generate(batch_id)
         else:
-            self.worker.submit(f"anthropic:results:{batch_id}", lambda: self._generate(batch_id))
+            return
+        if record.get("work_in_call"):
+            job()
+        else:
+            self.worker.submit(key, job)
+
+    def _prepare(self, batch_id: str) -> None:
+        """Read the checked body a request at a time: store the requests one per line, seed the
+        fault draws and output order with their hash, and draw each request's outcome."""
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("prepared", True):
+                return
+            settings = EmulatorSettings(**record["settings"])
+        # Requests as sent, canonically serialised: their hash seeds the fault draws and output order.
+        # The hash is of the whole list; the blob keeps one request per line, for reading them one by one.
+        hasher = hashlib.sha256(b"[")
+        custom_ids: list[str] = []
+        invalid_flags = bytearray()
+
+        with (
+            self.store.blob_writer(_requests_blob(batch_id)) as sink,
+            self.store.open_blob(_body_blob(batch_id)) as source,
+        ):
+            for custom_id, params in checked_requests(source):
+                data = json.dumps([custom_id, params], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                if custom_ids:
+                    hasher.update(b",")
+                line = data.encode()
+                hasher.update(line)
+                sink.write(line + b"\n")
+                custom_ids.append(custom_id)
+                invalid_flags.append(request_error(params) is not None)
+        hasher.update(b"]")
+        seed_sha = hasher.hexdigest()
+        # The draws run outside the store lock, so API calls go on meanwhile (see the OpenAI
+        # service's `_validate` for why the occurrence counts cannot change under them).
+        plan, occurrences = faults.plan_for(self.store, "anthropic", seed_sha, settings, custom_ids)
+        outcomes = _outcomes(custom_ids, invalid_flags, plan, settings)
+        order = faults.processing_order(len(custom_ids), seed_sha, settings.shuffle_output)
+        with self.store.locked():
+            record = self.store.get(KIND, batch_id)
+            if record is None or record.get("prepared", True):
+                return
+            record.update({"outcomes": "".join(outcomes[i] for i in order), "seed_sha": seed_sha, "prepared": True})
+            if occurrences is not None:
+                occurrences.count(custom_ids)
+            self.store.save(KIND, record)
+            self.store.drop_blob(_body_blob(batch_id))
+            self._schedule(record)
 
     def _generate(self, batch_id: str) -> None:
         """Write the results of the batch's expected ending to a staged blob, one line at a time."""
         with self.store.locked():
             record = self.store.get(KIND, batch_id)
-            if record is None or record["finalized"]:
+            if record is None or record["finalized"] or not record.get("prepared", True):
                 return
             target = results_target(record)
             if staged_for(record, target):
@@ -244,6 +296,7 @@ class MessageBatchService:
             self.store.remove(KIND, batch_id)
             self.store.drop_blob(_results_blob(batch_id))
             self.store.drop_blob(_requests_blob(batch_id))
+            self.store.drop_blob(_body_blob(batch_id))
             self.store.drop_blob(_staged_blob(batch_id))
             return {"id": batch_id, "type": "message_batch_deleted"}
 
@@ -335,7 +388,7 @@ def _stop_outcome(plan: faults.FaultPlan, custom_id: str, settings: EmulatorSett
         (PAUSE_TURN, settings.anthropic_pause_turn_rate),
         (REFUSAL, settings.anthropic_refusal_rate),
     ):
-        if plan.draw(f"anthropic_stop:{outcome}", custom_id) < rate:
+        if rate > 0 and plan.draw(f"anthropic_stop:{outcome}", custom_id) < rate:
             return outcome
     return faults.OK
 
@@ -345,8 +398,8 @@ def _phase(record: Record, at: float) -> Phase:
 
 
 def _counts(record: Record, phase: Phase, ended: bool) -> dict[str, int]:
-    outcomes = record["outcomes"]
-    total = len(outcomes)
+    outcomes = record["outcomes"]  # drawn by the worker, before the batch can show as ended
+    total = record["timeline"]["total"]
     counts = {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     if ended:
         errored = sum(outcomes.count(code, 0, phase.processed) for code in faults.FAILURES)
@@ -358,6 +411,14 @@ def _counts(record: Record, phase: Phase, ended: bool) -> dict[str, int]:
 
 def _line(custom_id: str, result: dict[str, Any]) -> str:
     return json.dumps({"custom_id": custom_id, "result": result}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ignore(custom_id: str, params: dict[str, Any]) -> None:
+    """The create call only checks the requests; the worker reads them again (`_prepare`)."""
+
+
+def _body_blob(batch_id: str) -> str:
+    return f"{batch_id}.body.json"
 
 
 def _requests_blob(batch_id: str) -> str:
@@ -378,8 +439,11 @@ def _result_lines(record: Record, target: dict[str, Any], source: BinaryIO) -> I
     order = faults.processing_order(len(offsets), record["seed_sha"], record["shuffle_output"])
     duplicates: list[str] = []
     batch_id, processed = record["id"], target["processed"]
+    following = -1  # the request the source is positioned at (none: it was read to the end)
     for position, index in enumerate(order):
-        source.seek(offsets[index])
+        if index != following:  # in input order (no shuffle) every read follows the last one
+            source.seek(offsets[index])
+        following = index + 1
         custom_id, params = json.loads(source.readline())
         if position >= processed:
             result: dict[str, Any] = {"type": _UNFINISHED[target["state"]]}

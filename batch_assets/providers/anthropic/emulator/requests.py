@@ -104,6 +104,13 @@ def read_create(
     return count
 
 
+def checked_requests(source: BinaryIO) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The (custom_id, params) pairs of a create body `read_create` has accepted, read again a
+    request at a time without repeating its checks."""
+    for item in _requests_of(_JsonReader(source)):
+        yield item["custom_id"], item["params"]
+
+
 class _JsonReader:
     """JSON values read one at a time from a binary stream, through a window of at most a few MB."""
 

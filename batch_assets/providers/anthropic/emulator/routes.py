@@ -7,8 +7,6 @@ and error bodies repeat it: `{"type":"error","error":{"type","message"},"request
 
 from __future__ import annotations
 
-import tempfile
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -123,17 +121,16 @@ class _Routes:
         return endpoint
 
     async def create(self, request: Request) -> Response:
-        # The body is spooled as it arrives (in memory up to 1 MB, then on disk) and read back a
-        # request at a time: a 100,000-request body is never held whole.
-        with tempfile.SpooledTemporaryFile(max_size=1 << 20) as body:
+        # The body goes to disk as it arrives and is read back a request at a time: a
+        # 100,000-request body is never held whole.
+        with self.service.receiving() as (batch_id, sink):
             size = 0
             async for piece in request.stream():
                 size += len(piece)
                 if size > MAX_BODY_BYTES:
                     raise ApiError(413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large")
-                body.write(piece)
-            body.seek(0)
-            return JSONResponse(await run_in_threadpool(self.service.create, body, _origin(request)))
+                sink.write(piece)
+        return JSONResponse(await run_in_threadpool(self.service.create, batch_id, _origin(request)))
 
     async def retrieve(self, request: Request) -> Response:
         batch_id = request.path_params["batch_id"]
