@@ -37,6 +37,10 @@ class _TimedConnection:
         finally:
             self._log.append((time.perf_counter() - t0, sql))
 
+    def cursor(self):
+        """Another cursor of the same database, timed into the same log (list.append is atomic)."""
+        return _TimedConnection(self._conn.cursor(), self._log)
+
     def __getattr__(self, name):
         return getattr(self._conn, name)
 

@@ -14,8 +14,12 @@ file is written from that range alone; the wide rendered rows are never sorted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,7 +169,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     spec, limits = task.spec, task.limits
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
-    with wh.connect() as conn:
+    with wh.connect() as conn, _scratch(conn) as scratch:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
@@ -179,17 +183,18 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
               AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = {tid})
             {due}
         """)
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _lines AS {rendered_lines_sql(conn, task, uri, '_todo', keep_line=False)}")
+        lines_table = f"{scratch}.lines"
+        conn.execute(f"CREATE TABLE {lines_table} AS {rendered_lines_sql(conn, task, uri, '_todo', keep_line=False)}")
         attempts = [r[0] for r in conn.execute(
-            "SELECT DISTINCT attempt FROM _lines WHERE reason_code IS NULL ORDER BY 1").fetchall()]
+            f"SELECT DISTINCT attempt FROM {lines_table} WHERE reason_code IS NULL ORDER BY 1").fetchall()]
         shards: list[dict] = []
         conn.execute("CREATE OR REPLACE TEMP TABLE _cut2 (row_no BIGINT, custom_id VARCHAR, attempt INTEGER, "
                      "request_id VARCHAR, line_bytes BIGINT, est_tokens BIGINT, idx BIGINT, shard_no BIGINT, line_no BIGINT)")
         for attempt in attempts:
-            shards += _pack_attempt(conn, wh, task, task_id, attempt)
+            shards += _pack_attempt(conn, wh, task, task_id, attempt, lines_table)
         with transaction(conn):
             quarantined = ledger_shards.insert_quarantine(
-                conn, task_id, "SELECT custom_id, reason_code, reason FROM _lines WHERE reason_code IS NOT NULL")
+                conn, task_id, f"SELECT custom_id, reason_code, reason FROM {lines_table} WHERE reason_code IS NOT NULL")
             for s in shards:
                 ledger_shards.insert_shard(
                     conn, shard_id=s["shard_id"], task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
@@ -206,13 +211,26 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
         total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
-        conn.execute("DROP TABLE _cut2; DROP TABLE _lines; DROP TABLE _todo;")
+        conn.execute("DROP TABLE _cut2; DROP TABLE _todo;")
         return ShardSummary(task_id, shards, lines, quarantined, total)
 
 
-def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt: int) -> list[dict]:
-    """Pack one attempt's valid lines of _lines into shards (rows appended to _cut2), write the
-    shard files; returns the shards (not yet recorded)."""
+@contextlib.contextmanager
+def _scratch(conn) -> Iterator[str]:
+    """The name of an in-memory database for this call's rendered lines. Unlike a TEMP table it is
+    seen by the other cursors of the connection's database, so the shard files are written by
+    parallel cursors (one small COPY runs on one thread); it spills to disk like temp tables."""
+    name = f"_shards_{uuid.uuid4().hex[:12]}"
+    conn.execute(f"ATTACH ':memory:' AS {name}")
+    try:
+        yield name
+    finally:
+        conn.execute(f"DETACH {name}")
+
+
+def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt: int, lines_table: str) -> list[dict]:
+    """Pack one attempt's valid lines of `lines_table` into shards (rows appended to _cut2), write
+    the shard files; returns the shards (not yet recorded)."""
     limits = task.limits
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
@@ -225,7 +243,7 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
                row_number() OVER w - 1 AS idx,
                sum(line_bytes + 1) OVER w AS cum_bytes,  -- + 1: the newline
                sum(est_tokens) OVER w AS cum_tokens
-        FROM _lines WHERE reason_code IS NULL AND attempt = {int(attempt)}
+        FROM {lines_table} WHERE reason_code IS NULL AND attempt = {int(attempt)}
         WINDOW w AS (ORDER BY row_no ROWS UNBOUNDED PRECEDING)
     """)
     starts = shard_starts(_running_totals(conn, "_ordered"), limits.max_shard_bytes, limits.max_enqueued_tokens,
@@ -246,21 +264,43 @@ def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt
                min(row_no) AS first_row, max(row_no) AS last_row
         FROM _cut2 WHERE attempt = {int(attempt)} GROUP BY shard_no ORDER BY shard_no
     """)
-    line_sql = request_line_sql(task)
     for s in shards:
         s["attempt"] = attempt
         s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
-        path = wh.path("shards", task_id, f"{s['shard_id']}.jsonl")
+        s["path"] = str(wh.path("shards", task_id, f"{s['shard_id']}.jsonl"))
+    _write_shard_files(conn, task, lines_table, attempt, shards)
+    return shards
+
+
+def _write_shard_files(conn, task: ResolvedTask, lines_table: str, attempt: int, shards: list[dict]) -> None:
+    """Write each shard's file (and its sha256) from its range of manifest rows, on as many
+    cursors in parallel as DuckDB has threads: a shard's COPY reads one row group, so it runs on
+    one thread and alone would leave the other cores idle."""
+    line_sql = request_line_sql(task)
+    local, cursors, lock = threading.local(), [], threading.Lock()
+
+    def write(s: dict) -> None:
+        cur = getattr(local, "cursor", None)
+        if cur is None:
+            cur = local.cursor = conn.cursor()
+            with lock:
+                cursors.append(cur)
         # The shard's lines are exactly the attempt's sendable lines in its range of manifest rows.
-        conn.execute(f"""
-            COPY (SELECT {line_sql} AS line FROM _lines
+        cur.execute(f"""
+            COPY (SELECT {line_sql} AS line FROM {lines_table}
                   WHERE row_no BETWEEN {s['first_row']} AND {s['last_row']} AND reason_code IS NULL
                     AND attempt = {int(attempt)} ORDER BY row_no)
-            TO {sql_literal(str(path))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
+            TO {sql_literal(s['path'])} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
         """)
-        s["path"] = str(path)
-        s["sha256"] = file_sha256(path)
-    return shards
+        s["sha256"] = file_sha256(Path(s["path"]))
+
+    threads = int(conn.execute("SELECT current_setting('threads')").fetchone()[0])
+    try:
+        with ThreadPoolExecutor(max(1, min(threads, len(shards)))) as pool:
+            list(pool.map(write, shards))
+    finally:
+        for cur in cursors:
+            cur.close()
 
 
 def _count_lines(path: Path) -> int:
