@@ -231,8 +231,9 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         # together, and a transaction never holds more than a chunk (one transaction of 10M answers
         # ran out of memory on its uncommitted index entries). A failure between chunks leaves the
         # rest unapplied for the next run, never half of an answer.
-        n_applied = conn.execute("SELECT count(*) FROM _decided WHERE outcome = 'applied'").fetchone()[0]
-        chunks = max(1, -(-n_applied // APPLY_CHUNK))
+        applied, stale = conn.execute(
+            "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
+        chunks = max(1, -(-applied // APPLY_CHUNK))
         any_held = _held_keys(conn, task)
         for k in range(chunks):
             if chunks == 1:
@@ -243,10 +244,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                              f"WHERE hash(business_id) % {chunks} = {k}")
             _write_chunk(conn, task, task_id, fields, any_held)
             conn.execute("DROP VIEW _part" if chunks == 1 else "DROP TABLE _part")
-        conn.execute("DROP TABLE _held")
-        applied, stale = conn.execute(
-            "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
-        conn.execute("DROP TABLE _decided")
+        conn.execute("DROP TABLE _held; DROP TABLE _decided;")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
 
 

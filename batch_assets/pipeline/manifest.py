@@ -206,8 +206,10 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
         FROM {MAPPING_TABLE} m JOIN _items i USING (business_id)
     """)
 
-    items, tokens = conn.execute("SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM _items").fetchone()
-    est_cost = conn.execute(f"SELECT sum({est_cost_sql(task)}) FROM _items WHERE blocked_reason IS NULL").fetchone()[0]
+    items, tokens, est_cost = conn.execute(f"""
+        SELECT count(*), coalesce(sum(est_input_tokens), 0), sum({est_cost_sql(task)}) FILTER (blocked_reason IS NULL)
+        FROM _items
+    """).fetchone()
     upsert_frozen_task(
         conn, task_id=task_id, task_name=spec.name, partition_date=partition_date, item_type=spec.item_type,
         provider=spec.provider, model=spec.model, endpoint=spec.endpoint, prompt_version=spec.prompt.version,
