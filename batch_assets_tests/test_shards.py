@@ -216,6 +216,41 @@ def test_recutting_adds_nothing(seeded_copy, ticket_task):
     assert len(list(Path(before[0][0]["path"]).parent.iterdir())) == len(files)
 
 
+def _cut_snapshot(wh) -> tuple:
+    shards = [{k: v for k, v in sh.items() if k != "created_at"} for sh in shard_rows(wh)]
+    return (shards, rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
+            rows(wh, "SELECT custom_id, reason_code, reason FROM ledger.quarantine ORDER BY custom_id"),
+            {Path(sh["path"]).name: Path(sh["path"]).read_bytes() for sh in shards})
+
+
+def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path, ticket_task, monkeypatch):
+    """The lines stream out of DuckDB in batches; shards span batches, start exactly at a batch's
+    first line, and quarantined lines fall between good ones. Every batch size gives the same
+    files and ledger rows, and the lines keep the frozen Parquet's row order."""
+    from batch_assets.pipeline import shards as shards_module
+
+    task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
+    snapshots = {}
+    for batch in (1, 2, 3, 5, 64, 1 << 16):
+        wh = copy_of(seeded_copy, tmp_path / f"batch{batch}")
+        monkeypatch.setattr(shards_module, "STREAM_BATCH_ROWS", batch)
+        s = freeze_and_cut(wh, task)
+        assert s.lines + s.quarantined == ITEMS and s.quarantined == QUARANTINED
+        assert verify_shards(wh, task, DAY1)[0] == []
+        assert_partition_accounted(wh)
+        snapshots[batch] = _cut_snapshot(wh)
+        uri = rows(wh, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [TASK_ID1])[0]["manifest_uri"]
+        frozen_order = [r["custom_id"] for r in rows(wh, f"SELECT custom_id FROM read_parquet('{uri}')")]
+        quarantined = {q["custom_id"] for q in snapshots[batch][2]}
+        assert [line["custom_id"] for line in snapshots[batch][1]] == [c for c in frozen_order if c not in quarantined]
+    assert len(snapshots[1][0]) > 10
+    for batch, snapshot in snapshots.items():
+        # the shard paths differ by folder only; everything else is identical
+        assert [{**sh, "path": Path(sh["path"]).name} for sh in snapshot[0]] == \
+               [{**sh, "path": Path(sh["path"]).name} for sh in snapshots[1][0]], batch
+        assert snapshot[1:] == snapshots[1][1:], batch
+
+
 # --- the line format ---------------------------------------------------------------------------------
 
 def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):

@@ -7,7 +7,7 @@ the writer runs one set-based statement whose INSERTs always name their columns:
 * `ledger.tasks`    — batch_task (upsert_frozen_task, set_task_status)
 * `ledger.manifest` — source_reject, manifest_item (replace_source_rejects, insert_manifest_items,
   supersede_items_not_in, revive_items_in)
-* `ledger.shards`   — quarantine, shard, shard_line (insert_quarantine, insert_shard, insert_shard_lines,
+* `ledger.shards`   — quarantine, shard, shard_line (insert_quarantine, insert_shards, insert_shard_lines,
   mark_shards_deferred)
 * `ledger.jobs`     — provider_job, status_event, operator_action (insert_job_intent, set_input_file,
   record_snapshot, request_cancel, mark_downloaded, insert_jobs, insert_status_events; submission

@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from batch_assets.ledger.statements import NOW, insert_select, insert_values
+from batch_assets.ledger.statements import NOW, insert_select
 from batch_assets.sqltext import sql_literal
 
 Params = Sequence[Any] | Mapping[str, Any] | None
@@ -23,15 +23,16 @@ def insert_quarantine(conn: duckdb.DuckDBPyConnection, task_id: str, query: str,
                          fixed={"task_id": sql_literal(task_id), "recorded_at": NOW})
 
 
-def insert_shard(conn: duckdb.DuckDBPyConnection, *, shard_id: str, task_id: str, provider: str, endpoint: str,
-                 model: str, attempt: int, shard_no: int, path: str, line_count: int, byte_count: int,
-                 est_tokens: int, sha256: str | None) -> None:
-    """Record one cut shard file (created now, not deferred)."""
-    insert_values(conn, "shard", {
-        "shard_id": shard_id, "task_id": task_id, "provider": provider, "endpoint": endpoint, "model": model,
-        "attempt": attempt, "shard_no": shard_no, "path": path, "line_count": line_count,
-        "byte_count": byte_count, "est_tokens": est_tokens, "sha256": sha256,
-    }, fixed={"created_at": NOW, "deferred_at": "NULL"})
+SHARD_COLUMNS = ("shard_id", "attempt", "shard_no", "path", "line_count", "byte_count", "est_tokens", "sha256")
+
+
+def insert_shards(conn: duckdb.DuckDBPyConnection, *, task_id: str, provider: str, endpoint: str, model: str,
+                  query: str, params: Params = None) -> int:
+    """Record the cut shard files of `query` (columns: shard_id, attempt, shard_no, path, line_count,
+    byte_count, est_tokens, sha256), created now and not deferred. Returns the number recorded."""
+    return insert_select(conn, "shard", SHARD_COLUMNS, query, params, fixed={
+        "task_id": sql_literal(task_id), "provider": sql_literal(provider), "endpoint": sql_literal(endpoint),
+        "model": sql_literal(model), "created_at": NOW, "deferred_at": "NULL"})
 
 
 def insert_shard_lines(conn: duckdb.DuckDBPyConnection, task_id: str, attempt: int, query: str,

@@ -4,26 +4,28 @@ Every manifest item not yet in a shard is rendered into the provider's request l
 on its own; a bad line is quarantined with its reason and fix instead of failing the file. Valid
 lines are cut into shards that respect the provider's limits (requests, bytes, enqueued tokens).
 
-Cutting packs lines greedily in manifest order (the row order of the frozen Parquet, fixed at
-freeze): each shard takes as many lines as fit all three limits. Bytes and tokens are running totals
-(a DuckDB window over the row numbers), streamed to Python in chunks, and each shard's end is found by
-binary search on them (polars), so the work per shard is O(log n), nothing loops over lines in Python
-and memory stays one chunk however large the partition. A shard is a range of manifest rows, so its
-file is written from that range alone; the wide rendered rows are never sorted.
+Cutting is one streamed pass per attempt: the lines are rendered, measured and validated in
+DuckDB and stream out in manifest order (the row order of the frozen Parquet, fixed at freeze) in
+batches; Python quarantines the bad ones, packs the good ones greedily (each shard takes as many
+lines as fit all three limits; its end is found by binary search on the running totals, so nothing
+loops over lines in Python) and writes each run of a shard's lines as one slice of the batch's
+buffer, hashing as it writes. A line is rendered once and never stored or sorted; memory stays one
+batch however large the partition.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 import uuid
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.states import TaskStatus
@@ -80,14 +82,15 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     ]
 
 
-def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, keep_line: bool = True) -> str:
+def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | None,
+                       selected: tuple[int, str] | None = None) -> str:
     """The request lines of the items in `todo` (custom_id, attempt), rendered exactly as they are
     sent (from the frozen, redacted prompt text), measured and validated, with their quarantine
     reason (NULL: sendable). The one rendering path of shards and `batch-assets dry-run`.
 
-    Without `keep_line` the rendered line itself is dropped after measuring: shards render it again
-    when a shard is written, so the request's constant parts (system prompt, output schema) never
-    fill the temp table — a fraction of its size at a million items."""
+    `selected` = (attempt, variable) instead of `todo`: the frozen rows whose bit is set in the
+    bitstring SQL variable (bit i: Parquet row i), all of that attempt. That is a filter, not a join,
+    so the lines stream out in the Parquet's row order (a join's output order is not kept)."""
     rules = _quarantine_rules(task)
     reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
     reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
@@ -95,78 +98,100 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str, k
     has_blocked = "blocked_reason" in {r[0] for r in conn.execute(
         f"DESCRIBE SELECT * FROM read_parquet({sql_literal(manifest_uri)})").fetchall()}
     blocked = "p.blocked_reason" if has_blocked else "NULL::VARCHAR AS blocked_reason"
-    line = "line, " if keep_line else ""
+    frozen = f"read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p"
+    if selected is None:
+        attempt, rows = "t.custom_id, t.attempt", f"{todo} t JOIN {frozen} USING (custom_id)"
+    else:
+        attempt = f"p.custom_id, {int(selected[0])} AS attempt"
+        rows = f"{frozen} WHERE get_bit(getvariable({sql_literal(selected[1])}), p.file_row_number::INTEGER) = 1"
+    columns = (f"{attempt}, p.file_row_number AS row_no, p.business_id, p.prompt_text, p.blank_columns, {blocked}, "
+               "p.est_input_tokens")
     return f"""
         SELECT *, {reason_code} AS reason_code, {reason} AS reason
         FROM (SELECT custom_id, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
                      est_input_tokens + {int(task.spec.params.max_tokens)} AS est_tokens,
-                     prompt_text, {line}strlen(line) AS line_bytes, json_valid(line) AS line_valid
+                     prompt_text, line, strlen(line) AS line_bytes, json_valid(line) AS line_valid
               FROM (SELECT *, {request_line_sql(task)} AS line
                     FROM (SELECT *, {request_id_sql(task)} AS request_id
                           -- Everything comes from the frozen Parquet (it holds the business id too): a
                           -- second hash join over every item's custom_id (with ledger.manifest_item) ran
                           -- out of memory at 10M items.
-                          FROM (SELECT t.custom_id, t.attempt, p.file_row_number AS row_no, p.business_id,
-                                       p.prompt_text, p.blank_columns, {blocked}, p.est_input_tokens
-                                FROM {todo} t
-                                JOIN read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p USING (custom_id)))))
+                          FROM (SELECT {columns} FROM {rows}))))
     """
 
 
-CUMULATIVE_CHUNK_ROWS = 1 << 20  # lines per chunk of running totals held in Python at once
+class ShardPacker:
+    """Greedy packing in line order within all three limits, fed the lines' running byte and token
+    totals chunk by chunk: a shard may span chunks, so memory stays one chunk however many lines
+    there are, and the work per shard is a binary search (polars), not a loop over lines. Every
+    single line must fit on its own (the quarantine rules guarantee it)."""
 
+    def __init__(self, max_bytes: int, max_tokens: int, max_requests: int):
+        self.max_bytes, self.max_tokens, self.max_requests = max_bytes, max_tokens, max_requests
+        self.starts: list[int] = []   # the index of each shard's first line found so far
+        self.lines = 0                # lines fed so far
+        self._start = 0               # the open shard's first line
+        self._base_b = self._base_t = 0      # running totals before it
+        self._before_b = self._before_t = 0  # running totals at the last line fed
 
-def shard_starts(cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: int, max_tokens: int,
-                 max_requests: int) -> list[int]:
-    """The index of each shard's first line, packing greedily in order within all three limits.
-
-    `cumulative`: the lines' running byte and token totals in line order, in consecutive chunks; a
-    shard may span chunks, so memory stays one chunk however many lines there are. Every single
-    line must fit on its own (the quarantine rules guarantee it)."""
-    starts: list[int] = []
-    start = 0                      # the open shard's first line
-    base_b = base_t = 0            # running totals before it
-    offset = 0                     # index of the chunk's first line
-    before_b = before_t = 0        # running totals at the line before the chunk
-    for cum_b, cum_t in cumulative:
-        n = len(cum_b)
+    def feed(self, cum_b: pl.Series, cum_t: pl.Series) -> None:
+        """The next chunk of running totals (cumulative over every line fed, not per chunk).
+        A start found at the chunk's end (a shard closed exactly at its last line) belongs to the
+        next chunk's first line; with no next chunk it opens nothing (see `closed_starts`)."""
+        n, offset = len(cum_b), self.lines
         if n == 0:
-            continue
-        if not starts:
-            starts.append(0)
+            return
+        if not self.starts:
+            self.starts.append(0)
         while True:
             # Where the open shard must end: a limit crossed inside this chunk is known; one not
             # crossed here lies at or beyond the chunk's end.
-            ends = [start + max_requests]
-            i_b = int(cum_b.search_sorted(base_b + max_bytes, side="right"))
-            i_t = int(cum_t.search_sorted(base_t + max_tokens, side="right"))
+            ends = [self._start + self.max_requests]
+            i_b = int(cum_b.search_sorted(self._base_b + self.max_bytes, side="right"))
+            i_t = int(cum_t.search_sorted(self._base_t + self.max_tokens, side="right"))
             ends += [offset + i for i in (i_b, i_t) if i < n]
             end = min(ends)
             if end > offset + n:
                 break              # the open shard goes on into the next chunk
-            start = max(end, start + 1)
-            starts.append(start)
-            k = start - 1 - offset  # the new shard's totals start after line start-1
-            base_b, base_t = (int(cum_b[k]), int(cum_t[k])) if k >= 0 else (before_b, before_t)
-        offset += n
-        before_b, before_t = int(cum_b[-1]), int(cum_t[-1])
-    if starts and starts[-1] >= offset:
-        starts.pop()               # a shard closed exactly at the last line opens none after it
-    return starts
+            self._start = max(end, self._start + 1)
+            self.starts.append(self._start)
+            k = self._start - 1 - offset  # the new shard's totals start after line start-1
+            self._base_b, self._base_t = ((int(cum_b[k]), int(cum_t[k])) if k >= 0
+                                          else (self._before_b, self._before_t))
+        self.lines += n
+        self._before_b, self._before_t = int(cum_b[-1]), int(cum_t[-1])
+
+    @property
+    def running_totals(self) -> tuple[int, int]:
+        """(bytes, tokens) over every line fed: the next chunk's cumulative sums start from here."""
+        return self._before_b, self._before_t
+
+    def closed_starts(self) -> list[int]:
+        """Every shard's first line once all lines are fed."""
+        return [s for s in self.starts if s < self.lines]
 
 
-def _running_totals(conn, relation: str) -> Iterator[tuple[pl.Series, pl.Series]]:
-    """(cumulative bytes, cumulative tokens) of `relation`'s lines in idx order, streamed in chunks."""
-    reader = conn.sql(f"SELECT cum_bytes, cum_tokens FROM {relation} ORDER BY idx").to_arrow_reader(CUMULATIVE_CHUNK_ROWS)
-    for batch in reader:
-        yield pl.Series(batch.column(0)), pl.Series(batch.column(1))
+def shard_starts(cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: int, max_tokens: int,
+                 max_requests: int) -> list[int]:
+    """The index of each shard's first line for the running totals `cumulative` (consecutive
+    chunks, in line order), packed greedily within all three limits."""
+    packer = ShardPacker(max_bytes, max_tokens, max_requests)
+    for cum_b, cum_t in cumulative:
+        packer.feed(cum_b, cum_t)
+    return packer.closed_starts()
+
+
+SELECTED_VARIABLE = "_shards_selected_rows"
+
+# Lines per batch streamed out of DuckDB while the shards are written (a request line is ~1-2 KB).
+STREAM_BATCH_ROWS = 1 << 16
 
 
 def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: bool = True) -> ShardSummary:
     """Cut every manifest item not yet in a shard (attempt 1) and, with `retries`, every item whose
     retry is due (its next attempt, from the retry ledger) into new shards. Retry shards hold at
     most `retry.shrink`^(attempt-1) of the provider's requests per shard."""
-    spec, limits = task.spec, task.limits
+    spec = task.spec
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
     with wh.connect() as conn, _scratch(conn) as scratch:
@@ -183,43 +208,41 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
               AND m.custom_id NOT IN (SELECT custom_id FROM ledger.shard_line WHERE task_id = {tid})
             {due}
         """)
-        lines_table = f"{scratch}.lines"
-        conn.execute(f"CREATE TABLE {lines_table} AS {rendered_lines_sql(conn, task, uri, '_todo', keep_line=False)}")
-        attempts = [r[0] for r in conn.execute(
-            f"SELECT DISTINCT attempt FROM {lines_table} WHERE reason_code IS NULL ORDER BY 1").fetchall()]
+        attempts = [r[0] for r in conn.execute("SELECT DISTINCT attempt FROM _todo ORDER BY 1").fetchall()]
+        conn.execute(f"CREATE TABLE {scratch}.quarantined (custom_id VARCHAR, reason_code VARCHAR, reason VARCHAR)")
+        conn.execute(f"CREATE TABLE {scratch}.cut (custom_id VARCHAR, attempt INTEGER, request_id VARCHAR, "
+                     "line_bytes BIGINT, est_tokens BIGINT, shard_no BIGINT, line_no BIGINT)")
         shards: list[dict] = []
-        conn.execute("CREATE OR REPLACE TEMP TABLE _cut2 (row_no BIGINT, custom_id VARCHAR, attempt INTEGER, "
-                     "request_id VARCHAR, line_bytes BIGINT, est_tokens BIGINT, idx BIGINT, shard_no BIGINT, line_no BIGINT)")
         for attempt in attempts:
-            shards += _pack_attempt(conn, wh, task, task_id, attempt, lines_table)
+            shards += _write_attempt(conn, wh, task, task_id, uri, attempt, scratch)
         with transaction(conn):
             quarantined = ledger_shards.insert_quarantine(
-                conn, task_id, f"SELECT custom_id, reason_code, reason FROM {lines_table} WHERE reason_code IS NOT NULL")
-            for s in shards:
-                ledger_shards.insert_shard(
-                    conn, shard_id=s["shard_id"], task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
-                    model=spec.model, attempt=s["attempt"], shard_no=s["shard_no"], path=s["path"],
-                    line_count=s["line_count"], byte_count=s["byte_count"], est_tokens=s["est_tokens"],
-                    sha256=s["sha256"])
-            for attempt in attempts:
+                conn, task_id, f"SELECT custom_id, reason_code, reason FROM {scratch}.quarantined")
+            if shards:
+                conn.register("_new_shards", pa.Table.from_pylist(
+                    [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
+                ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
+                                            model=spec.model, query="SELECT * FROM _new_shards")
+                conn.unregister("_new_shards")
+            for attempt in sorted({s["attempt"] for s in shards}):
                 ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
                     SELECT printf('%s_a%d_s%04d', {tid}, {attempt}, shard_no) AS shard_id,
                            line_no, custom_id, request_id, line_bytes, est_tokens
-                    FROM _cut2 WHERE attempt = {attempt}
+                    FROM {scratch}.cut WHERE attempt = {attempt}
                 """)
             # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
             set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
         total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
-        conn.execute("DROP TABLE _cut2; DROP TABLE _todo;")
+        conn.execute("DROP TABLE _todo")
         return ShardSummary(task_id, shards, lines, quarantined, total)
 
 
 @contextlib.contextmanager
 def _scratch(conn) -> Iterator[str]:
-    """The name of an in-memory database for this call's rendered lines. Unlike a TEMP table it is
-    seen by the other cursors of the connection's database, so the shard files are written by
-    parallel cursors (one small COPY runs on one thread); it spills to disk like temp tables."""
+    """The name of an in-memory database for this call's quarantined and cut lines. Unlike a TEMP
+    table it is seen by the connection's other cursors: the lines are added on one while the
+    rendered lines stream out of another."""
     name = f"_shards_{uuid.uuid4().hex[:12]}"
     conn.execute(f"ATTACH ':memory:' AS {name}")
     try:
@@ -228,79 +251,170 @@ def _scratch(conn) -> Iterator[str]:
         conn.execute(f"DETACH {name}")
 
 
-def _pack_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, attempt: int, lines_table: str) -> list[dict]:
-    """Pack one attempt's valid lines of `lines_table` into shards (rows appended to _cut2), write
-    the shard files; returns the shards (not yet recorded)."""
+class _ShardFiles:
+    """The shard files of one attempt, written as the lines stream by. Each shard's lines, bytes and
+    estimated tokens are counted here; the files are written and hashed on one background thread
+    (both release the GIL), so DuckDB renders the next batch meanwhile. At most two batches are
+    in flight: `batch_done` waits for the one before."""
+
+    def __init__(self, wh: Warehouse, task_id: str, attempt: int, first_shard_no: int):
+        self.wh, self.task_id, self.attempt, self.first_shard_no = wh, task_id, attempt, first_shard_no
+        self.shards: list[dict] = []
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="shard-writer")
+        self._previous: list[Future] = []
+        self._current: list[Future] = []
+        self._file = self._hash = self._open_shard = None  # the writer thread's
+
+    def open_next(self) -> None:
+        shard_no = self.first_shard_no + len(self.shards)
+        shard_id = f"{self.task_id}_a{self.attempt}_s{shard_no:04d}"
+        path = self.wh.path("shards", self.task_id, f"{shard_id}.jsonl")
+        shard = {"shard_no": shard_no, "shard_id": shard_id, "attempt": self.attempt, "path": str(path),
+                 "line_count": 0, "byte_count": 0, "est_tokens": 0}
+        self.shards.append(shard)
+        self._current.append(self._pool.submit(self._open, shard))
+
+    def write(self, data: memoryview, lines: int, est_tokens: int) -> None:
+        s = self.shards[-1]
+        s["line_count"] += lines
+        s["byte_count"] += len(data)
+        s["est_tokens"] += est_tokens
+        self._current.append(self._pool.submit(self._write, data))
+
+    def batch_done(self) -> None:
+        for f in self._previous:
+            f.result()  # raises the writer's error, if any
+        self._previous, self._current = self._current, []
+
+    def close(self) -> None:
+        """Finish the last file and wait for every write (raising the first error)."""
+        try:
+            self._current.append(self._pool.submit(self._close_file))
+            for f in self._previous + self._current:
+                f.result()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    # on the writer thread
+    def _open(self, shard: dict) -> None:
+        self._close_file()
+        self._file, self._hash, self._open_shard = open(shard["path"], "wb"), hashlib.sha256(), shard
+
+    def _write(self, data: memoryview) -> None:
+        self._file.write(data)
+        self._hash.update(data)
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._open_shard["sha256"] = self._hash.hexdigest()
+            self._file = self._hash = self._open_shard = None
+
+
+def _line_bytes(lines: pa.Array) -> tuple[memoryview, memoryview, int]:
+    """(offsets, data, first) of a string array: line i is data[offsets[first + i]:offsets[first + i + 1]],
+    so a run of consecutive lines is one slice of its buffer, written without a copy."""
+    if not (pa.types.is_string(lines.type) or pa.types.is_large_string(lines.type)):
+        lines = lines.cast(pa.large_string())
+    _, offsets, data = lines.buffers()
+    return (memoryview(offsets).cast("q" if pa.types.is_large_string(lines.type) else "i"), memoryview(data),
+            lines.offset)
+
+
+def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int,
+                   scratch: str) -> list[dict]:
+    """Render one attempt's lines of `_todo` in ONE streamed pass over the frozen Parquet: quarantine
+    the bad ones, pack the good ones into shards in the order they stream (the manifest's row order)
+    and write each shard's file as its lines arrive. The lines are never stored: memory stays one
+    batch, and each line is rendered once. Returns the shards (not yet recorded); their lines are
+    added to `{scratch}.cut`, the quarantined ones to `{scratch}.quarantined`."""
     limits = task.limits
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
         max_requests = max(1, int(max_requests * task.spec.retry.shrink ** (attempt - 1)))
     next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
                            [task_id, attempt])
+    packer = ShardPacker(limits.max_shard_bytes, limits.max_enqueued_tokens, max_requests)
+    files = _ShardFiles(wh, task_id, attempt, next_shard_no)
+    # The attempt's rows as a bitstring over the frozen Parquet's row numbers, so the lines stream
+    # out of a filtered scan in the Parquet's row order (the order of a join's output is not kept).
+    rows = scalar(conn, f"SELECT count(*) FROM read_parquet({sql_literal(uri)})")
+    if rows == 0:
+        return []
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _ordered AS
-        SELECT row_no, custom_id, attempt, request_id, line_bytes, est_tokens,
-               row_number() OVER w - 1 AS idx,
-               sum(line_bytes + 1) OVER w AS cum_bytes,  -- + 1: the newline
-               sum(est_tokens) OVER w AS cum_tokens
-        FROM {lines_table} WHERE reason_code IS NULL AND attempt = {int(attempt)}
-        WINDOW w AS (ORDER BY row_no ROWS UNBOUNDED PRECEDING)
+        SET VARIABLE {SELECTED_VARIABLE} = (
+            SELECT bitstring_agg(p.file_row_number, 0, {rows - 1})
+            FROM (SELECT custom_id FROM _todo WHERE attempt = {int(attempt)}) t
+            JOIN read_parquet({sql_literal(uri)}, file_row_number = true) p USING (custom_id))
     """)
-    starts = shard_starts(_running_totals(conn, "_ordered"), limits.max_shard_bytes, limits.max_enqueued_tokens,
-                          max_requests)
-    # A few hundred shard starts, not a row per line: each line finds its shard by an ASOF join.
-    conn.register("_starts", pl.DataFrame({"start_idx": starts, "shard_offset": range(len(starts))},
-                                          schema={"start_idx": pl.Int64, "shard_offset": pl.Int64}))
-    conn.execute(f"""
-        INSERT INTO _cut2 BY NAME
-        SELECT o.* EXCLUDE (cum_bytes, cum_tokens), {next_shard_no} + s.shard_offset AS shard_no,
-               o.idx - s.start_idx + 1 AS line_no
-        FROM _ordered o ASOF JOIN _starts s ON o.idx >= s.start_idx
-    """)
-    conn.unregister("_starts")
-    conn.execute("DROP TABLE _ordered")
-    shards = fetch_dicts(conn, f"""
-        SELECT shard_no, count(*) AS line_count, sum(line_bytes + 1) AS byte_count, sum(est_tokens) AS est_tokens,
-               min(row_no) AS first_row, max(row_no) AS last_row
-        FROM _cut2 WHERE attempt = {int(attempt)} GROUP BY shard_no ORDER BY shard_no
-    """)
-    for s in shards:
-        s["attempt"] = attempt
-        s["shard_id"] = f"{task_id}_a{attempt}_s{s['shard_no']:04d}"
-        s["path"] = str(wh.path("shards", task_id, f"{s['shard_id']}.jsonl"))
-    _write_shard_files(conn, task, lines_table, attempt, shards)
-    return shards
-
-
-def _write_shard_files(conn, task: ResolvedTask, lines_table: str, attempt: int, shards: list[dict]) -> None:
-    """Write each shard's file (and its sha256) from its range of manifest rows, on as many
-    cursors in parallel as DuckDB has threads: a shard's COPY reads one row group, so it runs on
-    one thread and alone would leave the other cores idle."""
-    line_sql = request_line_sql(task)
-    local, cursors, lock = threading.local(), [], threading.Lock()
-
-    def write(s: dict) -> None:
-        cur = getattr(local, "cursor", None)
-        if cur is None:
-            cur = local.cursor = conn.cursor()
-            with lock:
-                cursors.append(cur)
-        # The shard's lines are exactly the attempt's sendable lines in its range of manifest rows.
-        cur.execute(f"""
-            COPY (SELECT {line_sql} AS line FROM {lines_table}
-                  WHERE row_no BETWEEN {s['first_row']} AND {s['last_row']} AND reason_code IS NULL
-                    AND attempt = {int(attempt)} ORDER BY row_no)
-            TO {sql_literal(s['path'])} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x1f')
-        """)
-        s["sha256"] = file_sha256(Path(s["path"]))
-
-    threads = int(conn.execute("SELECT current_setting('threads')").fetchone()[0])
+    # The newline is part of each good line, so a run of lines is one slice of the batch's buffer.
+    reader = conn.sql(f"""
+        SELECT custom_id, request_id, line_bytes, est_tokens, reason_code, reason,
+               CASE WHEN reason_code IS NULL THEN line || chr(10) END AS line
+        FROM ({rendered_lines_sql(conn, task, uri, None, selected=(attempt, SELECTED_VARIABLE))})
+        WHERE getvariable({sql_literal(SELECTED_VARIABLE)}) IS NOT NULL
+    """).to_arrow_reader(STREAM_BATCH_ROWS)
+    add = conn.cursor()  # `conn` is busy streaming; the scratch tables are filled through another cursor
     try:
-        with ThreadPoolExecutor(max(1, min(threads, len(shards)))) as pool:
-            list(pool.map(write, shards))
+        for batch in reader:
+            _write_batch(add, packer, files, batch, attempt, next_shard_no, scratch)
+            files.batch_done()
     finally:
-        for cur in cursors:
-            cur.close()
+        add.close()
+        conn.execute(f"RESET VARIABLE {SELECTED_VARIABLE}")
+        files.close()
+    return files.shards
+
+
+def _write_batch(add, packer: ShardPacker, files: _ShardFiles, batch: pa.RecordBatch, attempt: int,
+                 first_shard_no: int, scratch: str) -> None:
+    """Quarantine the batch's bad lines; pack the good ones, write them into their shard files and add
+    them to the cut lines."""
+    good = pc.is_null(batch.column("reason_code"))
+    narrow = batch.select(["custom_id", "request_id", "line_bytes", "est_tokens"])
+    rows = batch.num_rows
+    n = pc.sum(good).as_py() or 0
+    if n < rows:
+        add.register("_batch", batch.filter(pc.invert(good)).select(["custom_id", "reason_code", "reason"]))
+        add.execute(f"INSERT INTO {scratch}.quarantined SELECT * FROM _batch")
+        add.unregister("_batch")
+        narrow = narrow.filter(good)
+    if n == 0:
+        return
+    offset = packer.lines
+    line_bytes = pl.Series(narrow.column("line_bytes"), dtype=pl.Int64)
+    est_tokens = pl.Series(narrow.column("est_tokens"), dtype=pl.Int64)
+    before_b, before_t = packer.running_totals
+    packer.feed((line_bytes + 1).cum_sum() + before_b, est_tokens.cum_sum() + before_t)  # + 1: the newline
+    # The shards this batch's good lines fall in: the open one (unless a shard starts at its first
+    # line) and those starting inside it. A bad line's `line` is NULL, which takes no bytes in the
+    # buffer, so each run of a shard's good lines is one slice of it, bad lines in between or not.
+    starts = [s for s in packer.starts if offset <= s < offset + n]
+    position = pl.Series(good).arg_true() if n < rows else None  # row of the k-th good line
+
+    def row(k: int) -> int:
+        return rows if k == n else (k if position is None else int(position[k]))
+
+    offsets, data, first = _line_bytes(batch.column("line"))
+    cuts = [0] + [s - offset for s in starts if s > offset] + [n]
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        if i > 0 or (starts and starts[0] == offset):
+            files.open_next()
+        start = 0 if a == 0 else row(a)
+        files.write(data[offsets[first + start]:offsets[first + row(b)]], b - a, int(est_tokens.slice(a, b - a).sum()))
+    # Each line's shard (the last start at or before it) and its line number in that shard.
+    idx = pl.int_range(offset, offset + n, dtype=pl.Int64, eager=True)
+    all_starts = pl.Series(packer.starts, dtype=pl.Int64)
+    shard = all_starts.search_sorted(idx, side="right") - 1
+    cut = pa.table({
+        "custom_id": narrow.column("custom_id"), "request_id": narrow.column("request_id"),
+        "line_bytes": line_bytes.to_arrow(), "est_tokens": est_tokens.to_arrow(),
+        "shard_no": (shard + first_shard_no).to_arrow(), "line_no": (idx - all_starts.gather(shard) + 1).to_arrow(),
+    })
+    add.register("_batch", cut)
+    add.execute(f"INSERT INTO {scratch}.cut SELECT custom_id, {int(attempt)}, request_id, line_bytes, est_tokens, "
+                "shard_no, line_no FROM _batch")
+    add.unregister("_batch")
 
 
 def _count_lines(path: Path) -> int:
