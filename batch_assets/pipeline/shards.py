@@ -15,10 +15,10 @@ batch however large the partition.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.states import TaskStatus
@@ -194,7 +195,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     spec = task.spec
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
-    with wh.connect() as conn, _scratch(conn) as scratch:
+    with wh.connect() as conn:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
@@ -209,46 +210,70 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             {due}
         """)
         attempts = [r[0] for r in conn.execute("SELECT DISTINCT attempt FROM _todo ORDER BY 1").fetchall()]
-        conn.execute(f"CREATE TABLE {scratch}.quarantined (custom_id VARCHAR, reason_code VARCHAR, reason VARCHAR)")
-        conn.execute(f"CREATE TABLE {scratch}.cut (custom_id VARCHAR, attempt INTEGER, request_id VARCHAR, "
-                     "line_bytes BIGINT, est_tokens BIGINT, shard_no BIGINT, line_no BIGINT)")
         shards: list[dict] = []
-        for attempt in attempts:
-            shards += _write_attempt(conn, wh, task, task_id, uri, attempt, scratch)
-        with transaction(conn):
-            quarantined = ledger_shards.insert_quarantine(
-                conn, task_id, f"SELECT custom_id, reason_code, reason FROM {scratch}.quarantined")
-            if shards:
-                conn.register("_new_shards", pa.Table.from_pylist(
-                    [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
-                ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
-                                            model=spec.model, query="SELECT * FROM _new_shards")
-                conn.unregister("_new_shards")
-            for attempt in sorted({s["attempt"] for s in shards}):
-                ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
-                    SELECT printf('%s_a%d_s%04d', {tid}, {attempt}, shard_no) AS shard_id,
-                           line_no, custom_id, request_id, line_bytes, est_tokens
-                    FROM {scratch}.cut WHERE attempt = {attempt}
-                """)
-            # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
-            set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
+        with _Spool(wh) as spool:
+            for attempt in attempts:
+                shards += _write_attempt(conn, wh, task, task_id, uri, attempt, spool)
+            spool.close()
+            # Recorded once every file is written and hashed, in one transaction.
+            with transaction(conn):
+                quarantined = ledger_shards.insert_quarantine(
+                    conn, task_id, f"SELECT custom_id, reason_code, reason FROM {spool.read('quarantined')}")
+                if shards:
+                    conn.register("_new_shards", pa.Table.from_pylist(
+                        [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
+                    ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
+                                                model=spec.model, query="SELECT * FROM _new_shards")
+                    conn.unregister("_new_shards")
+                for attempt in sorted({s["attempt"] for s in shards}):
+                    ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
+                        SELECT printf('%s_a%d_s%04d', {tid}, {attempt}, shard_no) AS shard_id,
+                               line_no, custom_id, request_id, line_bytes, est_tokens
+                        FROM {spool.read('lines')} WHERE attempt = {attempt}
+                    """)
+                # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
+                set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
         total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
         conn.execute("DROP TABLE _todo")
         return ShardSummary(task_id, shards, lines, quarantined, total)
 
 
-@contextlib.contextmanager
-def _scratch(conn) -> Iterator[str]:
-    """The name of an in-memory database for this call's quarantined and cut lines. Unlike a TEMP
-    table it is seen by the connection's other cursors: the lines are added on one while the
-    rendered lines stream out of another."""
-    name = f"_shards_{uuid.uuid4().hex[:12]}"
-    conn.execute(f"ATTACH ':memory:' AS {name}")
-    try:
-        yield name
-    finally:
-        conn.execute(f"DETACH {name}")
+class _Spool:
+    """Parquet files for the rows a cut records at its end: its lines (with shard and line number)
+    and its quarantined items. Written batch by batch as the lines stream, so neither memory nor
+    DuckDB's pool holds them (rows kept in DuckDB until the commit grew past its memory limit at
+    10M lines); removed when the cut ends."""
+
+    SCHEMAS = {
+        "lines": pa.schema([("custom_id", pa.string()), ("attempt", pa.int32()), ("request_id", pa.string()),
+                            ("line_bytes", pa.int64()), ("est_tokens", pa.int64()), ("shard_no", pa.int64()),
+                            ("line_no", pa.int64())]),
+        "quarantined": pa.schema([("custom_id", pa.string()), ("reason_code", pa.string()), ("reason", pa.string())]),
+    }
+
+    def __init__(self, wh: Warehouse):
+        self.folder = wh.data_dir / "tmp" / f"cut-{uuid.uuid4().hex}"
+        self.folder.mkdir(parents=True)
+        self.paths = {name: self.folder / f"{name}.parquet" for name in self.SCHEMAS}
+        self._writers = {name: pq.ParquetWriter(self.paths[name], schema) for name, schema in self.SCHEMAS.items()}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        self._writers[name].write_table(table.cast(self.SCHEMAS[name]))
+
+    def close(self) -> None:
+        while self._writers:
+            self._writers.popitem()[1].close()
+
+    def read(self, name: str) -> str:
+        return f"read_parquet({sql_literal(str(self.paths[name]))})"
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class _ShardFiles:
@@ -322,12 +347,12 @@ def _line_bytes(lines: pa.Array) -> tuple[memoryview, memoryview, int]:
 
 
 def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int,
-                   scratch: str) -> list[dict]:
+                   spool: _Spool) -> list[dict]:
     """Render one attempt's lines of `_todo` in ONE streamed pass over the frozen Parquet: quarantine
     the bad ones, pack the good ones into shards in the order they stream (the manifest's row order)
     and write each shard's file as its lines arrive. The lines are never stored: memory stays one
-    batch, and each line is rendered once. Returns the shards (not yet recorded); their lines are
-    added to `{scratch}.cut`, the quarantined ones to `{scratch}.quarantined`."""
+    batch, and each line is rendered once. The lines and the quarantined items go to `spool`.
+    Returns the shards (not yet recorded)."""
     limits = task.limits
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
@@ -354,30 +379,27 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
         FROM ({rendered_lines_sql(conn, task, uri, None, selected=(attempt, SELECTED_VARIABLE))})
         WHERE getvariable({sql_literal(SELECTED_VARIABLE)}) IS NOT NULL
     """).to_arrow_reader(STREAM_BATCH_ROWS)
-    add = conn.cursor()  # `conn` is busy streaming; the scratch tables are filled through another cursor
     try:
         for batch in reader:
-            _write_batch(add, packer, files, batch, attempt, next_shard_no, scratch)
+            _write_batch(packer, files, spool, batch, attempt, next_shard_no)
             files.batch_done()
     finally:
-        add.close()
         conn.execute(f"RESET VARIABLE {SELECTED_VARIABLE}")
         files.close()
     return files.shards
 
 
-def _write_batch(add, packer: ShardPacker, files: _ShardFiles, batch: pa.RecordBatch, attempt: int,
-                 first_shard_no: int, scratch: str) -> None:
-    """Quarantine the batch's bad lines; pack the good ones, write them into their shard files and add
-    them to the cut lines."""
+def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: pa.RecordBatch, attempt: int,
+                 first_shard_no: int) -> None:
+    """Spool the batch's bad lines for quarantine; pack the good ones, write them into their shard
+    files and spool them as the cut's lines."""
     good = pc.is_null(batch.column("reason_code"))
     narrow = batch.select(["custom_id", "request_id", "line_bytes", "est_tokens"])
     rows = batch.num_rows
     n = pc.sum(good).as_py() or 0
     if n < rows:
-        add.register("_batch", batch.filter(pc.invert(good)).select(["custom_id", "reason_code", "reason"]))
-        add.execute(f"INSERT INTO {scratch}.quarantined SELECT * FROM _batch")
-        add.unregister("_batch")
+        spool.write("quarantined", pa.Table.from_batches(
+            [batch.filter(pc.invert(good)).select(["custom_id", "reason_code", "reason"])]))
         narrow = narrow.filter(good)
     if n == 0:
         return
@@ -406,15 +428,12 @@ def _write_batch(add, packer: ShardPacker, files: _ShardFiles, batch: pa.RecordB
     idx = pl.int_range(offset, offset + n, dtype=pl.Int64, eager=True)
     all_starts = pl.Series(packer.starts, dtype=pl.Int64)
     shard = all_starts.search_sorted(idx, side="right") - 1
-    cut = pa.table({
-        "custom_id": narrow.column("custom_id"), "request_id": narrow.column("request_id"),
+    spool.write("lines", pa.table({
+        "custom_id": narrow.column("custom_id"), "attempt": pa.array([attempt] * n, pa.int32()),
+        "request_id": narrow.column("request_id"),
         "line_bytes": line_bytes.to_arrow(), "est_tokens": est_tokens.to_arrow(),
         "shard_no": (shard + first_shard_no).to_arrow(), "line_no": (idx - all_starts.gather(shard) + 1).to_arrow(),
-    })
-    add.register("_batch", cut)
-    add.execute(f"INSERT INTO {scratch}.cut SELECT custom_id, {int(attempt)}, request_id, line_bytes, est_tokens, "
-                "shard_no, line_no FROM _batch")
-    add.unregister("_batch")
+    }))
 
 
 def _count_lines(path: Path) -> int:
