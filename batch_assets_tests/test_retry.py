@@ -79,3 +79,17 @@ def test_jitter_only_shortens_a_wait():
     backoff = Backoff(attempts=4, base_s=2.0, max_s=30.0, jitter=0.5)
     for retry, full in ((1, 2.0), (2, 4.0), (3, 8.0)):
         assert all(full * 0.5 <= backoff.delay(retry) <= full for _ in range(50))
+
+
+def test_the_local_stages_load_no_provider_sdk():
+    """A stage process (freeze, shards, ingest, parse, apply, reconcile) never calls a provider, so it
+    does not pay for importing the SDKs (~95 MB of RSS in every such process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import batch_assets.pipeline.manifest, batch_assets.pipeline.shards, batch_assets.pipeline.ingest\n"
+            "import batch_assets.pipeline.parse, batch_assets.pipeline.apply, batch_assets.pipeline.reconcile\n"
+            "print(sorted(m for m in ('openai', 'anthropic', 'google.genai', 'dagster') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
