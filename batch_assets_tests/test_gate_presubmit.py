@@ -312,3 +312,31 @@ def test_retry_command_is_held_by_the_same_gate(capsys, frozen_db, ticket_task, 
     err = capsys.readouterr().err
     assert f"{TASK_ID1}: model_allowed failed, nothing reopened or sent: model 'gpt-4o-2099-01-01'" in err
     assert q(frozen_db, "SELECT count(*) AS n FROM ledger.shard")[0]["n"] == 0
+
+
+def test_a_partition_frozen_under_two_output_versions_parses_each_item_under_its_own(
+        seeded_copy, ticket_task, adapter, wait_for_jobs):
+    """Items of one partition can carry different output versions (frozen before and after a version
+    change): each answer is parsed only when its own item's version is the task's now."""
+    from batch_assets.pipeline.ingest import collect_raw_results
+    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.submit import submit_pending
+
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    cut_shards(wh, ticket_task, DAY1)
+    submit_pending(wh, ticket_task, DAY1, adapter)
+    wait_for_jobs(wh, adapter)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    with wh.connect() as conn:  # a third of the answered items as if frozen under an older version
+        conn.execute("""UPDATE ledger.manifest_item SET output_schema_version = 'v0' WHERE custom_id IN
+                        (SELECT custom_id FROM ledger.raw_result WHERE status = 'ok' AND hash(custom_id) % 3 = 0)""")
+    older = q(wh, "SELECT count(*) AS n FROM ledger.raw_result r JOIN ledger.manifest_item m USING (custom_id) "
+                  "WHERE r.status = 'ok' AND m.output_schema_version = 'v0'")[0]["n"]
+    answers = q(wh, "SELECT count(*) AS n FROM ledger.raw_result WHERE status = 'ok'")[0]["n"]
+    assert 0 < older < answers
+
+    parsed = parse_results(wh, ticket_task, DAY1)
+    assert parsed.parsed == answers - older and parsed.refused_version == older
+    assert q(wh, "SELECT count(*) AS n FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id) "
+                 "WHERE m.output_schema_version = 'v0'")[0]["n"] == 0

@@ -60,12 +60,21 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
     fields = (task.spec.output.kind == "json" and schema_fields_sql(task.output_schema, "answer")) or "NULL"
     with wh.connect() as conn:
         # Each result is parsed under its item's output version recorded at freeze, and only when
-        # that is the task's version now (its schema is the one checked here).
+        # that is the task's version now (its schema is the one checked here). When every item of
+        # the partition was frozen under one version (the usual case) that version is a constant:
+        # the results are not joined with the manifest (a hash join over every custom_id).
+        versions = conn.execute("SELECT DISTINCT output_schema_version FROM ledger.manifest_item WHERE task_id = ?",
+                                [task_id]).fetchall()
+        if len(versions) <= 1:
+            item_version, manifest_join = sql_literal(versions[0][0] if versions else task.spec.output.version), ""
+        else:
+            item_version = f"coalesce(m.output_schema_version, {version})"
+            manifest_join = "LEFT JOIN ledger.manifest_item m USING (custom_id)"
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _ans_all AS
             SELECT r.custom_id, r.attempt, r.job_key, r.status_code, r.provider_request_id,
-                   coalesce(m.output_schema_version, {version}) AS output_schema_version, {fmt.answer_sql('r')}
-            FROM ledger.raw_result r LEFT JOIN ledger.manifest_item m USING (custom_id)
+                   {item_version} AS output_schema_version, {fmt.answer_sql('r')}
+            FROM ledger.raw_result r {manifest_join}
             WHERE r.task_id = {tid} AND r.status = 'ok'
               AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
                               WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)
