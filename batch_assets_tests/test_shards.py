@@ -353,3 +353,44 @@ def test_custom_ids_the_provider_rejects_get_a_stored_safe_request_id(seeded_cop
     sent = {json.loads(raw)["custom_id"] for raw in file_lines(sh["path"])}
     assert set(mapped) <= sent and not any(got[b]["custom_id"] in sent for b in (too_long, "工单-7"))
     assert all(len(x) <= 64 and re.fullmatch(r"[\x20-\x7e]+", x) for x in sent)
+
+
+def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(seeded_copy, tmp_path, ticket_task,
+                                                                        monkeypatch):
+    """The files are written on a background thread while the lines stream: a write that fails there
+    fails the cut, nothing of it reaches the ledger (the partition stays FROZEN, no spool is left
+    behind) and running it again cuts exactly what an undisturbed cut does."""
+    from batch_assets.pipeline import shards as shards_module
+
+    task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
+    clean = copy_of(seeded_copy, tmp_path / "clean")
+    freeze_and_cut(clean, task)
+    expected = _cut_snapshot(clean)
+
+    wh = seeded_copy
+    freeze_manifest(wh, task, DAY1)
+    monkeypatch.setattr(shards_module, "STREAM_BATCH_ROWS", 4)
+    real_write, calls = shards_module._ShardFiles._write, []
+
+    def failing_write(self, data):
+        calls.append(len(data))
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        real_write(self, data)
+
+    monkeypatch.setattr(shards_module._ShardFiles, "_write", failing_write)
+    with pytest.raises(OSError, match="No space left"):
+        cut_shards(wh, task, DAY1)
+    assert rows(wh, "SELECT (SELECT count(*) FROM ledger.shard) AS shards, (SELECT count(*) FROM ledger.shard_line) "
+                    "AS lines, (SELECT count(*) FROM ledger.quarantine) AS quarantined, "
+                    "(SELECT status FROM ledger.batch_task) AS status") == [
+        {"shards": 0, "lines": 0, "quarantined": 0, "status": "FROZEN"}]
+    assert not any((wh.data_dir / "tmp").iterdir())
+
+    monkeypatch.setattr(shards_module._ShardFiles, "_write", real_write)
+    cut_shards(wh, task, DAY1)
+    again = _cut_snapshot(wh)
+    assert [{**sh, "path": Path(sh["path"]).name} for sh in again[0]] == \
+           [{**sh, "path": Path(sh["path"]).name} for sh in expected[0]]
+    assert again[1:] == expected[1:]
+    assert verify_shards(wh, task, DAY1)[0] == []

@@ -384,6 +384,7 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
             _write_batch(packer, files, spool, batch, attempt, next_shard_no)
             files.batch_done()
     finally:
+        reader.close()  # an open result keeps the connection busy: close it before anything else runs
         conn.execute(f"RESET VARIABLE {SELECTED_VARIABLE}")
         files.close()
     return files.shards
