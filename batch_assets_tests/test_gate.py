@@ -307,3 +307,19 @@ def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, mo
             assert conn.execute("SELECT count(*) FROM ledger.provider_job").fetchone()[0] > 0
             (detail,) = conn.execute("SELECT detail FROM ledger.operator_action WHERE action = 'budget_override'").fetchone()
         assert detail.startswith("load test, approved | overrode: all models today")
+
+
+def test_a_redacted_item_keeps_its_other_texts_verbatim(seeded_copy, ticket_task):
+    """Only the texts with something masked are rewritten: the other column of a redacted item (and
+    every text of an untouched one) reaches the prompt exactly as the source holds it."""
+    wh = seeded_copy
+    add_ticket(wh, "TK-MIXED-1", "Please write to jane.doe@example.com about the refund.")
+    add_ticket(wh, "TK-PLAIN-1", "Nothing sensitive in here at all.")
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET subject = 'Refund request, second try' "
+                     "WHERE ticket_id IN ('TK-MIXED-1', 'TK-PLAIN-1')")
+    freeze_manifest(wh, ticket_task, DAY1)
+    mixed, plain = prompts(wh)["TK-MIXED-1"], prompts(wh)["TK-PLAIN-1"]
+    assert "Subject: Refund request, second try" in mixed and "Subject: Refund request, second try" in plain
+    assert "Please write to [EMAIL_1] about the refund." in mixed and "jane.doe@example.com" not in mixed
+    assert "Nothing sensitive in here at all." in plain

@@ -104,7 +104,7 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"
                           for c in cols)
         # Only items with a masked finding have a text that differs from the source; every other
-        # row keeps its source value (the view below).
+        # text keeps its source value (the view below).
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {CHANGED_TABLE} AS
             SELECT r.*, b.reasons AS __blocked
@@ -112,9 +112,11 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
                   WHERE id IN (SELECT id FROM {quote_ident(outcome.mapping_table)}) GROUP BY id) AS r
             LEFT JOIN {blocked} AS b ON b.id = r.__bid
         """)
+        # The redacted relation holds only the texts that may have had something masked: any other
+        # text (another column of a changed item too) keeps its source value. Redaction never
+        # turns a text into NULL.
         replaced = ", ".join(
-            f"CASE WHEN g.__bid IS NULL THEN CAST(r.{quote_ident(c)} AS VARCHAR) ELSE g.{quote_ident(c)} END "
-            f"AS {quote_ident(c)}" for c in cols)
+            f"coalesce(g.{quote_ident(c)}, CAST(r.{quote_ident(c)} AS VARCHAR)) AS {quote_ident(c)}" for c in cols)
         # A view, not a copy: the freeze reads the gated rows once (its reject check needs only the
         # ids), so materializing every source row again here would only cost time and memory.
         conn.execute(f"""

@@ -102,8 +102,9 @@ class PolicyOutcome:
 
     counts: one row per detector (and `sensitive_column` when configured), zero counts included.
     blocked_table: (id, reasons VARCHAR[]) - reasons like "card in column body", never a value.
-    redaction.table: (id, column_name, redacted_text) for every row and column (`changed_only`: of the
-        ids with something masked); values of `redact`
+    redaction.table: (id, column_name, redacted_text) for every row and column (`changed_only`: only
+        texts in which something may be masked, of the ids with something masked; an absent text
+        is unchanged); values of `redact`
         AND `block` detectors are masked (blocked items should be dropped, but are masked anyway).
     redaction.mapping_table: (id, detector, placeholder, value) - original values, local only.
     findings_table: every confirmed finding, values included - local only.
@@ -150,16 +151,19 @@ def evaluate(
     """Scan `text_cols` of `relation_sql` and apply `policy`: counts, ids to block, redacted text.
 
     Columns in `policy.sensitive_columns` need not be in `text_cols`; they are added to the
-    redacted relation either way. `changed_only`: the redacted relation holds only the ids that
-    have something masked (see `redact_texts`)."""
+    redacted relation either way. `changed_only`: the redacted relation holds only the texts that
+    may have something masked, of the ids that have (the texts a detector's pattern matches, and
+    the sensitive columns), so the texts are read once, by the scan: a caller keeps the source
+    value of every text not in it."""
     all_cols = list(text_cols) + [c for c in policy.sensitive_columns if c not in text_cols]
     col_idx = {c: i for i, c in enumerate(all_cols)}
     scan_cols = [c for c in text_cols if c not in policy.sensitive_columns]
     detectors = default_detectors(policy.phone_regions)
 
     findings = temp_name("policy_findings")
+    hit_texts = temp_name("policy_hit_texts") if changed_only and scan_cols else None
     if scan_cols:
-        find_sensitive(conn, relation_sql, id_col, scan_cols, detectors, table=findings)
+        find_sensitive(conn, relation_sql, id_col, scan_cols, detectors, table=findings, hit_texts=hit_texts)
         remap = " ".join(f"WHEN {sql_literal(c)} THEN {col_idx[c]}" for c in scan_cols)
         conn.execute(f"UPDATE {quote_ident(findings)} SET col_idx = CASE column_name {remap} END")
     else:
@@ -207,8 +211,23 @@ def evaluate(
         FROM {quote_ident(findings)} WHERE detector IN ({in_block})
         GROUP BY id
     """)
-    texts_sql = long_texts_sql(relation_sql, id_col, all_cols)
-    redaction = redact_texts(conn, texts_sql, findings, detectors=masked, changed_only=changed_only)
+    if changed_only:
+        # The texts a detector's pattern matched (kept by the scan) and the sensitive columns' texts.
+        def renumbered(texts: str) -> str:
+            idx = " ".join(f"WHEN {sql_literal(c)} THEN {col_idx[c]}" for c in all_cols)
+            return f"SELECT id, column_name, CASE column_name {idx} END AS col_idx, text FROM ({texts})"
+        parts = [renumbered(f"SELECT * FROM {quote_ident(hit_texts)}")] if hit_texts else []
+        if policy.sensitive_columns:
+            parts.append(renumbered(long_texts_sql(relation_sql, id_col, policy.sensitive_columns)))
+        texts_sql = ("\nUNION ALL\n".join(parts) if parts
+                     else f"SELECT * FROM ({long_texts_sql(relation_sql, id_col, all_cols)}) LIMIT 0")
+    else:
+        texts_sql = long_texts_sql(relation_sql, id_col, all_cols)
+    try:
+        redaction = redact_texts(conn, texts_sql, findings, detectors=masked, changed_only=changed_only)
+    finally:
+        if hit_texts:
+            conn.execute(f"DROP TABLE IF EXISTS {quote_ident(hit_texts)}")
     return PolicyOutcome(
         counts=counts, blocked_table=blocked_table, redaction=redaction, findings_table=findings,
         restore_on_apply=policy.restore_on_apply,

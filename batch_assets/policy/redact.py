@@ -37,7 +37,7 @@ PLACEHOLDER_RE = re.compile(r"\[[A-Z][A-Z0-9_]*_[0-9]+\]")
 @dataclass(frozen=True)
 class Redaction:
     """Names of two TEMP tables: `table` (id, column_name, redacted_text) with every input row (with
-    `changed_only`: the rows of the ids that have a masked finding), and `mapping_table`
+    `changed_only`: only the given rows of the ids that have a masked finding), and `mapping_table`
     (id, detector, placeholder, value), local only."""
 
     table: str
@@ -79,7 +79,8 @@ def redact_texts(
     """`redact` over an already long relation (id, column_name, col_idx, text).
 
     `changed_only`: only the texts of ids with a finding to mask are copied and returned; a caller
-    that keeps the source value for every other id (the freeze's gate) saves moving all texts twice."""
+    that keeps the source value of every other text (the freeze's gate) saves moving all texts
+    twice. `texts_sql` may then hold just the texts that can have a finding."""
     table = table or temp_name("policy_redacted")
     mapping_table = mapping_table or temp_name("policy_mapping")
     spans = temp_name("policy_spans")
