@@ -394,3 +394,20 @@ def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(seeded_c
            [{**sh, "path": Path(sh["path"]).name} for sh in expected[0]]
     assert again[1:] == expected[1:]
     assert verify_shards(wh, task, DAY1)[0] == []
+
+
+def test_a_cut_sweeps_the_spool_of_a_killed_cut_and_leaves_a_live_one(seeded_copy, ticket_task):
+    """A cut killed before its cleanup leaves its spool folder behind; the next cut removes it. The
+    spool of a process that is alive (another partition being cut now) stays."""
+    import os
+
+    wh = seeded_copy
+    tmp = wh.data_dir / "tmp"
+    dead = tmp / "cut-4194305-0123abcd"     # above Linux's largest pid (2**22): no such process
+    live = tmp / f"cut-{os.getppid()}-4567ef01"
+    for folder in (dead, live):
+        folder.mkdir(parents=True)
+        (folder / "lines.parquet").write_bytes(b"partial")
+    freeze_and_cut(wh, ticket_task)
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in tmp.iterdir()) == [live.name]

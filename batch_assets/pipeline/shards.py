@@ -16,6 +16,7 @@ batch however large the partition.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import uuid
 from collections.abc import Iterable
@@ -253,7 +254,8 @@ class _Spool:
     }
 
     def __init__(self, wh: Warehouse):
-        self.folder = wh.data_dir / "tmp" / f"cut-{uuid.uuid4().hex}"
+        _sweep_abandoned_spools(wh.data_dir / "tmp")
+        self.folder = wh.data_dir / "tmp" / f"cut-{os.getpid()}-{uuid.uuid4().hex}"
         self.folder.mkdir(parents=True)
         self.paths = {name: self.folder / f"{name}.parquet" for name in self.SCHEMAS}
         self._writers = {name: pq.ParquetWriter(self.paths[name], schema) for name, schema in self.SCHEMAS.items()}
@@ -274,6 +276,18 @@ class _Spool:
     def __exit__(self, *exc) -> None:
         self.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _sweep_abandoned_spools(folder: Path) -> None:
+    """Remove the spools of cuts whose process is gone (killed before its cleanup ran); a live
+    process's spool (another partition being cut now) is left alone."""
+    for spool in folder.glob("cut-*-*"):
+        try:
+            os.kill(int(spool.name.split("-")[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(spool, ignore_errors=True)
+        except (ValueError, PermissionError):
+            continue  # not ours to judge: a name we did not make, or another user's live process
 
 
 class _ShardFiles:
