@@ -225,13 +225,14 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                         [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
                     ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
                                                 model=spec.model, query="SELECT * FROM _new_shards")
+                    # Each line takes its shard's id from the shard it was written into.
+                    for attempt in sorted({s["attempt"] for s in shards}):
+                        ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
+                            SELECT s.shard_id, l.line_no, l.custom_id, l.request_id, l.line_bytes, l.est_tokens
+                            FROM {spool.read('lines')} l JOIN _new_shards s USING (attempt, shard_no)
+                            WHERE l.attempt = {attempt}
+                        """)
                     conn.unregister("_new_shards")
-                for attempt in sorted({s["attempt"] for s in shards}):
-                    ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
-                        SELECT printf('%s_a%d_s%04d', {tid}, {attempt}, shard_no) AS shard_id,
-                               line_no, custom_id, request_id, line_bytes, est_tokens
-                        FROM {spool.read('lines')} WHERE attempt = {attempt}
-                    """)
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
@@ -373,13 +374,13 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
         max_requests = max(1, int(max_requests * task.spec.retry.shrink ** (attempt - 1)))
     next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
                            [task_id, attempt])
-    packer = ShardPacker(limits.max_shard_bytes, limits.max_enqueued_tokens, max_requests)
-    files = _ShardFiles(wh, task_id, attempt, next_shard_no)
     # The attempt's rows as a bitstring over the frozen Parquet's row numbers, so the lines stream
     # out of a filtered scan in the Parquet's row order (the order of a join's output is not kept).
     rows = scalar(conn, f"SELECT count(*) FROM read_parquet({sql_literal(uri)})")
     if rows == 0:
         return []
+    packer = ShardPacker(limits.max_shard_bytes, limits.max_enqueued_tokens, max_requests)
+    files = _ShardFiles(wh, task_id, attempt, next_shard_no)
     conn.execute(f"""
         SET VARIABLE {SELECTED_VARIABLE} = (
             SELECT bitstring_agg(p.file_row_number, 0, {rows - 1})
@@ -437,8 +438,7 @@ def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: 
     for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
         if i > 0 or (starts and starts[0] == offset):
             files.open_next()
-        start = 0 if a == 0 else row(a)
-        files.write(data[offsets[first + start]:offsets[first + row(b)]], b - a, int(est_tokens.slice(a, b - a).sum()))
+        files.write(data[offsets[first + row(a)]:offsets[first + row(b)]], b - a, int(est_tokens.slice(a, b - a).sum()))
     # Each line's shard (the last start at or before it) and its line number in that shard.
     idx = pl.int_range(offset, offset + n, dtype=pl.Int64, eager=True)
     all_starts = pl.Series(packer.starts, dtype=pl.Int64)
