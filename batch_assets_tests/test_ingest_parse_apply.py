@@ -398,6 +398,10 @@ def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_th
     first = q(wh, "SELECT count(*) AS n FROM ledger.applied_result")[0]["n"]
     assert 0 < first < LINES
     assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == first  # the failed chunk left nothing
+    # A chunk is a range of business ids: the first one written holds the lowest.
+    lowest = q(wh, f"""SELECT m.business_id FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
+                       WHERE p.provider_succeeded AND p.error_class IS NULL ORDER BY 1 LIMIT {first}""")
+    assert q(wh, "SELECT ticket_id AS business_id FROM ticket_labels ORDER BY 1") == lowest
 
     monkeypatch.setattr(apply_module, "insert_applied_results", real)
     s = apply_results(wh, ticket_task, DAY1)
@@ -442,3 +446,31 @@ def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_cop
     assert (r.applied, r.stale) == (LINES - 2, 2)
     # Applying again does not revisit stale decisions.
     assert (apply_results(wh, ticket_task, DAY1).applied, len(q(wh, "SELECT * FROM ticket_labels"))) == (0, LINES - 1)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 10, 11])
+def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeypatch, chunk):
+    """The chunks of a large apply are ranges of _decided's rows (stored in business-id order): they
+    cover every row exactly once, and the rows of one business id (here ids repeated up to four
+    times, across any chunk mark) always fall into one chunk."""
+    import duckdb
+
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
+    repeats = [1, 4, 1, 2, 1, 1, 3, 1]  # rows per business id
+    with duckdb.connect() as conn:
+        conn.execute("""CREATE TEMP TABLE _decided AS
+                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy
+                        FROM unnest(?::INTEGER[]) WITH ORDINALITY AS t(n, i), range(n) AS c(r)
+                        ORDER BY business_id""", [repeats])
+        n = sum(repeats)
+        starts = apply_module._chunk_starts(conn, n)
+        ends = starts[1:] + [n]
+        assert starts[0] == 0 and all(a < b for a, b in zip(starts, ends))
+        chunk_of = {}
+        for k, (lo, hi) in enumerate(zip(starts, ends)):
+            for (bid,) in conn.execute("SELECT business_id FROM _decided WHERE rowid >= ? AND rowid < ?",
+                                       [lo, hi]).fetchall():
+                assert chunk_of.setdefault(bid, k) == k, f"{bid} is split across chunks"
+        assert len(chunk_of) == len(repeats)
+        # about APPLY_CHUNK rows each: as many chunks as needed, fewer only where an id's rows stay together
+        assert len(starts) <= -(-n // chunk)

@@ -6,7 +6,7 @@ current source row is marked stale and never written over newer data. Every deci
 ledger.applied_result in the same transaction as the write, so applying twice changes nothing.
 In that transaction too: the business row an answer overwrites is kept in ledger.applied_previous
 (so a revoke can put it back), and the answers the task's `review:` picks land in ledger.review_item.
-Large partitions are written in chunks of at most APPLY_CHUNK answers, one transaction each.
+Large partitions are written in chunks of about APPLY_CHUNK answers, one transaction each.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def _answer_fields(task: ResolvedTask) -> list[str]:
     return list(dict.fromkeys(fields))
 
 
-def _decided_sql(task: ResolvedTask) -> str:
+def _decided_sql(task: ResolvedTask, by_business_id: bool = False) -> str:
     """`_decided`: each candidate with its outcome and, for applied ones, its typed output fields
     (column `_f<i>` for _answer_fields()[i]) read out of the answer ONCE: the business write and the
-    review pick both use them, and the answer itself is not copied further."""
+    review pick both use them, and the answer itself is not copied further. `by_business_id`: stored
+    in business-id order (for a write in chunks, see _chunk_starts)."""
     fields = _answer_fields(task)
     scalars = [f for f in fields if _column_type(task, f) != "JSON" and "[" not in _column_type(task, f)]
     paths = "[" + ", ".join(sql_literal("$." + f) for f in scalars) + "]"
@@ -77,6 +78,7 @@ def _decided_sql(task: ResolvedTask) -> str:
               FROM (SELECT c.custom_id, c.attempt, c.business_id, c.input_hash, c.answer,
                            CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
                     FROM _cand c LEFT JOIN _live l USING (business_id)))
+        {"ORDER BY business_id" if by_business_id else ""}
     """
 
 
@@ -222,30 +224,48 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
         _live_hashes(conn, task, partition_date)
-        conn.execute(_decided_sql(task))
+        in_chunks = n_cand > APPLY_CHUNK
+        conn.execute(_decided_sql(task, by_business_id=in_chunks))
         conn.execute("DROP VIEW _live; DROP TABLE _same; DROP TABLE _cand;")
         drop_source(conn)
         fields = _answer_fields(task)
-        # Written in chunks of at most APPLY_CHUNK answers (by business id, so a key never spans two),
-        # each in its own transaction: an answer's business row and its ledger rows still commit
-        # together, and a transaction never holds more than a chunk (one transaction of 10M answers
-        # ran out of memory on its uncommitted index entries). A failure between chunks leaves the
-        # rest unapplied for the next run, never half of an answer.
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
-        chunks = max(1, -(-applied // APPLY_CHUNK))
         any_held = _held_keys(conn, task)
-        for k in range(chunks):
-            if chunks == 1:
-                conn.execute("CREATE OR REPLACE TEMP VIEW _part AS SELECT * FROM _decided")
-            else:
-                # A chunk's rows are copied out once, so its statements read a chunk, not the partition.
-                conn.execute(f"CREATE OR REPLACE TEMP TABLE _part AS SELECT * FROM _decided "
-                             f"WHERE hash(business_id) % {chunks} = {k}")
+        # Written in chunks of at most about APPLY_CHUNK answers, each in its own transaction: an
+        # answer's business row and its ledger rows still commit together, and a transaction never
+        # holds more than a chunk (one transaction of 10M answers ran out of memory on its
+        # uncommitted index entries). A failure between chunks leaves the rest unapplied for the
+        # next run, never half of an answer.
+        starts = _chunk_starts(conn, applied + stale) if in_chunks else [0]
+        for lo, hi in zip(starts, starts[1:] + [None]):
+            # A chunk is a range of _decided's row numbers: read in place, not copied out.
+            bounds = f"WHERE rowid >= {lo}" + (f" AND rowid < {hi}" if hi is not None else "")
+            conn.execute(f"CREATE OR REPLACE TEMP VIEW _part AS SELECT * FROM _decided {bounds}")
             _write_chunk(conn, task, task_id, fields, any_held)
-            conn.execute("DROP VIEW _part" if chunks == 1 else "DROP TABLE _part")
+            conn.execute("DROP VIEW _part")
         conn.execute("DROP TABLE _held; DROP TABLE _decided;")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
+
+
+def _chunk_starts(conn: duckdb.DuckDBPyConnection, n: int) -> list[int]:
+    """The first row number of each chunk of `_decided` (its n rows stored in business-id order):
+    about every APPLY_CHUNK rows, moved back to the first row of that business id, so a key never
+    spans two chunks. A chunk is a range of row numbers, which a scan reads without touching the
+    rest (business ids share long prefixes, which string zone maps cannot tell apart), and a
+    chunk's keys are written into the business table's index in order (2-3x faster at 10M rows
+    than keys spread over the whole table)."""
+    chunks = -(-n // APPLY_CHUNK)
+    if chunks <= 1:
+        return [0]
+    marks = ", ".join(str(k * n // chunks) for k in range(1, chunks))
+    firsts = conn.execute(f"""
+        SELECT DISTINCT min(d.rowid) FROM _decided d
+        JOIN (SELECT rowid AS mark, business_id FROM _decided WHERE rowid IN ({marks})) m
+          ON d.business_id IS NOT DISTINCT FROM m.business_id
+        GROUP BY m.mark
+    """).fetchall()
+    return sorted({0} | {r[0] for r in firsts})
 
 
 def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
