@@ -217,6 +217,27 @@ def _stage_batch(conn: duckdb.DuckDBPyConnection, batch: list[dict], fmt: WireFo
     conn.execute("DROP TABLE _in; ALTER TABLE _in_all RENAME TO _in")
 
 
+def _line_spans(conn: duckdb.DuckDBPyConnection, shard_ids: set[str]) -> dict[str, tuple[int, int]]:
+    """Each shard's first and last row number in ledger.shard_line (one read of the table). A cut
+    writes a shard's lines together, so a shard's span holds little else; nothing deletes lines
+    while ingest holds the warehouse, so the row numbers stay put."""
+    if not shard_ids:
+        return {}
+    listed = ", ".join(sql_literal(s) for s in sorted(shard_ids))
+    return {sid: (lo, hi) for sid, lo, hi in conn.execute(
+        f"SELECT shard_id, min(rowid), max(rowid) FROM ledger.shard_line WHERE shard_id IN ({listed}) GROUP BY shard_id"
+    ).fetchall()}
+
+
+def _rowid_range(spans: dict[str, tuple[int, int]], shard_ids: list[str]) -> list[str]:
+    """A row-number range around the lines of `shard_ids` (a scan skips what lies outside it); no
+    condition when none of them has lines. The shard filter itself stays: the range only narrows."""
+    found = [spans[s] for s in shard_ids if s in spans]
+    if not found:
+        return []
+    return [f"rowid BETWEEN {min(lo for lo, _ in found)} AND {max(hi for _, hi in found)}"]
+
+
 def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> tuple[int, int]:
     """Ingest every downloaded, not yet ingested file of the task. Returns (files, lines).
 
@@ -237,6 +258,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
         """, [task_id])
         bar = stack.enter_context(progress.task(f"{task_id}: ingest results", total=sum(f["byte_count"] for f in files),
                                                 unit="bytes"))
+        spans = _line_spans(conn, {f["shard_id"] for f in files})
         for batch in _batches(files):
             rows = ", ".join(f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
                              f"{sql_literal(f['shard_id'])}, {int(f['attempt'])})" for i, f in enumerate(batch))
@@ -250,6 +272,16 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             shards_in = ", ".join(sql_literal(s) for s in shard_ids)
             jobs_in = ", ".join(sql_literal(r[0]) for r in conn.execute(
                 f"SELECT job_key FROM ledger.provider_job WHERE shard_id IN ({shards_in})").fetchall())
+            # Shard and job ids share long prefixes, which DuckDB's string zone maps cannot tell
+            # apart: filtered by id alone, every batch read the ids of all the partition's lines and
+            # results. The lines are read within their shards' row span, and earlier results only
+            # when one of these jobs had a file ingested before (they are written together).
+            in_spans = " AND ".join([f"shard_id IN ({shards_in})"] + _rowid_range(spans, shard_ids))
+            answered_before = (f"SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} "
+                               f"AND status = 'ok' AND job_key IN ({jobs_in})")
+            if not conn.execute(f"SELECT EXISTS (SELECT 1 FROM ledger.raw_file WHERE job_key IN ({jobs_in}) "
+                                "AND ingested_at IS NOT NULL)").fetchone()[0]:
+                answered_before = "SELECT NULL::VARCHAR AS custom_id, NULL::INTEGER AS attempt WHERE false"
             # Map each line to its custom_id and rank repeats: narrow columns only (no bodies). A
             # retried item answers once per attempt, so repeats are counted per (custom_id, attempt).
             conn.execute(f"""
@@ -258,7 +290,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                        CASE WHEN sl.custom_id IS NOT NULL
                             THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt ORDER BY f.ord, i.line_no) END AS nth
                 FROM _in i JOIN _files f USING (file_key)
-                LEFT JOIN (SELECT shard_id, request_id, custom_id FROM ledger.shard_line WHERE shard_id IN ({shards_in})) sl
+                LEFT JOIN (SELECT shard_id, request_id, custom_id FROM ledger.shard_line WHERE {in_spans}) sl
                        ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
             with transaction(conn):
@@ -272,8 +304,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                     FROM _in i JOIN _keyed k USING (file_key, line_no)
                     -- Lines answered before: a (custom_id, attempt) is cut into one shard only, so they
                     -- came from a job of the same shard.
-                    LEFT JOIN (SELECT DISTINCT custom_id, attempt FROM ledger.raw_result
-                               WHERE task_id = {tid} AND status = 'ok' AND job_key IN ({jobs_in})) prev
+                    LEFT JOIN ({answered_before}) prev
                       ON prev.custom_id = k.custom_id AND prev.attempt = k.attempt
                 """)
                 mark_files_ingested(conn, """
