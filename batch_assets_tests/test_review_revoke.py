@@ -123,3 +123,39 @@ def test_always_if_is_checked_against_the_output_fields(ticket_task) -> None:
 def test_review_rate_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="sample_rate"):
         ReviewSpec(sample_rate=1.5)
+
+
+def test_revoking_an_answer_over_a_revoked_one_walks_back_to_the_answer_before(
+        seeded_copy: Warehouse, ticket_task, adapter, run_partition) -> None:
+    """Three answers for one key, each applied over the one before. The middle one is revoked while
+    the newest holds the table (nothing to change then); revoking the newest afterwards puts back
+    the first, the nearest earlier answer still standing, instead of emptying the key."""
+    wh, task, task_id = seeded_copy, ticket_task, ticket_task.task_id(DAY1)
+    run_partition(wh, task, DAY1, adapter)
+    key = sorted(_labels(wh))[0]
+    answers = [_labels(wh)[key]]
+    for edit in (" (edited)", " (edited again)"):
+        with wh.connect() as conn:
+            conn.execute("UPDATE support_tickets SET body = body || ? WHERE ticket_id = ?", [edit, key])
+        freeze_manifest(wh, task, DAY1, refreeze=True)
+        run_partition(wh, task, DAY1, adapter)
+        answers.append(_labels(wh)[key])
+    first, middle, newest = answers
+    assert len({a["custom_id"] for a in answers}) == 3
+
+    assert revoke(wh, custom_ids=[middle["custom_id"]]).by_action == {"superseded": 1}
+    assert _labels(wh)[key] == newest
+    summary = revoke(wh, custom_ids=[newest["custom_id"]], reason="bad batch")
+    assert summary.by_action == {"restored": 1}
+    assert _labels(wh)[key] == first
+    with wh.connect() as conn:
+        restored = conn.execute("SELECT restored_custom_id FROM ledger.revocation WHERE custom_id = ?",
+                                [newest["custom_id"]]).fetchone()[0]
+    assert restored == first["custom_id"]
+    # Revoking the first too leaves nothing standing: the key is emptied.
+    assert revoke(wh, custom_ids=[first["custom_id"]]).by_action == {"removed": 1}
+    assert key not in _labels(wh)
+    rec, verdict = settle(wh, task_id)
+    assert verdict.passed, verdict.reasons
+    # Only the current freeze's answer counts: the earlier two belong to items its refreezes superseded.
+    assert rec.revoked == 1 and not rec.problems()

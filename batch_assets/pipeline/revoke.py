@@ -4,9 +4,10 @@ Which answers: every applied item of a partition (`task_id`), chosen custom_ids,
 business ids the answer applied last for each key. Per answer, set-based:
 
 - the business table still holds this answer and the apply that wrote it had overwritten an earlier
-  answer (kept in `ledger.applied_previous`) that is not revoked itself -> that row is put back (`restored`);
-- it still holds this answer and there was nothing earlier (or the earlier one is revoked too) -> the
-  row is deleted (`removed`);
+  answer (kept in `ledger.applied_previous`) -> the nearest earlier answer that is not revoked is put
+  back (`restored`): a revoked one is walked past to the row it had overwritten in turn;
+- it still holds this answer and there was nothing earlier that still stands -> the row is deleted
+  (`removed`);
 - the table holds another answer for the key by now (or none) -> nothing to change (`superseded`).
 
 Each revoke is recorded in `ledger.revocation` in the same transaction as the business table change;
@@ -27,6 +28,11 @@ from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.apply import value_sql
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
+
+
+# How many revoked answers in a row a revoke walks back over to find the row to put back (a bound
+# against a malformed chain, far beyond any real history of one key).
+MAX_WALK_BACK = 1000
 
 
 class RevokeError(ValueError):
@@ -114,19 +120,36 @@ def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: st
                   reason: str | None) -> dict[str, int]:
     apply = task.spec.apply
     target, key = f"main.{quote_ident(table)}", quote_ident(apply.key)
+    # The row to put back is the nearest earlier answer that is not revoked (nor being revoked now):
+    # walk back through the rows each apply overwrote, past revoked ones. (An answer revoked while a
+    # newer one held the table changed nothing then; revoking the newer one later must skip it.)
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _plan AS
+        WITH RECURSIVE gone AS (
+            SELECT custom_id FROM ledger.revocation UNION SELECT custom_id FROM _sel
+        ),
+        back(custom_id, step, previous_custom_id, previous_row) AS (
+            SELECT p.custom_id, 1, p.previous_custom_id, p.previous_row
+            FROM ledger.applied_previous p
+            WHERE p.custom_id IN (SELECT custom_id FROM _sel WHERE NOT revoked)
+            UNION ALL
+            SELECT b.custom_id, b.step + 1, p.previous_custom_id, p.previous_row
+            FROM back b JOIN ledger.applied_previous p ON p.custom_id = b.previous_custom_id
+            WHERE b.previous_custom_id IN (SELECT custom_id FROM gone) AND b.step < {MAX_WALK_BACK}
+        ),
+        kept AS (  -- per answer: the nearest earlier answer still standing
+            SELECT custom_id, arg_min(previous_row, step) AS previous_row
+            FROM back WHERE previous_custom_id NOT IN (SELECT custom_id FROM gone)
+            GROUP BY custom_id
+        )
         SELECT s.custom_id, s.task_id, s.business_id, s.target_table, s.output_version,
                CASE WHEN b.custom_id IS DISTINCT FROM s.custom_id THEN 'superseded'
-                    WHEN p.previous_custom_id IS NOT NULL
-                         AND p.previous_custom_id NOT IN (SELECT custom_id FROM ledger.revocation)
-                         AND p.previous_custom_id NOT IN (SELECT custom_id FROM _sel)
-                      THEN 'restored'
+                    WHEN k.previous_row IS NOT NULL THEN 'restored'
                     ELSE 'removed' END AS action,
-               p.previous_row
+               k.previous_row
         FROM _sel s
         LEFT JOIN {target} b ON b.{key} = s.business_id AND b.output_version = s.output_version
-        LEFT JOIN ledger.applied_previous p ON p.custom_id = s.custom_id
+        LEFT JOIN kept k ON k.custom_id = s.custom_id
         WHERE NOT s.revoked AND s.task_name = $n AND s.target_table = $t AND s.output_version = $v
     """, {"n": task.name, "t": table, "v": version})
     conn.execute("ALTER TABLE _plan ADD COLUMN restored_custom_id VARCHAR")
