@@ -232,7 +232,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
         any_held = _held_keys(conn, task)
-        # Written in chunks of at most about APPLY_CHUNK answers, each in its own transaction: an
+        # Written in chunks of about APPLY_CHUNK answers, each in its own transaction: an
         # answer's business row and its ledger rows still commit together, and a transaction never
         # holds more than a chunk (one transaction of 10M answers ran out of memory on its
         # uncommitted index entries). A failure between chunks leaves the rest unapplied for the
