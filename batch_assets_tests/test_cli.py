@@ -39,7 +39,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = ["job_key", "task_id", "provider", "endpoint_mode", "endpoint_url", "request_options", "provider_batch_id", "state", "raw_status", "request_total",
               "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",
               "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note", "stuck",
-              "stuck_at", "collect_attempts", "collect_error"]
+              "stuck_at", "collect_attempts", "collect_error", "remote_files", "remote_delete_error"]
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert code == 0
     header = table.splitlines()[0].split()
     assert header == ["job_key", "provider", "mode", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
-                      "terminal", "note", "stuck", "collect_error"]
+                      "terminal", "note", "stuck", "collect_error", "remote"]
     assert "COMPLETED" in table.splitlines()[2]
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "json", "--task", "ticket_triage")
@@ -183,6 +183,8 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     # Where the job went and the structured-output form its lines used, recorded by submit_pending.
     assert (jobs[0]["endpoint_mode"], jobs[0]["request_options"]) == ("emulator", {"response_format": "json_schema"})
     assert jobs[0]["endpoint_url"].startswith("http://127.0.0.1:")
+    # Collected with the task's retention on: the provider-side files are gone.
+    assert (jobs[0]["remote_files"], jobs[0]["remote_delete_error"]) == ("deleted", None)
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "csv")
     assert code == 0

@@ -3,8 +3,11 @@ a failed deletion retried on the next collect, local purge keeps the ledger and 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gzip
+import io
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import openai
 import pytest
 from google.genai import errors as genai_errors
 
+from batch_assets.cli import main as cli_main
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.ingest import collect_raw_results
@@ -73,6 +77,15 @@ def test_retention_off_keeps_provider_files(all_seeded: Warehouse, emulator: Emu
     collect_raw_results(all_seeded, task, DAY, adapter)
     assert not _gone(adapter, "openai", jobs[0]["input_file_id"])
     assert [j["job_key"] for j in pending_remote_deletions(all_seeded)] == [jobs[0]["job_key"]]
+    assert _jobs_remote(all_seeded) == [("on provider", None)]
+
+
+def _jobs_remote(wh: Warehouse) -> list[tuple[str, str | None]]:
+    """(remote, remote_delete_error) of every job, as `batch-assets jobs --format json` prints them."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["--database", str(wh.database), "jobs", "--format", "json"]) == 0
+    return [(j["remote_files"], j["remote_delete_error"]) for j in json.loads(out.getvalue())]
 
 
 def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded: Warehouse,
@@ -90,11 +103,14 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded:
     assert [(p["job_key"], p["attempts"]) for p in pending] == [(jobs[0]["job_key"], 1)]
     assert "500" in pending[0]["last_error"] or "Internal" in pending[0]["last_error"]
     assert not _gone(adapter, "openai", jobs[0]["input_file_id"])
+    # The operator sees it in `batch-assets jobs`.
+    assert _jobs_remote(all_seeded) == [("delete failed x1, retried next collect", pending[0]["last_error"])]
 
     summary = collect_raw_results(all_seeded, task, DAY, adapter)   # the next collect tries again
     assert summary.remote_deletions_failed == 0 and summary.remote_files_deleted >= 2
     assert pending_remote_deletions(all_seeded) == []
     assert _gone(adapter, "openai", jobs[0]["input_file_id"]) and _gone(adapter, "openai", jobs[0]["output_file_id"])
+    assert [remote for remote, _error in _jobs_remote(all_seeded)] == ["deleted"]
     with all_seeded.connect() as conn:
         outcomes = dict(conn.execute("SELECT outcome, count(*) FROM ledger.remote_file_deletion GROUP BY 1").fetchall())
     assert outcomes["failed"] == 1 and outcomes["deleted"] >= 2

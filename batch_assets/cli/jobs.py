@@ -2,7 +2,8 @@
 and the `request_options` their lines were rendered with in --format json/csv), their state, request
 counts, whether they are stuck (over
 their state's SLA: `stuck`, or what the stuck policy did, e.g. `cancel_requested`) or their
-collection failed (`collect_error`, after `collect_attempts` collect runs); `jobs adopt` and
+collection failed (`collect_error`, after `collect_attempts` collect runs), and where their
+provider-side files stand (`remote`: deleted, a failed deletion waiting for its retry, on provider); `jobs adopt` and
 `jobs abandon` settle an undecided job (a create whose outcome the provider cannot tell).
 
 An undecided job is an intent (state CREATED, no batch id) whose create got no answer and whose
@@ -44,7 +45,18 @@ FIELDS = [
     Field("stuck_at", in_table=False),
     Field("collect_attempts", in_table=False),
     Field("collect_error"),
+    Field("remote_files", header="remote"),
+    Field("remote_delete_error", in_table=False),
 ]
+
+# Where the job's provider-side files stand (retention: `delete_remote_files`): deleted, a deletion
+# that failed and waits for the next collect or retention run, or still on the provider.
+REMOTE_FILES_SQL = """
+    CASE WHEN remote_deleted_at IS NOT NULL THEN 'deleted'
+         WHEN coalesce(remote_delete_attempts, 0) > 0
+              THEN 'delete failed x' || remote_delete_attempts || ', retried next collect'
+         WHEN downloaded_at IS NOT NULL THEN 'on provider'
+    END"""
 
 # What the `note` column says about a job whose create did not plainly succeed.
 NOTE_SQL = """
@@ -70,7 +82,8 @@ def cmd_jobs(args) -> int:
                    request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
                    create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
                    CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
-                   coalesce(collect_attempts, 0) AS collect_attempts, collect_error
+                   coalesce(collect_attempts, 0) AS collect_attempts, collect_error,
+                   {REMOTE_FILES_SQL} AS remote_files, remote_delete_error
             FROM ledger.provider_job
             WHERE list_contains(?, task_id) ORDER BY created_at, job_key""", [task_ids])
     for row in rows:  # an object in --format json (a few jobs, for display)
