@@ -104,7 +104,7 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded:
     assert "500" in pending[0]["last_error"] or "Internal" in pending[0]["last_error"]
     assert not _gone(adapter, "openai", jobs[0]["input_file_id"])
     # The operator sees it in `batch-assets jobs`.
-    assert _jobs_remote(all_seeded) == [("delete failed x1, retried next collect", pending[0]["last_error"])]
+    assert _jobs_remote(all_seeded) == [("delete failed x1 (retried)", pending[0]["last_error"])]
 
     summary = collect_raw_results(all_seeded, task, DAY, adapter)   # the next collect tries again
     assert summary.remote_deletions_failed == 0 and summary.remote_files_deleted >= 2

@@ -50,11 +50,11 @@ FIELDS = [
 ]
 
 # Where the job's provider-side files stand (retention: `delete_remote_files`): deleted, a deletion
-# that failed and waits for the next collect or retention run, or still on the provider.
+# that failed and is retried (next collect, sensor tick, retention job), or still on the provider.
 REMOTE_FILES_SQL = """
     CASE WHEN remote_deleted_at IS NOT NULL THEN 'deleted'
          WHEN coalesce(remote_delete_attempts, 0) > 0
-              THEN 'delete failed x' || remote_delete_attempts || ', retried next collect'
+              THEN 'delete failed x' || remote_delete_attempts || ' (retried)'
          WHEN downloaded_at IS NOT NULL THEN 'on provider'
     END"""
 

@@ -229,13 +229,13 @@ def _line_spans(conn: duckdb.DuckDBPyConnection, shard_ids: set[str]) -> dict[st
     ).fetchall()}
 
 
-def _rowid_range(spans: dict[str, tuple[int, int]], shard_ids: list[str]) -> list[str]:
-    """A row-number range around the lines of `shard_ids` (a scan skips what lies outside it); no
-    condition when none of them has lines. The shard filter itself stays: the range only narrows."""
+def _rowid_range(spans: dict[str, tuple[int, int]], shard_ids: list[str]) -> str:
+    """A row-number range around the lines of `shard_ids` (a scan skips what lies outside it), or
+    TRUE when none of them has lines. The shard filter itself stays: the range only narrows."""
     found = [spans[s] for s in shard_ids if s in spans]
     if not found:
-        return []
-    return [f"rowid BETWEEN {min(lo for lo, _ in found)} AND {max(hi for _, hi in found)}"]
+        return "TRUE"
+    return f"rowid BETWEEN {min(lo for lo, _ in found)} AND {max(hi for _, hi in found)}"
 
 
 def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> tuple[int, int]:
@@ -276,7 +276,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             # apart: filtered by id alone, every batch read the ids of all the partition's lines and
             # results. The lines are read within their shards' row span, and earlier results only
             # when one of these jobs had a file ingested before (they are written together).
-            in_spans = " AND ".join([f"shard_id IN ({shards_in})"] + _rowid_range(spans, shard_ids))
+            in_spans = f"shard_id IN ({shards_in}) AND {_rowid_range(spans, shard_ids)}"
             answered_before = (f"SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} "
                                f"AND status = 'ok' AND job_key IN ({jobs_in})")
             if not conn.execute(f"SELECT EXISTS (SELECT 1 FROM ledger.raw_file WHERE job_key IN ({jobs_in}) "
