@@ -19,6 +19,7 @@ The pipeline reaches providers only through this module and `providers.registry`
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -264,15 +265,22 @@ class ProviderDefinition:
     """
 
     name: str
-    adapter: type[BatchProvider]             # the implementation, built from ClientSettings
+    # The implementation, built from ClientSettings, as "module:Class". Imported only when an adapter
+    # is built: its SDK costs ~2 s and ~95 MB per process, and the local stages (which read a
+    # provider's formats and limits to validate a task) never call a provider.
+    adapter: str
     formats: Mapping[str, WireFormat]        # endpoint -> its wire format
     limits_path: Path                        # the folder's limits.yaml
     emulator_path: str                       # where it lives on the local emulator ("/v1", "", ...)
     live_base_url: str | None = None         # live default base URL (None: the SDK's own default)
     live_host: str | None = None             # where the SDK's own default goes (recorded per job)
 
+    def adapter_class(self) -> type[BatchProvider]:
+        module, _, cls = self.adapter.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
     def build_adapter(self, settings: ClientSettings) -> BatchProvider:
-        return self.adapter(settings)
+        return self.adapter_class()(settings)
 
     def limits(self) -> ProviderLimits:
         return load_limits(self.limits_path)

@@ -1,7 +1,7 @@
 """Which providers exist, and what each offers: one folder per provider plus its name here.
 
 Each name in PROVIDERS is the package `batch_assets.providers.<name>`, whose `PROVIDER` is its
-ProviderDefinition (adapter class, wire formats by endpoint, limits file, emulator path, live URL).
+ProviderDefinition (adapter reference, wire formats by endpoint, limits file, emulator path, live URL).
 """
 
 from __future__ import annotations

@@ -2,13 +2,12 @@
 
 from pathlib import Path
 
-from batch_assets.providers.anthropic.adapter import AnthropicBatchAdapter
 from batch_assets.providers.anthropic.formats import Messages
 from batch_assets.providers.contract import ProviderDefinition
 
 PROVIDER = ProviderDefinition(
     name="anthropic",
-    adapter=AnthropicBatchAdapter,
+    adapter="batch_assets.providers.anthropic.adapter:AnthropicBatchAdapter",
     formats={"/v1/messages": Messages()},
     limits_path=Path(__file__).with_name("limits.yaml"),
     emulator_path="",

@@ -3,12 +3,11 @@
 from pathlib import Path
 
 from batch_assets.providers.contract import ProviderDefinition
-from batch_assets.providers.dashscope.adapter import DashScopeBatchAdapter
 from batch_assets.providers.dashscope.formats import ChatCompletions, Embeddings
 
 PROVIDER = ProviderDefinition(
     name="dashscope",
-    adapter=DashScopeBatchAdapter,
+    adapter="batch_assets.providers.dashscope.adapter:DashScopeBatchAdapter",
     formats={"/v1/chat/completions": ChatCompletions(), "/v1/chat/ds-test": ChatCompletions(),
              "/v1/embeddings": Embeddings()},
     limits_path=Path(__file__).with_name("limits.yaml"),

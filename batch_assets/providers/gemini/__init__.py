@@ -3,12 +3,11 @@
 from pathlib import Path
 
 from batch_assets.providers.contract import ProviderDefinition
-from batch_assets.providers.gemini.adapter import GeminiBatchAdapter
 from batch_assets.providers.gemini.formats import EmbedContent, GenerateContent
 
 PROVIDER = ProviderDefinition(
     name="gemini",
-    adapter=GeminiBatchAdapter,
+    adapter="batch_assets.providers.gemini.adapter:GeminiBatchAdapter",
     formats={"generateContent": GenerateContent(), "embedContent": EmbedContent()},
     limits_path=Path(__file__).with_name("limits.yaml"),
     emulator_path="",

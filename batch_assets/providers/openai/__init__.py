@@ -3,12 +3,11 @@
 from pathlib import Path
 
 from batch_assets.providers.contract import ProviderDefinition
-from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.providers.openai.formats import ChatCompletions, Embeddings, Responses
 
 PROVIDER = ProviderDefinition(
     name="openai",
-    adapter=OpenAIBatchAdapter,
+    adapter="batch_assets.providers.openai.adapter:OpenAIBatchAdapter",
     formats={"/v1/chat/completions": ChatCompletions(), "/v1/responses": Responses(), "/v1/embeddings": Embeddings()},
     limits_path=Path(__file__).with_name("limits.yaml"),
     emulator_path="/v1",
