@@ -424,3 +424,39 @@ def test_200k_rows_validate_each_distinct_candidate_once(conn):
     per_det = dict(conn.execute(f"SELECT detector, count(*) FROM {table} GROUP BY detector").fetchall())
     hits = n // 50 // 4
     assert per_det == {"phone": hits, "email": hits, "card": hits, "cn_id": hits}
+
+
+def test_candidates_are_confirmed_in_slices_each_once_with_the_same_findings(conn, monkeypatch):
+    """Python holds one slice of distinct candidates at a time; slicing changes nothing found."""
+    import batch_assets.policy.scan as scan
+
+    conn.execute("""
+        CREATE TABLE t AS SELECT i AS id,
+               'mail u' || (i % 37) || '@example.cn, 电话 1380000' || lpad(CAST(i % 23 AS VARCHAR), 4, '0')
+               || CASE WHEN i % 5 = 0 THEN ' card 4111 1111 1111 1111' ELSE '' END AS body
+        FROM range(300) r(i)""")
+    calls: list[str] = []
+
+    def counting(d):
+        def confirm(candidate: str):
+            calls.append(f"{d.name}:{candidate}")
+            return d.confirm(candidate)
+        return dataclasses.replace(d, confirm=confirm)
+
+    def findings() -> list[tuple]:
+        calls.clear()
+        table = find_sensitive(conn, "t", "id", ["body"], [counting(d) for d in DEFAULT_DETECTORS])
+        rows = conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+        conn.execute(f"DROP TABLE {table}")
+        return rows
+
+    whole = findings()
+    confirmed_whole = sorted(calls)
+    assert len(calls) == len(set(calls)) >= 37 + 23 + 1
+    monkeypatch.setattr(scan, "CONFIRM_BATCH", 4)
+    sliced = findings()
+    assert sorted(calls) == confirmed_whole   # 16 slices, every distinct pair confirmed once
+    assert sliced == whole
+    assert {d for _, _, _, d, *_ in whole} == {"email", "phone", "card"} and len(whole) >= 300 * 2 + 60
+    assert not [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+                if t.startswith("policy_")]   # no slice or pair table left behind
