@@ -14,7 +14,7 @@ Flow of `find_sensitive`:
    CONFIRM_BATCH, calls each detector's `confirm` once per pair, and pushes each slice's verdicts
    back as an Arrow table; a join yields the confirmed findings. Python holds one slice at a time,
    so its memory does not grow with the partition (3 % of 10M tickets with an address are 300K
-   distinct candidates: ~150 MB of Python objects when pulled at once).
+   distinct candidates: ~100 MB of Python objects when pulled at once, measured at 2M: 650 MB).
 
 There is no Python loop over rows: Python work is proportional to the number of distinct
 candidates, which is what the tests assert.
