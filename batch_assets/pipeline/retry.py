@@ -147,17 +147,34 @@ def pending_retries(wh: Warehouse) -> list[dict]:
     # Not read-only: a sensor thread may share the process with a run that holds a write connection,
     # and DuckDB refuses two configurations for one file in one process.
     with wh.connect() as conn:
-        return fetch_dicts(conn, """
-            WITH latest AS (SELECT task_id, custom_id, max(attempt) AS attempt FROM ledger.shard_line GROUP BY ALL)
-            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
-                   count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
-                   max(d.next_attempt) AS next_attempt
-            FROM ledger.retry_decision d
-            JOIN latest l ON l.custom_id = d.custom_id AND l.attempt = d.attempt
-            JOIN ledger.batch_task t ON t.task_id = d.task_id
-            WHERE d.action IN ('retry', 'requeue')
-            GROUP BY ALL ORDER BY 1, 2
-        """)
+        return fetch_dicts(conn, PENDING_RETRIES_SQL)
+
+
+# A retry decision is pending while its attempt is the item's latest line: no later line (those are
+# the few lines of attempt > 1, found through attempt's zone maps), and a line of that attempt
+# (looked up only in the partitions that have such open decisions). The sensor runs this every
+# tick; taking the latest attempt of every shard line of the ledger grew with its history (2.7 s
+# with ten 1M-item partitions in the ledger).
+PENDING_RETRIES_SQL = f"""
+    WITH open AS MATERIALIZED (
+        SELECT d.task_id, d.custom_id, d.attempt, d.next_attempt, d.not_before
+        FROM ledger.retry_decision d
+        ANTI JOIN (SELECT task_id, custom_id, attempt FROM ledger.shard_line WHERE attempt > 1) later
+             ON later.task_id = d.task_id AND later.custom_id = d.custom_id AND later.attempt > d.attempt
+        WHERE d.action IN {RETRY_ACTIONS}
+    ),
+    pending AS (
+        SELECT o.* FROM open o
+        SEMI JOIN (SELECT task_id, custom_id, attempt FROM ledger.shard_line
+                   WHERE task_id IN (SELECT DISTINCT task_id FROM open)) sl
+             ON sl.task_id = o.task_id AND sl.custom_id = o.custom_id AND sl.attempt = o.attempt
+    )
+    SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
+           count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
+           max(d.next_attempt) AS next_attempt
+    FROM pending d JOIN ledger.batch_task t ON t.task_id = d.task_id
+    GROUP BY ALL ORDER BY 1, 2
+"""
 
 
 def reopen_for_operator(wh: Warehouse, task_id: str, classes: tuple[str, ...], *, dry_run: bool = False,
