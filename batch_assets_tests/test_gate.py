@@ -281,6 +281,57 @@ def test_a_budget_cap_refuses_with_the_numbers_and_an_override_is_recorded(seede
     assert check_budget(wh, task, DAY1, budgets=ProjectBudgets()).passed  # the recorded override holds
 
 
+def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(seeded_copy, ticket_task, adapter,
+                                                                             tmp_path):
+    """Spent today counts the lines of every partition with a job created today; the lines of the
+    ledger's other partitions are not read (DuckDB's profile: row counts), so the check does not
+    grow with the ledger's history."""
+    from batch_assets.pipeline.budget import _figures
+    from batch_assets.pipeline.submit import submit_pending
+
+    from .conftest import DAY2
+
+    wh, model = seeded_copy, ticket_task.spec.model
+    day2 = ticket_task.task_id(DAY2)
+    for day in (DAY1, DAY2):
+        freeze_manifest(wh, ticket_task, day)
+        cut_shards(wh, ticket_task, day)
+    submit_pending(wh, ticket_task, DAY1, adapter)     # DAY1's jobs are created today
+    with wh.connect() as conn:
+        day1_cost = conn.execute("""SELECT sum(m.est_cost) FROM ledger.shard_line sl
+                                    JOIN ledger.manifest_item m USING (custom_id) WHERE sl.task_id = ?""",
+                                 [TASK_ID1]).fetchone()[0]
+        figures = _figures(conn, day2, model)
+        assert figures[0] == figures[1] > 0 and day1_cost > 0
+        assert figures[2] == pytest.approx(day1_cost) and figures[3] == pytest.approx(day1_cost)
+        own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id IN (?, ?)", [TASK_ID1, day2]).fetchone()[0]
+               for t in ("shard_line", "manifest_item")}
+        for n in range(1, 10):
+            other = f"ticket_triage_2026100{n}"
+            for t in ("shard_line", "manifest_item"):
+                conn.execute(f"""INSERT INTO ledger.{t} SELECT * REPLACE (
+                                     replace(custom_id, '{TASK_ID1}', '{other}') AS custom_id, '{other}' AS task_id)
+                                 FROM ledger.{t} WHERE task_id = '{TASK_ID1}'""")
+        profile = tmp_path / "profile.json"
+        conn.execute("PRAGMA enable_profiling = 'json'")
+        conn.execute(f"PRAGMA profiling_output = '{profile}'")
+        assert _figures(conn, day2, model) == pytest.approx(figures)
+        conn.execute("PRAGMA disable_profiling")
+    scans: dict[str, list[int]] = {}
+
+    def walk(node: dict) -> None:
+        table = (node.get("extra_info") or {}).get("Table", "")
+        if node.get("name") == "SEQ_SCAN" and ".ledger." in table:
+            scans.setdefault(table.rsplit(".", 1)[1], []).append(node["intermediate_rows"])
+        for child in node.get("children", []):
+            walk(child)
+
+    for node in json.loads(profile.read_text())["operator"]:
+        walk(node)
+    for table, n in own.items():
+        assert scans.get(table) and max(scans[table]) <= n, (table, scans.get(table), n)
+
+
 def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, monkeypatch, tmp_path):
     import batch_assets.pipeline.budget as budget
 

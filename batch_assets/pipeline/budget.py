@@ -30,9 +30,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from batch_assets.ledger.retries import record_operator_action
+from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.prices import currency_of, model_price
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import rows_of_partitions
 
 BUDGETS_FILE = Path(__file__).resolve().parents[1] / "defs" / "budgets.yaml"
 OVERRIDE_ACTION = "budget_override"
@@ -86,23 +88,33 @@ class BudgetVerdict:
 
 
 def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple[float, float, float, float]:
-    return conn.execute("""
-        WITH line_cost AS (
-            SELECT sl.task_id, sl.shard_id, s.model, coalesce(m.est_cost, 0) AS cost
-            FROM ledger.shard_line sl JOIN ledger.shard s USING (shard_id)
-            JOIN ledger.manifest_item m USING (custom_id)
-        ),
-        jobs_today AS (
-            SELECT DISTINCT shard_id FROM ledger.provider_job
-            WHERE CAST(created_at AS DATE) = CAST(now() AT TIME ZONE 'UTC' AS DATE)
-        )
-        SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
-               coalesce(sum(cost) FILTER (WHERE task_id = $t
-                                          AND shard_id NOT IN (SELECT shard_id FROM ledger.provider_job)), 0),
-               coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today)), 0),
-               coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today) AND model = $m), 0)
-        FROM line_cost
-    """, {"t": task_id, "m": model}).fetchone()
+    # Only the lines of this partition and of the partitions with a job created today are costed
+    # (rows_of_partitions): joining every line of the ledger with its manifest made the check grow
+    # with the ledger's history. One snapshot for both reads.
+    today = "CAST(now() AT TIME ZONE 'UTC' AS DATE)"
+    with transaction(conn):
+        tasks = {task_id} | {r[0] for r in conn.execute(f"""
+            SELECT DISTINCT s.task_id FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
+            WHERE CAST(j.created_at AS DATE) = {today}""").fetchall()}
+        lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, custom_id", tasks)
+        items = rows_of_partitions("ledger.manifest_item", "task_id, custom_id, est_cost", tasks)
+        return conn.execute(f"""
+            WITH line_cost AS (
+                SELECT sl.task_id, sl.shard_id, s.model, coalesce(m.est_cost, 0) AS cost
+                FROM {lines} sl
+                JOIN ledger.shard s ON s.shard_id = sl.shard_id
+                JOIN {items} m ON m.task_id = sl.task_id AND m.custom_id = sl.custom_id
+            ),
+            jobs_today AS (
+                SELECT DISTINCT shard_id FROM ledger.provider_job WHERE CAST(created_at AS DATE) = {today}
+            )
+            SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
+                   coalesce(sum(cost) FILTER (WHERE task_id = $t
+                                              AND shard_id NOT IN (SELECT shard_id FROM ledger.provider_job)), 0),
+                   coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today)), 0),
+                   coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today) AND model = $m), 0)
+            FROM line_cost
+        """, {"t": task_id, "m": model}).fetchone()
 
 
 def recorded_override(conn: duckdb.DuckDBPyConnection, task_id: str) -> str | None:

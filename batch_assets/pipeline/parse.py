@@ -127,7 +127,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                                                        || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
                                     ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                 FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
-                JOIN ledger.manifest_item m ON m.custom_id = sl.custom_id
+                JOIN ledger.manifest_item m ON m.task_id = {tid} AND m.custom_id = sl.custom_id
                 WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
                   AND m.output_schema_version = {version}
                   AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import duckdb
+
 from batch_assets.ledger.retries import (
     insert_compliance_holds, insert_retry_decisions, record_operator_action, reopen_decisions, set_final_status,
 )
@@ -32,7 +34,7 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.spec.model import FAILURE_CLASSES
 from batch_assets.spec.resolve import ResolvedTask
-from batch_assets.sqltext import sql_literal
+from batch_assets.sqltext import rows_of_partitions, sql_literal
 
 DEFAULT_ACTIONS = {
     "rate_or_capacity_error": "retry", "internal_error": "retry", "expired": "retry", "canceled": "retry",
@@ -147,34 +149,38 @@ def pending_retries(wh: Warehouse) -> list[dict]:
     # Not read-only: a sensor thread may share the process with a run that holds a write connection,
     # and DuckDB refuses two configurations for one file in one process.
     with wh.connect() as conn:
-        return fetch_dicts(conn, PENDING_RETRIES_SQL)
+        return pending_retries_conn(conn)
 
 
-# A retry decision is pending while its attempt is the item's latest line: no later line (those are
-# the few lines of attempt > 1, found through attempt's zone maps), and a line of that attempt
-# (looked up only in the partitions that have such open decisions). The sensor runs this every
-# tick; taking the latest attempt of every shard line of the ledger grew with its history (2.7 s
-# with ten 1M-item partitions in the ledger).
-PENDING_RETRIES_SQL = f"""
-    WITH open AS MATERIALIZED (
-        SELECT d.task_id, d.custom_id, d.attempt, d.next_attempt, d.not_before
-        FROM ledger.retry_decision d
-        ANTI JOIN (SELECT task_id, custom_id, attempt FROM ledger.shard_line WHERE attempt > 1) later
-             ON later.task_id = d.task_id AND later.custom_id = d.custom_id AND later.attempt > d.attempt
-        WHERE d.action IN {RETRY_ACTIONS}
-    ),
-    pending AS (
-        SELECT o.* FROM open o
-        SEMI JOIN (SELECT task_id, custom_id, attempt FROM ledger.shard_line
-                   WHERE task_id IN (SELECT DISTINCT task_id FROM open)) sl
-             ON sl.task_id = o.task_id AND sl.custom_id = o.custom_id AND sl.attempt = o.attempt
-    )
-    SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
-           count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
-           max(d.next_attempt) AS next_attempt
-    FROM pending d JOIN ledger.batch_task t ON t.task_id = d.task_id
-    GROUP BY ALL ORDER BY 1, 2
-"""
+def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
+    """pending_retries on `conn`. A retry decision is pending while its attempt is the item's latest
+    line: no later line of the item (the few lines of attempt > 1, which attempt's zone maps find)
+    and a line of its attempt, looked up only in the partitions with such open decisions. The
+    sensor runs this every tick; taking the latest attempt of every shard line of the ledger grew
+    with its history (2.7 s with ten 1M-item partitions in the ledger)."""
+    with transaction(conn):   # one snapshot for both reads
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _open_retries AS
+            SELECT d.task_id, d.custom_id, d.attempt, d.next_attempt, d.not_before
+            FROM ledger.retry_decision d
+            ANTI JOIN (SELECT task_id, custom_id, attempt FROM ledger.shard_line WHERE attempt > 1) later
+                 ON later.task_id = d.task_id AND later.custom_id = d.custom_id AND later.attempt > d.attempt
+            WHERE d.action IN {RETRY_ACTIONS}
+        """)
+        try:
+            tasks = [r[0] for r in conn.execute("SELECT DISTINCT task_id FROM _open_retries").fetchall()]
+            lines = rows_of_partitions("ledger.shard_line", "task_id, custom_id, attempt", tasks)
+            return fetch_dicts(conn, f"""
+                SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
+                       count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
+                       max(d.next_attempt) AS next_attempt
+                FROM _open_retries d
+                SEMI JOIN {lines} sl ON sl.task_id = d.task_id AND sl.custom_id = d.custom_id AND sl.attempt = d.attempt
+                JOIN ledger.batch_task t ON t.task_id = d.task_id
+                GROUP BY ALL ORDER BY 1, 2
+            """)
+        finally:
+            conn.execute("DROP TABLE IF EXISTS _open_retries")
 
 
 def reopen_for_operator(wh: Warehouse, task_id: str, classes: tuple[str, ...], *, dry_run: bool = False,
