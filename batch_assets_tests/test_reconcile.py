@@ -4,6 +4,7 @@ balances with the expected numbers, and a tampered ledger makes it fail with the
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.reconcile import reconcile, reconcile_conn
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
 from batch_assets.providers.contract import ClientSettings
@@ -159,13 +160,70 @@ def test_a_duplicated_latest_line_without_a_result_is_missing_twice(finished_run
                and f"missing 2 + unsharded 0 (= {b.manifest_items + 1})" in p for p in problems), problems
 
 
-def test_a_result_filed_under_another_task_is_neither_counted_nor_missing(finished_run, tmp_path):
+def test_a_result_filed_under_another_task_is_missing_here_and_unbalances_the_result_lines(finished_run, tmp_path):
+    """Only the partition's own results are matched to its lines (matching every partition's made
+    reconcile grow with the ledger's history): a result moved to another task_id is missing here,
+    and the result lines the partition matched no longer equal the outcomes taken from them."""
     r, b = tampered(finished_run, tmp_path, f"""
         UPDATE ledger.parsed_result SET task_id = 'elsewhere' WHERE custom_id = {one_succeeded('error_class IS NULL')}""")
-    assert (r.succeeded, r.missing, r.parsed_from_lines) == (b.succeeded - 1, 0, b.parsed_from_lines - 1)
-    problems = r.problems()
-    assert any(p.startswith(f"manifest items {b.manifest_items} != succeeded {b.succeeded - 1}")
-               and f"(= {b.manifest_items - 1})" in p for p in problems), problems
+    assert (r.succeeded, r.missing, r.parsed_from_lines) == (b.succeeded - 1, 1, b.parsed_from_lines - 1)
+    assert r.answered_lines == b.answered_lines
+    assert r.problems() == [
+        f"outcomes from result lines {b.parsed_from_lines - 1} != result lines matched to items {b.answered_lines}",
+        f"applied {b.applied} + stale {b.stale} + failed to parse {b.failed_to_parse} != succeeded {b.succeeded - 1}"]
+    assert r.verdict().status == "failed"
+
+
+def test_other_partitions_results_are_not_matched(finished_run, tmp_path):
+    """Another partition's results, decisions and lines (here: a copy of this one's under another
+    task_id and custom_ids) change nothing in this partition's reconciliation."""
+    other = "ticket_triage_20261001"
+    copies = [f"""INSERT INTO ledger.{t} SELECT * REPLACE (replace(custom_id, '{TASK_ID1}', '{other}') AS custom_id,
+                                                          '{other}' AS task_id)
+                  FROM ledger.{t} WHERE task_id = '{TASK_ID1}'"""
+              for t in ("manifest_item", "shard_line", "parsed_result", "retry_decision", "applied_result")]
+    r, b = tampered(finished_run, tmp_path, *copies)
+    assert r.problems() == [] and r == b
+
+
+def test_the_per_item_pass_reads_only_the_partitions_own_rows(finished_run, tmp_path):
+    """With nine other partitions in the ledger, every big ledger table's scan in the per-item
+    statement yields only this partition's rows (its cost follows the partition, not the ledger's
+    history). Read from DuckDB's profile of the statement: row counts, not times."""
+    wh, base = finished_run
+    copy = Warehouse.at(tmp_path / "warehouse.duckdb", wh.data_dir)
+    shutil.copy(wh.database, copy.database)
+    tables = ("manifest_item", "shard_line", "parsed_result", "retry_decision", "applied_result", "quarantine")
+    profile = tmp_path / "profile.json"
+    with copy.connect() as conn:
+        own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
+               for t in tables}
+        for day in range(1, 10):
+            other = f"ticket_triage_2026100{day}"
+            for t in tables:
+                conn.execute(f"""INSERT INTO ledger.{t} SELECT * REPLACE (
+                                     replace(custom_id, '{TASK_ID1}', '{other}') AS custom_id, '{other}' AS task_id)
+                                 FROM ledger.{t} WHERE task_id = '{TASK_ID1}'""")
+        conn.execute("PRAGMA enable_profiling = 'json'")
+        conn.execute(f"PRAGMA profiling_output = '{profile}'")
+        r = reconcile_conn(conn, TASK_ID1)   # the per-item statement is its last one
+        conn.execute("PRAGMA disable_profiling")
+    assert r.problems() == [] and r == base
+    scans: dict[str, list[int]] = {}
+
+    def walk(node: dict) -> None:
+        table = (node.get("extra_info") or {}).get("Table", "")
+        if node.get("name") == "SEQ_SCAN" and table.startswith(f"{copy.database.stem}.ledger."):
+            scans.setdefault(table.rsplit(".", 1)[1], []).append(node["intermediate_rows"])
+        for child in node.get("children", []):
+            walk(child)
+
+    for node in json.loads(profile.read_text())["operator"]:
+        walk(node)
+    assert {"manifest_item", "shard_line", "parsed_result", "applied_result"} <= set(scans), scans
+    for table, rows in scans.items():
+        if table in own:
+            assert max(rows) <= own[table], (table, rows, own[table])
 
 
 def test_a_superseded_item_leaves_every_term(finished_run, tmp_path):

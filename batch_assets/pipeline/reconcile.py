@@ -278,14 +278,20 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
             WHERE sl.task_id = $t GROUP BY sl.custom_id
         ),
         latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
+            -- Only the partition's own results and decisions are joined: the ledger holds every
+            -- earlier partition's too, and matching against all of them made reconcile grow with
+            -- the ledger's history (a result filed under another task_id is then missing here,
+            -- which the result-lines equation reports).
             SELECT l.custom_id, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
                    CASE WHEN l.attempt = 1 THEN l.first_lines
                         ELSE len(list_filter(l.other_attempts, lambda a: a = l.attempt)) END AS latest_lines,
-                   o.custom_id IS NOT NULL AS answered, o.task_id = $t AS own_result, o.error_class,
+                   o.custom_id IS NOT NULL AS answered, o.error_class,
                    o.provider_succeeded, d.action, d.error_class AS decided_class
             FROM lines l
-            LEFT JOIN ledger.parsed_result o ON o.custom_id = l.custom_id AND o.attempt = l.attempt
-            LEFT JOIN ledger.retry_decision d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
+            LEFT JOIN (SELECT custom_id, attempt, error_class, provider_succeeded FROM ledger.parsed_result
+                       WHERE task_id = $t) o ON o.custom_id = l.custom_id AND o.attempt = l.attempt
+            LEFT JOIN (SELECT custom_id, attempt, action, error_class FROM ledger.retry_decision
+                       WHERE task_id = $t) d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
         ),
         ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
             SELECT m.custom_id IS NOT NULL AND m.superseded_at IS NULL AS item, m.superseded_at IS NOT NULL AS superseded,
@@ -313,7 +319,7 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
                         ELSE 'undecided'
                    END AS state,
                    CASE WHEN item THEN coalesce(decided_class, error_class) END AS cls,
-                   answered AND own_result AND NOT superseded AS counted_result,
+                   answered AND NOT superseded AS counted_result,
                    CASE WHEN attempt IS NOT NULL AND NOT answered AND NOT superseded THEN latest_lines ELSE 0 END
                        AS missing_lines,
                    item AND NOT quarantined AND attempt IS NULL AND after_cut AS unsharded,
