@@ -38,34 +38,62 @@ DEFAULT_RESULTS_WAIT_S = 3600.0
 # the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
 READY_SQL = f"(j.state <> '{JobState.COMPLETED.value}' OR coalesce(j.results_ready, true))"
 
+# Terminal jobs not yet found collected (of one partition, or all) with why they are pending (NULL:
+# collected). Set-based and scoped to the candidate jobs' partitions: every ledger table is read
+# through its task_id (a custom_id belongs to one partition), so the cost follows the unfinished
+# jobs' partitions, not the ledger's history; jobs found collected once are skipped (collected_at).
 _PENDING_SQL = f"""
-    SELECT j.job_key, j.task_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date,
-           s.attempt, coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error,
+    WITH jobs AS MATERIALIZED (
+        SELECT j.job_key, j.task_id, j.shard_id, j.state, j.downloaded_at, t.task_name,
+               strftime(t.partition_date, '%Y-%m-%d') AS partition_date, s.attempt,
+               coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error
+        FROM ledger.provider_job j
+        JOIN ledger.batch_task t USING (task_id)
+        JOIN ledger.shard s USING (shard_id)
+        WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
+          AND ($task_id IS NULL OR j.task_id = $task_id)
+    ),
+    tasks AS MATERIALIZED (SELECT DISTINCT task_id FROM jobs),
+    parsed AS MATERIALIZED (
+        SELECT task_id, custom_id, attempt, job_key, provider_succeeded AND error_class IS NULL AS usable
+        FROM ledger.parsed_result WHERE task_id IN (SELECT task_id FROM tasks)
+    ),
+    ok_lines AS MATERIALIZED (
+        SELECT task_id, custom_id, attempt, job_key FROM ledger.raw_result
+        WHERE status = 'ok' AND task_id IN (SELECT task_id FROM tasks)
+    ),
+    files_not_ingested AS (SELECT DISTINCT job_key FROM ledger.raw_file WHERE ingested_at IS NULL),
+    lines_not_parsed AS (
+        SELECT DISTINCT r.job_key FROM ok_lines r
+        ANTI JOIN parsed p ON p.task_id = r.task_id AND p.custom_id = r.custom_id AND p.attempt = r.attempt
+    ),
+    items_without_outcome AS (
+        SELECT DISTINCT j.job_key
+        FROM jobs j
+        JOIN (SELECT task_id, shard_id, custom_id, attempt FROM ledger.shard_line
+              WHERE task_id IN (SELECT task_id FROM tasks)) sl ON sl.task_id = j.task_id AND sl.shard_id = j.shard_id
+        ANTI JOIN parsed p ON p.task_id = sl.task_id AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt
+        ANTI JOIN ok_lines r ON r.task_id = sl.task_id AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt
+        WHERE j.state IN {FAILED_TERMINAL_STATES_SQL}
+    ),
+    not_applied AS (
+        SELECT DISTINCT p.job_key
+        FROM parsed p
+        SEMI JOIN (SELECT task_id, custom_id FROM ledger.manifest_item WHERE task_id IN (SELECT task_id FROM tasks)) m
+               ON m.task_id = p.task_id AND m.custom_id = p.custom_id
+        ANTI JOIN (SELECT task_id, custom_id FROM ledger.applied_result WHERE task_id IN (SELECT task_id FROM tasks)) a
+               ON a.task_id = p.task_id AND a.custom_id = p.custom_id
+        WHERE p.usable
+    )
+    SELECT job_key, task_id, task_name, partition_date, attempt, collect_attempts, collect_error,
            CASE
-             WHEN j.downloaded_at IS NULL THEN 'not downloaded'
-             WHEN EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-               THEN 'raw files not ingested'
-             WHEN EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.job_key = j.job_key AND r.status = 'ok'
-                            AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
-                                            WHERE p.custom_id = r.custom_id AND p.attempt = r.attempt))
-               THEN 'result lines not parsed'
-             WHEN j.state IN {FAILED_TERMINAL_STATES_SQL}
-                  AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.shard_id = j.shard_id
-                                AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
-                                                WHERE p.custom_id = sl.custom_id AND p.attempt = sl.attempt)
-                                AND NOT EXISTS (SELECT 1 FROM ledger.raw_result r WHERE r.status = 'ok'
-                                                  AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt))
-               THEN 'items without an outcome'
-             WHEN EXISTS (SELECT 1 FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
-                          WHERE p.job_key = j.job_key AND p.provider_succeeded AND p.error_class IS NULL
-                            AND NOT EXISTS (SELECT 1 FROM ledger.applied_result a WHERE a.custom_id = p.custom_id))
-               THEN 'usable outcomes not applied'
+             WHEN downloaded_at IS NULL THEN 'not downloaded'
+             WHEN job_key IN (SELECT job_key FROM files_not_ingested) THEN 'raw files not ingested'
+             WHEN job_key IN (SELECT job_key FROM lines_not_parsed) THEN 'result lines not parsed'
+             WHEN job_key IN (SELECT job_key FROM items_without_outcome) THEN 'items without an outcome'
+             WHEN job_key IN (SELECT job_key FROM not_applied) THEN 'usable outcomes not applied'
            END AS reason
-    FROM ledger.provider_job j
-    JOIN ledger.batch_task t USING (task_id)
-    JOIN ledger.shard s USING (shard_id)
-    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL})
-      AND ($task_id IS NULL OR j.task_id = $task_id)
+    FROM jobs
 """
 
 
@@ -131,8 +159,14 @@ def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBP
     if conn is None:
         with wh.connect() as own:
             return pending_jobs(wh, task_id, own)
-    rows = fetch_dicts(conn, f"SELECT * FROM ({_PENDING_SQL}) WHERE reason IS NOT NULL ORDER BY task_id, job_key",
-                       {"task_id": task_id})
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_PENDING_SQL}", {"task_id": task_id})
+    try:
+        # A job found collected stays so (no ledger step is ever undone): later searches skip it.
+        conn.execute("UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
+                     "WHERE job_key IN (SELECT job_key FROM _pending WHERE reason IS NULL)")
+        rows = fetch_dicts(conn, "SELECT * FROM _pending WHERE reason IS NOT NULL ORDER BY task_id, job_key")
+    finally:
+        conn.execute("DROP TABLE IF EXISTS _pending")
     return [PendingJob(**r) for r in rows]
 
 
