@@ -144,3 +144,23 @@ def test_main_prints_the_table_and_cleans_up(tmp_path, capsys):
     assert "stage/floor" in out and "| manifest |" in out
     assert (tmp_path / "bench_report.json").is_file()
     assert not (tmp_path / "warehouse.duckdb").exists() and not (tmp_path / "data").exists()
+
+
+def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(tmp_path, capsys):
+    """`bench --history N`: the per-partition and per-tick checks answer the same with N-1 earlier
+    partitions in the ledger (their rows copied under other days), and each is timed both ways."""
+    assert main(["--items", "200", "--history", "3", "--workdir", str(tmp_path), "--keep"]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.endswith(("| yes |", "| NO |"))]
+    assert len(table) == 4 and all(line.endswith("| yes |") for line in table), out
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "history.duckdb"), read_only=True) as conn:
+        per_task = dict(conn.execute("SELECT task_id, count(*) FROM ledger.manifest_item GROUP BY 1").fetchall())
+        dates = [r[0] for r in conn.execute("SELECT strftime(partition_date, '%Y%m%d') FROM ledger.batch_task "
+                                            "ORDER BY 1").fetchall()]
+        collected = conn.execute("SELECT count(*) FILTER (collected_at IS NULL), count(*) FROM ledger.provider_job "
+                                 "WHERE task_id <> 'ticket_triage_20261120'").fetchone()
+    assert dates == ["20261118", "20261119", "20261120"]
+    assert per_task == {f"ticket_triage_{d}": 200 for d in dates}
+    assert collected[0] == 0 and collected[1] > 0   # the earlier partitions' jobs are long collected

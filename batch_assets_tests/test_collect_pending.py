@@ -5,12 +5,13 @@ ledger's history (the sensor runs it on every tick)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 
 import pytest
 
 from batch_assets.emulator.testing import running_emulator
+from batch_assets.ledger.history import copy_partition_rows
+from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import collect
 from batch_assets.pipeline.collect import pending_jobs
@@ -19,6 +20,7 @@ from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
+from .profiles import EARLIER_DAYS, ledger_scans
 
 TASK_ID1 = "ticket_triage_20261120"
 BIG_TABLES = ("manifest_item", "shard_line", "raw_result", "parsed_result", "applied_result")
@@ -88,36 +90,38 @@ def test_each_unfinished_step_keeps_a_job_pending_and_unmarked(collected_run, tm
 
 
 def test_the_search_reads_only_the_unfinished_jobs_partitions(collected_run, tmp_path):
-    """With nine other partitions in the ledger, every big table's scan in the search yields only
-    the rows of the partition whose jobs are not marked collected (DuckDB's profile: row counts)."""
+    """With nine other (collected) partitions in the ledger, every big table's scan in the search
+    yields only the rows of the partition whose jobs are not marked collected (DuckDB's profile:
+    row counts)."""
     wh = _copy(collected_run, tmp_path)
-    profile = tmp_path / "profile.json"
     with wh.connect() as conn:
         own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
                for t in BIG_TABLES}
-        for day in range(1, 10):
-            other = f"ticket_triage_2026100{day}"
-            for t in BIG_TABLES:
-                conn.execute(f"""INSERT INTO ledger.{t} SELECT * REPLACE (
-                                     replace(custom_id, '{TASK_ID1}', '{other}') AS custom_id, '{other}' AS task_id)
-                                 FROM ledger.{t} WHERE task_id = '{TASK_ID1}'""")
-        conn.execute("UPDATE ledger.provider_job SET collected_at = NULL")
-        conn.execute("PRAGMA enable_profiling = 'json'")
-        conn.execute(f"PRAGMA profiling_output = '{profile}'")
-        reasons = conn.execute(f"SELECT reason FROM ({collect._PENDING_SQL})", {"task_id": None}).fetchall()
-        conn.execute("PRAGMA disable_profiling")
-    assert reasons == [(None,)] * 3
-    scans: dict[str, list[int]] = {}
-
-    def walk(node: dict) -> None:
-        table = (node.get("extra_info") or {}).get("Table", "")
-        if node.get("name") == "SEQ_SCAN" and ".ledger." in table:
-            scans.setdefault(table.rsplit(".", 1)[1], []).append(node["intermediate_rows"])
-        for child in node.get("children", []):
-            walk(child)
-
-    for node in json.loads(profile.read_text())["operator"]:
-        walk(node)
+        copy_partition_rows(conn, DAY1, EARLIER_DAYS)
+        unmark_collected(conn, TASK_ID1)
+        conn.execute(f"CREATE TEMP TABLE cand AS {collect._CANDIDATES_SQL}", {"task_id": None})
+        assert conn.execute("SELECT DISTINCT task_id FROM cand").fetchall() == [(TASK_ID1,)]
+        found = {}
+        scans = ledger_scans(conn, lambda: found.update(reasons=conn.execute(
+            f"SELECT reason FROM ({collect._reasons_sql('cand', [TASK_ID1])})").fetchall()), tmp_path / "profile.json")
+    assert found["reasons"] == [(None,)] * 3
     assert set(BIG_TABLES) <= set(scans), scans
     for table in BIG_TABLES:
         assert max(scans[table]) <= own[table], (table, scans[table], own[table])
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 20])
+def test_rows_of_partitions_selects_exactly_the_named_partitions(n):
+    """One equality scan per partition (an IN list beyond MAX_PARTITION_SCANS): the same rows as
+    `task_id IN (…)`, none for no partition."""
+    import duckdb
+
+    from batch_assets.sqltext import MAX_PARTITION_SCANS, rows_of_partitions
+
+    conn = duckdb.connect()
+    conn.execute("CREATE TABLE t AS SELECT 'task_' || (i % 30) AS task_id, i FROM range(3000) r(i)")
+    names = [f"task_{k}" for k in range(n)] + ["task_0"] * (n > 0)   # a repeated name counts once
+    got = conn.execute(f"SELECT task_id, i FROM {rows_of_partitions('t', 'task_id, i', names)} ORDER BY i").fetchall()
+    want = conn.execute("SELECT task_id, i FROM t WHERE list_contains(?, task_id) ORDER BY i", [names]).fetchall()
+    assert got == want and len(got) == 100 * n
+    assert (" UNION ALL " in rows_of_partitions("t", "i", names)) == (1 < n <= MAX_PARTITION_SCANS)

@@ -4,12 +4,12 @@ balances with the expected numbers, and a tampered ledger makes it fail with the
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 
 import pytest
 
 from batch_assets.emulator.testing import running_emulator
+from batch_assets.ledger.history import copy_partition_rows
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import freeze_manifest
 from batch_assets.pipeline.reconcile import reconcile, reconcile_conn
@@ -20,6 +20,7 @@ from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
+from .profiles import EARLIER_DAYS, ledger_scans
 
 TASK_ID1 = "ticket_triage_20261120"
 ITEMS, REJECTED_ROWS, QUARANTINED, LINES = 58, 2, 8, 50  # 3 of 8 quarantined: card numbers blocked
@@ -194,32 +195,14 @@ def test_the_per_item_pass_reads_only_the_partitions_own_rows(finished_run, tmp_
     copy = Warehouse.at(tmp_path / "warehouse.duckdb", wh.data_dir)
     shutil.copy(wh.database, copy.database)
     tables = ("manifest_item", "shard_line", "parsed_result", "retry_decision", "applied_result", "quarantine")
-    profile = tmp_path / "profile.json"
     with copy.connect() as conn:
         own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
                for t in tables}
-        for day in range(1, 10):
-            other = f"ticket_triage_2026100{day}"
-            for t in tables:
-                conn.execute(f"""INSERT INTO ledger.{t} SELECT * REPLACE (
-                                     replace(custom_id, '{TASK_ID1}', '{other}') AS custom_id, '{other}' AS task_id)
-                                 FROM ledger.{t} WHERE task_id = '{TASK_ID1}'""")
-        conn.execute("PRAGMA enable_profiling = 'json'")
-        conn.execute(f"PRAGMA profiling_output = '{profile}'")
-        r = reconcile_conn(conn, TASK_ID1)   # the per-item statement is its last one
-        conn.execute("PRAGMA disable_profiling")
-    assert r.problems() == [] and r == base
-    scans: dict[str, list[int]] = {}
-
-    def walk(node: dict) -> None:
-        table = (node.get("extra_info") or {}).get("Table", "")
-        if node.get("name") == "SEQ_SCAN" and table.startswith(f"{copy.database.stem}.ledger."):
-            scans.setdefault(table.rsplit(".", 1)[1], []).append(node["intermediate_rows"])
-        for child in node.get("children", []):
-            walk(child)
-
-    for node in json.loads(profile.read_text())["operator"]:
-        walk(node)
+        copy_partition_rows(conn, DAY1, EARLIER_DAYS)
+        found = {}
+        scans = ledger_scans(conn, lambda: found.update(r=reconcile_conn(conn, TASK_ID1)),   # per-item pass last
+                             tmp_path / "profile.json")
+    assert found["r"].problems() == [] and found["r"] == base
     assert {"manifest_item", "shard_line", "parsed_result", "applied_result"} <= set(scans), scans
     for table, rows in scans.items():
         if table in own:

@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
     p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
     sensor.add_arguments(p)
+    p.add_argument("--history", type=int, default=None, metavar="N",
+                   help="after the pipeline run: time the per-partition and per-tick checks with N partitions "
+                        "in the ledger (N-1 earlier copies of this one) against one")
     return p
 
 
@@ -154,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.sensor_jobs is not None:
         return sensor.main(args)
+    if args.history is not None:
+        from batch_assets.bench import history
+
+        return history.main(args)
     if args.items < 1:
         parser.error(f"--items must be at least 1, got {args.items}")
     started = time.perf_counter()

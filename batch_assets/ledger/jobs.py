@@ -472,3 +472,17 @@ def abandon_job(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> N
         conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?",
                      [job_key])
         _operator_action(conn, "abandon", job["task_id"], job_key, detail)
+
+
+def mark_collected(conn: duckdb.DuckDBPyConnection, job_keys_query: str) -> None:
+    """Mark the jobs `job_keys_query` selects (one column: job_key) as fully collected: the search
+    for pending collections skips them from now on (no ledger step is ever undone)."""
+    with transaction(conn):
+        conn.execute("UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
+                     f"WHERE collected_at IS NULL AND job_key IN ({job_keys_query})")
+
+
+def unmark_collected(conn: duckdb.DuckDBPyConnection, task_id: str) -> None:
+    """Have the partition's jobs looked at again by the next search for pending collections."""
+    with transaction(conn):
+        conn.execute("UPDATE ledger.provider_job SET collected_at = NULL WHERE task_id = ?", [task_id])

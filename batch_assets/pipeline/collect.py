@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import duckdb
 
-from batch_assets.ledger.jobs import count_collect_attempts, set_collect_error
+from batch_assets.ledger.jobs import count_collect_attempts, mark_collected, set_collect_error
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.sqltext import rows_of_partitions
 
 DEFAULT_MAX_COLLECT_TRIES = 5
 DEFAULT_RESULTS_WAIT_S = 3600.0
@@ -38,63 +39,61 @@ DEFAULT_RESULTS_WAIT_S = 3600.0
 # the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
 READY_SQL = f"(j.state <> '{JobState.COMPLETED.value}' OR coalesce(j.results_ready, true))"
 
-# Terminal jobs not yet found collected (of one partition, or all) with why they are pending (NULL:
-# collected). Set-based and scoped to the candidate jobs' partitions: every ledger table is read
-# through its task_id (a custom_id belongs to one partition), so the cost follows the unfinished
-# jobs' partitions, not the ledger's history; jobs found collected once are skipped (collected_at).
-_PENDING_SQL = f"""
-    WITH jobs AS MATERIALIZED (
-        SELECT j.job_key, j.task_id, j.shard_id, j.state, j.downloaded_at, t.task_name,
-               strftime(t.partition_date, '%Y-%m-%d') AS partition_date, s.attempt,
-               coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error
-        FROM ledger.provider_job j
-        JOIN ledger.batch_task t USING (task_id)
-        JOIN ledger.shard s USING (shard_id)
-        WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
-          AND ($task_id IS NULL OR j.task_id = $task_id)
-    ),
-    tasks AS MATERIALIZED (SELECT DISTINCT task_id FROM jobs),
-    parsed AS MATERIALIZED (
-        SELECT task_id, custom_id, attempt, job_key, provider_succeeded AND error_class IS NULL AS usable
-        FROM ledger.parsed_result WHERE task_id IN (SELECT task_id FROM tasks)
-    ),
-    ok_lines AS MATERIALIZED (
-        SELECT task_id, custom_id, attempt, job_key FROM ledger.raw_result
-        WHERE status = 'ok' AND task_id IN (SELECT task_id FROM tasks)
-    ),
-    files_not_ingested AS (SELECT DISTINCT job_key FROM ledger.raw_file WHERE ingested_at IS NULL),
-    lines_not_parsed AS (
-        SELECT DISTINCT r.job_key FROM ok_lines r
-        ANTI JOIN parsed p ON p.task_id = r.task_id AND p.custom_id = r.custom_id AND p.attempt = r.attempt
-    ),
-    items_without_outcome AS (
-        SELECT DISTINCT j.job_key
-        FROM jobs j
-        JOIN (SELECT task_id, shard_id, custom_id, attempt FROM ledger.shard_line
-              WHERE task_id IN (SELECT task_id FROM tasks)) sl ON sl.task_id = j.task_id AND sl.shard_id = j.shard_id
-        ANTI JOIN parsed p ON p.task_id = sl.task_id AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt
-        ANTI JOIN ok_lines r ON r.task_id = sl.task_id AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt
-        WHERE j.state IN {FAILED_TERMINAL_STATES_SQL}
-    ),
-    not_applied AS (
-        SELECT DISTINCT p.job_key
-        FROM parsed p
-        SEMI JOIN (SELECT task_id, custom_id FROM ledger.manifest_item WHERE task_id IN (SELECT task_id FROM tasks)) m
-               ON m.task_id = p.task_id AND m.custom_id = p.custom_id
-        ANTI JOIN (SELECT task_id, custom_id FROM ledger.applied_result WHERE task_id IN (SELECT task_id FROM tasks)) a
-               ON a.task_id = p.task_id AND a.custom_id = p.custom_id
-        WHERE p.usable
-    )
-    SELECT job_key, task_id, task_name, partition_date, attempt, collect_attempts, collect_error,
-           CASE
-             WHEN downloaded_at IS NULL THEN 'not downloaded'
-             WHEN job_key IN (SELECT job_key FROM files_not_ingested) THEN 'raw files not ingested'
-             WHEN job_key IN (SELECT job_key FROM lines_not_parsed) THEN 'result lines not parsed'
-             WHEN job_key IN (SELECT job_key FROM items_without_outcome) THEN 'items without an outcome'
-             WHEN job_key IN (SELECT job_key FROM not_applied) THEN 'usable outcomes not applied'
-           END AS reason
-    FROM jobs
+# Terminal jobs not yet found collected (of one partition, or all): the candidates of the search.
+_CANDIDATES_SQL = f"""
+    SELECT j.job_key, j.task_id, j.shard_id, j.state, j.downloaded_at, t.task_name,
+           strftime(t.partition_date, '%Y-%m-%d') AS partition_date, s.attempt,
+           coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error
+    FROM ledger.provider_job j
+    JOIN ledger.batch_task t USING (task_id)
+    JOIN ledger.shard s USING (shard_id)
+    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
+      AND ($task_id IS NULL OR j.task_id = $task_id)
 """
+
+
+def _reasons_sql(jobs: str, task_ids: list[str]) -> str:
+    """Each candidate job of table `jobs` with why it is pending (NULL: collected). Every ledger table
+    is read through the candidates' partitions only (rows_of_partitions; a custom_id belongs to one
+    partition), so the search costs what the unfinished jobs' partitions cost, not the history."""
+    parsed = rows_of_partitions("ledger.parsed_result", "task_id, custom_id, attempt, job_key, "
+                                "provider_succeeded AND error_class IS NULL AS usable", task_ids)
+    ok_lines = rows_of_partitions("ledger.raw_result", "task_id, custom_id, attempt, job_key, status", task_ids)
+    lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, custom_id, attempt", task_ids)
+    items = rows_of_partitions("ledger.manifest_item", "task_id, custom_id", task_ids)
+    applied = rows_of_partitions("ledger.applied_result", "task_id, custom_id", task_ids)
+    return f"""
+        WITH parsed AS MATERIALIZED (SELECT * FROM {parsed} p),
+        ok_lines AS MATERIALIZED (SELECT task_id, custom_id, attempt, job_key FROM {ok_lines} r WHERE status = 'ok'),
+        files_not_ingested AS (SELECT DISTINCT job_key FROM ledger.raw_file WHERE ingested_at IS NULL),
+        lines_not_parsed AS (
+            SELECT DISTINCT r.job_key FROM ok_lines r
+            ANTI JOIN parsed p ON p.task_id = r.task_id AND p.custom_id = r.custom_id AND p.attempt = r.attempt
+        ),
+        items_without_outcome AS (
+            SELECT DISTINCT j.job_key
+            FROM {jobs} j JOIN {lines} sl ON sl.task_id = j.task_id AND sl.shard_id = j.shard_id
+            ANTI JOIN parsed p ON p.task_id = sl.task_id AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt
+            ANTI JOIN ok_lines r ON r.task_id = sl.task_id AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt
+            WHERE j.state IN {FAILED_TERMINAL_STATES_SQL}
+        ),
+        not_applied AS (
+            SELECT DISTINCT p.job_key
+            FROM parsed p
+            SEMI JOIN {items} m ON m.task_id = p.task_id AND m.custom_id = p.custom_id
+            ANTI JOIN {applied} a ON a.task_id = p.task_id AND a.custom_id = p.custom_id
+            WHERE p.usable
+        )
+        SELECT job_key, task_id, task_name, partition_date, attempt, collect_attempts, collect_error,
+               CASE
+                 WHEN downloaded_at IS NULL THEN 'not downloaded'
+                 WHEN job_key IN (SELECT job_key FROM files_not_ingested) THEN 'raw files not ingested'
+                 WHEN job_key IN (SELECT job_key FROM lines_not_parsed) THEN 'result lines not parsed'
+                 WHEN job_key IN (SELECT job_key FROM items_without_outcome) THEN 'items without an outcome'
+                 WHEN job_key IN (SELECT job_key FROM not_applied) THEN 'usable outcomes not applied'
+               END AS reason
+        FROM {jobs}
+    """
 
 
 @dataclass(frozen=True)
@@ -159,14 +158,15 @@ def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBP
     if conn is None:
         with wh.connect() as own:
             return pending_jobs(wh, task_id, own)
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_PENDING_SQL}", {"task_id": task_id})
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE _collect_candidates AS {_CANDIDATES_SQL}", {"task_id": task_id})
     try:
+        tasks = [r[0] for r in conn.execute("SELECT DISTINCT task_id FROM _collect_candidates").fetchall()]
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_reasons_sql('_collect_candidates', tasks)}")
         # A job found collected stays so (no ledger step is ever undone): later searches skip it.
-        conn.execute("UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
-                     "WHERE job_key IN (SELECT job_key FROM _pending WHERE reason IS NULL)")
+        mark_collected(conn, "SELECT job_key FROM _pending WHERE reason IS NULL")
         rows = fetch_dicts(conn, "SELECT * FROM _pending WHERE reason IS NOT NULL ORDER BY task_id, job_key")
     finally:
-        conn.execute("DROP TABLE IF EXISTS _pending")
+        conn.execute("DROP TABLE IF EXISTS _pending; DROP TABLE IF EXISTS _collect_candidates")
     return [PendingJob(**r) for r in rows]
 
 
