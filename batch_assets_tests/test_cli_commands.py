@@ -145,6 +145,33 @@ def test_export_writes_every_item_for_a_spreadsheet(capsys, finished_db, tmp_pat
     assert not out_file.with_suffix(".csv.part").exists()
 
 
+def test_export_gives_a_retried_item_one_row_with_its_latest_attempt(capsys, finished_db, tmp_path):
+    """An item answered twice (attempts 1 and 2) is one row holding attempt 2's answer; other
+    partitions' rows in the ledger change nothing."""
+    import shutil
+
+    from batch_assets.ledger.history import copy_partition_rows
+    from batch_assets.ledger.warehouse import Warehouse
+
+    from .profiles import EARLIER_DAYS
+
+    db = tmp_path / "warehouse.duckdb"
+    shutil.copy(finished_db, db)
+    with Warehouse.at(db, tmp_path / "data").connect() as conn:
+        (item,) = conn.execute("SELECT min(custom_id) FROM ledger.parsed_result WHERE task_id = ?", [TASK_ID]).fetchone()
+        conn.execute("""INSERT INTO ledger.parsed_result SELECT * REPLACE (attempt + 1 AS attempt,
+                            '{"category": "latest"}' AS output_json) FROM ledger.parsed_result WHERE custom_id = ?""",
+                     [item])
+        copy_partition_rows(conn, "2026-11-20", EARLIER_DAYS)
+    out_file = tmp_path / "triage.csv"
+    code, out, err = run(capsys, "--database", db, "export", TASK_ID, "--out", out_file)
+    assert (code, err) == (0, "") and out == f"wrote 58 rows to {out_file} (UTF-8 with BOM)\n"
+    rows = list(csv.DictReader(io.StringIO(out_file.read_bytes().decode("utf-8-sig"))))
+    assert len(rows) == len({r["custom_id"] for r in rows}) == 58
+    (retried,) = [r for r in rows if r["custom_id"] == item]
+    assert json.loads(retried["answer"]) == {"category": "latest"}
+
+
 def test_retry_dry_run_counts_and_sends_nothing(capsys, finished_db):
     code, out, err = run(capsys, "--database", finished_db, "retry", TASK_ID, "--dry-run")
     assert (code, err) == (0, "")

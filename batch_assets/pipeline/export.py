@@ -16,6 +16,7 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     body = out.with_suffix(out.suffix + ".part")
     with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows", keep=True) as bar:
+        tid = sql_literal(task_id)
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"no batch task {task_id!r}; list them with `batch-assets report`")
@@ -31,11 +32,15 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
                        p.output_json AS answer, p.finish_reason, p.input_tokens, p.output_tokens,
                        src.prompt_text AS input_text
                 FROM ledger.manifest_item m
-                LEFT JOIN ledger.quarantine q USING (custom_id)
-                LEFT JOIN ledger.parsed_result p USING (custom_id)
-                LEFT JOIN ledger.applied_result a USING (custom_id)
+                -- The partition's own rows only (the ledger holds every partition), and of an item's
+                -- parsed results the latest attempt's: one row per item, retried or not.
+                LEFT JOIN (SELECT * FROM ledger.quarantine WHERE task_id = {tid}) q USING (custom_id)
+                LEFT JOIN (SELECT * FROM ledger.parsed_result WHERE task_id = {tid}
+                           QUALIFY row_number() OVER (PARTITION BY custom_id ORDER BY attempt DESC) = 1) p
+                       USING (custom_id)
+                LEFT JOIN (SELECT * FROM ledger.applied_result WHERE task_id = {tid}) a USING (custom_id)
                 LEFT JOIN read_parquet({sql_literal(uri)}) src USING (custom_id)
-                WHERE m.task_id = {sql_literal(task_id)} AND m.superseded_at IS NULL
+                WHERE m.task_id = {tid} AND m.superseded_at IS NULL
                 ORDER BY m.business_id
             ) TO {sql_literal(str(body))} (FORMAT csv, HEADER true)
         """).fetchone()[0]
