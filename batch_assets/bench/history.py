@@ -15,6 +15,7 @@ The ratio N-partition / 1-partition is the figure: 1.0x means the history costs 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import shutil
 import sys
 import time
@@ -48,8 +49,6 @@ class HistoryRow:
 def add_history(path: Path, partitions: int) -> dict[str, int]:
     """Add partitions-1 earlier copies of the benchmark's partition to the warehouse at `path`.
     Returns each ledger table's row count afterwards."""
-    import datetime
-
     first = datetime.date.fromisoformat(synth.PARTITION_DATE)
     days = [(first - datetime.timedelta(days=k)).isoformat() for k in range(1, partitions)]
     wh = Warehouse.at(path, path.parent / "data")
@@ -109,8 +108,9 @@ def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool
         for (name, check_one), check_many in zip(_checks(one).items(), _checks(many).values()):
             one_s, one_answer = _time(check_one)
             many_s, many_answer = _time(check_many)
-            rows.append(HistoryRow(name, one_s, many_s, one_answer == many_answer))
-            log(f"  {name:50s} {one_s:7.3f} s  {many_s:7.3f} s  {many_s / max(one_s, 1e-9):6.2f}x")
+            row = HistoryRow(name, one_s, many_s, one_answer == many_answer)
+            rows.append(row)
+            log(f"  {name:50s} {one_s:7.3f} s  {many_s:7.3f} s  {row.ratio:6.2f}x")
     finally:
         if not keep:
             from batch_assets.bench.proc import remove_paths

@@ -154,7 +154,9 @@ class CollectPlan:
 
 def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
                  ) -> list[PendingJob]:
-    """Terminal jobs (of one partition, or all) whose results are not fully collected, with why."""
+    """Terminal jobs (of one partition, or all) whose results are not fully collected, with why.
+    Writes: the jobs it finds fully collected are marked (`ledger.jobs.mark_collected`) and not
+    looked at again, so `conn` must be writable."""
     if conn is None:
         with wh.connect() as own:
             return pending_jobs(wh, task_id, own)
