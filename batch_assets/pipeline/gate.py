@@ -30,6 +30,7 @@ from batch_assets.spec.resolve import ResolvedTask
 GATED_TABLE = "_gated_src"     # view: _raw_src with the scanned columns redacted, + __bid, __blocked, __fp
 CHANGED_TABLE = "_gate_out"    # the redacted texts and block reasons of the items with a masked finding
 MAPPING_TABLE = "_pii_map"     # (business_id, detector, placeholder, value) of items not blocked - local only
+REPEATED_TABLE = "_gate_repeated"  # (__bid) the business ids the source holds more than once (the freeze rejects them)
 BLOCKED_CODE = "blocked_by_policy"
 
 
@@ -86,16 +87,16 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     cols = scanned_columns(task)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
     # A view over the source rows, not a copy of their texts: only the (usually no) repeated ids are
-    # kept aside.
+    # kept aside (and kept for the freeze's reject check, until drop_gate).
     conn.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _gate_repeated AS
+        CREATE OR REPLACE TEMP TABLE {REPEATED_TABLE} AS
         SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL GROUP BY ALL HAVING count(*) > 1
     """)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _gate_in AS
         SELECT {bid} AS __bid, {', '.join(f'CAST({quote_ident(c)} AS VARCHAR) AS {quote_ident(c)}' for c in cols)}
         FROM _raw_src
-        WHERE {bid} IS NOT NULL AND {bid} NOT IN (SELECT __bid FROM _gate_repeated)
+        WHERE {bid} IS NOT NULL AND {bid} NOT IN (SELECT __bid FROM {REPEATED_TABLE})
     """)
     outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
                                       changed_only=True)
@@ -136,7 +137,7 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         blocked_items = conn.execute(f"SELECT count(*) FROM {blocked}").fetchone()[0]
     finally:
         outcome.drop(conn)
-        conn.execute("DROP VIEW IF EXISTS _gate_in; DROP TABLE IF EXISTS _gate_repeated;")
+        conn.execute("DROP VIEW IF EXISTS _gate_in")
     return GateCounts(
         by_detector={c.detector: {"action": c.action, "findings": c.findings, "items": c.items} for c in outcome.counts},
         redacted_items=int(redacted_items), blocked_items=int(blocked_items))
@@ -150,7 +151,7 @@ def blocked_reason_sql(col: str = "__blocked") -> str:
 
 def drop_gate(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(f"DROP VIEW IF EXISTS {GATED_TABLE}; DROP TABLE IF EXISTS {CHANGED_TABLE}; "
-                 f"DROP TABLE IF EXISTS {MAPPING_TABLE};")
+                 f"DROP TABLE IF EXISTS {MAPPING_TABLE}; DROP TABLE IF EXISTS {REPEATED_TABLE};")
 
 
 PLACEHOLDER_PATTERN = r"\[[A-Z][A-Z0-9_]*_[0-9]+\]"

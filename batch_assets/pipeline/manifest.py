@@ -17,8 +17,8 @@ from batch_assets.ledger import manifest as ledger_manifest
 from batch_assets.ledger.tasks import set_task_currency, upsert_frozen_task
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, GateCounts, blocked_reason_sql, drop_gate,
-                                        gate_source)
+from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, REPEATED_TABLE, GateCounts, blocked_reason_sql,
+                                        drop_gate, gate_source)
 from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
 from batch_assets.providers.prices import cost_sql_or_null, currency_of
 from batch_assets.sqltext import sql_literal
@@ -166,6 +166,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                          || {sql_literal(spec.source.business_id)} || ' appears once'
                END AS reason
         FROM _src
+        -- Only the missing and the repeated ids (found by the gate) are grouped, not every id.
+        WHERE business_id IS NULL OR trim(business_id) = '' OR business_id IN (SELECT __bid FROM {REPEATED_TABLE})
         GROUP BY business_id
         HAVING business_id IS NULL OR trim(business_id) = '' OR count(*) > 1
     """)
