@@ -147,12 +147,14 @@ def test_main_prints_the_table_and_cleans_up(tmp_path, capsys):
 
 
 def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(tmp_path, capsys):
-    """`bench --history N`: the per-partition and per-tick checks answer the same with N-1 earlier
-    partitions in the ledger (their rows copied under other days), and each is timed both ways."""
+    """`bench --history N`: the per-partition and per-tick checks, and the apply stage, answer the
+    same with N-1 earlier partitions in the ledger (their rows copied under other days, and their
+    business-table and source rows), and each is timed both ways."""
     assert main(["--items", "200", "--history", "3", "--workdir", str(tmp_path), "--keep"]) == 0
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.endswith(("| yes |", "| NO |"))]
-    assert len(table) == 4 and all(line.endswith("| yes |") for line in table), out
+    assert len(table) == 5 and all(line.endswith("| yes |") for line in table), out
+    assert table[0].startswith("| apply (the partition; a stage process) |")
     import duckdb
 
     with duckdb.connect(str(tmp_path / "history.duckdb"), read_only=True) as conn:
@@ -161,6 +163,14 @@ def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(t
                                             "ORDER BY 1").fetchall()]
         collected = conn.execute("SELECT count(*) FILTER (collected_at IS NULL), count(*) FROM ledger.provider_job "
                                  "WHERE task_id <> 'ticket_triage_20261120'").fetchone()
+        # The business table: every day's answers, this partition's written by the timed apply.
+        business = dict(conn.execute("SELECT task_id, count(*) FROM main.ticket_labels GROUP BY 1").fetchall())
+        applied = dict(conn.execute("SELECT task_id, count(*) FILTER (outcome = 'applied') FROM ledger.applied_result "
+                                    "GROUP BY 1").fetchall())
+        sources = dict(conn.execute("SELECT strftime(created_date, '%Y%m%d'), count(DISTINCT ticket_id) "
+                                    "FROM main.support_tickets GROUP BY 1").fetchall())
     assert dates == ["20261118", "20261119", "20261120"]
     assert per_task == {f"ticket_triage_{d}": 200 for d in dates}
     assert collected[0] == 0 and collected[1] > 0   # the earlier partitions' jobs are long collected
+    assert business == applied and set(business) == set(per_task) and len(set(business.values())) == 1
+    assert sources == {d: 200 for d in dates}

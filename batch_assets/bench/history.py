@@ -10,6 +10,11 @@ partition or on every sensor tick are timed on both warehouses, each twice (the 
 their answers compared: the reconciliation, the search for pending collections (from scratch:
 collected marks cleared on the benchmark's partition), pending retries and the budget check.
 The ratio N-partition / 1-partition is the figure: 1.0x means the history costs nothing.
+
+The apply stage is measured the same way, as the pipeline benchmark runs it (a process of its own,
+one run each, since it changes what it runs on): the partition as apply found it, alone and with
+the earlier partitions finished beside it, whose business-table rows (the table's primary key holds
+every day's) and source rows are copied too. The history warehouse is that second run's result.
 """
 
 from __future__ import annotations
@@ -22,16 +27,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
+
 from batch_assets.bench import synth
-from batch_assets.bench.runner import run_benchmark
+from batch_assets.bench.proc import run_child
+from batch_assets.bench.runner import run_benchmark, snapshot_path
+from batch_assets.bench.work import TASK_NAME
 from batch_assets.ledger.history import copy_partition_rows
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.apply import ensure_target_table
 from batch_assets.pipeline.budget import check_budget
 from batch_assets.pipeline.collect import pending_jobs
 from batch_assets.pipeline.reconcile import reconcile
 from batch_assets.pipeline.retry import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
+from batch_assets.sqltext import quote_ident, sql_literal
+
+SOURCE_TABLE = "support_tickets"   # the benchmark's source (bench.synth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +59,54 @@ class HistoryRow:
         return self.history_s / self.one_s if self.one_s > 0 else float("inf")
 
 
-def add_history(path: Path, partitions: int) -> dict[str, int]:
-    """Add partitions-1 earlier copies of the benchmark's partition to the warehouse at `path`.
-    Returns each ledger table's row count afterwards."""
+def add_history(path: Path, partitions: int, finished: Path) -> dict[str, int]:
+    """Add partitions-1 earlier copies of the benchmark's finished partition (in the warehouse at
+    `finished`) to the warehouse at `path`: its ledger rows, its business-table rows and its source
+    rows, each key rewritten for the day. Returns each ledger table's row count afterwards."""
     first = datetime.date.fromisoformat(synth.PARTITION_DATE)
     days = [(first - datetime.timedelta(days=k)).isoformat() for k in range(1, partitions)]
     wh = Warehouse.at(path, path.parent / "data")
     with wh.connect() as conn:
-        counts = copy_partition_rows(conn, synth.PARTITION_DATE, days)
+        conn.execute(f"ATTACH {sql_literal(str(finished))} AS finished (READ_ONLY)")
+        try:
+            counts = copy_partition_rows(conn, synth.PARTITION_DATE, days, source="finished")
+            _copy_main_rows(conn, synth.PARTITION_DATE, days)
+        finally:
+            conn.execute("DETACH finished")
     return counts
+
+
+def _copy_main_rows(conn: duckdb.DuckDBPyConnection, day: str, days: list[str]) -> None:
+    """The finished partition's business-table rows and source rows again under each of `days`, ids
+    rewritten like the ledger's (ledger.history) and the source's dates moved to the day."""
+    task = load_all_tasks()[TASK_NAME]
+    ensure_target_table(conn, task)   # apply creates it: the partition may not have been applied here
+    ymd = day.replace("-", "")
+    for table in (task.spec.apply.table, SOURCE_TABLE):
+        cols = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'finished' "
+                            "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
+
+        def value(col: str, sql_type: str) -> str:
+            if sql_type == "VARCHAR":
+                return f"replace(x.{quote_ident(col)}, '{ymd}', strftime(CAST(d.day AS DATE), '%Y%m%d'))"
+            if table == SOURCE_TABLE and sql_type in ("DATE", "TIMESTAMP"):
+                return f"CAST(x.{quote_ident(col)} - (DATE '{day}' - CAST(d.day AS DATE)) * INTERVAL 1 DAY AS {sql_type})"
+            return f"x.{quote_ident(col)}"
+
+        for other in days:   # a statement per day: each commit stays within the memory limit
+            conn.execute(f"""
+                INSERT INTO main.{quote_ident(table)} ({", ".join(quote_ident(c) for c, _ in cols)})
+                SELECT {", ".join(value(c, t) for c, t in cols)}
+                FROM finished.main.{quote_ident(table)} x, (SELECT ?::VARCHAR AS day) d
+            """, [other])
+
+
+def _apply_row(workdir: Path, alone: Path, with_history: Path) -> HistoryRow:
+    """Apply, in a process of its own as the pipeline benchmark runs it, on the partition alone and
+    with the history (one run each: it changes what it runs on)."""
+    one = run_child("stage_apply", workdir=str(workdir), database=str(alone))
+    many = run_child("stage_apply", workdir=str(workdir), database=str(with_history))
+    return HistoryRow("apply (the partition; a stage process)", one.wall_s, many.wall_s, one.result == many.result)
 
 
 def _time(fn: Callable[[], object]) -> tuple[float, object]:
@@ -67,7 +119,7 @@ def _time(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def _checks(wh: Warehouse) -> dict[str, Callable[[], object]]:
-    task = load_all_tasks()["ticket_triage"]
+    task = load_all_tasks()[TASK_NAME]
     task_id = task.task_id(synth.PARTITION_DATE)
 
     def collections():
@@ -93,18 +145,20 @@ def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool
         raise ValueError(f"--history must be at least 2 (the partition and one earlier), got {partitions}")
     workdir = Path(workdir).resolve()
     log(f"history: the pipeline benchmark at {items:,} items, kept")
-    run_benchmark(items, workdir, keep=True, log=log)
+    run_benchmark(items, workdir, keep=True, log=log, snapshot_before="apply")
     one = Warehouse.at(workdir / "warehouse.duckdb", workdir / "data")
     many = Warehouse.at(workdir / "history.duckdb", workdir / "data")
-    with one.connect():
-        pass   # the ledger's migrations (collected_at) before the copy
-    shutil.copy(one.database, many.database)
+    before_apply = snapshot_path(workdir, "apply")
+    shutil.copy(before_apply, many.database)   # the partition as apply found it, then the history beside it
     t0 = time.perf_counter()
-    counts = add_history(many.database, partitions)
+    counts = add_history(many.database, partitions, finished=one.database)
     log(f"history: {partitions - 1} earlier partitions added in {time.perf_counter() - t0:.1f} s "
         f"({counts.get('shard_line', 0):,} shard lines, {counts.get('raw_result', 0):,} result lines)")
     rows = []
     try:
+        row = _apply_row(workdir, before_apply, many.database)
+        rows.append(row)
+        log(f"  {row.check:50s} {row.one_s:7.3f} s  {row.history_s:7.3f} s  {row.ratio:6.2f}x")
         for (name, check_one), check_many in zip(_checks(one).items(), _checks(many).values()):
             one_s, one_answer = _time(check_one)
             many_s, many_answer = _time(check_many)

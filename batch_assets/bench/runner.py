@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +32,8 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("apply", "pipeline.apply.apply_results", "floor_apply", "stage_apply"),
     ("reconcile", "pipeline.reconcile.reconcile", "floor_reconcile", "stage_reconcile"),
 ]
+# A copy of the warehouse as a stage found it (`snapshot_before`), for a second measurement of it.
+_OWNED += tuple(f"before_{stage}.duckdb" for stage, *_ in STAGES)
 _SETUP_AFTER = {"shards": "setup_provider_outputs"}  # provider output files are setup, not a stage
 # freeze_manifest runs the sensitive-data gate inside itself: the pii_scan row shows the gate on its
 # own, is not added to the total again, and the manifest stage is held to manifest + pii_scan floors.
@@ -50,8 +53,14 @@ def _environment() -> dict:
             "platform": platform.platform(), "load_avg_at_end": os.getloadavg()}
 
 
+def snapshot_path(workdir: Path, stage: str) -> Path:
+    """Where run_benchmark(snapshot_before=stage) keeps the warehouse as that stage found it."""
+    return Path(workdir) / f"before_{stage}.duckdb"
+
+
 def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
-                  log: Callable[[str], None] | None = None, profile: bool = False) -> BenchReport:
+                  log: Callable[[str], None] | None = None, profile: bool = False,
+                  snapshot_before: str | None = None) -> BenchReport:
     """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
 
     Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
@@ -59,18 +68,21 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     BenchmarkError if the reconciliation does not balance or any correctness check fails. The
     report is also written to `<workdir>/bench_report.json` (and `.md`); the warehouse and data
     files are removed afterwards unless `keep`. `profile` records each stage's slowest SQL
-    statements (per-execute wall time) in the report.
+    statements (per-execute wall time) in the report. `snapshot_before`: a stage whose input
+    warehouse is copied to snapshot_path() before it runs (kept with the warehouse).
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
+    if snapshot_before is not None and snapshot_before not in {s for s, *_ in STAGES}:
+        raise ValueError(f"no stage {snapshot_before!r} to snapshot before")
     # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
     with progress.task(f"benchmark: {items:,} items", total=2 * len(STAGES) + 3, unit="steps",
                        keep=True) as bar:
-        return _run(items, workdir, keep, log, profile, bar)
+        return _run(items, workdir, keep, log, profile, bar, snapshot_before)
 
 
 def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
-         bar: progress.Bar) -> BenchReport:
+         bar: progress.Bar, snapshot_before: str | None = None) -> BenchReport:
     from batch_assets.bench.floors import FLOOR_SQL
 
     say = log or (lambda _msg: None)
@@ -97,6 +109,10 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
         floor_of: dict[str, Measured] = {}
         for stage, function, floor_fn, stage_fn in STAGES:
             floor = floor_of[stage] = step(f"floor: {stage}", floor_fn, workdir=wd)
+            if stage == snapshot_before:   # every child has closed (and checkpointed) the warehouse
+                shutil.copy(root / "warehouse.duckdb", snapshot_path(root, stage))
+                if hasattr(os, "sync"):   # the copy's write-back before the stage's clock starts, not during it
+                    os.sync()
             measured = step(f"stage: {stage}", stage_fn, workdir=wd, profile=profile)
             inner = [floor_of[s] for s, outer in INSIDE.items() if outer == stage and s in floor_of]
             stages.append(StageResult(

@@ -28,10 +28,10 @@ from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 TASK_NAME = "ticket_triage"
 
 
-def warehouse(workdir: str, profile: bool = False) -> Warehouse:
+def warehouse(workdir: str, profile: bool = False, database: str | None = None) -> Warehouse:
     root = Path(workdir)
     cls = ProfilingWarehouse if profile else Warehouse
-    return cls.at(root / "warehouse.duckdb", root / "data")
+    return cls.at(Path(database) if database else root / "warehouse.duckdb", root / "data")
 
 
 def _profiled(wh: Warehouse, result: dict, probe: Probe | None = None) -> dict:
@@ -131,8 +131,9 @@ def stage_parse(probe: Probe, workdir: str, profile: bool = False) -> dict:
     return _profiled(wh, _asdict(summary), probe)
 
 
-def stage_apply(probe: Probe, workdir: str, profile: bool = False) -> dict:
-    wh, task = warehouse(workdir, profile), bench_task()
+def stage_apply(probe: Probe, workdir: str, profile: bool = False, database: str | None = None) -> dict:
+    """`database`: another warehouse file than the workdir's (the history benchmark's)."""
+    wh, task = warehouse(workdir, profile, database), bench_task()
     with probe.measure():
         summary = apply_results(wh, task, synth.PARTITION_DATE)
     return _profiled(wh, _asdict(summary), probe)
