@@ -33,7 +33,7 @@ from batch_assets.bench import synth
 from batch_assets.bench.proc import run_child
 from batch_assets.bench.runner import run_benchmark, snapshot_path
 from batch_assets.bench.work import TASK_NAME
-from batch_assets.ledger.history import copy_partition_rows
+from batch_assets.ledger.history import copy_partition_rows, shifted_copy_sql, shifted_sql
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.apply import ensure_target_table
@@ -81,24 +81,14 @@ def _copy_main_rows(conn: duckdb.DuckDBPyConnection, day: str, days: list[str]) 
     rewritten like the ledger's (ledger.history) and the source's dates moved to the day."""
     task = load_all_tasks()[TASK_NAME]
     ensure_target_table(conn, task)   # apply creates it: the partition may not have been applied here
-    ymd = day.replace("-", "")
     for table in (task.spec.apply.table, SOURCE_TABLE):
         cols = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'finished' "
                             "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
-
-        def value(col: str, sql_type: str) -> str:
-            if sql_type == "VARCHAR":
-                return f"replace(x.{quote_ident(col)}, '{ymd}', strftime(CAST(d.day AS DATE), '%Y%m%d'))"
-            if table == SOURCE_TABLE and sql_type in ("DATE", "TIMESTAMP"):
-                return f"CAST(x.{quote_ident(col)} - (DATE '{day}' - CAST(d.day AS DATE)) * INTERVAL 1 DAY AS {sql_type})"
-            return f"x.{quote_ident(col)}"
-
+        dates = {c: f"CAST({shifted_sql(c, day)} AS {t})" for c, t in cols
+                 if table == SOURCE_TABLE and t in ("DATE", "TIMESTAMP")}
+        sql = shifted_copy_sql(f"main.{quote_ident(table)}", f"finished.main.{quote_ident(table)}", cols, day, dates)
         for other in days:   # a statement per day: each commit stays within the memory limit
-            conn.execute(f"""
-                INSERT INTO main.{quote_ident(table)} ({", ".join(quote_ident(c) for c, _ in cols)})
-                SELECT {", ".join(value(c, t) for c, t in cols)}
-                FROM finished.main.{quote_ident(table)} x, (SELECT ?::VARCHAR AS day) d
-            """, [other])
+            conn.execute(sql, [other])
 
 
 def _apply_row(workdir: Path, alone: Path, with_history: Path) -> HistoryRow:
@@ -149,13 +139,13 @@ def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool
     one = Warehouse.at(workdir / "warehouse.duckdb", workdir / "data")
     many = Warehouse.at(workdir / "history.duckdb", workdir / "data")
     before_apply = snapshot_path(workdir, "apply")
-    shutil.copy(before_apply, many.database)   # the partition as apply found it, then the history beside it
-    t0 = time.perf_counter()
-    counts = add_history(many.database, partitions, finished=one.database)
-    log(f"history: {partitions - 1} earlier partitions added in {time.perf_counter() - t0:.1f} s "
-        f"({counts.get('shard_line', 0):,} shard lines, {counts.get('raw_result', 0):,} result lines)")
     rows = []
     try:
+        shutil.copy(before_apply, many.database)   # the partition as apply found it, then the history beside it
+        t0 = time.perf_counter()
+        counts = add_history(many.database, partitions, finished=one.database)
+        log(f"history: {partitions - 1} earlier partitions added in {time.perf_counter() - t0:.1f} s "
+            f"({counts.get('shard_line', 0):,} shard lines, {counts.get('raw_result', 0):,} result lines)")
         row = _apply_row(workdir, before_apply, many.database)
         rows.append(row)
         log(f"  {row.check:50s} {row.one_s:7.3f} s  {row.history_s:7.3f} s  {row.ratio:6.2f}x")

@@ -1,20 +1,50 @@
-"""Copies of a partition's ledger rows under other days: the ledger history that
-`batch-assets bench --history N` measures the per-partition and per-tick checks against.
+"""Copies of a partition's rows under other days: the ledger history that `batch-assets bench
+--history N` measures the per-partition and per-tick checks and the apply stage against.
 
 Every ledger table with a task_id gets, per day, the partition's rows again with every VARCHAR that
 holds the partition's `YYYYMMDD` rewritten (task_id, custom_id, shard id, job key, file key, ...),
 so keys stay unique; the partition date moves to that day, and its provider jobs are created on
-that day and long collected, as in a ledger that has been running. Set-based: one INSERT per table.
+that day and long collected, as in a ledger that has been running. Set-based: one INSERT per table
+and day (`shifted_copy_sql`, which the benchmark also uses for its business and source tables).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import duckdb
 
 from batch_assets.ledger.transaction import transaction
 from batch_assets.sqltext import quote_ident
+
+
+def shifted_sql(col: str, day: str) -> str:
+    """Column `col` of the copied row (alias x), a date or time, moved from `day` to the copy's day."""
+    return f"x.{quote_ident(col)} - (DATE '{day}' - CAST(d.day AS DATE)) * INTERVAL 1 DAY"
+
+
+def shifted_copy_sql(target: str, source: str, cols: Sequence[tuple[str, str]], day: str,
+                     special: Mapping[str, str] | None = None, where: str = "TRUE") -> str:
+    """INSERT INTO `target` the rows of `source` (alias x; `where` filters them) again under another
+    day, the statement's one parameter (YYYY-MM-DD, alias d.day): each VARCHAR column holding `day`'s
+    YYYYMMDD gets that day's instead. `cols`: (name, type) of the columns; `special`: a column's own
+    expression instead."""
+    ymd = day.replace("-", "")
+    special = special or {}
+
+    def value(col: str, sql_type: str) -> str:
+        if col in special:
+            return special[col]
+        if sql_type == "VARCHAR":
+            return f"replace(x.{quote_ident(col)}, '{ymd}', strftime(CAST(d.day AS DATE), '%Y%m%d'))"
+        return f"x.{quote_ident(col)}"
+
+    return f"""
+        INSERT INTO {target} ({", ".join(quote_ident(c) for c, _ in cols)})
+        SELECT {", ".join(value(c, t) for c, t in cols)}
+        FROM {source} x, (SELECT ?::VARCHAR AS day) d
+        WHERE {where}
+    """
 
 
 def copy_partition_rows(conn: duckdb.DuckDBPyConnection, day: str, days: Sequence[str],
@@ -28,6 +58,9 @@ def copy_partition_rows(conn: duckdb.DuckDBPyConnection, day: str, days: Sequenc
     tables = [r[0] for r in conn.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'ledger' "
         "AND table_name <> 'schema_version' ORDER BY 1", [catalog]).fetchall()]
+    special = {"batch_task": {"partition_date": "CAST(d.day AS DATE)"},
+               "provider_job": {"created_at": shifted_sql("created_at", day),
+                                "collected_at": "coalesce(x.collected_at, now()::TIMESTAMP)"}}
     # One transaction per table and day: a copy is a benchmark's set-up, and one transaction of
     # every table's rows for nine 1M partitions ran out of memory at its commit.
     for table in tables:
@@ -36,25 +69,9 @@ def copy_partition_rows(conn: duckdb.DuckDBPyConnection, day: str, days: Sequenc
                             [catalog, table]).fetchall()
         if "task_id" not in {c for c, _ in cols}:
             continue
-
-        def value(col: str, sql_type: str) -> str:
-            if table == "batch_task" and col == "partition_date":
-                return "CAST(d.day AS DATE)"
-            if table == "provider_job" and col == "created_at":
-                return f"x.created_at - (DATE '{day}' - CAST(d.day AS DATE)) * INTERVAL 1 DAY"
-            if table == "provider_job" and col == "collected_at":
-                return "coalesce(x.collected_at, now()::TIMESTAMP)"
-            if sql_type == "VARCHAR":
-                return f"replace(x.{col}, '{ymd}', strftime(CAST(d.day AS DATE), '%Y%m%d'))"
-            return f"x.{col}"
-
-        names = ", ".join(c for c, _ in cols)
+        sql = shifted_copy_sql(f"ledger.{table}", f"{quote_ident(catalog)}.ledger.{table}", cols, day,
+                               special.get(table), where=f"x.task_id LIKE '%{ymd}'")
         for other in days:
             with transaction(conn):
-                conn.execute(f"""
-                    INSERT INTO ledger.{table} ({names})
-                    SELECT {", ".join(value(c, t) for c, t in cols)}
-                    FROM {quote_ident(catalog)}.ledger.{table} x, (SELECT ?::VARCHAR AS day) d
-                    WHERE x.task_id LIKE '%{ymd}'
-                """, [other])
+                conn.execute(sql, [other])
     return {t: conn.execute(f"SELECT count(*) FROM ledger.{t}").fetchone()[0] for t in tables}
