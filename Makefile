@@ -38,7 +38,7 @@ e2e: $(STAMP)
 		$(BIN)/python -m pytest -q -m e2e --durations=0 batch_assets_tests/e2e
 
 bench: $(STAMP)
-	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),)
+	$(BIN)/batch-assets bench $(if $(ITEMS),--items $(ITEMS),) $(if $(REPEAT),--repeat $(REPEAT),)
 
 # Not part of `make test`: every provider, 20 partitions, 5 % random faults, driven to final (a few minutes).
 soak: $(STAMP)

@@ -146,6 +146,45 @@ def test_main_prints_the_table_and_cleans_up(tmp_path, capsys):
     assert not (tmp_path / "warehouse.duckdb").exists() and not (tmp_path / "data").exists()
 
 
+def test_repeats_report_the_median_of_runs_from_the_same_warehouse(tmp_path, capsys):
+    """`bench --repeat K`: every floor and stage runs K times from one copy of the warehouse, the
+    table holds the medians, each run is listed, and the copies are removed afterwards."""
+    import statistics
+
+    assert main(["--items", "200", "--repeat", "3", "--workdir", str(tmp_path), "--keep"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "bench_report.json").read_text())
+    for s in report["stages"]:
+        assert len(s["runs"]) == 3, s["stage"]
+        assert s["wall_s"] == pytest.approx(statistics.median(r["wall_s"] for r in s["runs"]), abs=1e-3)
+    manifest = next(s for s in report["stages"] if s["stage"] == "manifest")
+    pii = next(s for s in report["stages"] if s["stage"] == "pii_scan")
+    assert manifest["floor_wall_s"] == pytest.approx(
+        statistics.median(r["floor_wall_s"] for r in manifest["runs"])
+        + statistics.median(r["floor_wall_s"] for r in pii["runs"]), abs=2e-3)
+    assert "Each floor and stage ran 3 times" in out and "- apply: " in out
+    assert report["correct"] and not list(tmp_path.glob("before_*.duckdb"))
+
+
+def test_a_stage_answering_differently_on_a_repeat_fails_the_run():
+    from batch_assets.bench.proc import Measured
+    from batch_assets.bench.runner import BenchmarkError, _same_results
+
+    def run(applied: int, seconds: float) -> Measured:
+        return Measured("stage_apply", {"applied": applied, "statements": [{"seconds": seconds}]}, seconds, seconds,
+                        100.0, 200.0, True, 0.1, seconds)
+
+    _same_results("apply", [run(10, 1.0), run(10, 2.0)])   # the profile's timings may differ
+    # and a parallel sum's last digits (its terms add in any order)
+    cost = [Measured("stage_cost", {"estimate": e}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)
+            for e in (80.06142735001254, 80.06142735001256)]
+    _same_results("cost", cost)
+    with pytest.raises(BenchmarkError):
+        _same_results("cost", cost + [Measured("stage_cost", {"estimate": 80.0614}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)])
+    with pytest.raises(BenchmarkError, match="apply stage answered differently"):
+        _same_results("apply", [run(10, 1.0), run(9, 1.0)])
+
+
 def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(tmp_path, capsys):
     """`bench --history N`: the per-partition and per-tick checks, and the apply stage, answer the
     same with N-1 earlier partitions in the ledger (their rows copied under other days, and their

@@ -36,6 +36,8 @@ class StageResult:
     result: dict = field(default_factory=dict)
     inside: str | None = None           # the stage that runs this one inside itself (not added to the total)
     floor_cpu_s: float | None = None    # user+sys of the floor process (less sensitive to other load than wall)
+    # Each run's times when the benchmark repeats (`--repeat K`): wall_s / floor_wall_s above are their medians.
+    runs: list[dict] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -135,6 +137,16 @@ class BenchReport:
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2, ensure_ascii=False, default=str)
 
+    def _repeats(self) -> list[str]:
+        """With `--repeat K`: what the table's medians are of, one line per stage."""
+        k = max((len(s.runs) for s in self.stages), default=0)
+        if k < 2:
+            return []
+        return [f"Each floor and stage ran {k} times, alternating, each pair from the same copy of the warehouse; "
+                "the table shows the medians (peaks: the highest run). Runs, stage s / floor s:"] + [
+            f"- {s.stage}: " + ", ".join(f"{r['wall_s']:.2f} / {r['floor_wall_s']:.2f}" for r in s.runs)
+            for s in self.stages]
+
     def _rows(self) -> list[list[str]]:
         rows = []
         for s in self.stages:
@@ -171,6 +183,8 @@ class BenchReport:
         ]
         for r in self._rows():
             lines.append("| " + " | ".join(r) + " |")
+        if self._repeats():
+            lines += [""] + self._repeats()
         lines += ["", "Floors:"] + [f"- {s.stage}: {s.floor}" for s in self.stages]
         return "\n".join(lines)
 
@@ -189,7 +203,7 @@ class BenchReport:
                 out.append("  ".join(c.ljust(widths[j]) if j in (0, 10) else c.rjust(widths[j]) for j, c in enumerate(r)))
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
-        out.append("")
+        out += [""] + (self._repeats() + [""] if self._repeats() else [])
         for s in self.stages:
             if s.result.get("statements"):
                 out.append(f"slowest statements of {s.stage} ({s.wall_s:.2f} s):")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -32,7 +34,8 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("apply", "pipeline.apply.apply_results", "floor_apply", "stage_apply"),
     ("reconcile", "pipeline.reconcile.reconcile", "floor_reconcile", "stage_reconcile"),
 ]
-# A copy of the warehouse as a stage found it (`snapshot_before`), for a second measurement of it.
+# A copy of the warehouse as a stage found it (`snapshot_before`, or each stage while `repeat` > 1):
+# a repeated floor and stage start from it again, and the history benchmark measures apply on it.
 _OWNED += tuple(f"before_{stage}.duckdb" for stage, *_ in STAGES)
 _SETUP_AFTER = {"shards": "setup_provider_outputs"}  # provider output files are setup, not a stage
 # freeze_manifest runs the sensitive-data gate inside itself: the pii_scan row shows the gate on its
@@ -60,7 +63,7 @@ def snapshot_path(workdir: Path, stage: str) -> Path:
 
 def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
                   log: Callable[[str], None] | None = None, profile: bool = False,
-                  snapshot_before: str | None = None) -> BenchReport:
+                  snapshot_before: str | None = None, repeat: int = 1) -> BenchReport:
     """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
 
     Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
@@ -69,20 +72,68 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     report is also written to `<workdir>/bench_report.json` (and `.md`); the warehouse and data
     files are removed afterwards unless `keep`. `profile` records each stage's slowest SQL
     statements (per-execute wall time) in the report. `snapshot_before`: a stage whose input
-    warehouse is copied to snapshot_path() before it runs (kept with the warehouse).
+    warehouse is copied to snapshot_path() before it runs (kept with the warehouse). `repeat`: each
+    floor and stage runs that many times, alternating, each pair from the same copy of the warehouse;
+    the report takes their medians (one run's time moves by 10-15 % on a shared machine) and
+    every repeat of a stage must give the same result.
     """
     if items < 1:
         raise ValueError(f"items must be >= 1, got {items}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
     if snapshot_before is not None and snapshot_before not in {s for s, *_ in STAGES}:
         raise ValueError(f"no stage {snapshot_before!r} to snapshot before")
     # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
-    with progress.task(f"benchmark: {items:,} items", total=2 * len(STAGES) + 3, unit="steps",
+    with progress.task(f"benchmark: {items:,} items", total=2 * repeat * len(STAGES) + 3, unit="steps",
                        keep=True) as bar:
-        return _run(items, workdir, keep, log, profile, bar, snapshot_before)
+        return _run(items, workdir, keep, log, profile, bar, snapshot_before, repeat)
+
+
+def _copy_synced(source: Path, target: Path) -> None:
+    """Copy a closed (checkpointed) warehouse file, written back to disk before a clock starts:
+    otherwise the copy's write-back runs during the next measured section."""
+    target.with_name(target.name + ".wal").unlink(missing_ok=True)
+    shutil.copy(source, target)
+    if hasattr(os, "sync"):
+        os.sync()
+
+
+def _median_run(runs: list[tuple[Measured, Measured]]) -> tuple[Measured, Measured]:
+    """The (floor, stage) pair whose stage time is the median of the runs', its floor time the
+    floors' median and the peaks the highest of any run: one value each, robust to one disturbed run."""
+    if len(runs) == 1:
+        return runs[0]
+    floors, stages = [f for f, _ in runs], [s for _, s in runs]
+
+    def median_of(ms: list[Measured]) -> Measured:
+        return dataclasses.replace(
+            sorted(ms, key=lambda m: m.wall_s)[(len(ms) - 1) // 2], wall_s=statistics.median(m.wall_s for m in ms),
+            cpu_s=statistics.median(m.cpu_s for m in ms), peak_rss_mb=max(m.peak_rss_mb for m in ms))
+    return median_of(floors), median_of(stages)
+
+
+def _comparable(value):
+    """A stage's answer with floats to 10 significant digits: a parallel sum adds in any order."""
+    if isinstance(value, float):
+        return float(f"{value:.10g}")
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def _same_results(stage: str, runs: list[Measured]) -> None:
+    """Every repeat of a stage, from the same warehouse, must give the same answer (the profile's
+    statement timings aside)."""
+    answers = [_comparable({k: v for k, v in (m.result or {}).items() if k != "statements"}) for m in runs]
+    if any(a != answers[0] for a in answers[1:]):
+        raise BenchmarkError(f"the {stage} stage answered differently on repeats of the same input: "
+                             + " / ".join(repr(a) for a in answers))
 
 
 def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
-         bar: progress.Bar, snapshot_before: str | None = None) -> BenchReport:
+         bar: progress.Bar, snapshot_before: str | None = None, repeat: int = 1) -> BenchReport:
     from batch_assets.bench.floors import FLOOR_SQL
 
     say = log or (lambda _msg: None)
@@ -108,12 +159,23 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
     try:
         floor_of: dict[str, Measured] = {}
         for stage, function, floor_fn, stage_fn in STAGES:
-            floor = floor_of[stage] = step(f"floor: {stage}", floor_fn, workdir=wd)
-            if stage == snapshot_before:   # every child has closed (and checkpointed) the warehouse
-                shutil.copy(root / "warehouse.duckdb", snapshot_path(root, stage))
-                if hasattr(os, "sync"):   # the copy's write-back before the stage's clock starts, not during it
-                    os.sync()
-            measured = step(f"stage: {stage}", stage_fn, workdir=wd, profile=profile)
+            snapshot = snapshot_path(root, stage)
+            runs: list[tuple[Measured, Measured]] = []
+            for r in range(repeat):
+                suffix = f" ({r + 1}/{repeat})" if repeat > 1 else ""
+                if r > 0:                 # the warehouse as the first run found it
+                    _copy_synced(snapshot, root / "warehouse.duckdb")
+                floor = step(f"floor: {stage}{suffix}", floor_fn, workdir=wd)
+                if r == 0 and (repeat > 1 or stage == snapshot_before):
+                    # every child has closed (and checkpointed) the warehouse; the floor wrote only
+                    # its own schema, which the next repeat's floor replaces
+                    _copy_synced(root / "warehouse.duckdb", snapshot)
+                runs.append((floor, step(f"stage: {stage}{suffix}", stage_fn, workdir=wd, profile=profile)))
+            _same_results(stage, [m for _, m in runs])
+            if stage != snapshot_before:
+                remove_paths(snapshot)
+            floor, measured = _median_run(runs)
+            floor_of[stage] = floor
             inner = [floor_of[s] for s, outer in INSIDE.items() if outer == stage and s in floor_of]
             stages.append(StageResult(
                 stage=stage, function=f"batch_assets.{function}", wall_s=measured.wall_s, cpu_s=measured.cpu_s,
@@ -124,6 +186,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                 floor_peak_rss_mb=max([floor.peak_rss_mb] + [f.peak_rss_mb for f in inner]),
                 load_avg=measured.load_avg, result=measured.result, inside=INSIDE.get(stage),
                 floor_cpu_s=floor.cpu_s + sum(f.cpu_s for f in inner),
+                runs=[{"wall_s": round(m.wall_s, 3), "floor_wall_s": round(f.wall_s, 3)} for f, m in runs],
             ))
             if stage in _SETUP_AFTER:
                 gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
@@ -165,12 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=int, default=None, metavar="N",
                    help="after the pipeline run: time the per-partition and per-tick checks with N partitions "
                         "in the ledger (N-1 earlier copies of this one) against one")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run each floor and stage K times (each pair from the same copy of the warehouse) and "
+                        "report their medians; needs one more copy of the warehouse on disk (default 1)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.repeat != 1 and (args.sensor_jobs is not None or args.history is not None):
+        parser.error("--repeat applies to the pipeline benchmark (not to --sensor-jobs or --history)")
     if args.sensor_jobs is not None:
         return sensor.main(args)
     if args.history is not None:
@@ -179,10 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         return history.main(args)
     if args.items < 1:
         parser.error(f"--items must be at least 1, got {args.items}")
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     started = time.perf_counter()
     try:
         report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True),
-                               profile=args.profile)
+                               profile=args.profile, repeat=args.repeat)
     except (BenchmarkError, ChildFailed) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2
