@@ -215,6 +215,28 @@ def test_set_based_writers_read_the_query_by_column_name(warehouse: Warehouse):
     assert rows == [(f"t:x:{i}", "t", "empty_input", "why") for i in range(3)]
 
 
+def test_supersede_marks_live_items_not_current_and_skips_a_first_freeze(warehouse: Warehouse):
+    from batch_assets.ledger.manifest import insert_manifest_items, supersede_items_not_in
+
+    def items(conn, task_id: str) -> None:
+        insert_manifest_items(conn, task_id, f"""
+            SELECT '{task_id}:x:' || i AS custom_id, 'b' || i AS business_id, 'h' AS input_hash,
+                   1 AS est_input_tokens, 0.1 AS est_cost FROM range(3) r(i)""",
+            item_type="x", prompt_version="v1", model="m", params_json="{}", output_schema_version="v1",
+            manifest_version=1)
+
+    with warehouse.connect() as conn:
+        items(conn, "t1")
+        # A partition without live items (its first freeze) supersedes nothing and does not read the
+        # current ids at all (this query would fail if it were run).
+        assert supersede_items_not_in(conn, "t2", "SELECT custom_id FROM no_such_table") == 0
+        with pytest.raises(duckdb.CatalogException):
+            supersede_items_not_in(conn, "t1", "SELECT custom_id FROM no_such_table")
+        assert supersede_items_not_in(conn, "t1", "SELECT 't1:x:' || i AS custom_id FROM range(2) r(i)") == 1
+        live = conn.execute("SELECT custom_id FROM ledger.manifest_item WHERE superseded_at IS NULL ORDER BY 1").fetchall()
+    assert live == [("t1:x:0",), ("t1:x:1",)]
+
+
 def test_mark_shards_deferred_keeps_the_first_time(warehouse: Warehouse):
     with warehouse.connect() as conn:
         conn.execute("""
