@@ -185,6 +185,14 @@ def test_a_stage_answering_differently_on_a_repeat_fails_the_run():
         _same_results("apply", [run(10, 1.0), run(9, 1.0)])
 
 
+def test_repeat_is_refused_where_it_does_not_apply(tmp_path, capsys):
+    small = ["--items", "1", "--workdir", str(tmp_path)]   # should a refusal break, the run stays short
+    for argv in (["--repeat", "0"], ["--repeat", "2", "--history", "3"], ["--repeat", "2", "--sensor-jobs", "10"]):
+        with pytest.raises(SystemExit):
+            main(small + argv)
+    assert "--repeat" in capsys.readouterr().err
+
+
 def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(tmp_path, capsys):
     """`bench --history N`: the per-partition and per-tick checks, and the apply stage, answer the
     same with N-1 earlier partitions in the ledger (their rows copied under other days, and their

@@ -183,8 +183,9 @@ class BenchReport:
         ]
         for r in self._rows():
             lines.append("| " + " | ".join(r) + " |")
-        if self._repeats():
-            lines += [""] + self._repeats()
+        repeats = self._repeats()
+        if repeats:
+            lines += [""] + repeats
         lines += ["", "Floors:"] + [f"- {s.stage}: {s.floor}" for s in self.stages]
         return "\n".join(lines)
 
@@ -203,7 +204,8 @@ class BenchReport:
                 out.append("  ".join(c.ljust(widths[j]) if j in (0, 10) else c.rjust(widths[j]) for j, c in enumerate(r)))
             if i == 0:
                 out.append("  ".join("-" * w for w in widths))
-        out += [""] + (self._repeats() + [""] if self._repeats() else [])
+        repeats = self._repeats()
+        out += [""] + (repeats + [""] if repeats else [])
         for s in self.stages:
             if s.result.get("statements"):
                 out.append(f"slowest statements of {s.stage} ({s.wall_s:.2f} s):")

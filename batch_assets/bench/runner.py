@@ -99,17 +99,13 @@ def _copy_synced(source: Path, target: Path) -> None:
 
 
 def _median_run(runs: list[tuple[Measured, Measured]]) -> tuple[Measured, Measured]:
-    """The (floor, stage) pair whose stage time is the median of the runs', its floor time the
-    floors' median and the peaks the highest of any run: one value each, robust to one disturbed run."""
-    if len(runs) == 1:
-        return runs[0]
-    floors, stages = [f for f, _ in runs], [s for _, s in runs]
-
+    """The floors' and the stages' runs each folded into one: median wall and CPU time, the highest
+    peak (the rest from the run with the median wall time). A single run comes back as it was."""
     def median_of(ms: list[Measured]) -> Measured:
         return dataclasses.replace(
             sorted(ms, key=lambda m: m.wall_s)[(len(ms) - 1) // 2], wall_s=statistics.median(m.wall_s for m in ms),
             cpu_s=statistics.median(m.cpu_s for m in ms), peak_rss_mb=max(m.peak_rss_mb for m in ms))
-    return median_of(floors), median_of(stages)
+    return median_of([f for f, _ in runs]), median_of([s for _, s in runs])
 
 
 def _comparable(value):
