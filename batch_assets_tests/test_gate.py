@@ -159,7 +159,8 @@ def _fake_answers(wh, task, answers: dict[str, str]) -> None:
     values = ", ".join(f"('{cid}', '{out}')" for cid, out in answers.items())
     with wh.connect() as conn, transaction(conn):
         insert_parsed_results(conn, task.task_id(DAY1), f"""
-            SELECT custom_id, 1 AS attempt, 'job-x' AS job_key, true AS provider_succeeded, NULL AS error_class,
+            SELECT custom_id, (SELECT item_no FROM ledger.manifest_item m WHERE m.custom_id = v.custom_id) AS item_no,
+                   1 AS attempt, 'job-x' AS job_key, true AS provider_succeeded, NULL AS error_class,
                    NULL AS error_code, NULL AS error_message, 200 AS http_status, output_json, 'stop' AS finish_reason,
                    100 AS input_tokens, 20 AS output_tokens, NULL AS provider_request_id,
                    NULL AS thinking_tokens, NULL AS cached_input_tokens

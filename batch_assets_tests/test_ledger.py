@@ -209,7 +209,8 @@ def test_record_snapshot_of_an_unknown_job_raises(warehouse: Warehouse):
 def test_set_based_writers_read_the_query_by_column_name(warehouse: Warehouse):
     with warehouse.connect() as conn:
         n = insert_quarantine(conn, "t", """
-            SELECT 'why' AS reason, 'empty_input' AS reason_code, 't:x:' || i AS custom_id FROM range(3) r(i)""")
+            SELECT 'why' AS reason, 'empty_input' AS reason_code, 't:x:' || i AS custom_id, i AS item_no
+            FROM range(3) r(i)""")
         assert n == 3
         rows = conn.execute("SELECT custom_id, task_id, reason_code, reason FROM ledger.quarantine ORDER BY 1").fetchall()
     assert rows == [(f"t:x:{i}", "t", "empty_input", "why") for i in range(3)]
@@ -220,7 +221,7 @@ def test_supersede_marks_live_items_not_current_and_skips_a_first_freeze(warehou
 
     def items(conn, task_id: str) -> None:
         insert_manifest_items(conn, task_id, f"""
-            SELECT '{task_id}:x:' || i AS custom_id, 'b' || i AS business_id, 'h' AS input_hash,
+            SELECT '{task_id}:x:' || i AS custom_id, i AS item_no, 'b' || i AS business_id, 'h' AS input_hash,
                    1 AS est_input_tokens, 0.1 AS est_cost FROM range(3) r(i)""",
             item_type="x", prompt_version="v1", model="m", params_json="{}", output_schema_version="v1",
             manifest_version=1)
@@ -346,6 +347,9 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
         deferred = conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
         usage_apart = conn.execute("SELECT DISTINCT thinking_tokens, cached_input_tokens FROM ledger.parsed_result").fetchall()
         options = conn.execute("SELECT DISTINCT request_options FROM ledger.provider_job").fetchall()
+        item_nos = dict(conn.execute("SELECT custom_id, item_no FROM ledger.manifest_item").fetchall())
+        carried = {t: conn.execute(f"SELECT custom_id, item_no FROM ledger.{t}").fetchall()
+                   for t in ("shard_line", "raw_result", "parsed_result", "applied_result")}
         # The upgraded ledger takes new rows through the writer, defaults included.
         insert_job_intent(conn, "later:job1", "ticket_triage_20261120", "later", "openai", "/v1/chat/completions")
         next_seq = conn.execute("SELECT nextval('ledger.terminal_seq')").fetchone()[0]
@@ -359,6 +363,11 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
     assert next_seq == 2  # the terminal sequence continues where v1 left it
     # v6: usage kept apart and request options: unknown (NULL) for what was recorded before.
     assert usage_apart == [(None, None)] and options == [(None,)]
+    # v10: every manifest item numbered (distinct within its partition), and every row of the item
+    # in the other per-item tables carries its number; a row of no known item has none.
+    assert sorted(item_nos.values()) == [0, 1, 2]
+    for table, rows in carried.items():
+        assert rows and all(n == item_nos.get(c) for c, n in rows), (table, rows)
     r = reconcile(warehouse, "ticket_triage_20261120")
     assert (r.manifest_items, r.succeeded, r.expired, r.applied) == (3, 1, 2, 1)
 

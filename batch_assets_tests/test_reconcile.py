@@ -103,7 +103,8 @@ def test_deleting_a_failed_items_parsed_result_is_detected(finished_run, tmp_pat
 def test_a_bogus_shard_line_is_detected(finished_run, tmp_path):
     r, b = tampered(finished_run, tmp_path, f"""
         INSERT INTO ledger.shard_line SELECT shard_id, 999, '{TASK_ID1}:ticket:TK-BOGUS:00000000',
-               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens
+               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens,
+               NULL AS item_no  -- an id the manifest does not know has no item number
         FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
     problems = r.problems()
     assert any(f"first-attempt shard lines {b.shard_lines + 1} + unsharded 0 != manifest items {b.manifest_items} - quarantined {b.quarantined}"
@@ -222,9 +223,37 @@ def test_a_superseded_item_leaves_every_term(finished_run, tmp_path):
     assert (r.unresolved, r.final_failed, r.undecided) == (b.unresolved, b.final_failed, b.undecided)
 
 
+def test_a_line_moved_to_another_items_number_is_detected(finished_run, tmp_path):
+    """The tables are matched by item number: a line whose number is changed to another item's leaves
+    its own item without a line (its answer is no longer an outcome of a latest line) and gives the
+    other two, which unbalances the equations."""
+    item = one_succeeded("error_class IS NULL")
+    r, b = tampered(finished_run, tmp_path, f"""
+        UPDATE ledger.shard_line SET item_no = (SELECT max(item_no) FROM ledger.manifest_item WHERE task_id = '{TASK_ID1}'
+                                                  AND custom_id <> {item})
+        WHERE custom_id = {item}""")
+    assert r.succeeded == b.succeeded - 1 and r.problems() != []
+    assert any(f"!= succeeded {b.succeeded - 1}" in p for p in r.problems()), r.problems()
+
+
+def test_lines_of_two_ids_unknown_to_the_manifest_are_two_ids(finished_run, tmp_path):
+    """Rows without an item number are told apart by their custom_id: of two unknown ids, the one
+    with a result of its own is an answered line, the other a missing one."""
+    bogus = [f"'{TASK_ID1}:ticket:TK-BOGUS-{i}:00000000'" for i in (1, 2)]
+    r, b = tampered(finished_run, tmp_path, *(f"""
+        INSERT INTO ledger.shard_line SELECT shard_id, 999, {cid}, {cid}, task_id, 1, line_bytes, est_tokens, NULL
+        FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""" for cid in bogus), f"""
+        INSERT INTO ledger.parsed_result SELECT * REPLACE ({bogus[0]} AS custom_id, NULL AS item_no)
+        FROM ledger.parsed_result WHERE custom_id = {one_succeeded("error_class IS NULL")}""")
+    assert (r.missing, r.succeeded, r.shard_lines, r.unresolved) == (
+        b.missing + 1, b.succeeded + 1, b.shard_lines + 2, b.unresolved)
+    assert any(f"missing 1 + unsharded 0 (= {b.manifest_items + 2})" in p for p in r.problems()), r.problems()
+
+
 def test_a_line_of_an_id_unknown_to_the_manifest_is_missing_but_no_items_state(finished_run, tmp_path):
     r, b = tampered(finished_run, tmp_path, f"""
         INSERT INTO ledger.shard_line SELECT shard_id, 999, '{TASK_ID1}:ticket:TK-BOGUS:00000000',
-               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens
+               '{TASK_ID1}:ticket:TK-BOGUS:00000000', task_id, attempt, line_bytes, est_tokens,
+               NULL AS item_no  -- an id the manifest does not know has no item number
         FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
     assert (r.missing, r.unresolved_missing, r.unresolved) == (b.missing + 1, b.unresolved_missing, b.unresolved)

@@ -118,11 +118,12 @@ def _ledger_rows(conn, task_id="t_20261120"):
                     VALUES ('j1', ?, 's0', 'openai', '/v1/chat/completions', 'b1', ?, 10, ?, 0, ?, ?, ?, ?)""",
                  [task_id, "RUNNING", 4, T0, T0 + dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=5), None])
     for i in range(10):  # its ten items, sent in the job's shard
-        conn.execute("""INSERT INTO ledger.manifest_item (custom_id, task_id, business_id, item_type, input_hash,
+        conn.execute("""INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
                             prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at)
-                        VALUES (?, ?, ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?)""", [f"m{i}", task_id, f"b{i}", T0])
-        conn.execute("""INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, request_id, task_id, attempt,
-                            line_bytes, est_tokens) VALUES ('s0', ?, ?, ?, ?, 1, 1, 1)""", [i, f"m{i}", f"m{i}", task_id])
+                        VALUES (?, ?, ?, ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?)""", [f"m{i}", i, task_id, f"b{i}", T0])
+        conn.execute("""INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, item_no, request_id, task_id, attempt,
+                            line_bytes, est_tokens) VALUES ('s0', ?, ?, ?, ?, ?, 1, 1, 1)""",
+                     [i, f"m{i}", i, f"m{i}", task_id])
     for state, minute in [("CREATED", 0), ("VALIDATING", 1), ("VALIDATING", 2), ("RUNNING", 5)]:
         conn.execute("INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
                      "VALUES ('j1', NULL, ?, ?)", [state, T0 + dt.timedelta(minutes=minute)])
@@ -164,12 +165,12 @@ def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
         conn.execute("ALTER TABLE ledger.batch_task ADD COLUMN IF NOT EXISTS currency VARCHAR")
         conn.execute("UPDATE ledger.batch_task SET currency = 'USD'")
         for i, cost in enumerate((0.25, 0.5)):
-            conn.execute("""INSERT INTO ledger.manifest_item (custom_id, task_id, business_id, item_type, input_hash,
+            conn.execute("""INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
                                 prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at,
-                                est_cost) VALUES (?, 't_20261120', ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?, ?)""",
-                         [f"c{i}", f"b{i}", T0, cost])
-        conn.execute("""INSERT INTO ledger.parsed_result (custom_id, attempt, task_id, job_key, provider_succeeded,
-                            output_schema_version, parsed_at, cost) VALUES ('c0', 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
+                                est_cost) VALUES (?, ?, 't_20261120', ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?, ?)""",
+                         [f"c{i}", i, f"b{i}", T0, cost])
+        conn.execute("""INSERT INTO ledger.parsed_result (custom_id, item_no, attempt, task_id, job_key, provider_succeeded,
+                            output_schema_version, parsed_at, cost) VALUES ('c0', 0, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
                      [T0])
         cost = cost_figures(conn, "t_20261120")
         assert (cost.estimated, cost.actual, cost.currency) == (0.75, 0.2, "USD")

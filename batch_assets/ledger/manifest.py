@@ -17,7 +17,7 @@ from batch_assets.sqltext import sql_literal
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 SOURCE_REJECT_COLUMNS = ("business_id", "row_count", "reason_code", "reason")
-MANIFEST_ITEM_COLUMNS = ("custom_id", "business_id", "input_hash", "est_input_tokens", "est_cost")
+MANIFEST_ITEM_COLUMNS = ("custom_id", "item_no", "business_id", "input_hash", "est_input_tokens", "est_cost")
 PII_MAPPING_COLUMNS = ("custom_id", "detector", "placeholder", "value")
 
 
@@ -32,7 +32,7 @@ def replace_source_rejects(conn: duckdb.DuckDBPyConnection, task_id: str, query:
 def insert_manifest_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None, *,
                           item_type: str, prompt_version: str, model: str, params_json: str,
                           output_schema_version: str, manifest_version: int) -> int:
-    """Add manifest items (columns of `query`: custom_id, business_id, input_hash, est_input_tokens,
+    """Add manifest items (columns of `query`: custom_id, item_no (unique in the partition), business_id, input_hash, est_input_tokens,
     est_cost), frozen now under
     `manifest_version`, not superseded. Returns the number inserted."""
     return insert_select(conn, "manifest_item", MANIFEST_ITEM_COLUMNS, query, params, fixed={

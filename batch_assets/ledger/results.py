@@ -18,12 +18,12 @@ from batch_assets.sqltext import sql_literal
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 RAW_FILE_COLUMNS = ("file_key", "job_key", "kind", "provider_file_id", "path", "sha256", "byte_count")
-RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id", "custom_id", "status", "line_id",
+RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id", "custom_id", "item_no", "status", "line_id",
                       "status_code", "provider_request_id", "body", "error", "malformed_line")
-PARSED_RESULT_COLUMNS = ("custom_id", "attempt", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
+PARSED_RESULT_COLUMNS = ("custom_id", "item_no", "attempt", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
                          "http_status", "output_json", "finish_reason", "input_tokens", "output_tokens",
                          "provider_request_id", "thinking_tokens", "cached_input_tokens")
-APPLIED_RESULT_COLUMNS = ("custom_id", "business_id", "outcome")
+APPLIED_RESULT_COLUMNS = ("custom_id", "item_no", "business_id", "outcome")
 
 
 def insert_raw_file(conn: duckdb.DuckDBPyConnection, *, file_key: str, job_key: str, task_id: str, kind: str,
@@ -75,7 +75,7 @@ def insert_parsed_results(conn: duckdb.DuckDBPyConnection, task_id: str, query: 
 
 def insert_applied_results(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None, *,
                            target_table: str, output_version: str) -> int:
-    """Record apply decisions (columns: custom_id, business_id, outcome 'applied' | 'stale') for
+    """Record apply decisions (columns: custom_id, item_no, business_id, outcome 'applied' | 'stale') for
     `target_table` at `output_version`, applied now. Returns the number recorded."""
     return insert_select(conn, "applied_result", APPLIED_RESULT_COLUMNS, query, params, fixed={
         "task_id": sql_literal(task_id), "target_table": sql_literal(target_table),

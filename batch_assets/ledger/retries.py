@@ -16,7 +16,7 @@ from batch_assets.sqltext import sql_literal
 
 Params = Sequence[Any] | Mapping[str, Any] | None
 
-RETRY_DECISION_COLUMNS = ("custom_id", "attempt", "error_class", "action", "charged", "next_attempt", "not_before",
+RETRY_DECISION_COLUMNS = ("custom_id", "item_no", "attempt", "error_class", "action", "charged", "next_attempt", "not_before",
                           "reason")
 COMPLIANCE_HOLD_COLUMNS = ("custom_id", "business_id", "attempt", "provider_code", "provider_reason")
 FINAL_STATUSES = ("COMPLETED", "COMPLETED_WITH_FAILURES", "FAILED", "CANCELED")

@@ -12,12 +12,12 @@ from batch_assets.sqltext import sql_literal
 
 Params = Sequence[Any] | Mapping[str, Any] | None
 
-QUARANTINE_COLUMNS = ("custom_id", "reason_code", "reason")
-SHARD_LINE_COLUMNS = ("shard_id", "line_no", "custom_id", "request_id", "line_bytes", "est_tokens")
+QUARANTINE_COLUMNS = ("custom_id", "item_no", "reason_code", "reason")
+SHARD_LINE_COLUMNS = ("shard_id", "line_no", "custom_id", "item_no", "request_id", "line_bytes", "est_tokens")
 
 
 def insert_quarantine(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:
-    """Quarantine the lines of `query` (columns: custom_id, reason_code, reason), recorded now.
+    """Quarantine the lines of `query` (columns: custom_id, item_no, reason_code, reason), recorded now.
     Returns the number quarantined."""
     return insert_select(conn, "quarantine", QUARANTINE_COLUMNS, query, params,
                          fixed={"task_id": sql_literal(task_id), "recorded_at": NOW})
@@ -37,7 +37,7 @@ def insert_shards(conn: duckdb.DuckDBPyConnection, *, task_id: str, provider: st
 
 def insert_shard_lines(conn: duckdb.DuckDBPyConnection, task_id: str, attempt: int, query: str,
                        params: Params = None) -> int:
-    """Record the request lines of `query` (columns: shard_id, line_no, custom_id, request_id,
+    """Record the request lines of `query` (columns: shard_id, line_no, custom_id, item_no, request_id,
     line_bytes, est_tokens) for the partition's submission `attempt`. Returns the number recorded."""
     return insert_select(conn, "shard_line", SHARD_LINE_COLUMNS, query, params,
                          fixed={"task_id": sql_literal(task_id), "attempt": str(int(attempt))})

@@ -73,9 +73,9 @@ def _decided_sql(task: ResolvedTask, by_business_id: bool = False) -> str:
     vals = f"CASE WHEN outcome = 'applied' THEN json_extract_string(answer, {paths}) END" if scalars else "NULL"
     return f"""
         CREATE OR REPLACE TEMP TABLE _decided AS
-        SELECT custom_id, attempt, business_id, input_hash, outcome{values}
+        SELECT custom_id, item_no, attempt, business_id, input_hash, outcome{values}
         FROM (SELECT *, {vals} AS _vals
-              FROM (SELECT c.custom_id, c.attempt, c.business_id, c.input_hash, c.answer,
+              FROM (SELECT c.custom_id, c.item_no, c.attempt, c.business_id, c.input_hash, c.answer,
                            CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
                     FROM _cand c LEFT JOIN _live l USING (business_id)))
         {"ORDER BY business_id" if by_business_id else ""}
@@ -203,7 +203,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         """).fetchone()[0]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
-            SELECT p.custom_id, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
+            SELECT p.custom_id, m.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
             FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
               AND m.task_id = {tid} AND p.output_schema_version = {version} AND m.output_schema_version = {version}
@@ -331,7 +331,7 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
             """)
         conn.execute("DROP TABLE IF EXISTS _over")
         faultpoints.reached("apply.before_commit")
-        insert_applied_results(conn, task_id, "SELECT custom_id, business_id, outcome FROM _part",
+        insert_applied_results(conn, task_id, "SELECT custom_id, item_no, business_id, outcome FROM _part",
                                target_table=apply.table, output_version=spec.output.version)
         if spec.review.sample_rate > 0 or spec.review.always_if:
             named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))

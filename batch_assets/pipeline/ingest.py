@@ -286,16 +286,16 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             # retried item answers once per attempt, so repeats are counted per (custom_id, attempt).
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _keyed AS
-                SELECT i.file_key, i.line_no, f.job_key, f.attempt, sl.custom_id,
+                SELECT i.file_key, i.line_no, f.job_key, f.attempt, sl.custom_id, sl.item_no,
                        CASE WHEN sl.custom_id IS NOT NULL
                             THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt ORDER BY f.ord, i.line_no) END AS nth
                 FROM _in i JOIN _files f USING (file_key)
-                LEFT JOIN (SELECT shard_id, request_id, custom_id FROM ledger.shard_line WHERE {in_spans}) sl
+                LEFT JOIN (SELECT shard_id, request_id, custom_id, item_no FROM ledger.shard_line WHERE {in_spans}) sl
                        ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
             with transaction(conn):
                 n = insert_raw_results(conn, task_id, f"""
-                    SELECT i.file_key, i.line_no, k.job_key, k.attempt, i.request_id, k.custom_id,
+                    SELECT i.file_key, i.line_no, k.job_key, k.attempt, i.request_id, k.custom_id, k.item_no,
                            CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
                                 WHEN k.custom_id IS NULL THEN 'orphan'
                                 WHEN k.nth > 1 OR prev.custom_id IS NOT NULL THEN 'duplicate'

@@ -177,9 +177,20 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     # texts included, and then copying them out wrote and read them twice: at 10M items ~6 GB
     # spilled out of the memory pool and back.)
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
+    # Each item's number (ledger.manifest_item.item_no): a first freeze numbers its items 0, 1, 2, …;
+    # a refreeze keeps the number of an item it freezes again and numbers the new ones after the
+    # partition's highest (a streaming row_number over the rows, whatever their order).
+    base, earlier = conn.execute("SELECT coalesce(max(item_no) + 1, 0), count(*) > 0 FROM ledger.manifest_item "
+                                 "WHERE task_id = ?", [task_id]).fetchone()
+    item_no = f"{int(base)} + row_number() OVER () - 1"
+    earlier_items = ""
+    if earlier:
+        item_no = f"coalesce(_earlier.earlier_no, {item_no})"
+        earlier_items = (f"LEFT JOIN (SELECT custom_id AS earlier_id, item_no AS earlier_no FROM ledger.manifest_item "
+                         f"WHERE task_id = {sql_literal(task_id)}) _earlier ON _earlier.earlier_id = custom_id")
     conn.execute(f"""
-        COPY (SELECT custom_id, business_id, input_hash, est_input_tokens, blank_columns, blocked_reason, prompt_text,
-                     source_fp
+        COPY (SELECT custom_id, {item_no} AS item_no, business_id, input_hash, est_input_tokens, blank_columns,
+                     blocked_reason, prompt_text, source_fp
               FROM (SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
                     FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
                                  {input_hash_sql(task)} AS input_hash,
@@ -187,14 +198,15 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                           FROM _src
                           WHERE business_id IS NOT NULL AND trim(business_id) <> ''
                             AND business_id NOT IN (SELECT business_id FROM ledger.source_reject
-                                                    WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL))))
+                                                    WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL)))
+                    {earlier_items})
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
     conn.execute(f"CREATE OR REPLACE TEMP VIEW _items AS SELECT * FROM read_parquet({sql_literal(str(manifest_path))})")
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
     new_items = ledger_manifest.insert_manifest_items(conn, task_id, f"""
-        SELECT i.custom_id, i.business_id, i.input_hash, i.est_input_tokens,
+        SELECT i.custom_id, i.item_no, i.business_id, i.input_hash, i.est_input_tokens,
                {est_cost_sql(task, 'i.est_input_tokens')} AS est_cost
         FROM _items i
         WHERE i.custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = {sql_literal(task_id)})

@@ -72,7 +72,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             manifest_join = "LEFT JOIN ledger.manifest_item m USING (custom_id)"
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _ans_all AS
-            SELECT r.custom_id, r.attempt, r.job_key, r.status_code, r.provider_request_id,
+            SELECT r.custom_id, r.item_no, r.attempt, r.job_key, r.status_code, r.provider_request_id,
                    {item_version} AS output_schema_version, {fmt.answer_sql('r')}
             FROM ledger.raw_result r {manifest_join}
             WHERE r.task_id = {tid} AND r.status = 'ok'
@@ -89,7 +89,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         """)
         with transaction(conn):
             parsed = insert_parsed_results(conn, task_id, f"""
-                SELECT custom_id, attempt, job_key, ok AS provider_succeeded,
+                SELECT custom_id, item_no, attempt, job_key, ok AS provider_succeeded,
                        CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
                             WHEN finish_reason = 'length' OR answer IS NULL OR violation IS NOT NULL THEN 'parse_error'
@@ -120,7 +120,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             # out of memory at 10M items), and with no such batch nothing more is read.
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _failed_lines AS
-                SELECT sl.custom_id, sl.attempt, j.job_key, j.state, m.output_schema_version,
+                SELECT sl.custom_id, sl.item_no, sl.attempt, j.job_key, j.state, m.output_schema_version,
                        CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
                                     WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
                        CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
@@ -142,7 +142,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                         SELECT r.custom_id, r.attempt FROM ledger.raw_result r
                         WHERE r.task_id = {tid} AND r.status = 'ok' AND r.custom_id IN (SELECT custom_id FROM _failed_lines)
                     )
-                    SELECT custom_id, attempt, job_key, false AS provider_succeeded,
+                    SELECT custom_id, item_no, attempt, job_key, false AS provider_succeeded,
                            CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                                 WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
                                 WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'

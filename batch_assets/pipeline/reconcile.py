@@ -260,49 +260,78 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
 
 
 def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) -> None:
-    """The terms that need each custom_id's latest attempt, from one pass over the ids: outcomes of
+    """The terms that need each item's latest attempt, from one pass over the ids: outcomes of
     latest attempts (parsed results by class, lines without one), unsharded items, and the finality
-    state of every manifest item. The latest attempt is found once; each table is read once."""
+    state of every manifest item. The latest attempt is found once; each table is read once.
+
+    The tables are matched by item number (`item_no`, given at freeze and carried by every row
+    written for the item), not by custom_id: DuckDB hashes and compares the 8-byte integers several
+    times faster than ~60-byte strings, and at 10M items their hash tables fit in memory where the
+    strings' spilled. A row of an id the manifest does not know has no number; when the partition
+    has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id."""
+    params = {"t": task_id}
+    unknown_lines, retry_lines = conn.execute(  # two integer columns of the partition's lines: cheap
+        "SELECT coalesce(bool_or(item_no IS NULL), false), coalesce(bool_or(attempt > 1), false) "
+        "FROM ledger.shard_line WHERE task_id = $t", params).fetchone()
+    if unknown_lines:  # rare (a line of an id the manifest does not know): key (item_no, unknown_id)
+        def unknown(alias: str) -> str:
+            return f"CASE WHEN {alias}item_no IS NULL THEN {alias}custom_id END AS unknown_id"
+
+        def same(a: str, b: str) -> str:
+            return (f"{a}.item_no IS NOT DISTINCT FROM {b}.item_no AND {a}.unknown_id IS NOT DISTINCT FROM {b}.unknown_id")
+        line_key, result_key, line_group = f"sl.item_no, {unknown('sl.')}", f"item_no, {unknown('')}", "sl.item_no, unknown_id"
+    else:  # every line is a manifest item's: its number alone is the key (exactly equivalent)
+        def same(a: str, b: str) -> str:
+            return f"{a}.item_no = {b}.item_no"
+        line_key, result_key, line_group = "sl.item_no", "item_no", "sl.item_no"
+    # How many lines an item has at its latest attempt: at attempt 1 the first-attempt count; lines
+    # of later attempts are few (retries), counted apart and only when there are any.
+    if retry_lines:
+        retry_counts = f"""LEFT JOIN (SELECT {result_key}, attempt, count(*) AS lines FROM ledger.shard_line
+                                      WHERE task_id = $t AND attempt > 1 GROUP BY ALL) rl
+                                 ON {same('rl', 'l')} AND rl.attempt = l.attempt"""
+        latest_lines = "CASE WHEN l.attempt = 1 THEN l.first_lines ELSE coalesce(rl.lines, 0) END"
+    else:
+        retry_counts, latest_lines = "", "l.first_lines"
     rows = conn.execute(f"""
         WITH closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
             SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
             GROUP BY shard_id HAVING NOT bool_or(coalesce({not_terminal_sql()}, false))
         ),
-        lines AS (  -- per custom_id of the task's lines: the latest attempt, and its lines' count and state
-            SELECT sl.custom_id, max(sl.attempt) AS attempt,
+        lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
+            SELECT {line_key}, max(sl.attempt) AS attempt,
                    -- attempt * 2 + open: the max is odd when a line of the latest attempt is open
                    max(sl.attempt::BIGINT * 2 + (c.shard_id IS NULL)::INTEGER) AS open_key,
-                   count(*) FILTER (sl.attempt = 1) AS first_lines,
-                   list(sl.attempt) FILTER (sl.attempt <> 1) AS other_attempts
+                   count(*) FILTER (sl.attempt = 1) AS first_lines
             FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id)
-            WHERE sl.task_id = $t GROUP BY sl.custom_id
+            WHERE sl.task_id = $t GROUP BY {line_group}
         ),
         latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
             -- Only the partition's own results and decisions are joined: the ledger holds every
             -- earlier partition's too, and matching against all of them made reconcile grow with
             -- the ledger's history (a result filed under another task_id is then missing here,
             -- which the result-lines equation reports).
-            SELECT l.custom_id, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
-                   CASE WHEN l.attempt = 1 THEN l.first_lines
-                        ELSE len(list_filter(l.other_attempts, lambda a: a = l.attempt)) END AS latest_lines,
-                   o.custom_id IS NOT NULL AS answered, o.error_class,
+            SELECT l.item_no, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
+                   {latest_lines} AS latest_lines,
+                   o.attempt IS NOT NULL AS answered, o.error_class,
                    o.provider_succeeded, d.action, d.error_class AS decided_class
             FROM lines l
-            LEFT JOIN (SELECT custom_id, attempt, error_class, provider_succeeded FROM ledger.parsed_result
-                       WHERE task_id = $t) o ON o.custom_id = l.custom_id AND o.attempt = l.attempt
-            LEFT JOIN (SELECT custom_id, attempt, action, error_class FROM ledger.retry_decision
-                       WHERE task_id = $t) d ON d.custom_id = l.custom_id AND d.attempt = l.attempt
+            LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
+                       WHERE task_id = $t) o ON {same('o', 'l')} AND o.attempt = l.attempt
+            LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
+                       WHERE task_id = $t) d ON {same('d', 'l')} AND d.attempt = l.attempt
+            {retry_counts}
         ),
         ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
-            SELECT m.custom_id IS NOT NULL AND m.superseded_at IS NULL AS item, m.superseded_at IS NOT NULL AS superseded,
+            SELECT coalesce(m.listed AND m.superseded_at IS NULL, false) AS item, m.superseded_at IS NOT NULL AS superseded,
                    m.frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
                                            m.frozen_at) AS after_cut,
-                   q.custom_id IS NOT NULL AS quarantined, a.outcome, l.*
-            FROM (SELECT custom_id, superseded_at, frozen_at FROM ledger.manifest_item WHERE task_id = $t) m
-            FULL JOIN latest l ON l.custom_id = m.custom_id
-            LEFT JOIN (SELECT custom_id FROM ledger.quarantine WHERE task_id = $t) q ON q.custom_id = m.custom_id
-            LEFT JOIN (SELECT custom_id, outcome FROM ledger.applied_result WHERE task_id = $t) a
-                   ON a.custom_id = m.custom_id
+                   q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
+            FROM (SELECT item_no, true AS listed, superseded_at, frozen_at FROM ledger.manifest_item WHERE task_id = $t) m
+            FULL JOIN latest l ON l.item_no = m.item_no
+            LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t) q ON q.item_no = m.item_no
+            LEFT JOIN (SELECT item_no, outcome FROM ledger.applied_result WHERE task_id = $t) a
+                   ON a.item_no = m.item_no
         ),
         terms AS (
             SELECT item, attempt,
@@ -332,7 +361,7 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
                count(*) FILTER (item AND attempt > 1), max(attempt) FILTER (item),
                sum(missing_lines), count(*) FILTER (unsharded)
         FROM terms GROUP BY ALL
-    """, {"t": task_id}).fetchall()
+    """, params).fetchall()
     for state, cls, result_cls, provider_ok, items, results, retried, max_attempt, missing, unsharded in rows:
         r.missing += missing or 0
         r.unsharded += unsharded

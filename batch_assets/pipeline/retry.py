@@ -87,7 +87,7 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
     with wh.connect() as conn:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _failed AS
-            SELECT o.custom_id, o.attempt, o.error_class, o.error_code, o.error_message, m.business_id,
+            SELECT o.custom_id, o.item_no, o.attempt, o.error_class, o.error_code, o.error_message, m.business_id,
                    (o.error_class = 'rate_or_capacity_error' AND NOT coalesce(o.from_line, true)) AS batch_capacity,
                    coalesce(j.stuck_action = 'cancel_requested', false) AS system_cancel,
                    coalesce(h.charged_before, 0) AS charged_before, coalesce(h.reasks, 0) AS reasks

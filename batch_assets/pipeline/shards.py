@@ -84,6 +84,11 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     ]
 
 
+def parquet_columns(conn, uri: str) -> set[str]:
+    """The column names of a frozen manifest (older manifests lack the newer columns)."""
+    return {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM read_parquet({sql_literal(uri)})").fetchall()}
+
+
 def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | None,
                        selected: tuple[int, str] | None = None) -> str:
     """The request lines of the items in `todo` (custom_id, attempt), rendered exactly as they are
@@ -96,21 +101,22 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | 
     rules = _quarantine_rules(task)
     reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
     reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
-    # Manifests frozen before the sensitive-data gate have no blocked_reason column.
-    has_blocked = "blocked_reason" in {r[0] for r in conn.execute(
-        f"DESCRIBE SELECT * FROM read_parquet({sql_literal(manifest_uri)})").fetchall()}
-    blocked = "p.blocked_reason" if has_blocked else "NULL::VARCHAR AS blocked_reason"
+    frozen_columns = parquet_columns(conn, manifest_uri)
+    # Manifests frozen before the sensitive-data gate have no blocked_reason column, those frozen
+    # before item numbers no item_no (their lines take it from ledger.manifest_item when recorded).
+    blocked = "p.blocked_reason" if "blocked_reason" in frozen_columns else "NULL::VARCHAR AS blocked_reason"
+    item_no = "p.item_no" if "item_no" in frozen_columns else "NULL::BIGINT AS item_no"
     frozen = f"read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p"
     if selected is None:
         attempt, rows = "t.custom_id, t.attempt", f"{todo} t JOIN {frozen} USING (custom_id)"
     else:
         attempt = f"p.custom_id, {int(selected[0])} AS attempt"
         rows = f"{frozen} WHERE get_bit(getvariable({sql_literal(selected[1])}), p.file_row_number::INTEGER) = 1"
-    columns = (f"{attempt}, p.file_row_number AS row_no, p.business_id, p.prompt_text, p.blank_columns, {blocked}, "
-               "p.est_input_tokens")
+    columns = (f"{attempt}, {item_no}, p.file_row_number AS row_no, p.business_id, p.prompt_text, p.blank_columns, "
+               f"{blocked}, p.est_input_tokens")
     return f"""
         SELECT *, {reason_code} AS reason_code, {reason} AS reason
-        FROM (SELECT custom_id, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
+        FROM (SELECT custom_id, item_no, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
                      est_input_tokens + {int(task.spec.params.max_tokens)} AS est_tokens,
                      prompt_text, line, strlen(line) AS line_bytes, json_valid(line) AS line_valid
               FROM (SELECT *, {request_line_sql(task)} AS line
@@ -218,8 +224,11 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             spool.close()
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
+                # Lines of a manifest frozen before item numbers take theirs from the manifest items.
+                numbered = "item_no" in parquet_columns(conn, uri)
                 quarantined = ledger_shards.insert_quarantine(
-                    conn, task_id, f"SELECT custom_id, reason_code, reason FROM {spool.read('quarantined')}")
+                    conn, task_id, _with_item_no(f"SELECT custom_id, item_no, reason_code, reason FROM "
+                                                 f"{spool.read('quarantined')}", numbered, task_id))
                 if shards:
                     conn.register("_new_shards", pa.Table.from_pylist(
                         [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
@@ -227,11 +236,12 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                                                 model=spec.model, query="SELECT * FROM _new_shards")
                     # Each line takes its shard's id from the shard it was written into.
                     for attempt in sorted({s["attempt"] for s in shards}):
-                        ledger_shards.insert_shard_lines(conn, task_id, attempt, f"""
-                            SELECT s.shard_id, l.line_no, l.custom_id, l.request_id, l.line_bytes, l.est_tokens
+                        ledger_shards.insert_shard_lines(conn, task_id, attempt, _with_item_no(f"""
+                            SELECT s.shard_id, l.line_no, l.custom_id, l.item_no, l.request_id, l.line_bytes,
+                                   l.est_tokens
                             FROM {spool.read('lines')} l JOIN _new_shards s USING (attempt, shard_no)
                             WHERE l.attempt = {attempt}
-                        """)
+                        """, numbered, task_id))
                     conn.unregister("_new_shards")
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
@@ -241,6 +251,15 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         return ShardSummary(task_id, shards, lines, quarantined, total)
 
 
+def _with_item_no(rows: str, numbered: bool, task_id: str) -> str:
+    """`rows` (with custom_id and item_no), item numbers looked up in the manifest items when the
+    frozen manifest had none (frozen before item numbers)."""
+    if numbered:
+        return rows
+    return (f"SELECT _r.* REPLACE (m.item_no AS item_no) FROM ({rows}) _r LEFT JOIN ledger.manifest_item m "
+            f"ON m.custom_id = _r.custom_id AND m.task_id = {sql_literal(task_id)}")
+
+
 class _Spool:
     """Parquet files for the rows a cut records at its end: its lines (with shard and line number)
     and its quarantined items. Written batch by batch as the lines stream, so neither memory nor
@@ -248,10 +267,12 @@ class _Spool:
     10M lines); removed when the cut ends."""
 
     SCHEMAS = {
-        "lines": pa.schema([("custom_id", pa.string()), ("attempt", pa.int32()), ("request_id", pa.string()),
+        "lines": pa.schema([("custom_id", pa.string()), ("item_no", pa.int64()), ("attempt", pa.int32()),
+                            ("request_id", pa.string()),
                             ("line_bytes", pa.int64()), ("est_tokens", pa.int64()), ("shard_no", pa.int64()),
                             ("line_no", pa.int64())]),
-        "quarantined": pa.schema([("custom_id", pa.string()), ("reason_code", pa.string()), ("reason", pa.string())]),
+        "quarantined": pa.schema([("custom_id", pa.string()), ("item_no", pa.int64()), ("reason_code", pa.string()),
+                                  ("reason", pa.string())]),
     }
 
     def __init__(self, wh: Warehouse):
@@ -389,7 +410,7 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
     """)
     # The newline is part of each good line, so a run of lines is one slice of the batch's buffer.
     reader = conn.sql(f"""
-        SELECT custom_id, request_id, line_bytes, est_tokens, reason_code, reason,
+        SELECT custom_id, item_no, request_id, line_bytes, est_tokens, reason_code, reason,
                CASE WHEN reason_code IS NULL THEN line || chr(10) END AS line
         FROM ({rendered_lines_sql(conn, task, uri, None, selected=(attempt, SELECTED_VARIABLE))})
         WHERE getvariable({sql_literal(SELECTED_VARIABLE)}) IS NOT NULL
@@ -410,12 +431,12 @@ def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: 
     """Spool the batch's bad lines for quarantine; pack the good ones, write them into their shard
     files and spool them as the cut's lines."""
     good = pc.is_null(batch.column("reason_code"))
-    narrow = batch.select(["custom_id", "request_id", "line_bytes", "est_tokens"])
+    narrow = batch.select(["custom_id", "item_no", "request_id", "line_bytes", "est_tokens"])
     rows = batch.num_rows
     n = pc.sum(good).as_py() or 0
     if n < rows:
         spool.write("quarantined", pa.Table.from_batches(
-            [batch.filter(pc.invert(good)).select(["custom_id", "reason_code", "reason"])]))
+            [batch.filter(pc.invert(good)).select(["custom_id", "item_no", "reason_code", "reason"])]))
         narrow = narrow.filter(good)
     if n == 0:
         return
@@ -444,7 +465,8 @@ def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: 
     all_starts = pl.Series(packer.starts, dtype=pl.Int64)
     shard = all_starts.search_sorted(idx, side="right") - 1
     spool.write("lines", pa.table({
-        "custom_id": narrow.column("custom_id"), "attempt": pa.array([attempt] * n, pa.int32()),
+        "custom_id": narrow.column("custom_id"), "item_no": narrow.column("item_no"),
+        "attempt": pa.array([attempt] * n, pa.int32()),
         "request_id": narrow.column("request_id"),
         "line_bytes": line_bytes.to_arrow(), "est_tokens": est_tokens.to_arrow(),
         "shard_no": (shard + first_shard_no).to_arrow(), "line_no": (idx - all_starts.gather(shard) + 1).to_arrow(),
