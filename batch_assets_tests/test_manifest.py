@@ -11,6 +11,7 @@ import pytest
 
 from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest
 from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.render import frozen_item_no_sql
 from batch_assets.pipeline.shards import cut_shards, verify_shards
 from batch_assets.spec.model import SourceSpec
 
@@ -111,6 +112,13 @@ def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_copy, tic
     assert parquet_rows(first.manifest_uri) == pq_before
 
 
+def frozen_numbers(path: str) -> dict[str, int]:
+    """custom_id -> item number, as the shards read it from the frozen Parquet."""
+    with duckdb.connect() as conn:
+        return dict(conn.execute(f"SELECT custom_id, {frozen_item_no_sql('p')} FROM read_parquet(?, file_row_number = true) p",
+                                 [path]).fetchall())
+
+
 def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(seeded_copy, ticket_task):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
@@ -135,6 +143,13 @@ def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(see
     # The new Parquet file holds exactly the current items.
     assert s.manifest_uri.endswith("v2.parquet")
     assert set(parquet_rows(s.manifest_uri)) == {r["custom_id"] for r in after.values()}
+    # Item numbers: 0..N-1 at the first freeze; a kept item keeps its number, the two new items are
+    # numbered after the highest, and the Parquet carries each current item's number.
+    assert sorted(r["item_no"] for r in before.values()) == list(range(ITEMS_PER_DAY))
+    assert all(after[b]["item_no"] == before[b]["item_no"] for b in unchanged)
+    assert min(new["item_no"], after["TK-NEW-1"]["item_no"]) >= ITEMS_PER_DAY
+    assert len({r["item_no"] for r in manifest_rows(wh, current_only=False)}) == ITEMS_PER_DAY + 2
+    assert frozen_numbers(s.manifest_uri) == {r["custom_id"]: r["item_no"] for r in after.values()}
 
 
 def test_an_input_that_changes_back_revives_its_earlier_custom_id(seeded_copy, ticket_task):
@@ -149,6 +164,8 @@ def test_an_input_that_changes_back_revives_its_earlier_custom_id(seeded_copy, t
         conn.execute("UPDATE support_tickets SET body = replace(body, ' (edited)', '') WHERE ticket_id = 'TK-20261120-000001'")
     s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert manifest_rows(wh)["TK-20261120-000001"]["custom_id"] == original
+    # The revived item is frozen again under its first number.
+    assert frozen_numbers(s.manifest_uri)[original] == manifest_rows(wh)["TK-20261120-000001"]["item_no"]
     assert s.items == ITEMS_PER_DAY
     assert len(manifest_rows(wh, current_only=False)) == ITEMS_PER_DAY + 1  # the edited version, superseded
 

@@ -411,3 +411,36 @@ def test_a_cut_sweeps_the_spool_of_a_killed_cut_and_leaves_a_live_one(seeded_cop
     freeze_and_cut(wh, ticket_task)
     assert not dead.exists() and live.exists()
     assert sorted(p.name for p in tmp.iterdir()) == [live.name]
+
+
+def test_lines_carry_their_items_numbers_also_from_a_manifest_frozen_before_item_numbers(seeded_copy, ticket_task):
+    """Every shard line and quarantined item carries its manifest item's number. A manifest frozen
+    before item numbers has no number columns in its Parquet: its lines take the numbers from
+    ledger.manifest_item (numbered by the migration)."""
+    wh = seeded_copy
+    add_ticket(wh, "EMPTY-1", "")  # quarantined: empty input
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    with duckdb.connect() as conn:  # the Parquet as an older freeze wrote it
+        old = s.manifest_uri + ".old"
+        conn.execute(f"COPY (SELECT * EXCLUDE (item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
+                     f"TO '{old}' (FORMAT parquet)")
+    Path(old).replace(s.manifest_uri)
+    cut = cut_shards(wh, ticket_task, DAY1)
+    assert cut.lines > 0 and cut.quarantined > 0  # the seed's own quarantined items and the empty one
+    with wh.connect() as conn:
+        for table in ("shard_line", "quarantine"):
+            rows = conn.execute(f"""SELECT t.item_no, m.item_no FROM ledger.{table} t
+                                    JOIN ledger.manifest_item m USING (custom_id)""").fetchall()
+            assert rows and all(a is not None and a == b for a, b in rows), table
+
+
+def test_lines_carry_their_items_numbers(seeded_copy, ticket_task):
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    cut_shards(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        rows = conn.execute("""SELECT t.item_no, m.item_no FROM ledger.shard_line t
+                               JOIN ledger.manifest_item m USING (custom_id)""").fetchall()
+        distinct = conn.execute("SELECT count(DISTINCT item_no), count(*) FROM ledger.manifest_item").fetchone()
+    assert rows and all(a is not None and a == b for a, b in rows)
+    assert distinct[0] == distinct[1]

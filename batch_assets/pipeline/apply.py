@@ -204,7 +204,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
             SELECT p.custom_id, m.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
-            FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
+            -- By item number (integers hash and compare faster than custom_id strings).
+            FROM ledger.parsed_result p JOIN ledger.manifest_item m ON m.item_no = p.item_no
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
               AND m.task_id = {tid} AND p.output_schema_version = {version} AND m.output_schema_version = {version}
               AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})

@@ -19,7 +19,8 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, REPEATED_TABLE, GateCounts, blocked_reason_sql,
                                         drop_gate, gate_source)
-from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
+from batch_assets.pipeline.render import (blank_columns_sql, estimated_tokens_sql, frozen_item_no_sql, input_hash_sql,
+                                         prompt_sql)
 from batch_assets.providers.prices import cost_sql_or_null, currency_of
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -177,19 +178,18 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
     # texts included, and then copying them out wrote and read them twice: at 10M items ~6 GB
     # spilled out of the memory pool and back.)
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
-    # Each item's number (ledger.manifest_item.item_no): a first freeze numbers its items 0, 1, 2, …;
-    # a refreeze keeps the number of an item it freezes again and numbers the new ones after the
-    # partition's highest (a streaming row_number over the rows, whatever their order).
+    # Each item's number (ledger.manifest_item.item_no, see render.frozen_item_no_sql): a first
+    # freeze numbers its items by their row in the Parquet (0, 1, 2, …); a refreeze keeps the number
+    # of an item frozen before and numbers the new ones after the partition's highest.
     base, earlier = conn.execute("SELECT coalesce(max(item_no) + 1, 0), count(*) > 0 FROM ledger.manifest_item "
                                  "WHERE task_id = ?", [task_id]).fetchone()
-    item_no = f"{int(base)} + row_number() OVER () - 1"
-    earlier_items = ""
+    earlier_no, earlier_items = "NULL::BIGINT", ""
     if earlier:
-        item_no = f"coalesce(_earlier.earlier_no, {item_no})"
+        earlier_no = "_earlier.earlier_no"
         earlier_items = (f"LEFT JOIN (SELECT custom_id AS earlier_id, item_no AS earlier_no FROM ledger.manifest_item "
                          f"WHERE task_id = {sql_literal(task_id)}) _earlier ON _earlier.earlier_id = custom_id")
     conn.execute(f"""
-        COPY (SELECT custom_id, {item_no} AS item_no, business_id, input_hash, est_input_tokens, blank_columns,
+        COPY (SELECT custom_id, {int(base)}::BIGINT AS item_no_base, {earlier_no} AS earlier_no, business_id, input_hash, est_input_tokens, blank_columns,
                      blocked_reason, prompt_text, source_fp
               FROM (SELECT *, {prefix} || business_id || ':' || substr(input_hash, 1, 8) AS custom_id
                     FROM (SELECT business_id, prompt_text, blank_columns, blocked_reason, source_fp,
@@ -202,7 +202,8 @@ def _freeze(conn, wh: Warehouse, task: ResolvedTask, partition_date: str, task_i
                     {earlier_items})
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
-    conn.execute(f"CREATE OR REPLACE TEMP VIEW _items AS SELECT * FROM read_parquet({sql_literal(str(manifest_path))})")
+    conn.execute(f"CREATE OR REPLACE TEMP VIEW _items AS SELECT *, {frozen_item_no_sql('p')} AS item_no "
+                 f"FROM read_parquet({sql_literal(str(manifest_path))}, file_row_number = true) p")
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
     new_items = ledger_manifest.insert_manifest_items(conn, task_id, f"""

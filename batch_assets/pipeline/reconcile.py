@@ -270,8 +270,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     strings' spilled. A row of an id the manifest does not know has no number; when the partition
     has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id."""
     params = {"t": task_id}
-    unknown_lines, retry_lines = conn.execute(  # two integer columns of the partition's lines: cheap
-        "SELECT coalesce(bool_or(item_no IS NULL), false), coalesce(bool_or(attempt > 1), false) "
+    unknown_lines, other_attempts = conn.execute(  # two integer columns of the partition's lines: cheap
+        "SELECT coalesce(bool_or(item_no IS NULL), false), coalesce(bool_or(attempt <> 1), false) "
         "FROM ledger.shard_line WHERE task_id = $t", params).fetchone()
     if unknown_lines:  # rare (a line of an id the manifest does not know): key (item_no, unknown_id)
         def unknown(alias: str) -> str:
@@ -285,14 +285,18 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
             return f"{a}.item_no = {b}.item_no"
         line_key, result_key, line_group = "sl.item_no", "item_no", "sl.item_no"
     # How many lines an item has at its latest attempt: at attempt 1 the first-attempt count; lines
-    # of later attempts are few (retries), counted apart and only when there are any.
-    if retry_lines:
+    # of other attempts are few (retries), counted apart and only when there are any. With every
+    # line at attempt 1, results and decisions are matched on the item alone, at attempt 1 (one
+    # integer key instead of two; exactly equivalent).
+    if other_attempts:
         retry_counts = f"""LEFT JOIN (SELECT {result_key}, attempt, count(*) AS lines FROM ledger.shard_line
-                                      WHERE task_id = $t AND attempt > 1 GROUP BY ALL) rl
+                                      WHERE task_id = $t AND attempt <> 1 GROUP BY ALL) rl
                                  ON {same('rl', 'l')} AND rl.attempt = l.attempt"""
         latest_lines = "CASE WHEN l.attempt = 1 THEN l.first_lines ELSE coalesce(rl.lines, 0) END"
+        at_attempt, attempt_filter = " AND {0}.attempt = l.attempt", ""
     else:
         retry_counts, latest_lines = "", "l.first_lines"
+        at_attempt, attempt_filter = "", " AND attempt = 1"
     rows = conn.execute(f"""
         WITH closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
             SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
@@ -317,17 +321,19 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
                    o.provider_succeeded, d.action, d.error_class AS decided_class
             FROM lines l
             LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
-                       WHERE task_id = $t) o ON {same('o', 'l')} AND o.attempt = l.attempt
+                       WHERE task_id = $t{attempt_filter}) o ON {same('o', 'l')}{at_attempt.format('o')}
             LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
-                       WHERE task_id = $t) d ON {same('d', 'l')} AND d.attempt = l.attempt
+                       WHERE task_id = $t{attempt_filter}) d ON {same('d', 'l')}{at_attempt.format('d')}
             {retry_counts}
         ),
         ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
-            SELECT coalesce(m.listed AND m.superseded_at IS NULL, false) AS item, m.superseded_at IS NOT NULL AS superseded,
-                   m.frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
-                                           m.frozen_at) AS after_cut,
-                   q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
-            FROM (SELECT item_no, true AS listed, superseded_at, frozen_at FROM ledger.manifest_item WHERE task_id = $t) m
+            SELECT coalesce(m.listed AND NOT m.superseded, false) AS item, coalesce(m.superseded, false) AS superseded,
+                   m.after_cut, q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
+            -- Booleans, not the timestamps: the smaller the rows of a hash table, the less it spills.
+            FROM (SELECT item_no, true AS listed, superseded_at IS NOT NULL AS superseded,
+                         frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
+                                               frozen_at) AS after_cut
+                  FROM ledger.manifest_item WHERE task_id = $t) m
             FULL JOIN latest l ON l.item_no = m.item_no
             LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t) q ON q.item_no = m.item_no
             LEFT JOIN (SELECT item_no, outcome FROM ledger.applied_result WHERE task_id = $t) a
@@ -390,7 +396,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
 
 
 def reconcile(wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
-    with wh.connect() as conn:
+    """The partition's reconciliation, read only (`settle` records its final status)."""
+    with wh.connect(read_only=True) as conn:
         return reconcile_conn(conn, task_id, max_failed_fraction)
 
 

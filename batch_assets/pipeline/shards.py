@@ -35,7 +35,7 @@ from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.gate import BLOCKED_CODE
-from batch_assets.pipeline.render import request_id_sql, request_line_sql
+from batch_assets.pipeline.render import frozen_item_no_sql, request_id_sql, request_line_sql
 from batch_assets.pipeline.retry import due_retries_sql
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -105,7 +105,8 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | 
     # Manifests frozen before the sensitive-data gate have no blocked_reason column, those frozen
     # before item numbers no item_no (their lines take it from ledger.manifest_item when recorded).
     blocked = "p.blocked_reason" if "blocked_reason" in frozen_columns else "NULL::VARCHAR AS blocked_reason"
-    item_no = "p.item_no" if "item_no" in frozen_columns else "NULL::BIGINT AS item_no"
+    item_no = (f"{frozen_item_no_sql('p')} AS item_no" if "item_no_base" in frozen_columns
+               else "NULL::BIGINT AS item_no")
     frozen = f"read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p"
     if selected is None:
         attempt, rows = "t.custom_id, t.attempt", f"{todo} t JOIN {frozen} USING (custom_id)"
@@ -225,7 +226,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
                 # Lines of a manifest frozen before item numbers take theirs from the manifest items.
-                numbered = "item_no" in parquet_columns(conn, uri)
+                numbered = "item_no_base" in parquet_columns(conn, uri)
                 quarantined = ledger_shards.insert_quarantine(
                     conn, task_id, _with_item_no(f"SELECT custom_id, item_no, reason_code, reason FROM "
                                                  f"{spool.read('quarantined')}", numbered, task_id))
