@@ -236,6 +236,19 @@ def test_a_line_moved_to_another_items_number_is_detected(finished_run, tmp_path
     assert any(f"!= succeeded {b.succeeded - 1}" in p for p in r.problems()), r.problems()
 
 
+def test_an_item_without_an_answer_in_a_batch_still_running_is_in_flight_not_missing(finished_run, tmp_path):
+    """Lines of a shard whose batch has not ended are open: an item there without a result is in
+    flight (pending), not missing. (A finished partition's pass skips the shards' states.)"""
+    item = one_succeeded("error_class IS NULL")
+    shard = f"(SELECT shard_id FROM ledger.shard_line WHERE custom_id = {item})"
+    r, b = tampered(finished_run, tmp_path,
+                    f"UPDATE ledger.provider_job SET state = 'RUNNING', terminal_at = NULL WHERE shard_id = {shard}",
+                    f"DELETE FROM ledger.applied_result WHERE custom_id = {item}",
+                    f"DELETE FROM ledger.parsed_result WHERE custom_id = {item}")
+    assert (r.in_flight, r.unresolved_missing, r.missing) == (1, b.unresolved_missing, b.missing + 1)
+    assert r.pending == b.pending + 1
+
+
 def test_lines_of_two_ids_unknown_to_the_manifest_are_two_ids(finished_run, tmp_path):
     """Rows without an item number are told apart by their custom_id: of two unknown ids, the one
     with a result of its own is an answered line, the other a missing one."""

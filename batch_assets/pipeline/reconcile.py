@@ -270,9 +270,17 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     strings' spilled. A row of an id the manifest does not know has no number; when the partition
     has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id."""
     params = {"t": task_id}
-    unknown_lines, other_attempts = conn.execute(  # two integer columns of the partition's lines: cheap
-        "SELECT coalesce(bool_or(item_no IS NULL), false), coalesce(bool_or(attempt <> 1), false) "
-        "FROM ledger.shard_line WHERE task_id = $t", params).fetchone()
+    closed_shards = f"""closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
+            SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
+            GROUP BY shard_id HAVING NOT bool_or(coalesce({not_terminal_sql()}, false))
+        )"""
+    # What the partition's lines hold, from their integer columns and their shards (cheap): lines of
+    # ids the manifest does not know, of attempts other than the first, of shards still open.
+    unknown_lines, other_attempts, open_lines = conn.execute(f"""
+        WITH {closed_shards}
+        SELECT coalesce(bool_or(sl.item_no IS NULL), false), coalesce(bool_or(sl.attempt <> 1), false),
+               coalesce(bool_or(c.shard_id IS NULL), false)
+        FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id) WHERE sl.task_id = $t""", params).fetchone()
     if unknown_lines:  # rare (a line of an id the manifest does not know): key (item_no, unknown_id)
         def unknown(alias: str) -> str:
             return f"CASE WHEN {alias}item_no IS NULL THEN {alias}custom_id END AS unknown_id"
@@ -297,18 +305,20 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     else:
         retry_counts, latest_lines = "", "l.first_lines"
         at_attempt, attempt_filter = "", " AND attempt = 1"
-    rows = conn.execute(f"""
-        WITH closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
-            SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
-            GROUP BY shard_id HAVING NOT bool_or(coalesce({not_terminal_sql()}, false))
-        ),
-        lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
-            SELECT {line_key}, max(sl.attempt) AS attempt,
+    if other_attempts or open_lines:
+        lines = f"""SELECT {line_key}, max(sl.attempt) AS attempt,
                    -- attempt * 2 + open: the max is odd when a line of the latest attempt is open
                    max(sl.attempt::BIGINT * 2 + (c.shard_id IS NULL)::INTEGER) AS open_key,
                    count(*) FILTER (sl.attempt = 1) AS first_lines
             FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id)
-            WHERE sl.task_id = $t GROUP BY {line_group}
+            WHERE sl.task_id = $t GROUP BY {line_group}"""
+    else:  # every line at attempt 1 and in a closed shard (a finished partition): only the count is left
+        lines = f"""SELECT {line_key}, 1 AS attempt, 2 AS open_key, count(*) AS first_lines
+            FROM ledger.shard_line sl WHERE sl.task_id = $t GROUP BY {line_group}"""
+    rows = conn.execute(f"""
+        WITH {closed_shards},
+        lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
+            {lines}
         ),
         latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
             -- Only the partition's own results and decisions are joined: the ledger holds every
