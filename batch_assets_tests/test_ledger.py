@@ -412,3 +412,21 @@ def test_a_failing_migration_is_rolled_back(warehouse: Warehouse, monkeypatch: p
             schema.migrate(conn)
         assert schema.current_version(conn) == len(real)
         assert "x" not in _v1_columns(conn, "shard")
+
+
+def test_an_item_is_recorded_applied_once_per_partition(warehouse: Warehouse):
+    """applied_result holds one row per item, keyed by (task_id, item_no): a second decision for the
+    same item is refused by the database, while the same number in another partition is another item."""
+    from batch_assets.ledger.results import insert_applied_results
+
+    def decide(conn, task_id: str, custom_id: str) -> int:
+        return insert_applied_results(conn, task_id, f"""
+            SELECT '{custom_id}' AS custom_id, 7 AS item_no, 'b7' AS business_id, 'applied' AS outcome""",
+            target_table="t", output_version="v1")
+
+    with warehouse.connect() as conn:
+        assert decide(conn, "t_20261120", "t_20261120:x:b7:aaaa") == 1
+        assert decide(conn, "t_20261121", "t_20261121:x:b7:aaaa") == 1  # another partition's item 7
+        with pytest.raises(duckdb.ConstraintException):
+            decide(conn, "t_20261120", "t_20261120:x:b7:bbbb")
+        assert conn.execute("SELECT count(*) FROM ledger.applied_result").fetchone()[0] == 2
