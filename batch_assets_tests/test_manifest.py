@@ -9,9 +9,8 @@ import re
 import duckdb
 import pytest
 
-from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest
+from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest, frozen_item_no_sql
 from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.render import frozen_item_no_sql
 from batch_assets.pipeline.shards import cut_shards, verify_shards
 from batch_assets.spec.model import SourceSpec
 

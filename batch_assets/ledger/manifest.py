@@ -32,9 +32,9 @@ def replace_source_rejects(conn: duckdb.DuckDBPyConnection, task_id: str, query:
 def insert_manifest_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None, *,
                           item_type: str, prompt_version: str, model: str, params_json: str,
                           output_schema_version: str, manifest_version: int) -> int:
-    """Add manifest items (columns of `query`: custom_id, item_no (unique in the partition), business_id, input_hash, est_input_tokens,
-    est_cost), frozen now under
-    `manifest_version`, not superseded. Returns the number inserted."""
+    """Add manifest items (columns of `query`: custom_id, item_no (unique in the partition),
+    business_id, input_hash, est_input_tokens, est_cost), frozen now under `manifest_version`, not
+    superseded. Returns the number inserted."""
     return insert_select(conn, "manifest_item", MANIFEST_ITEM_COLUMNS, query, params, fixed={
         "task_id": sql_literal(task_id), "item_type": sql_literal(item_type),
         "prompt_version": sql_literal(prompt_version), "model": sql_literal(model),

@@ -18,10 +18,10 @@ from batch_assets.sqltext import sql_literal
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 RAW_FILE_COLUMNS = ("file_key", "job_key", "kind", "provider_file_id", "path", "sha256", "byte_count")
-RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id", "custom_id", "item_no", "status", "line_id",
-                      "status_code", "provider_request_id", "body", "error", "malformed_line")
-PARSED_RESULT_COLUMNS = ("custom_id", "item_no", "attempt", "job_key", "provider_succeeded", "error_class", "error_code", "error_message",
-                         "http_status", "output_json", "finish_reason", "input_tokens", "output_tokens",
+RAW_RESULT_COLUMNS = ("file_key", "line_no", "job_key", "attempt", "request_id", "custom_id", "item_no", "status",
+                      "line_id", "status_code", "provider_request_id", "body", "error", "malformed_line")
+PARSED_RESULT_COLUMNS = ("custom_id", "item_no", "attempt", "job_key", "provider_succeeded", "error_class", "error_code",
+                         "error_message", "http_status", "output_json", "finish_reason", "input_tokens", "output_tokens",
                          "provider_request_id", "thinking_tokens", "cached_input_tokens")
 APPLIED_RESULT_COLUMNS = ("custom_id", "item_no", "business_id", "outcome")
 

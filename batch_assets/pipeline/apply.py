@@ -21,8 +21,8 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
-from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, gate_loaded_source, query_source,
-                                            source_subquery)
+from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, frozen_columns, gate_loaded_source,
+                                            query_source, source_subquery)
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.output_schema import field_sql_type
@@ -141,7 +141,7 @@ def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
                        [task.task_id(partition_date)]).fetchone()[0]
     frozen = f"read_parquet({sql_literal(uri)})"
-    has_fp = uri is not None and "source_fp" in {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM {frozen}").fetchall()}
+    has_fp = uri is not None and "source_fp" in frozen_columns(conn, uri)
     conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
     # The candidates' ids not in _same, collected first: the source is then filtered by one small
     # set (usually empty) instead of two semi-joins over every candidate.

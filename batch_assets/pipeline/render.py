@@ -97,14 +97,3 @@ def request_id_sql(task: ResolvedTask, custom_id_col: str = "custom_id") -> str:
         f"AND regexp_full_match({custom_id_col}, {sql_literal(limits.request_id_pattern)}) "
         f"THEN {custom_id_col} ELSE 'bx_' || substr(sha256({custom_id_col}), 1, 40) END"
     )
-
-
-def frozen_item_no_sql(alias: str = "p") -> str:
-    """An item's number (ledger.manifest_item.item_no) from its row `alias` of a frozen manifest
-    Parquet read with `file_row_number = true`. The Parquet does not hold the number itself, so the
-    freeze's COPY stays one parallel pass (a window's row_number() or a sequence in it took 5.2 s
-    to 13 s and 8.8 s at 1M items): it holds `item_no_base` (a constant) and `earlier_no` (the
-    number of an item frozen before, on a refreeze; NULL otherwise), and a new item's number is its
-    row in the file after the base (the partition's highest number + 1), so numbers stay unique."""
-    return f"coalesce({alias}.earlier_no, {alias}.item_no_base + {alias}.file_row_number)"
-

@@ -35,7 +35,8 @@ from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.gate import BLOCKED_CODE
-from batch_assets.pipeline.render import frozen_item_no_sql, request_id_sql, request_line_sql
+from batch_assets.pipeline.manifest import frozen_columns, frozen_item_no_sql
+from batch_assets.pipeline.render import request_id_sql, request_line_sql
 from batch_assets.pipeline.retry import due_retries_sql
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -84,11 +85,6 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     ]
 
 
-def parquet_columns(conn, uri: str) -> set[str]:
-    """The column names of a frozen manifest (older manifests lack the newer columns)."""
-    return {r[0] for r in conn.execute(f"DESCRIBE SELECT * FROM read_parquet({sql_literal(uri)})").fetchall()}
-
-
 def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | None,
                        selected: tuple[int, str] | None = None) -> str:
     """The request lines of the items in `todo` (custom_id, attempt), rendered exactly as they are
@@ -101,11 +97,11 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | 
     rules = _quarantine_rules(task)
     reason_code = "CASE " + " ".join(f"WHEN {cond} THEN '{code}'" for code, cond, _ in rules) + " END"
     reason = "CASE " + " ".join(f"WHEN {cond} THEN {text}" for _, cond, text in rules) + " END"
-    frozen_columns = parquet_columns(conn, manifest_uri)
+    columns_frozen = frozen_columns(conn, manifest_uri)
     # Manifests frozen before the sensitive-data gate have no blocked_reason column, those frozen
     # before item numbers no item_no (their lines take it from ledger.manifest_item when recorded).
-    blocked = "p.blocked_reason" if "blocked_reason" in frozen_columns else "NULL::VARCHAR AS blocked_reason"
-    item_no = (f"{frozen_item_no_sql('p')} AS item_no" if "item_no_base" in frozen_columns
+    blocked = "p.blocked_reason" if "blocked_reason" in columns_frozen else "NULL::VARCHAR AS blocked_reason"
+    item_no = (f"{frozen_item_no_sql('p')} AS item_no" if "item_no_base" in columns_frozen
                else "NULL::BIGINT AS item_no")
     frozen = f"read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p"
     if selected is None:
@@ -226,7 +222,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
                 # Lines of a manifest frozen before item numbers take theirs from the manifest items.
-                numbered = "item_no_base" in parquet_columns(conn, uri)
+                numbered = "item_no_base" in frozen_columns(conn, uri)
                 quarantined = ledger_shards.insert_quarantine(
                     conn, task_id, _with_item_no(f"SELECT custom_id, item_no, reason_code, reason FROM "
                                                  f"{spool.read('quarantined')}", numbered, task_id))
