@@ -270,3 +270,47 @@ def test_a_line_of_an_id_unknown_to_the_manifest_is_missing_but_no_items_state(f
                NULL AS item_no  -- an id the manifest does not know has no item number
         FROM ledger.shard_line WHERE task_id = '{TASK_ID1}' LIMIT 1""")
     assert (r.missing, r.unresolved_missing, r.unresolved) == (b.missing + 1, b.unresolved_missing, b.unresolved)
+
+
+# --- a finished partition of first attempts only (the per-item pass's shortest form) ------------------
+
+@pytest.fixture(scope="module")
+def first_attempts_run(tmp_path_factory, _seeded_template, ticket_task) -> tuple[Warehouse, object]:
+    """One partition run to the end without item errors: every line at attempt 1, every batch ended."""
+    root = tmp_path_factory.mktemp("first_attempts_run")
+    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
+    shutil.copy(_seeded_template, wh.database)
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
+    with running_emulator(root / "emulator", **FAST_EMULATOR) as emu:
+        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
+        r = _run_partition(wh, task, DAY1, adapter)
+    with wh.connect(read_only=True) as conn:
+        assert conn.execute("SELECT max(attempt) FROM ledger.shard_line").fetchone()[0] == 1
+    assert r.problems() == [] and r.jobs == 3 and r.succeeded == LINES
+    return wh, r
+
+
+def test_a_first_attempts_partition_balances(first_attempts_run, tmp_path):
+    r, b = tampered(first_attempts_run, tmp_path)
+    assert r.problems() == [] and r == b and (r.missing, r.unresolved) == (0, 0)
+
+
+def test_a_duplicated_line_of_an_answered_item_is_one_result_not_two(first_attempts_run, tmp_path):
+    """Lines are taken without grouping them only when no item has two: an item whose line was
+    duplicated still has one result (its latest attempt's), and the extra line unbalances the lines."""
+    item = one_succeeded("error_class IS NULL")
+    r, b = tampered(first_attempts_run, tmp_path,
+                    f"INSERT INTO ledger.shard_line SELECT * FROM ledger.shard_line WHERE custom_id = {item}")
+    assert (r.succeeded, r.answered_lines, r.shard_lines, r.missing) == (b.succeeded, b.answered_lines,
+                                                                          b.shard_lines + 1, 0)
+    assert any(f"first-attempt shard lines {b.shard_lines + 1} + unsharded 0 != manifest items" in p
+               for p in r.problems()), r.problems()
+
+
+def test_a_duplicated_line_without_a_result_in_a_first_attempts_partition_is_missing_twice(first_attempts_run, tmp_path):
+    item = one_succeeded("error_class IS NULL")
+    r, b = tampered(first_attempts_run, tmp_path,
+                    f"INSERT INTO ledger.shard_line SELECT * FROM ledger.shard_line WHERE custom_id = {item}",
+                    f"DELETE FROM ledger.applied_result WHERE custom_id = {item}",
+                    f"DELETE FROM ledger.parsed_result WHERE custom_id = {item}")  # last: `item` reads it
+    assert (r.missing, r.succeeded, r.shard_lines, r.unresolved_missing) == (2, b.succeeded - 1, b.shard_lines + 1, 1)

@@ -254,12 +254,12 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
     r.batch_failures = [f"{f['job_key']}: {f['code'] or 'no code'}: {f['message'] or 'no detail'}" for f in failures]
-    _per_item(conn, task_id, r)
+    _per_item(conn, task_id, r, manifest_rows=r.manifest_items + superseded)
     r.final_status = final_status if r.manifest_items else None
     return r
 
 
-def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) -> None:
+def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, manifest_rows: int) -> None:
     """The terms that need each item's latest attempt, from one pass over the ids: outcomes of
     latest attempts (parsed results by class, lines without one), unsharded items, and the finality
     state of every manifest item. The latest attempt is found once; each table is read once.
@@ -268,7 +268,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     written for the item), not by custom_id: DuckDB hashes and compares the 8-byte integers several
     times faster than ~60-byte strings, and at 10M items their hash tables fit in memory where the
     strings' spilled. A row of an id the manifest does not know has no number; when the partition
-    has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id."""
+    has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id.
+    `manifest_rows`: the partition's manifest rows (superseded ones too)."""
     params = {"t": task_id}
     closed_shards = f"""closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
             SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
@@ -305,6 +306,76 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     else:
         retry_counts, latest_lines = "", "l.first_lines"
         at_attempt, attempt_filter = "", " AND attempt = 1"
+
+    def statement(lines: str) -> str:
+        """The per-item statement over `lines` (per item of the partition's lines: its key, latest
+        attempt, open_key, first_lines): one row per combination of terms, the outer join's manifest
+        rows and other rows counted last."""
+        return f"""
+            WITH {closed_shards},
+            lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
+                {lines}
+            ),
+            latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
+                -- Only the partition's own results and decisions are joined: the ledger holds every
+                -- earlier partition's too, and matching against all of them made reconcile grow with
+                -- the ledger's history (a result filed under another task_id is then missing here,
+                -- which the result-lines equation reports).
+                SELECT l.item_no, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
+                       {latest_lines} AS latest_lines,
+                       o.attempt IS NOT NULL AS answered, o.error_class,
+                       o.provider_succeeded, d.action, d.error_class AS decided_class
+                FROM lines l
+                LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
+                           WHERE task_id = $t{attempt_filter}) o ON {same('o', 'l')}{at_attempt.format('o')}
+                LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
+                           WHERE task_id = $t{attempt_filter}) d ON {same('d', 'l')}{at_attempt.format('d')}
+                {retry_counts}
+            ),
+            ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
+                SELECT coalesce(m.listed AND NOT m.superseded, false) AS item, coalesce(m.superseded, false) AS superseded,
+                       m.listed IS NOT NULL AS listed,
+                       m.after_cut, q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
+                -- Booleans, not the timestamps: the smaller the rows of a hash table, the less it spills.
+                FROM (SELECT item_no, true AS listed, superseded_at IS NOT NULL AS superseded,
+                             frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
+                                                   frozen_at) AS after_cut
+                      FROM ledger.manifest_item WHERE task_id = $t) m
+                FULL JOIN latest l ON l.item_no = m.item_no
+                LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t) q ON q.item_no = m.item_no
+                LEFT JOIN (SELECT item_no, outcome FROM ledger.applied_result WHERE task_id = $t) a
+                       ON a.item_no = m.item_no
+            ),
+            terms AS (
+                SELECT item, attempt, listed,
+                       CASE WHEN NOT item THEN NULL
+                            WHEN quarantined THEN 'quarantined'
+                            WHEN outcome IS NOT NULL THEN outcome
+                            WHEN attempt IS NULL THEN 'unsharded'
+                            WHEN NOT answered THEN CASE WHEN open THEN 'in_flight' ELSE 'missing' END
+                            WHEN error_class IS NULL THEN 'unapplied'
+                            WHEN action IN {RETRY_ACTIONS} THEN 'retry_pending'
+                            WHEN action = 'compliance_hold' THEN 'compliance_held'
+                            WHEN action = 'canceled' THEN 'operator_canceled'
+                            WHEN action IN {FINAL_FAILED_ACTIONS} THEN 'final_failed'
+                            ELSE 'undecided'
+                       END AS state,
+                       CASE WHEN item THEN coalesce(decided_class, error_class) END AS cls,
+                       answered AND NOT superseded AS counted_result,
+                       CASE WHEN attempt IS NOT NULL AND NOT answered AND NOT superseded THEN latest_lines ELSE 0 END
+                           AS missing_lines,
+                       item AND NOT quarantined AND attempt IS NULL AND after_cut AS unsharded,
+                       coalesce(error_class, 'succeeded') AS result_cls, provider_succeeded
+                FROM ids
+            )
+            SELECT state, cls,
+                   CASE WHEN counted_result THEN result_cls END, CASE WHEN counted_result THEN provider_succeeded END,
+                   count(*) FILTER (item), count(*) FILTER (counted_result),
+                   count(*) FILTER (item AND attempt > 1), max(attempt) FILTER (item),
+                   sum(missing_lines), count(*) FILTER (unsharded), count(*) FILTER (listed), count(*) FILTER (NOT listed)
+            FROM terms GROUP BY ALL
+        """
+
     if other_attempts or open_lines:
         lines = f"""SELECT {line_key}, max(sl.attempt) AS attempt,
                    -- attempt * 2 + open: the max is odd when a line of the latest attempt is open
@@ -315,70 +386,23 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation) 
     else:  # every line at attempt 1 and in a closed shard (a finished partition): only the count is left
         lines = f"""SELECT {line_key}, 1 AS attempt, 2 AS open_key, count(*) AS first_lines
             FROM ledger.shard_line sl WHERE sl.task_id = $t GROUP BY {line_group}"""
-    rows = conn.execute(f"""
-        WITH {closed_shards},
-        lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
-            {lines}
-        ),
-        latest AS (  -- the latest attempt with its parsed result and retry decision (if any)
-            -- Only the partition's own results and decisions are joined: the ledger holds every
-            -- earlier partition's too, and matching against all of them made reconcile grow with
-            -- the ledger's history (a result filed under another task_id is then missing here,
-            -- which the result-lines equation reports).
-            SELECT l.item_no, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
-                   {latest_lines} AS latest_lines,
-                   o.attempt IS NOT NULL AS answered, o.error_class,
-                   o.provider_succeeded, d.action, d.error_class AS decided_class
-            FROM lines l
-            LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
-                       WHERE task_id = $t{attempt_filter}) o ON {same('o', 'l')}{at_attempt.format('o')}
-            LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
-                       WHERE task_id = $t{attempt_filter}) d ON {same('d', 'l')}{at_attempt.format('d')}
-            {retry_counts}
-        ),
-        ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
-            SELECT coalesce(m.listed AND NOT m.superseded, false) AS item, coalesce(m.superseded, false) AS superseded,
-                   m.after_cut, q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
-            -- Booleans, not the timestamps: the smaller the rows of a hash table, the less it spills.
-            FROM (SELECT item_no, true AS listed, superseded_at IS NOT NULL AS superseded,
-                         frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
-                                               frozen_at) AS after_cut
-                  FROM ledger.manifest_item WHERE task_id = $t) m
-            FULL JOIN latest l ON l.item_no = m.item_no
-            LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t) q ON q.item_no = m.item_no
-            LEFT JOIN (SELECT item_no, outcome FROM ledger.applied_result WHERE task_id = $t) a
-                   ON a.item_no = m.item_no
-        ),
-        terms AS (
-            SELECT item, attempt,
-                   CASE WHEN NOT item THEN NULL
-                        WHEN quarantined THEN 'quarantined'
-                        WHEN outcome IS NOT NULL THEN outcome
-                        WHEN attempt IS NULL THEN 'unsharded'
-                        WHEN NOT answered THEN CASE WHEN open THEN 'in_flight' ELSE 'missing' END
-                        WHEN error_class IS NULL THEN 'unapplied'
-                        WHEN action IN {RETRY_ACTIONS} THEN 'retry_pending'
-                        WHEN action = 'compliance_hold' THEN 'compliance_held'
-                        WHEN action = 'canceled' THEN 'operator_canceled'
-                        WHEN action IN {FINAL_FAILED_ACTIONS} THEN 'final_failed'
-                        ELSE 'undecided'
-                   END AS state,
-                   CASE WHEN item THEN coalesce(decided_class, error_class) END AS cls,
-                   answered AND NOT superseded AS counted_result,
-                   CASE WHEN attempt IS NOT NULL AND NOT answered AND NOT superseded THEN latest_lines ELSE 0 END
-                       AS missing_lines,
-                   item AND NOT quarantined AND attempt IS NULL AND after_cut AS unsharded,
-                   coalesce(error_class, 'succeeded') AS result_cls, provider_succeeded
-            FROM ids
-        )
-        SELECT state, cls,
-               CASE WHEN counted_result THEN result_cls END, CASE WHEN counted_result THEN provider_succeeded END,
-               count(*) FILTER (item), count(*) FILTER (counted_result),
-               count(*) FILTER (item AND attempt > 1), max(attempt) FILTER (item),
-               sum(missing_lines), count(*) FILTER (unsharded)
-        FROM terms GROUP BY ALL
-    """, params).fetchall()
-    for state, cls, result_cls, provider_ok, items, results, retried, max_attempt, missing, unsharded in rows:
+        # Usually each item has one line: the lines are then taken as they are, without grouping
+        # them (a hash aggregate over every line, ~0.1 s CPU at 1M). Exactly equivalent when every
+        # row of the outer join is a manifest row's and there are as many as manifest rows (no item
+        # met two lines); checked from the same statement's counts, else it runs grouped.
+        if not unknown_lines:
+            ungrouped = ("SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "
+                         "FROM ledger.shard_line sl WHERE sl.task_id = $t")
+            rows = conn.execute(statement(ungrouped), params).fetchall()
+            if sum(row[-2] for row in rows) == manifest_rows and not any(row[-1] for row in rows):
+                _add_terms(r, rows)
+                return
+    _add_terms(r, conn.execute(statement(lines), params).fetchall())
+
+
+def _add_terms(r: Reconciliation, rows: list[tuple]) -> None:
+    """Add the per-item statement's rows (one per combination of terms) to `r`."""
+    for state, cls, result_cls, provider_ok, items, results, retried, max_attempt, missing, unsharded, *_ in rows:
         r.missing += missing or 0
         r.unsharded += unsharded
         r.retried += retried
