@@ -345,10 +345,16 @@ def test_whitespace_business_ids_reach_the_business_table_unchanged(seeded_wareh
     assert len(set(sent.values())) == 3
 
 
-def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, ticket_task):
+# Apply's `_live` has one row per candidate (rid: the rowid of its row of `_cand`): is it fresh.
+FRESH_BY_ID = "SELECT c.business_id, coalesce(l.fresh, false) FROM _cand c JOIN _live l ON l.rid = c.rowid"
+
+
+@pytest.mark.parametrize("candidates", [1, 10**6], ids=["source_read_for_candidates_only", "whole_source_read"])
+def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, ticket_task, candidates):
     """Apply's stale guard takes the frozen input hash for rows whose source fingerprint is
-    unchanged and re-gates/re-hashes the rest; the live hashes equal re-hashing every row."""
-    from batch_assets.pipeline.apply import _live_hashes
+    unchanged and re-gates/re-hashes the rest; the verdicts equal re-hashing every row (whether
+    the source is read for the candidates' ids only, as with few candidates, or whole)."""
+    from batch_assets.pipeline.apply import _stale_guard
     from batch_assets.pipeline.manifest import drop_source, load_source
     from batch_assets.pipeline.render import input_hash_sql
 
@@ -359,25 +365,50 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute("UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'")
         conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, business_id, input_hash FROM ledger.manifest_item "
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
                      "WHERE task_id = ?", [TASK_ID1])
-        _live_hashes(conn, ticket_task, DAY1)
-        fast = dict(conn.execute("SELECT business_id, live_hash FROM _live").fetchall())
-        drop_source(conn)
+        _stale_guard(conn, ticket_task, DAY1, candidates)
+        fast = dict(conn.execute(FRESH_BY_ID).fetchall())
         load_source(conn, ticket_task, DAY1)
         full = dict(conn.execute(f"""
             SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(ticket_task)}) END
             FROM _src WHERE business_id IN (SELECT business_id FROM _cand) GROUP BY ALL""").fetchall())
         frozen = dict(conn.execute("SELECT business_id, input_hash FROM _cand").fetchall())
-    assert fast == full and len(fast) == ITEMS_PER_DAY
-    changed = {b for b in frozen if fast[b] != frozen[b]}
+    assert fast == {b: full[b] == h for b, h in frozen.items()} and len(fast) == ITEMS_PER_DAY
+    changed = {b for b in frozen if not fast[b]}
     assert changed == {"TK-20261120-000001", "TK-20261120-000002", "TK-20261120-000003"}
-    assert fast["TK-20261120-000003"] is None  # now twice in the source
+    assert full["TK-20261120-000003"] is None  # now twice in the source
+
+
+def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_copy, ticket_task):
+    """The frozen row is found by the candidate's item number; a candidate whose number is not its
+    business id's row in the Parquet (an earlier freeze's item, or another id's number) is gated and
+    hashed again, so it gets its own id's live hash, never the other row's."""
+    from batch_assets.pipeline.apply import _stale_guard
+
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    a, b = "TK-20261120-000004", "TK-20261120-000005"
+    with wh.connect() as conn:
+        conn.execute("""CREATE TEMP TABLE _cand AS
+                        SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t
+                        UNION ALL  -- a's id under b's number, and a's id under a number no item has
+                        SELECT 'x1', (SELECT item_no FROM ledger.manifest_item WHERE task_id = $t AND business_id = $b),
+                               business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t AND business_id = $a
+                        UNION ALL
+                        SELECT 'x2', -1, business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t AND business_id = $a
+                     """, {"t": TASK_ID1, "a": a, "b": b})
+        _stale_guard(conn, ticket_task, DAY1, candidates=3)
+        fresh = dict(conn.execute("SELECT c.custom_id, l.fresh FROM _cand c JOIN _live l ON l.rid = c.rowid").fetchall())
+        frozen = dict(conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
+                                   [TASK_ID1]).fetchall())
+    assert frozen[a] != frozen[b]
+    assert fresh["x1"] is True and fresh["x2"] is True  # a's input, unchanged: fresh (re-hashed)
 
 
 @pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])
 def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(seeded_copy, ticket_task, tail):
-    from batch_assets.pipeline.apply import _live_hashes
+    from batch_assets.pipeline.apply import _stale_guard
 
     task = with_spec(ticket_task, source=ticket_task.spec.source.model_copy(
         update={"sql": ticket_task.spec.source.sql.rstrip() + tail}))
@@ -385,10 +416,10 @@ def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(s
     freeze_manifest(wh, task, DAY1)
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, business_id, input_hash FROM ledger.manifest_item "
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
                      "WHERE task_id = ?", [TASK_ID1])
-        _live_hashes(conn, task, DAY1)
+        _stale_guard(conn, task, DAY1, candidates=ITEMS_PER_DAY)
         changed = [r[0] for r in conn.execute(
-            "SELECT business_id FROM _live JOIN _cand USING (business_id) WHERE live_hash IS DISTINCT FROM input_hash")
+            "SELECT business_id FROM _live JOIN _cand ON _cand.rowid = _live.rid WHERE NOT coalesce(fresh, false)")
             .fetchall()]
     assert changed == ["TK-20261120-000001"]

@@ -21,8 +21,8 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
-from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, frozen_columns, gate_loaded_source,
-                                            query_source, source_subquery)
+from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, frozen_columns, frozen_item_no_sql,
+                                            gate_loaded_source, query_source, source_subquery)
 from batch_assets.pipeline.render import input_hash_sql
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.output_schema import field_sql_type
@@ -76,8 +76,8 @@ def _decided_sql(task: ResolvedTask, by_business_id: bool = False) -> str:
         SELECT custom_id, item_no, attempt, business_id, input_hash, outcome{values}
         FROM (SELECT *, {vals} AS _vals
               FROM (SELECT c.custom_id, c.item_no, c.attempt, c.business_id, c.input_hash, c.answer,
-                           CASE WHEN l.live_hash = c.input_hash THEN 'applied' ELSE 'stale' END AS outcome
-                    FROM _cand c LEFT JOIN _live l USING (business_id)))
+                           CASE WHEN l.fresh THEN 'applied' ELSE 'stale' END AS outcome
+                    FROM _cand c LEFT JOIN _live l ON l.rid = c.rowid))
         {"ORDER BY business_id" if by_business_id else ""}
     """
 
@@ -129,61 +129,80 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
     """)
 
 
-def _live_hashes(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> None:
-    """Temp view `_live` (business_id, live_hash) for the business ids of `_cand`: the input hash of
-    what the source holds now, NULL when the source now holds the id twice.
+def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> None:
+    """Temp table `_live` (rid, fresh), one row per row of `_cand` (rid: its rowid): whether the
+    candidate's input hash is the input hash of what the source holds now for its business id
+    (false when the source no longer holds the id or now holds it twice). Only the flag is kept:
+    _decided joins it to every candidate, and at 10M a 64-character hash per row made that join spill.
 
     Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
-    into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed."""
+    into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed.
+    The frozen row is found by the candidate's item number (an integer join); the source, keyed by
+    business id, is grouped once (to see ids it now holds twice) and joined to the candidates once.
+    A candidate of an earlier freeze (another item of the id) is not the Parquet's row: it is
+    re-hashed like a changed row, which gives the same live hash."""
     spec = task.spec
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
     uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
                        [task.task_id(partition_date)]).fetchone()[0]
-    frozen = f"read_parquet({sql_literal(uri)})"
-    has_fp = uri is not None and "source_fp" in frozen_columns(conn, uri)
-    conn.execute("CREATE OR REPLACE TEMP TABLE _same (business_id VARCHAR, live_hash VARCHAR)")
-    # The candidates' ids not in _same, collected first: the source is then filtered by one small
-    # set (usually empty) instead of two semi-joins over every candidate.
-    collect_changed = ("CREATE OR REPLACE TEMP TABLE _changed AS "
-                       "SELECT business_id FROM _cand WHERE business_id NOT IN (SELECT business_id FROM _same)")
-    changed = f"{bid} IN (SELECT business_id FROM _changed)"
+    frozen = f"read_parquet({sql_literal(uri)}, file_row_number = true)"
+    has_fp = uri is not None and {"source_fp", "item_no_base"} <= frozen_columns(conn, uri)
+    # With few candidates (a re-apply of some retries) only their ids' source rows are read; with
+    # most of the partition's items the filter would cost a hash join and save nothing.
+    items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL",
+                         [task.task_id(partition_date)]).fetchone()[0]
+    only_candidates = f"WHERE {bid} IN (SELECT business_id FROM _cand)" if 2 * candidates < items else ""
     try:
-        if has_fp:  # manifests frozen before fingerprints have none: every row is re-hashed
-            # Straight from the source query: only (id, fingerprint) is kept, not a copy of its rows.
-            # Matched by business id (the manifest holds each once): an unchanged row's live hash is
-            # the frozen one whichever candidate (this freeze's or an earlier one's) asks for it.
+        if has_fp:  # manifests frozen before fingerprints and numbers lack them: every row is re-hashed
+            # Straight from the source query: only (id, count, fingerprint) is kept, not its rows.
             conn.execute(f"""
-                INSERT INTO _same
-                SELECT m.business_id, m.input_hash AS live_hash
-                FROM {frozen} m
-                JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
-                      FROM {source_subquery(task)} AS _q WHERE {bid} IN (SELECT business_id FROM _cand) GROUP BY ALL) f
-                  ON f.business_id = m.business_id
-                WHERE f.n = 1 AND f.fp = m.source_fp
+                CREATE OR REPLACE TEMP TABLE _live AS
+                SELECT c.rowid AS rid,
+                       CASE WHEN f.n = 1 AND f.fp = m.source_fp AND m.id_hash = hash(c.business_id)
+                                 THEN m.input_hash_hash = hash(c.input_hash)
+                            WHEN f.n = 1 THEN NULL  -- held once but changed (or not its frozen row): re-hash
+                            ELSE false END AS fresh
+                FROM _cand c
+                -- The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the
+                -- join's build side stays ~32 bytes a row (with both strings it spilled at 10M).
+                LEFT JOIN (SELECT {frozen_item_no_sql('p')} AS item_no, hash(business_id) AS id_hash,
+                                  hash(input_hash) AS input_hash_hash, source_fp
+                           FROM {frozen} p) m ON m.item_no = c.item_no
+                LEFT JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+                           FROM {source_subquery(task)} AS _q {only_candidates}
+                           GROUP BY ALL) f ON f.business_id = c.business_id
             """, {"partition_date": partition_date})
-        # Only the candidates' rows that changed (or are now duplicated) are read and gated again.
-        conn.execute(collect_changed)
-        columns = query_source(conn, task, partition_date, where=changed)
+            # Only the candidates' rows that changed are read and gated again (usually none).
+            if not conn.execute("SELECT EXISTS (SELECT 1 FROM _live WHERE fresh IS NULL)").fetchone()[0]:
+                return
+            conn.execute("""CREATE OR REPLACE TEMP TABLE _changed AS
+                            SELECT DISTINCT c.business_id FROM _cand c JOIN _live l ON l.rid = c.rowid
+                            WHERE l.fresh IS NULL""")
+            columns = query_source(conn, task, partition_date,
+                                   where=f"{bid} IN (SELECT business_id FROM _changed)")
+        else:
+            conn.execute("CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand")
+            columns = query_source(conn, task, partition_date,
+                                   where=f"{bid} IN (SELECT business_id FROM _cand)")
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
-        conn.execute("DELETE FROM _same")
-        conn.execute(collect_changed)
+        conn.execute("CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand")
         columns = query_source(conn, task, partition_date)
-        conn.execute(f"DELETE FROM _raw_src WHERE NOT ({changed})")
     gate_loaded_source(conn, task, columns)
-    conn.execute("DROP TABLE _changed")
-    # One row per business id: its live hash, or NULL when the source now holds it twice. A view:
-    # _decided reads it once, so _same is not copied.
+    conn.execute("DROP TABLE IF EXISTS _changed")
+    # The re-hashed rows: one live hash per business id, none when the source now holds it twice
+    # (a candidate left without one stays NULL: not fresh).
     conn.execute(f"""
-        CREATE OR REPLACE TEMP VIEW _live AS
-        SELECT business_id, live_hash FROM _same
-        UNION ALL
-        SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
-        FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
-        GROUP BY business_id
+        UPDATE _live SET fresh = r.fresh
+        FROM (SELECT c.rowid AS rid, h.live_hash = c.input_hash AS fresh
+              FROM _cand c JOIN (SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+                                 FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
+                                 GROUP BY business_id) h USING (business_id)) r
+        WHERE _live.rid = r.rid AND _live.fresh IS NULL
     """)
+    drop_source(conn)
 
 
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
@@ -224,11 +243,10 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
-        _live_hashes(conn, task, partition_date)
+        _stale_guard(conn, task, partition_date, n_cand)
         in_chunks = n_cand > APPLY_CHUNK
         conn.execute(_decided_sql(task, by_business_id=in_chunks))
-        conn.execute("DROP VIEW _live; DROP TABLE _same; DROP TABLE _cand;")
-        drop_source(conn)
+        conn.execute("DROP TABLE _live; DROP TABLE _cand;")
         fields = _answer_fields(task)
         applied, stale = conn.execute(
             "SELECT count(*) FILTER (outcome = 'applied'), count(*) FILTER (outcome = 'stale') FROM _decided").fetchone()
