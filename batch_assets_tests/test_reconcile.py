@@ -51,16 +51,21 @@ def test_a_run_in_flight_balances_with_items_counted_as_missing(seeded_copy, tic
 
 # --- tampering ----------------------------------------------------------------------------------------
 
+def _three_shard_run(root, template, ticket_task, **faults) -> tuple[Warehouse, object]:
+    """A copy of the seeded warehouse with DAY1 run to the end in three shards (emulator `faults`)."""
+    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
+    shutil.copy(template, wh.database)
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
+    with running_emulator(root / "emulator", **FAST_EMULATOR, **faults) as emu:
+        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
+        return wh, _run_partition(wh, task, DAY1, adapter)
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, _seeded_template, ticket_task) -> tuple[Warehouse, object]:
     """One partition run to the end (three shards, some item errors); tests tamper with copies of it."""
-    root = tmp_path_factory.mktemp("finished_run")
-    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
-    shutil.copy(_seeded_template, wh.database)
-    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
-    with running_emulator(root / "emulator", **FAST_EMULATOR, item_error_rate=0.2, truncate_rate=0.05) as emu:
-        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
-        r = _run_partition(wh, task, DAY1, adapter)
+    wh, r = _three_shard_run(tmp_path_factory.mktemp("finished_run"), _seeded_template, ticket_task,
+                             item_error_rate=0.2, truncate_rate=0.05)
     assert r.problems() == [] and r.failed_total > 0 and r.failed_to_parse > 0 and r.jobs == 3
     return wh, r
 
@@ -277,13 +282,7 @@ def test_a_line_of_an_id_unknown_to_the_manifest_is_missing_but_no_items_state(f
 @pytest.fixture(scope="module")
 def first_attempts_run(tmp_path_factory, _seeded_template, ticket_task) -> tuple[Warehouse, object]:
     """One partition run to the end without item errors: every line at attempt 1, every batch ended."""
-    root = tmp_path_factory.mktemp("first_attempts_run")
-    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
-    shutil.copy(_seeded_template, wh.database)
-    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
-    with running_emulator(root / "emulator", **FAST_EMULATOR) as emu:
-        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
-        r = _run_partition(wh, task, DAY1, adapter)
+    wh, r = _three_shard_run(tmp_path_factory.mktemp("first_attempts_run"), _seeded_template, ticket_task)
     with wh.connect(read_only=True) as conn:
         assert conn.execute("SELECT max(attempt) FROM ledger.shard_line").fetchone()[0] == 1
     assert r.problems() == [] and r.jobs == 3 and r.succeeded == LINES
