@@ -380,6 +380,29 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
     assert full["TK-20261120-000003"] is None  # now twice in the source
 
 
+def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_fingerprints(seeded_copy, ticket_task, tmp_path):
+    """A manifest Parquet without fingerprints and item numbers (frozen by an older version): every
+    candidate is gated and hashed again, with the same verdicts."""
+    import os
+
+    from batch_assets.pipeline.apply import _stale_guard
+
+    wh = seeded_copy
+    s = freeze_manifest(wh, ticket_task, DAY1)
+    old = tmp_path / "old.parquet"
+    with wh.connect() as conn:
+        conn.execute(f"COPY (SELECT * EXCLUDE (source_fp, item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
+                     f"TO '{old}' (FORMAT parquet)")
+        os.replace(old, s.manifest_uri)
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
+                     "WHERE task_id = ?", [TASK_ID1])
+        _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY)
+        fresh = dict(conn.execute(FRESH_BY_ID).fetchall())
+    assert len(fresh) == ITEMS_PER_DAY
+    assert [b for b, ok in fresh.items() if not ok] == ["TK-20261120-000001"]
+
+
 def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_copy, ticket_task):
     """The frozen row is found by the candidate's item number; a candidate whose number is not its
     business id's row in the Parquet (an earlier freeze's item, or another id's number) is gated and
