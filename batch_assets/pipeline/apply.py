@@ -148,13 +148,15 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
                        [task.task_id(partition_date)]).fetchone()[0]
     frozen = f"read_parquet({sql_literal(uri)}, file_row_number = true)"
     has_fp = uri is not None and {"source_fp", "item_no_base"} <= frozen_columns(conn, uri)
-    # With few candidates (a re-apply of some retries) only their ids' source rows are read; with
-    # most of the partition's items the filter would cost a hash join and save nothing.
-    items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL",
-                         [task.task_id(partition_date)]).fetchone()[0]
-    only_candidates = f"WHERE {bid} IN (SELECT business_id FROM _cand)" if 2 * candidates < items else ""
+    # Every candidate undecided: each is gated and hashed again.
+    undecided = "CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand"
     try:
         if has_fp:  # manifests frozen before fingerprints and numbers lack them: every row is re-hashed
+            # With few candidates (a re-apply of some retries) only their ids' source rows are read;
+            # with most of the partition's items the filter would cost a hash join and save nothing.
+            items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? "
+                                 "AND superseded_at IS NULL", [task.task_id(partition_date)]).fetchone()[0]
+            only_candidates = f"WHERE {bid} IN (SELECT business_id FROM _cand)" if 2 * candidates < items else ""
             # Straight from the source query: only (id, count, fingerprint) is kept, not its rows.
             # Two statements, one join each: at 10M, alone, the one statement with both joins took
             # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
@@ -191,14 +193,14 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
             columns = query_source(conn, task, partition_date,
                                    where=f"{bid} IN (SELECT business_id FROM _changed)")
         else:
-            conn.execute("CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand")
+            conn.execute(undecided)
             columns = query_source(conn, task, partition_date,
                                    where=f"{bid} IN (SELECT business_id FROM _cand)")
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
         conn.execute("DROP TABLE IF EXISTS _source_now")
-        conn.execute("CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand")
+        conn.execute(undecided)
         columns = query_source(conn, task, partition_date)
     gate_loaded_source(conn, task, columns)
     conn.execute("DROP TABLE IF EXISTS _changed")
