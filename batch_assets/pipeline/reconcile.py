@@ -247,9 +247,12 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
         SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL),
                (SELECT count(*) FROM ledger.revocation)
         FROM ledger.manifest_item WHERE task_id = $t""", params).fetchone()
-    terms_sql = ", ".join(f"({sql})" for sql in _table_terms(superseded > 0, revocations > 0))
-    cur = conn.execute(f"SELECT * FROM {terms_sql}", params)
-    terms = dict(zip((d[0] for d in cur.description), cur.fetchone()))
+    # One statement each: as one statement (a cross product of the single-row queries) they took
+    # 38 ms at 1M items, one after another 23 ms.
+    terms = {}
+    for sql in _table_terms(superseded > 0, revocations > 0):
+        cur = conn.execute(sql, params)
+        terms.update(zip((d[0] for d in cur.description), cur.fetchone()))
     final_status, failures = terms.pop("final_status"), terms.pop("batch_failures") or []
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
@@ -309,8 +312,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
 
     def statement(lines: str) -> str:
         """The per-item statement over `lines` (per item of the partition's lines: its key, latest
-        attempt, open_key, first_lines): one row per combination of terms, the outer join's manifest
-        rows and other rows counted last."""
+        attempt, open_key, first_lines): one row per combination of terms and flags (`listed`: the
+        outer join's manifest rows, apart from its other rows), with the combination's row count."""
         return f"""
             WITH {closed_shards},
             lines AS (  -- per item of the task's lines: the latest attempt, and its lines' count and state
@@ -368,11 +371,12 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
                        coalesce(error_class, 'succeeded') AS result_cls, provider_succeeded
                 FROM ids
             )
+            -- The flags are grouping keys, not filtered counts: one count per group instead of six
+            -- filtered aggregates per row (the groups stay a handful).
             SELECT state, cls,
                    CASE WHEN counted_result THEN result_cls END, CASE WHEN counted_result THEN provider_succeeded END,
-                   count(*) FILTER (item), count(*) FILTER (counted_result),
-                   count(*) FILTER (item AND attempt > 1), max(attempt) FILTER (item),
-                   sum(missing_lines), count(*) FILTER (unsharded), count(*) FILTER (listed), count(*) FILTER (NOT listed)
+                   item, counted_result, item AND attempt > 1, unsharded, listed,
+                   count(*), max(attempt) FILTER (item), sum(missing_lines)
             FROM terms GROUP BY ALL
         """
 
@@ -394,7 +398,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
             ungrouped = ("SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "
                          "FROM ledger.shard_line sl WHERE sl.task_id = $t")
             rows = conn.execute(statement(ungrouped), params).fetchall()
-            if sum(row[-2] for row in rows) == manifest_rows and not any(row[-1] for row in rows):
+            groups = [(row[8], row[9]) for row in rows]  # (listed: a manifest row's, rows of the group)
+            if sum(n for listed, n in groups if listed) == manifest_rows and all(listed for listed, _ in groups):
                 _add_terms(r, rows)
                 return
     _add_terms(r, conn.execute(statement(lines), params).fetchall())
@@ -402,10 +407,12 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
 
 def _add_terms(r: Reconciliation, rows: list[tuple]) -> None:
     """Add the per-item statement's rows (one per combination of terms) to `r`."""
-    for state, cls, result_cls, provider_ok, items, results, retried, max_attempt, missing, unsharded, *_ in rows:
+    for state, cls, result_cls, provider_ok, item, counted_result, retried, unsharded, _listed, n, max_attempt, missing \
+            in rows:
+        items, results = (n if item else 0), (n if counted_result else 0)
         r.missing += missing or 0
-        r.unsharded += unsharded
-        r.retried += retried
+        r.unsharded += n if unsharded else 0
+        r.retried += n if retried else 0
         r.max_attempt = max(r.max_attempt, max_attempt or 0)
         if results:  # parsed results of latest attempts, by class
             if provider_ok and result_cls != "content_policy_error":  # a refusal is not an answer
