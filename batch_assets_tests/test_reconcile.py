@@ -306,6 +306,20 @@ def test_a_duplicated_line_of_an_answered_item_is_one_result_not_two(first_attem
                for p in r.problems()), r.problems()
 
 
+def test_two_lines_of_a_number_no_item_has_count_its_result_once(first_attempts_run, tmp_path):
+    """Lines are taken without grouping them only when every row of the outer join is a manifest
+    row's: two lines (and a result) under an item number the manifest does not have still give one
+    outcome for that number, as the grouped form does, and unbalance the equations."""
+    item, stray = one_succeeded("error_class IS NULL"), f"'{TASK_ID1}:ticket:TK-STRAY:00000000'"
+    renumbered = f"* REPLACE ({stray} AS custom_id, 10000000 AS item_no)"
+    r, b = tampered(first_attempts_run, tmp_path,
+                    f"INSERT INTO ledger.shard_line SELECT {renumbered} FROM ledger.shard_line WHERE custom_id = {item}",
+                    f"INSERT INTO ledger.shard_line SELECT {renumbered} FROM ledger.shard_line WHERE custom_id = {item}",
+                    f"INSERT INTO ledger.parsed_result SELECT {renumbered} FROM ledger.parsed_result WHERE custom_id = {item}")
+    assert (r.succeeded, r.shard_lines, r.missing) == (b.succeeded + 1, b.shard_lines + 2, 0)
+    assert r.problems() and r.verdict().status == "failed"
+
+
 def test_a_duplicated_line_without_a_result_in_a_first_attempts_partition_is_missing_twice(first_attempts_run, tmp_path):
     item = one_succeeded("error_class IS NULL")
     r, b = tampered(first_attempts_run, tmp_path,
