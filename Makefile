@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/batch-assets demo
 
+# Two worker processes (pytest-xdist; each test has its own DuckDB file, data dir and emulator port):
+# the suite is CPU-bound, and one process used ~1 of the 2 cores. `TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 dev: $(STAMP)
 	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)
