@@ -317,6 +317,32 @@ def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(see
         assert scans.get(table) and max(scans[table]) <= n, (table, scans.get(table), n)
 
 
+def test_a_shard_whose_job_was_abandoned_counts_as_pending_again(seeded_copy, ticket_task):
+    """An abandoned intent's shard goes again under a new job key on the next submit run, so the
+    budget counts it in what this submission adds; a shard with a live intent does not."""
+    from batch_assets.ledger.jobs import abandon_job, claim_new_intent
+    from batch_assets.pipeline.submit import job_key_for
+
+    wh = seeded_copy
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=10))
+    freeze_manifest(wh, task, DAY1)
+    cut_shards(wh, task, DAY1)
+    with wh.connect() as conn:
+        (abandoned, abandoned_cost), (live, live_cost) = conn.execute("""
+            SELECT sl.shard_id, sum(m.est_cost) FROM ledger.shard_line sl JOIN ledger.manifest_item m USING (custom_id)
+            JOIN ledger.shard s USING (shard_id) WHERE sl.task_id = ? GROUP BY sl.shard_id, s.shard_no
+            ORDER BY s.shard_no LIMIT 2""", [TASK_ID1]).fetchall()
+        for shard_id in (abandoned, live):
+            assert claim_new_intent(conn, job_key_for(shard_id), TASK_ID1, shard_id, "openai", task.spec.endpoint,
+                                    owner="a-run-that-died", lease_s=-1)   # its lease already ran out
+        abandon_job(conn, job_key_for(abandoned), "the provider has no such batch")
+    v = check_budget(wh, task, DAY1, budgets=ProjectBudgets())
+    assert abandoned_cost > 0 and live_cost > 0
+    assert v.pending == pytest.approx(v.estimate - live_cost)   # the abandoned shard's lines are pending again
+    # Both intents were made today: spent today counts both (an abandoned batch may exist and bill).
+    assert v.spent_today == pytest.approx(abandoned_cost + live_cost)
+
+
 def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, monkeypatch, tmp_path):
     import batch_assets.pipeline.budget as budget
 

@@ -9,7 +9,8 @@ Three caps, every one optional:
 
 Figures are estimates (`manifest_item.est_cost`, see `providers.prices`): the partition's figure is
 every shard line cut for it (all attempts, sent or not); "spent today" is every line of the jobs
-created today; "pending" is what this submission would add (lines of shards without a job). A
+created today (abandoned ones too: the provider may hold and bill their batch); "pending" is what this submission would add (lines of shards without a job, or
+whose jobs were all abandoned: the next submit run sends those again under a new job key). A
 partition is refused when spent + pending would exceed a daily cap, or its own figure exceeds its
 cap. Nothing pending: nothing to refuse. A model without a price cannot be checked against a cap
 and is refused while a cap applies (add it to the provider's prices.yaml).
@@ -29,6 +30,7 @@ import duckdb
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from batch_assets.ledger.jobs import CreateMark
 from batch_assets.ledger.retries import record_operator_action
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
@@ -112,8 +114,10 @@ def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple
                 SELECT DISTINCT shard_id FROM ledger.provider_job WHERE CAST(created_at AS DATE) = {today}
             )
             SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
-                   coalesce(sum(cost) FILTER (WHERE task_id = $t
-                                              AND shard_id NOT IN (SELECT shard_id FROM ledger.provider_job)), 0),
+                   -- Pending: no job, or only abandoned ones (the shard goes again under a new job key).
+                   coalesce(sum(cost) FILTER (WHERE task_id = $t AND shard_id NOT IN (
+                       SELECT shard_id FROM ledger.provider_job
+                       WHERE create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}')), 0),
                    coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today)), 0),
                    coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today) AND model = $m), 0)
             FROM line_cost
