@@ -152,6 +152,35 @@ def test_queue_run_total_time_in_state_and_eta_from_the_ledger(warehouse):
         assert r.time_in_state_s()["RUNNING"] == 600.0  # the terminal state adds no time
 
 
+def test_an_abandoned_intent_ends_when_it_was_abandoned_and_is_not_counted_as_remaining(warehouse):
+    """An intent an operator gave up (`jobs abandon`) has no batch and never will: the report shows it
+    as abandoned, its time stops at the abandonment, and the ETA does not wait for its lines (its
+    shard is counted once, as waiting, until the next submit run sends it under a new job key)."""
+    from batch_assets.ledger.jobs import abandon_job, claim_new_intent
+
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        conn.execute("""INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
+                            line_count, byte_count, est_tokens, created_at)
+                        VALUES ('s1', 't_20261120', 'openai', '/v1/chat/completions', 'm', 1, 1, 'x', 6, 1, 1, ?)""",
+                     [T0])
+        assert claim_new_intent(conn, "s1:job1", "t_20261120", "s1", "openai", "/v1/chat/completions",
+                                owner="a-run-that-died", lease_s=-1)
+        abandon_job(conn, "s1:job1", "the provider has no such batch")
+        abandoned_at = conn.execute("SELECT acted_at FROM ledger.operator_action WHERE action = 'abandon'").fetchone()[0]
+        now = abandoned_at + dt.timedelta(hours=3)
+        r = build_report(conn, "t_20261120", now=now)
+        job = next(j for j in r.jobs if j.job_key == "s1:job1")
+        assert job.state == "ABANDONED" and job.terminal_at == abandoned_at
+        assert job.total_s(now) == (abandoned_at - job.created_at).total_seconds()   # not the 3 hours since
+        assert all(end <= abandoned_at for _, _, end in job.segments)
+        assert r.waiting_lines == 6
+        # j1: 4 of 10 done in the 4 minutes since it ran (1 a minute); left: its 6 and the 6 waiting, not 6 more
+        assert r.eta_s == pytest.approx(
+            12 / (4 / (now - (T0 + dt.timedelta(minutes=5))).total_seconds()))
+        assert "ABANDONED" in render_html(r) and "s1:job1" in report_markdown(r)
+
+
 def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
     with warehouse.connect() as conn:
         _ledger_rows(conn)

@@ -28,6 +28,7 @@ from batch_assets.pipeline.reconcile import (
     Verdict,
     reconcile_conn,
 )
+from batch_assets.ledger.jobs import CreateMark
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
 
 # Final outcomes and the states of items that are not final yet, in display order.
@@ -41,6 +42,8 @@ OUTCOME_LABELS = {
     "unapplied": "answer not applied",
 }
 RUNNING_STATES = (JobState.RUNNING.value, JobState.FINALIZING.value)
+# The state shown for an intent an operator gave up (`jobs abandon`): no batch, never one; it ends then.
+ABANDONED = "ABANDONED"
 # The per-job table: where each job went and the request options its lines were rendered with.
 JOB_HEADERS = ["provider job", "attempt", "lines", "state", "queue", "run", "total", "endpoint", "request options"]
 STATE_ORDER = tuple(s.value for s in JobState)
@@ -231,11 +234,18 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
 
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
     jobs = conn.execute("""
-        SELECT j.job_key, s.attempt, s.line_count, j.state, j.created_at, j.submitted_at, j.terminal_at,
+        SELECT j.job_key, s.attempt, s.line_count,
+               -- An abandoned intent ends when the operator gave it up (its operator_action).
+               CASE WHEN j.create_outcome = ? THEN ? ELSE j.state END, j.created_at, j.submitted_at,
+               CASE WHEN j.create_outcome = ? THEN coalesce(
+                   (SELECT max(a.acted_at) FROM ledger.operator_action a
+                    WHERE a.job_key = j.job_key AND a.action = 'abandon'), j.state_changed_at)
+                    ELSE j.terminal_at END,
                coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0),
                j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options
         FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
-        WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""", [task_id]).fetchall()
+        WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""",
+                        [CreateMark.ABANDONED.value, ABANDONED, CreateMark.ABANDONED.value, task_id]).fetchall()
     events: dict[str, list[tuple[str, dt.datetime]]] = {}
     for job_key, to_state, observed_at in conn.execute("""
             SELECT e.job_key, e.to_state, e.observed_at FROM ledger.status_event e
@@ -270,7 +280,9 @@ def _eta_s(jobs: tuple[JobTiming, ...], waiting_lines: int, retry_items: int, no
     elapsed = _seconds(started, now)
     if not done or not elapsed:
         return None
-    remaining = sum(max(0, j.lines - j.requests_done) for j in jobs if j.state not in TERMINAL_STATES)
+    # An abandoned intent's lines are its shard's, counted in waiting_lines until a new job sends them.
+    remaining = sum(max(0, j.lines - j.requests_done) for j in jobs
+                    if j.state not in TERMINAL_STATES and j.state != ABANDONED)
     remaining += waiting_lines + retry_items
     return remaining / (done / elapsed)
 
@@ -440,7 +452,7 @@ OUTCOME_COLORS = {"applied": "#2e7d32", "revoked": "#795548", "stale": "#9e9d24"
                   "compliance_held": "#6a1b9a", "operator_canceled": "#546e7a", "open": "#1565c0",
                   "unresolved_missing": "#b71c1c", "unapplied": "#b71c1c"}
 STATE_COLORS = {"CREATED": "#b0bec5", "VALIDATING": "#90caf9", "SUBMITTED": "#64b5f6", "RUNNING": "#1e88e5",
-                "FINALIZING": "#3949ab"}
+                "FINALIZING": "#3949ab", ABANDONED: "#757575"}
 FONT = "font-family='system-ui, sans-serif' font-size='12'"
 
 
