@@ -41,3 +41,14 @@ def list_snapshots(pages: Iterator[Sequence[Any]], wanted: Mapping[str, JobState
             break
     return found
 
+
+def sdk_pages(first_page: Any) -> Iterator[Sequence[Any]]:
+    """The items of an official SDK's paginated list (OpenAI's and Anthropic's SDKs share the
+    `.data` / `has_next_page()` / `get_next_page()` interface), a page at a time: the next page is
+    fetched only when the walk asks for it."""
+    page = first_page
+    while True:
+        yield page.data
+        if not page.has_next_page():
+            return
+        page = page.get_next_page()

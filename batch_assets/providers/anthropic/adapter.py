@@ -24,7 +24,7 @@ from batch_assets.providers.contract import (
     InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
 )
 from batch_assets.providers.files import stream_to_file
-from batch_assets.providers.listing import list_snapshots
+from batch_assets.providers.listing import list_snapshots, sdk_pages
 
 MATCHED_BY_REQUEST_IDS = "matched by the request ids in its results"
 # Batches per page when listing them to find a lost create.
@@ -199,13 +199,8 @@ class AnthropicBatchAdapter:
                               snapshot=lambda b, _prev: snapshot_from_batch(b),
                               created_after_unix=created_after_unix, deadline=deadline)
 
-    def _batch_pages(self) -> Iterator[list]:
-        page = self._client.messages.batches.list(limit=POLL_PAGE_SIZE)
-        while True:
-            yield page.data
-            if not page.has_next_page():
-                return
-            page = page.get_next_page()
+    def _batch_pages(self) -> Iterator[Sequence]:
+        return sdk_pages(self._client.messages.batches.list(limit=POLL_PAGE_SIZE))
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.cancel(job.provider_batch_id))
