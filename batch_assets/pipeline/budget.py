@@ -9,11 +9,12 @@ Three caps, every one optional:
 
 Figures are estimates (`manifest_item.est_cost`, see `providers.prices`): the partition's figure is
 every shard line cut for it (all attempts, sent or not); "spent today" is every line of the jobs
-created today (abandoned ones too: the provider may hold and bill their batch); "pending" is what this submission would add (lines of shards without a job, or
-whose jobs were all abandoned: the next submit run sends those again under a new job key). A
-partition is refused when spent + pending would exceed a daily cap, or its own figure exceeds its
-cap. Nothing pending: nothing to refuse. A model without a price cannot be checked against a cap
-and is refused while a cap applies (add it to the provider's prices.yaml).
+created today (abandoned ones too: the provider may hold and bill their batch); "pending" is what
+this submission would add (lines of shards without a job, or whose jobs were all abandoned: the
+next submit run sends those again under a new job key). A partition is refused when spent +
+pending would exceed a daily cap, or its own figure exceeds its cap. Nothing pending: nothing to
+refuse. A model without a price cannot be checked against a cap and is refused while a cap applies
+(add it to the provider's prices.yaml).
 
 An operator may override a refusal for one partition (run config `budget_override: <reason>` on the
 shards asset): the override, with the figures, is recorded in `ledger.operator_action`

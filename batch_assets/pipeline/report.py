@@ -21,6 +21,7 @@ from pathlib import Path
 
 import duckdb
 
+from batch_assets.ledger.jobs import CreateMark
 from batch_assets.pipeline.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
     FAILURE_CLASSES,
@@ -28,7 +29,6 @@ from batch_assets.pipeline.reconcile import (
     Verdict,
     reconcile_conn,
 )
-from batch_assets.ledger.jobs import CreateMark
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
 
 # Final outcomes and the states of items that are not final yet, in display order.

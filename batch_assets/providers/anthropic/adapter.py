@@ -200,7 +200,8 @@ class AnthropicBatchAdapter:
                               created_after_unix=created_after_unix, deadline=deadline)
 
     def _batch_pages(self) -> Iterator[Sequence]:
-        return sdk_pages(self._client.messages.batches.list(limit=POLL_PAGE_SIZE))
+        # A generator, as the walk expects: nothing is listed until it asks for the first page.
+        yield from sdk_pages(self._client.messages.batches.list(limit=POLL_PAGE_SIZE))
 
     def cancel(self, job: JobRef) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.cancel(job.provider_batch_id))
