@@ -452,7 +452,7 @@ OUTCOME_COLORS = {"applied": "#2e7d32", "revoked": "#795548", "stale": "#9e9d24"
                   "compliance_held": "#6a1b9a", "operator_canceled": "#546e7a", "open": "#1565c0",
                   "unresolved_missing": "#b71c1c", "unapplied": "#b71c1c"}
 STATE_COLORS = {"CREATED": "#b0bec5", "VALIDATING": "#90caf9", "SUBMITTED": "#64b5f6", "RUNNING": "#1e88e5",
-                "FINALIZING": "#3949ab", ABANDONED: "#757575"}
+                "FINALIZING": "#3949ab"}
 FONT = "font-family='system-ui, sans-serif' font-size='12'"
 
 
