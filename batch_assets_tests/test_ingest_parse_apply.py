@@ -459,11 +459,11 @@ def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeyp
     repeats = [1, 4, 1, 2, 1, 1, 3, 1]  # rows per business id
     with duckdb.connect() as conn:
         conn.execute("""CREATE TEMP TABLE _decided AS
-                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy
+                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy, 'applied' AS outcome
                         FROM unnest(?::INTEGER[]) WITH ORDINALITY AS t(n, i), range(n) AS c(r)
                         ORDER BY business_id""", [repeats])
         n = sum(repeats)
-        starts = apply_module._chunk_starts(conn, n)
+        starts = apply_module._chunk_starts(conn, table_rows=0, any_held=False)
         ends = starts[1:] + [n]
         assert starts[0] == 0 and all(a < b for a, b in zip(starts, ends))
         chunk_of = {}
@@ -474,3 +474,66 @@ def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeyp
         assert len(chunk_of) == len(repeats)
         # about APPLY_CHUNK rows each: as many chunks as needed, fewer only where an id's rows stay together
         assert len(starts) <= -(-n // chunk)
+
+
+def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkeypatch):
+    """Each chunk ends where the business table's row count (its rows before the apply plus the
+    rows the chunks before appended: applied answers for keys it does not hold; stale answers and
+    overwritten keys append none) reaches a multiple of its row group, about every APPLY_CHUNK
+    appended rows; a mark that falls inside a business id's rows moves back to the id's first row.
+    Checked against a plain re-count over the rows, with row groups of 100 rows and counting blocks
+    of 64 (so marks fall inside blocks and blocks without any appended row are met)."""
+    import duckdb
+
+    group, table_rows = 100, 1234
+    monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", group)
+    monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 64)
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 290)  # rounds to 3 row groups
+    with duckdb.connect() as conn:
+        # 2,000 rows; every 7th business id has three rows; ids 600-700 stale (a block without
+        # appended rows); every 11th applied row's key is held already.
+        conn.execute("""CREATE TEMP TABLE _decided AS
+                        SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id,
+                               CASE WHEN i BETWEEN 600 AND 700 THEN 'stale' ELSE 'applied' END AS outcome
+                        FROM range(1400) t(i), range(CASE WHEN i % 7 = 3 THEN 3 ELSE 1 END) c(r)
+                        ORDER BY business_id""")
+        conn.execute("CREATE TEMP TABLE _held AS SELECT business_id FROM _decided "
+                     "WHERE outcome = 'applied' AND hash(business_id) % 11 = 0")
+        rows = conn.execute("""SELECT d.rowid, d.business_id,
+                                      d.outcome = 'applied' AND d.business_id NOT IN (SELECT business_id FROM _held)
+                               FROM _decided d ORDER BY d.rowid""").fetchall()
+        starts = apply_module._chunk_starts(conn, table_rows=table_rows, any_held=True)
+
+    appended_before, count = [], 0
+    for _, _, appends in rows:
+        appended_before.append(count)
+        count += appends
+    first_of = {}
+    for rowid, bid, _ in rows:
+        first_of.setdefault(bid, rowid)
+    # The oracle: the row of each mark (the first appended row past every 300 appended rows, the
+    # first chunk 266 rows: 1,234 + 266 = 1,500 fills the table's row groups), moved back to its
+    # id's first row.
+    marks = [rowid for rowid, _, appends in rows
+             if appends and appended_before[rowid] >= 266 and (appended_before[rowid] - 266) % 300 == 0]
+    assert all((table_rows + appended_before[m]) % group == 0 for m in marks)
+    assert starts == sorted({0} | {first_of[rows[m][1]] for m in marks})
+    moved = [s for s in starts[1:] if s not in marks]
+    aligned = [s for s in starts[1:] if (table_rows + appended_before[s]) % group == 0]
+    assert moved and len(aligned) == len(starts) - 1 - len(moved) >= 3
+    # Every business id stays in one chunk.
+    chunk = {bid: sum(s <= rowid for s in starts) for rowid, bid, _ in rows}
+    assert all(chunk[bid] == sum(s <= rowid for s in starts) for rowid, bid, _ in rows)
+
+
+def test_the_row_group_the_apply_chunks_align_to_is_duckdbs():
+    """ROW_GROUP_ROWS is the row group of a warehouse table (a DuckDB upgrade that changes it would
+    leave the chunks misaligned, which costs time, not correctness)."""
+    import duckdb
+
+    group = apply_module.ROW_GROUP_ROWS
+    with duckdb.connect() as conn:
+        conn.execute(f"CREATE TABLE t AS SELECT i FROM range({group + 1}) r(i)")
+        counts = conn.execute("SELECT row_group_id, sum(count) FROM pragma_storage_info('t') "
+                              "WHERE column_path = '[0]' GROUP BY 1 ORDER BY 1").fetchall()
+    assert [c for _, c in counts] == [group, 1]
