@@ -450,7 +450,7 @@ def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_cop
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 4, 10, 11])
 def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeypatch, chunk):
-    """The chunks of a large apply are ranges of _decided's rows (stored in business-id order): they
+    """The chunks of a large apply are ranges of the candidates' rows (stored in business-id order): they
     cover every row exactly once, and the rows of one business id (here ids repeated up to four
     times, across any chunk mark) always fall into one chunk."""
     import duckdb
@@ -458,17 +458,18 @@ def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeyp
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
     repeats = [1, 4, 1, 2, 1, 1, 3, 1]  # rows per business id
     with duckdb.connect() as conn:
-        conn.execute("""CREATE TEMP TABLE _decided AS
-                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy, 'applied' AS outcome
+        conn.execute("""CREATE TEMP TABLE _cand AS
+                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy
                         FROM unnest(?::INTEGER[]) WITH ORDINALITY AS t(n, i), range(n) AS c(r)
                         ORDER BY business_id""", [repeats])
+        conn.execute("CREATE TEMP TABLE _live AS SELECT rowid AS rid, true AS fresh FROM _cand")
         n = sum(repeats)
         starts = apply_module._chunk_starts(conn, table_rows=0, any_held=False)
         ends = starts[1:] + [n]
         assert starts[0] == 0 and all(a < b for a, b in zip(starts, ends))
         chunk_of = {}
         for k, (lo, hi) in enumerate(zip(starts, ends)):
-            for (bid,) in conn.execute("SELECT business_id FROM _decided WHERE rowid >= ? AND rowid < ?",
+            for (bid,) in conn.execute("SELECT business_id FROM _cand WHERE rowid >= ? AND rowid < ?",
                                        [lo, hi]).fetchall():
                 assert chunk_of.setdefault(bid, k) == k, f"{bid} is split across chunks"
         assert len(chunk_of) == len(repeats)
@@ -492,16 +493,20 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     with duckdb.connect() as conn:
         # 2,000 rows; every 7th business id has three rows; ids 600-700 stale (a block without
         # appended rows); every 11th applied row's key is held already.
-        conn.execute("""CREATE TEMP TABLE _decided AS
-                        SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id,
-                               CASE WHEN i BETWEEN 600 AND 700 THEN 'stale' ELSE 'applied' END AS outcome
+        conn.execute("""CREATE TEMP TABLE _cand AS
+                        SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id, i
                         FROM range(1400) t(i), range(CASE WHEN i % 7 = 3 THEN 3 ELSE 1 END) c(r)
                         ORDER BY business_id""")
-        conn.execute("CREATE TEMP TABLE _held AS SELECT business_id FROM _decided "
-                     "WHERE outcome = 'applied' AND hash(business_id) % 11 = 0")
-        rows = conn.execute("""SELECT d.rowid, d.business_id,
-                                      d.outcome = 'applied' AND d.business_id NOT IN (SELECT business_id FROM _held)
-                               FROM _decided d ORDER BY d.rowid""").fetchall()
+        # Fresh (applied) or not (stale; NULL: undecided, not applied either), in another order.
+        conn.execute("""CREATE TEMP TABLE _live AS
+                        SELECT rowid AS rid, CASE WHEN i BETWEEN 600 AND 650 THEN false
+                                                  WHEN i BETWEEN 651 AND 700 THEN NULL ELSE true END AS fresh
+                        FROM _cand ORDER BY hash(rowid)""")
+        conn.execute("CREATE TEMP TABLE _held AS SELECT c.business_id FROM _cand c JOIN _live l ON l.rid = c.rowid "
+                     "WHERE l.fresh AND hash(c.business_id) % 11 = 0")
+        rows = conn.execute("""SELECT c.rowid, c.business_id,
+                                      coalesce(l.fresh, false) AND c.business_id NOT IN (SELECT business_id FROM _held)
+                               FROM _cand c JOIN _live l ON l.rid = c.rowid ORDER BY c.rowid""").fetchall()
         starts = apply_module._chunk_starts(conn, table_rows=table_rows, any_held=True)
 
     appended_before, count = [], 0
