@@ -293,7 +293,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
 
 
 # DuckDB's row group: the rows of one storage unit (the default the warehouse file is opened with;
-# test_apply_chunks_leave_the_business_table_in_whole_row_groups checks it is still this size).
+# test_the_row_group_the_apply_chunks_align_to_is_duckdbs checks it is still this size).
 ROW_GROUP_ROWS = 122_880
 # _chunk_starts counts the candidates' appended rows per block of this many rows, then looks inside the
 # few blocks where a chunk ends.
@@ -307,9 +307,9 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
     A chunk ends where the business table's row count reaches a multiple of its row group
     (`table_rows`: the rows it has now, deleted ones included; only answers for keys it does not
     hold append a row, see `_held`), about every APPLY_CHUNK appended rows: a commit that leaves the
-    table's last row group part-filled makes the next chunk's commit cost 2-4x more (chunks of 1M
-    answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s aligned, plain
-    DuckDB 2.0; one chunk that is 10 rows short costs it already). The mark is then moved back to
+    table's row count off a multiple of the row group makes the next chunk's commit cost 2-4x more
+    (chunks of 1M answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s
+    aligned, plain DuckDB 2.0; one chunk that is 10 rows short costs it already). The mark is then moved back to
     the first row of its business id, so a key never spans two chunks (the next chunk re-aligns).
 
     A chunk is a range of row numbers, which a scan reads without touching the rest (business ids
@@ -343,7 +343,8 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
     marks = [r[0] for r in conn.execute(f"""
         SELECT d.rid FROM (SELECT rid, rid // {_COUNT_BLOCK} AS b,
                                   row_number() OVER (PARTITION BY rid // {_COUNT_BLOCK} ORDER BY rid) - 1 AS k
-                           FROM {rows} WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
+                           FROM {rows}
+                           WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
         JOIN (VALUES {targets}) AS t(b, k) ON t.b = d.b AND t.k = d.k
     """).fetchall()]
     firsts = conn.execute(f"""
