@@ -342,14 +342,25 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
     balanced(wh)
 
 
-@pytest.mark.parametrize("chunk", [None, 7], ids=["one_chunk", "chunks_of_7"])
+@pytest.mark.parametrize("chunk, row_group", [(None, None), (7, None), (7, 4)],
+                         ids=["one_chunk", "chunks_of_7", "chunks_aligned_to_row_groups_of_4"])
 def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_copy, ticket_task, adapter,
-                                                                         wait_for_jobs, monkeypatch, chunk):
+                                                                         wait_for_jobs, monkeypatch, chunk, row_group):
     """Keys the business table already holds under the output version take the new answer (their
     rows kept for a revoke); the other keys are added; both in one apply. In chunks too: some
-    chunks hold an overwritten key and some none."""
+    chunks hold an overwritten key and some none; and chunks that end where the table (3 rows
+    before the apply, then only added keys) fills row groups of 4."""
     if chunk:
         monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
+    if row_group:
+        monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", row_group)
+        real_starts, seen = apply_module._chunk_starts, []
+
+        def recorded(conn, table_rows, any_held):
+            seen.append((table_rows, any_held))
+            return real_starts(conn, table_rows, any_held)
+
+        monkeypatch.setattr(apply_module, "_chunk_starts", recorded)
     wh = seeded_copy
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
     collect_raw_results(wh, ticket_task, DAY1, adapter)
@@ -372,6 +383,8 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_co
     assert [(r["business_id"], r["custom_id"], r["previous_custom_id"]) for r in previous] == [
         (k, labels[k]["custom_id"], "earlier-cid") for k in sorted(held)]
     assert {json.loads(r["previous_row"])["reason"] for r in previous} == {"earlier"}
+    if row_group:  # the table's rows as the catalog counts them, and the keys it held
+        assert seen == [(3, True)]
     balanced(wh)
 
 

@@ -358,9 +358,10 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
 
 def _table_rows(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> int:
     """The business table's rows as its storage counts them (deleted ones included): the catalog's
-    figure, read without a scan."""
-    return conn.execute("SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
-                        "AND schema_name = 'main' AND table_name = ?", [task.spec.apply.table]).fetchone()[0]
+    figure, read without a scan. 0 if the catalog does not list it (the chunks only align less well)."""
+    row = conn.execute("SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = 'main' AND table_name = ?", [task.spec.apply.table]).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
