@@ -502,18 +502,19 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     group, table_rows = 100, 1234
     monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", group)
     monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 64)
-    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 290)  # rounds to 3 row groups
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 590)  # rounds to 6 row groups
     with duckdb.connect() as conn:
-        # 2,000 rows; every 7th business id has three rows; ids 600-700 stale (a block without
-        # appended rows); every 11th applied row's key is held already.
+        # 5,000 rows; every third business id has three rows; ids 600-660 not applied (a block
+        # without appended rows); every 11th applied row's key is held already. No chunk reaches
+        # 1.5x APPLY_CHUNK rows (see the next test).
         conn.execute("""CREATE TEMP TABLE _cand AS
                         SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id, i
-                        FROM range(1400) t(i), range(CASE WHEN i % 7 = 3 THEN 3 ELSE 1 END) c(r)
+                        FROM range(3000) t(i), range(CASE WHEN i % 3 = 1 THEN 3 ELSE 1 END) c(r)
                         ORDER BY business_id""")
         # Fresh (applied) or not (stale; NULL: undecided, not applied either), in another order.
         conn.execute("""CREATE TEMP TABLE _live AS
-                        SELECT rowid AS rid, CASE WHEN i BETWEEN 600 AND 650 THEN false
-                                                  WHEN i BETWEEN 651 AND 700 THEN NULL ELSE true END AS fresh
+                        SELECT rowid AS rid, CASE WHEN i BETWEEN 600 AND 630 THEN false
+                                                  WHEN i BETWEEN 631 AND 660 THEN NULL ELSE true END AS fresh
                         FROM _cand ORDER BY hash(rowid)""")
         conn.execute("CREATE TEMP TABLE _held AS SELECT c.business_id FROM _cand c JOIN _live l ON l.rid = c.rowid "
                      "WHERE l.fresh AND hash(c.business_id) % 11 = 0")
@@ -529,11 +530,11 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     first_of = {}
     for rowid, bid, _ in rows:
         first_of.setdefault(bid, rowid)
-    # The oracle: the row of each mark (the first appended row past every 300 appended rows, the
-    # first chunk 266 rows: 1,234 + 266 = 1,500 fills the table's row groups), moved back to its
+    # The oracle: the row of each mark (the first appended row past every 600 appended rows, the
+    # first chunk 566 rows: 1,234 + 566 = 1,800 fills the table's row groups), moved back to its
     # id's first row.
     marks = [rowid for rowid, _, appends in rows
-             if appends and appended_before[rowid] >= 266 and (appended_before[rowid] - 266) % 300 == 0]
+             if appends and appended_before[rowid] >= 566 and (appended_before[rowid] - 566) % 600 == 0]
     assert all((table_rows + appended_before[m]) % group == 0 for m in marks)
     assert starts == sorted({0} | {first_of[rows[m][1]] for m in marks})
     moved = [s for s in starts[1:] if s not in marks]
@@ -542,6 +543,26 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     # Every business id stays in one chunk.
     chunk = {bid: sum(s <= rowid for s in starts) for rowid, bid, _ in rows}
     assert all(chunk[bid] == sum(s <= rowid for s in starts) for rowid, bid, _ in rows)
+
+
+@pytest.mark.parametrize("case", ["all_stale", "all_held"])
+def test_apply_chunks_stay_bounded_when_no_answer_appends_a_row(monkeypatch, case):
+    """Answers that append nothing to the business table (stale ones, keys it holds and overwrites)
+    still fill a chunk: with every answer stale, or every key held, the chunks are cut at the start
+    of the counting block where a chunk would pass 1.5x APPLY_CHUNK rows (here 450: blocks of 64,
+    so every 448 rows), not left as one transaction of everything."""
+    import duckdb
+
+    monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 64)
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 290)  # rounds to 300 rows
+    with duckdb.connect() as conn:
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id "
+                     "FROM range(2000) t(i) ORDER BY business_id")
+        conn.execute(f"CREATE TEMP TABLE _live AS SELECT rowid AS rid, {case == 'all_held'} AS fresh FROM _cand")
+        conn.execute("CREATE TEMP TABLE _held AS SELECT business_id FROM _cand")
+        starts = apply_module._chunk_starts(conn, table_rows=7, any_held=case == "all_held")
+    assert starts == [0, 448, 896, 1344, 1792]
 
 
 def test_the_row_group_the_apply_chunks_align_to_is_duckdbs():

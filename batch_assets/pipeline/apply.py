@@ -309,8 +309,11 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
     hold append a row, see `_held`), about every APPLY_CHUNK appended rows: a commit that leaves the
     table's row count off a multiple of the row group makes the next chunk's commit cost 2-4x more
     (chunks of 1M answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s
-    aligned, plain DuckDB 2.0; one chunk that is 10 rows short costs it already). The mark is then moved back to
-    the first row of its business id, so a key never spans two chunks (the next chunk re-aligns).
+    aligned, plain DuckDB 2.0; one chunk that is 10 rows short costs it already). Rows that append
+    nothing still count toward a chunk's size: no chunk holds more than 1.5x APPLY_CHUNK rows (a
+    re-apply that overwrites every key stays in bounded transactions). Each mark is then moved
+    back to the first row of its business id, so a key never spans two chunks (the next chunk
+    re-aligns).
 
     A chunk is a range of row numbers, which a scan reads without touching the rest (business ids
     share long prefixes, which string zone maps cannot tell apart), and a chunk's keys are written
@@ -328,23 +331,33 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
                 "FROM _live l JOIN _cand c ON c.rowid = l.rid)")
     else:
         rows = "(SELECT rid, fresh AS appends FROM _live)"
-    blocks = conn.execute(f"SELECT rid // {_COUNT_BLOCK} AS b, count(*) FILTER (appends) FROM {rows} "
+    blocks = conn.execute(f"SELECT rid // {_COUNT_BLOCK} AS b, count(*), count(*) FILTER (appends) FROM {rows} "
                           "GROUP BY b ORDER BY b").fetchall()
-    # The appended-row ordinals where a chunk ends, each as (block, ordinal within the block).
-    wanted, before, mark = [], 0, first
-    for block, count in blocks:
+    # The appended-row ordinals where a chunk ends, each as (block, ordinal within the block); and
+    # where rows that append nothing (stale answers, overwritten keys) would make a chunk hold more
+    # than half as many rows again as a chunk: a cut at the start of a block (a transaction stays
+    # bounded whatever the answers are; the next mark then aligns again).
+    cap = step + step // 2
+    wanted, cuts, before, start, mark = [], [], 0, 0, first
+    for block, total, count in blocks:
+        block_start = block * _COUNT_BLOCK
+        if block_start > start and block_start + total - start > cap:
+            cuts.append(block_start)
+            start = block_start
+            mark = before + (step - (table_rows + before) % ROW_GROUP_ROWS if step >= ROW_GROUP_ROWS else step)
         while mark < before + count:
             wanted.append((block, mark - before))
+            start = block_start  # the chunk starts within this block
             mark += step
         before += count
-    if not wanted:
+    if not wanted and not cuts:
         return [0]
-    targets = ", ".join(f"({b}, {k})" for b, k in wanted)
-    marks = [r[0] for r in conn.execute(f"""
+    targets = ", ".join(f"({b}, {k})" for b, k in wanted) or "(-1, -1)"
+    marks = cuts + [r[0] for r in conn.execute(f"""
         SELECT d.rid FROM (SELECT rid, rid // {_COUNT_BLOCK} AS b,
                                   row_number() OVER (PARTITION BY rid // {_COUNT_BLOCK} ORDER BY rid) - 1 AS k
                            FROM {rows}
-                           WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
+                           WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted) or "-1"}) AND appends) d
         JOIN (VALUES {targets}) AS t(b, k) ON t.b = d.b AND t.k = d.k
     """).fetchall()]
     firsts = conn.execute(f"""
