@@ -71,13 +71,15 @@ def _answers_sql(task: ResolvedTask, lo: int, hi: int | None) -> str:
 
     values = "".join(f", {expr(f)} AS _f{i}" for i, f in enumerate(fields))
     vals = f"CASE WHEN outcome = 'applied' THEN json_extract_string(answer, {paths}) END" if scalars else "NULL"
-    bounds = f"rowid >= {int(lo)}" + (f" AND rowid < {int(hi)}" if hi is not None else "")
+    def between(column: str) -> str:
+        return f"{column} >= {int(lo)}" + (f" AND {column} < {int(hi)}" if hi is not None else "")
+
     # All of them: no filter (with one, the join's estimate for the candidates shrinks and it builds
     # its hash table on them, the wide side: 1M answers peaked at 1,470 MB against 1,150 MB).
     whole = lo == 0 and hi is None
-    cand = "(SELECT rowid AS rid, * FROM _cand" + ("" if whole else f" WHERE {bounds}") + ")"
+    cand = "(SELECT rowid AS rid, * FROM _cand" + ("" if whole else f" WHERE {between('rowid')}") + ")"
     # A chunk's flags only: the same range of `rid`, so both sides of the join are the chunk's.
-    live = "_live" if whole else f"(SELECT * FROM _live WHERE {bounds.replace('rowid', 'rid')})"
+    live = "_live" if whole else f"(SELECT * FROM _live WHERE {between('rid')})"
     return f"""
         SELECT custom_id, item_no, attempt, business_id, input_hash, outcome{values}
         FROM (SELECT *, {vals} AS _vals
@@ -319,12 +321,13 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
     share long prefixes, which string zone maps cannot tell apart), and a chunk's keys are written
     into the business table's index in order (2-3x faster at 10M rows than keys spread over the
     whole table)."""
-    step = APPLY_CHUNK
-    if step >= ROW_GROUP_ROWS:
-        step = max(1, round(step / ROW_GROUP_ROWS)) * ROW_GROUP_ROWS
-        first = step - table_rows % ROW_GROUP_ROWS
-    else:  # chunks smaller than a row group (tests): nothing to align
-        first = step
+    aligned = APPLY_CHUNK >= ROW_GROUP_ROWS  # chunks smaller than a row group (tests): nothing to align
+    step = max(1, round(APPLY_CHUNK / ROW_GROUP_ROWS)) * ROW_GROUP_ROWS if aligned else APPLY_CHUNK
+
+    def next_mark(appended: int) -> int:
+        """The appended-row ordinal that ends a chunk starting after `appended` appended rows."""
+        return appended + step - ((table_rows + appended) % ROW_GROUP_ROWS if aligned else 0)
+
     # The rows that append one to the business table: fresh answers for keys it does not hold.
     if any_held:
         rows = ("(SELECT l.rid, l.fresh AND c.business_id NOT IN (SELECT business_id FROM _held) AS appends "
@@ -338,28 +341,29 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
     # than half as many rows again as a chunk: a cut at the start of a block (a transaction stays
     # bounded whatever the answers are; the next mark then aligns again).
     cap = step + step // 2
-    wanted, cuts, before, start, mark = [], [], 0, 0, first
+    wanted, cuts, before, start, mark = [], [], 0, 0, next_mark(0)
     for block, total, count in blocks:
         block_start = block * _COUNT_BLOCK
         if block_start > start and block_start + total - start > cap:
             cuts.append(block_start)
             start = block_start
-            mark = before + (step - (table_rows + before) % ROW_GROUP_ROWS if step >= ROW_GROUP_ROWS else step)
+            mark = next_mark(before)
         while mark < before + count:
             wanted.append((block, mark - before))
             start = block_start  # the chunk starts within this block
             mark += step
         before += count
-    if not wanted and not cuts:
+    marks = list(cuts)
+    if wanted:  # the row of each wanted ordinal, looked up in its block only
+        marks += [r[0] for r in conn.execute(f"""
+            SELECT d.rid FROM (SELECT rid, rid // {_COUNT_BLOCK} AS b,
+                                      row_number() OVER (PARTITION BY rid // {_COUNT_BLOCK} ORDER BY rid) - 1 AS k
+                               FROM {rows}
+                               WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
+            JOIN (VALUES {", ".join(f"({b}, {k})" for b, k in wanted)}) AS t(b, k) ON t.b = d.b AND t.k = d.k
+        """).fetchall()]
+    if not marks:
         return [0]
-    targets = ", ".join(f"({b}, {k})" for b, k in wanted) or "(-1, -1)"
-    marks = cuts + [r[0] for r in conn.execute(f"""
-        SELECT d.rid FROM (SELECT rid, rid // {_COUNT_BLOCK} AS b,
-                                  row_number() OVER (PARTITION BY rid // {_COUNT_BLOCK} ORDER BY rid) - 1 AS k
-                           FROM {rows}
-                           WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted) or "-1"}) AND appends) d
-        JOIN (VALUES {targets}) AS t(b, k) ON t.b = d.b AND t.k = d.k
-    """).fetchall()]
     firsts = conn.execute(f"""
         SELECT DISTINCT min(d.rowid) FROM _cand d
         JOIN (SELECT rowid AS mark, business_id FROM _cand WHERE rowid IN ({", ".join(map(str, marks))})) m
