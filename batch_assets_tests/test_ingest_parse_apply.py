@@ -354,13 +354,13 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_co
         monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
     if row_group:
         monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", row_group)
-        real_starts, seen = apply_module._chunk_starts, []
+        real_marks, seen = apply_module._chunk_marks, []
 
         def recorded(conn, table_rows, any_held):
             seen.append((table_rows, any_held))
-            return real_starts(conn, table_rows, any_held)
+            return real_marks(conn, table_rows, any_held)
 
-        monkeypatch.setattr(apply_module, "_chunk_starts", recorded)
+        monkeypatch.setattr(apply_module, "_chunk_marks", recorded)
     wh = seeded_copy
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
     collect_raw_results(wh, ticket_task, DAY1, adapter)
@@ -390,7 +390,7 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_co
 
 def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_the_next_run(
         seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch):
-    """Large applies commit in chunks by business id: a chunk that fails rolls back whole (no
+    """Large applies commit in chunks by item number: a chunk that fails rolls back whole (no
     business row without its ledger row), the chunks before it stay, and the next run writes the rest."""
     wh = seeded_copy
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
@@ -411,10 +411,11 @@ def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_th
     first = q(wh, "SELECT count(*) AS n FROM ledger.applied_result")[0]["n"]
     assert 0 < first < LINES
     assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == first  # the failed chunk left nothing
-    # A chunk is a range of business ids: the first one written holds the lowest.
-    lowest = q(wh, f"""SELECT m.business_id FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)
-                       WHERE p.provider_succeeded AND p.error_class IS NULL ORDER BY 1 LIMIT {first}""")
-    assert q(wh, "SELECT ticket_id AS business_id FROM ticket_labels ORDER BY 1") == lowest
+    # A chunk is a range of item numbers: the first one written holds the lowest.
+    lowest = q(wh, f"""SELECT custom_id FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL
+                       ORDER BY item_no LIMIT {first}""")
+    assert q(wh, "SELECT custom_id FROM ledger.applied_result ORDER BY item_no") == lowest
+    assert q(wh, "SELECT custom_id FROM ticket_labels ORDER BY custom_id") == sorted(lowest, key=lambda r: r["custom_id"])
 
     monkeypatch.setattr(apply_module, "insert_applied_results", real)
     s = apply_results(wh, ticket_task, DAY1)
@@ -427,6 +428,42 @@ def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_th
                         WHERE CAST('0x' || left(md5(custom_id), 8) AS UBIGINT) < 0.05 * 4294967296 OR confidence < 0.5
                         ORDER BY 1""")
     assert q(wh, "SELECT custom_id FROM ledger.review_item ORDER BY 1") == expected
+    balanced(wh)
+
+
+@pytest.mark.parametrize("source_order", ["by_business_id", "shuffled"])
+def test_apply_chunks_write_their_keys_in_business_id_order(seeded_copy, ticket_task, adapter, wait_for_jobs,
+                                                            monkeypatch, source_order):
+    """Items are numbered in the source's order, and a chunk is a range of item numbers. A source
+    that lists its rows by business id gives each chunk's keys in order as they are; one that does
+    not gets each chunk sorted by business id before it is written (the business table's index
+    takes keys in order faster). Every answer is written once either way."""
+    import dataclasses
+
+    if source_order == "shuffled":
+        source = ticket_task.spec.source
+        ticket_task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(update={
+            "source": source.model_copy(update={"sql": source.sql.rstrip() + "\nORDER BY hash(ticket_id)"})}))
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
+    monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 4)  # so the order check sees several blocks
+    real_write, written = apply_module._write_chunk, []
+
+    def recorded(conn, *args, **kwargs):
+        written.append([r[0] for r in conn.execute("SELECT business_id FROM _part ORDER BY rowid").fetchall()])
+        return real_write(conn, *args, **kwargs)
+
+    monkeypatch.setattr(apply_module, "_write_chunk", recorded)
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        in_order = apply_module._ids_follow_item_numbers(conn, TASK_ID1)
+    assert in_order == (source_order == "by_business_id")
+    s = apply_results(wh, ticket_task, DAY1)
+    assert (s.applied, s.stale) == (LINES, 0) and len(written) > 2
+    assert all(ids == sorted(ids) for ids in written)
+    assert sorted(i for ids in written for i in ids) == sorted(r["ticket_id"] for r in q(wh, "SELECT ticket_id FROM ticket_labels"))
     balanced(wh)
 
 
@@ -462,41 +499,32 @@ def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_cop
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 4, 10, 11])
-def test_apply_chunks_cover_every_row_once_and_never_split_a_business_id(monkeypatch, chunk):
-    """The chunks of a large apply are ranges of the candidates' rows (stored in business-id order): they
-    cover every row exactly once, and the rows of one business id (here ids repeated up to four
-    times, across any chunk mark) always fall into one chunk."""
+def test_apply_chunks_are_ranges_of_item_numbers_that_cover_every_candidate_once(monkeypatch, chunk):
+    """The chunks of a large apply are ranges of item numbers (marks: where each chunk after the
+    first starts): every candidate falls in exactly one, each holds about APPLY_CHUNK candidates,
+    also where the numbers have gaps (items not among the candidates: failed, applied before)."""
     import duckdb
 
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
-    repeats = [1, 4, 1, 2, 1, 1, 3, 1]  # rows per business id
+    numbers = [0, 1, 2, 5, 6, 7, 8, 20, 21, 40, 41, 42, 43, 44, 99]
     with duckdb.connect() as conn:
-        conn.execute("""CREATE TEMP TABLE _cand AS
-                        SELECT 'B' || lpad(i::VARCHAR, 3, '0') AS business_id, r AS copy
-                        FROM unnest(?::INTEGER[]) WITH ORDINALITY AS t(n, i), range(n) AS c(r)
-                        ORDER BY business_id""", [repeats])
-        conn.execute("CREATE TEMP TABLE _live AS SELECT rowid AS rid, true AS fresh FROM _cand")
-        n = sum(repeats)
-        starts = apply_module._chunk_starts(conn, table_rows=0, any_held=False)
-        ends = starts[1:] + [n]
-        assert starts[0] == 0 and all(a < b for a, b in zip(starts, ends))
-        chunk_of = {}
-        for k, (lo, hi) in enumerate(zip(starts, ends)):
-            for (bid,) in conn.execute("SELECT business_id FROM _cand WHERE rowid >= ? AND rowid < ?",
-                                       [lo, hi]).fetchall():
-                assert chunk_of.setdefault(bid, k) == k, f"{bid} is split across chunks"
-        assert len(chunk_of) == len(repeats)
-        # about APPLY_CHUNK rows each: as many chunks as needed, fewer only where an id's rows stay together
-        assert len(starts) <= -(-n // chunk)
+        conn.execute("CREATE TEMP TABLE _live AS SELECT unnest(?::BIGINT[]) AS item_no, 1 AS attempt, true AS fresh",
+                     [numbers])
+        marks = apply_module._chunk_marks(conn, table_rows=0, any_held=False)
+    bounds = [None, *marks, None]
+    chunks = [[n for n in numbers if (lo is None or n >= lo) and (hi is None or n < hi)]
+              for lo, hi in zip(bounds, bounds[1:])]
+    assert sorted(n for c in chunks for n in c) == numbers and all(chunks)
+    assert [len(c) for c in chunks[:-1]] == [chunk] * (len(chunks) - 1) and len(chunks[-1]) <= chunk
 
 
 def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkeypatch):
     """Each chunk ends where the business table's row count (its rows before the apply plus the
     rows the chunks before appended: applied answers for keys it does not hold; stale answers and
     overwritten keys append none) reaches a multiple of its row group, about every APPLY_CHUNK
-    appended rows; a mark that falls inside a business id's rows moves back to the id's first row.
-    Checked against a plain re-count over the rows, with row groups of 100 rows and counting blocks
-    of 64 (so marks fall inside blocks and blocks without any appended row are met)."""
+    appended rows. Checked against a plain re-count over the candidates in item order, with row
+    groups of 100 rows and counting blocks of 64 (so marks fall inside blocks, and blocks without
+    any appended row and numbers not among the candidates are met)."""
     import duckdb
 
     group, table_rows = 100, 1234
@@ -504,65 +532,48 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 64)
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", 590)  # rounds to 6 row groups
     with duckdb.connect() as conn:
-        # 5,000 rows; every third business id has three rows; ids 600-660 not applied (a block
-        # without appended rows); every 11th applied row's key is held already. No chunk reaches
-        # 1.5x APPLY_CHUNK rows (see the next test).
-        conn.execute("""CREATE TEMP TABLE _cand AS
-                        SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id, i
-                        FROM range(3000) t(i), range(CASE WHEN i % 3 = 1 THEN 3 ELSE 1 END) c(r)
-                        ORDER BY business_id""")
-        # Fresh (applied) or not (stale; NULL: undecided, not applied either), in another order.
+        # 4,000 item numbers, every seventh not a candidate; 600-630 stale, 631-660 undecided (NULL:
+        # not applied either); every 11th applied candidate's key is held already. Stored in
+        # another order than their numbers. No chunk reaches 1.5x APPLY_CHUNK rows (see the next test).
         conn.execute("""CREATE TEMP TABLE _live AS
-                        SELECT rowid AS rid, CASE WHEN i BETWEEN 600 AND 630 THEN false
-                                                  WHEN i BETWEEN 631 AND 660 THEN NULL ELSE true END AS fresh
-                        FROM _cand ORDER BY hash(rowid)""")
-        conn.execute("CREATE TEMP TABLE _held AS SELECT c.business_id FROM _cand c JOIN _live l ON l.rid = c.rowid "
-                     "WHERE l.fresh AND hash(c.business_id) % 11 = 0")
-        rows = conn.execute("""SELECT c.rowid, c.business_id,
-                                      coalesce(l.fresh, false) AND c.business_id NOT IN (SELECT business_id FROM _held)
-                               FROM _cand c JOIN _live l ON l.rid = c.rowid ORDER BY c.rowid""").fetchall()
-        starts = apply_module._chunk_starts(conn, table_rows=table_rows, any_held=True)
+                        SELECT i AS item_no, 1 AS attempt,
+                               CASE WHEN i BETWEEN 600 AND 630 THEN false
+                                    WHEN i BETWEEN 631 AND 660 THEN NULL ELSE true END AS fresh
+                        FROM range(4000) t(i) WHERE i % 7 <> 3 ORDER BY hash(i)""")
+        conn.execute("CREATE TEMP TABLE _held AS SELECT item_no FROM _live WHERE fresh AND hash(item_no) % 11 = 0")
+        rows = conn.execute("""SELECT item_no, coalesce(fresh, false) AND item_no NOT IN (SELECT item_no FROM _held)
+                               FROM _live ORDER BY item_no""").fetchall()
+        marks = apply_module._chunk_marks(conn, table_rows=table_rows, any_held=True)
 
-    appended_before, count = [], 0
-    for _, _, appends in rows:
-        appended_before.append(count)
+    appended_before, count = {}, 0
+    for item_no, appends in rows:
+        appended_before[item_no] = count
         count += appends
-    first_of = {}
-    for rowid, bid, _ in rows:
-        first_of.setdefault(bid, rowid)
-    # The oracle: the row of each mark (the first appended row past every 600 appended rows, the
-    # first chunk 566 rows: 1,234 + 566 = 1,800 fills the table's row groups), moved back to its
-    # id's first row.
-    marks = [rowid for rowid, _, appends in rows
-             if appends and appended_before[rowid] >= 566 and (appended_before[rowid] - 566) % 600 == 0]
+    # The oracle: the candidate of each mark (the first appended row past every 600 appended rows,
+    # the first chunk 566 rows: 1,234 + 566 = 1,800 fills the table's row groups).
+    expected = [n for n, appends in rows
+                if appends and appended_before[n] >= 566 and (appended_before[n] - 566) % 600 == 0]
+    assert marks == expected and len(marks) >= 4
     assert all((table_rows + appended_before[m]) % group == 0 for m in marks)
-    assert starts == sorted({0} | {first_of[rows[m][1]] for m in marks})
-    moved = [s for s in starts[1:] if s not in marks]
-    aligned = [s for s in starts[1:] if (table_rows + appended_before[s]) % group == 0]
-    assert moved and len(aligned) == len(starts) - 1 - len(moved) >= 3
-    # Every business id stays in one chunk.
-    chunk = {bid: sum(s <= rowid for s in starts) for rowid, bid, _ in rows}
-    assert all(chunk[bid] == sum(s <= rowid for s in starts) for rowid, bid, _ in rows)
 
 
 @pytest.mark.parametrize("case", ["all_stale", "all_held"])
 def test_apply_chunks_stay_bounded_when_no_answer_appends_a_row(monkeypatch, case):
     """Answers that append nothing to the business table (stale ones, keys it holds and overwrites)
     still fill a chunk: with every answer stale, or every key held, the chunks are cut at the start
-    of the counting block where a chunk would pass 1.5x APPLY_CHUNK rows (here 450: blocks of 64,
-    so every 448 rows), not left as one transaction of everything."""
+    of the counting block where a chunk would pass 1.5x APPLY_CHUNK rows (here 450: blocks of 64
+    item numbers, so every 448), not left as one transaction of everything."""
     import duckdb
 
     monkeypatch.setattr(apply_module, "ROW_GROUP_ROWS", 100)
     monkeypatch.setattr(apply_module, "_COUNT_BLOCK", 64)
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", 290)  # rounds to 300 rows
     with duckdb.connect() as conn:
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT 'B' || lpad(i::VARCHAR, 5, '0') AS business_id "
-                     "FROM range(2000) t(i) ORDER BY business_id")
-        conn.execute(f"CREATE TEMP TABLE _live AS SELECT rowid AS rid, {case == 'all_held'} AS fresh FROM _cand")
-        conn.execute("CREATE TEMP TABLE _held AS SELECT business_id FROM _cand")
-        starts = apply_module._chunk_starts(conn, table_rows=7, any_held=case == "all_held")
-    assert starts == [0, 448, 896, 1344, 1792]
+        conn.execute(f"CREATE TEMP TABLE _live AS SELECT i AS item_no, 1 AS attempt, {case == 'all_held'} AS fresh "
+                     "FROM range(2000) t(i)")
+        conn.execute("CREATE TEMP TABLE _held AS SELECT item_no FROM _live")
+        marks = apply_module._chunk_marks(conn, table_rows=7, any_held=case == "all_held")
+    assert marks == [448, 896, 1344, 1792]
 
 
 def test_the_row_group_the_apply_chunks_align_to_is_duckdbs():

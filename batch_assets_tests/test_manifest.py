@@ -345,8 +345,12 @@ def test_whitespace_business_ids_reach_the_business_table_unchanged(seeded_wareh
     assert len(set(sent.values())) == 3
 
 
-# Apply's `_live` has one row per candidate (rid: the rowid of its row of `_cand`): is it fresh.
-FRESH_BY_ID = "SELECT c.business_id, coalesce(l.fresh, false) FROM _cand c JOIN _live l ON l.rid = c.rowid"
+# Apply's candidates (`_cand`: item number, attempt, 64-bit hashes of business id and input hash),
+# here every manifest item; its `_live` has one row per candidate: is it fresh.
+CANDIDATES = ("CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
+              "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE task_id = ?")
+FRESH_BY_ID = ("SELECT m.business_id, coalesce(l.fresh, false) FROM _live l "
+               "JOIN ledger.manifest_item m ON m.item_no = l.item_no AND m.task_id = '" + TASK_ID1 + "'")
 
 
 @pytest.mark.parametrize("candidates", [1, 10**6], ids=["source_read_for_candidates_only", "whole_source_read"])
@@ -365,15 +369,15 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute("UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'")
         conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
-                     "WHERE task_id = ?", [TASK_ID1])
+        conn.execute(CANDIDATES, [TASK_ID1])
         _stale_guard(conn, ticket_task, DAY1, candidates)
         fast = dict(conn.execute(FRESH_BY_ID).fetchall())
         load_source(conn, ticket_task, DAY1)
         full = dict(conn.execute(f"""
             SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(ticket_task)}) END
-            FROM _src WHERE business_id IN (SELECT business_id FROM _cand) GROUP BY ALL""").fetchall())
-        frozen = dict(conn.execute("SELECT business_id, input_hash FROM _cand").fetchall())
+            FROM _src WHERE business_id IN (SELECT business_id FROM ledger.manifest_item) GROUP BY ALL""").fetchall())
+        frozen = dict(conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
+                                   [TASK_ID1]).fetchall())
     assert fast == {b: full[b] == h for b, h in frozen.items()} and len(fast) == ITEMS_PER_DAY
     changed = {b for b in frozen if not fast[b]}
     assert changed == {"TK-20261120-000001", "TK-20261120-000002", "TK-20261120-000003"}
@@ -395,8 +399,7 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
                      f"TO '{old}' (FORMAT parquet)")
         os.replace(old, s.manifest_uri)
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
-                     "WHERE task_id = ?", [TASK_ID1])
+        conn.execute(CANDIDATES, [TASK_ID1])
         _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY)
         fresh = dict(conn.execute(FRESH_BY_ID).fetchall())
     assert len(fresh) == ITEMS_PER_DAY
@@ -404,29 +407,28 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
 
 
 def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_copy, ticket_task):
-    """The frozen row is found by the candidate's item number; a candidate whose number is not its
-    business id's row in the Parquet (an earlier freeze's item, or another id's number) is gated and
-    hashed again, so it gets its own id's live hash, never the other row's."""
+    """The frozen row is found by the candidate's item number; a candidate whose number is not a row
+    of the Parquet (an item of an earlier freeze of the same business id) is gated and hashed again,
+    so its verdict compares its own input hash with its id's live hash."""
     from batch_assets.pipeline.apply import _stale_guard
 
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
-    a, b = "TK-20261120-000004", "TK-20261120-000005"
+    a = "TK-20261120-000004"
     with wh.connect() as conn:
-        conn.execute("""CREATE TEMP TABLE _cand AS
-                        SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t
-                        UNION ALL  -- a's id under b's number, and a's id under a number no item has
-                        SELECT 'x1', (SELECT item_no FROM ledger.manifest_item WHERE task_id = $t AND business_id = $b),
-                               business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t AND business_id = $a
-                        UNION ALL
-                        SELECT 'x2', -1, business_id, input_hash FROM ledger.manifest_item WHERE task_id = $t AND business_id = $a
-                     """, {"t": TASK_ID1, "a": a, "b": b})
-        _stale_guard(conn, ticket_task, DAY1, candidates=3)
-        fresh = dict(conn.execute("SELECT c.custom_id, l.fresh FROM _cand c JOIN _live l ON l.rid = c.rowid").fetchall())
-        frozen = dict(conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
-                                   [TASK_ID1]).fetchall())
-    assert frozen[a] != frozen[b]
-    assert fresh["x1"] is True and fresh["x2"] is True  # a's input, unchanged: fresh (re-hashed)
+        # Two earlier items of a's id, numbered after every frozen row: one with a's input then (the
+        # same as now), one with another input.
+        conn.execute("""INSERT INTO ledger.manifest_item
+                        SELECT m.* REPLACE (item_no + 1000 + k AS item_no, custom_id || ':earlier' || k AS custom_id,
+                                          CASE WHEN k = 1 THEN input_hash ELSE md5('another input') END AS input_hash)
+                        FROM ledger.manifest_item m, range(1, 3) r(k) WHERE task_id = $t AND business_id = $a""",
+                     {"t": TASK_ID1, "a": a})
+        conn.execute("CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
+                     "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE custom_id LIKE '%:earlier%'")
+        _stale_guard(conn, ticket_task, DAY1, candidates=2)
+        fresh = dict(conn.execute("SELECT m.custom_id, l.fresh FROM _live l JOIN ledger.manifest_item m USING (item_no) "
+                                  "WHERE m.task_id = ?", [TASK_ID1]).fetchall())
+    assert {k.rsplit(":", 1)[1]: v for k, v in fresh.items()} == {"earlier1": True, "earlier2": False}
 
 
 @pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])
@@ -439,10 +441,9 @@ def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(s
     freeze_manifest(wh, task, DAY1)
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT custom_id, item_no, business_id, input_hash FROM ledger.manifest_item "
-                     "WHERE task_id = ?", [TASK_ID1])
+        conn.execute(CANDIDATES, [TASK_ID1])
         _stale_guard(conn, task, DAY1, candidates=ITEMS_PER_DAY)
         changed = [r[0] for r in conn.execute(
-            "SELECT business_id FROM _live JOIN _cand ON _cand.rowid = _live.rid WHERE NOT coalesce(fresh, false)")
-            .fetchall()]
+            FRESH_BY_ID.replace("SELECT m.business_id, coalesce(l.fresh, false)", "SELECT m.business_id")
+            + " WHERE NOT coalesce(l.fresh, false)").fetchall()]
     assert changed == ["TK-20261120-000001"]

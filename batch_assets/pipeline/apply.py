@@ -54,11 +54,37 @@ def _answer_fields(task: ResolvedTask) -> list[str]:
     return list(dict.fromkeys(fields))
 
 
-def _answers_sql(task: ResolvedTask, lo: int, hi: int | None) -> str:
-    """The candidates of `_cand` rows [lo, hi) (row numbers; hi None: to the end) with their outcome
-    (`_live`'s flag) and, for applied ones, their typed output fields (column `_f<i>` for
-    _answer_fields()[i]) read out of the answer ONCE: the business write and the review pick both
-    use them, and the answer itself is not copied further."""
+def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None) -> str:
+    """The candidates with item numbers in [lo, hi) (None: unbounded) as rows (custom_id, item_no,
+    attempt, business_id, input_hash, answer, outcome): the answer from ledger.parsed_result, the
+    business id and input hash from ledger.manifest_item, the outcome from `_live`'s flag. Only the
+    chunk's rows are read: both ledger tables are stored in about item order, so their scans skip
+    the row groups outside the range (zone maps); the wide columns are never sorted or copied whole."""
+    tid = sql_literal(task_id)
+
+    def between(column: str) -> str:
+        bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + (
+            [f"{column} < {int(hi)}"] if hi is not None else [])
+        return " AND ".join(bounds) or "true"
+
+    return f"""
+        SELECT p.custom_id, p.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer,
+               CASE WHEN l.fresh THEN 'applied' ELSE 'stale' END AS outcome
+        FROM (SELECT custom_id, item_no, attempt, output_json FROM ledger.parsed_result
+              WHERE task_id = {tid} AND {between('item_no')} AND provider_succeeded AND error_class IS NULL
+                AND output_schema_version = {sql_literal(task.spec.output.version)}) p
+        JOIN (SELECT item_no, attempt, fresh FROM _live WHERE {between('item_no')}) l
+          ON l.item_no = p.item_no AND l.attempt = p.attempt
+        JOIN (SELECT item_no, business_id, input_hash FROM ledger.manifest_item
+              WHERE task_id = {tid} AND {between('item_no')}) m ON m.item_no = p.item_no
+    """
+
+
+def _answers_sql(task: ResolvedTask, chunk: str, by_business_id: bool = False) -> str:
+    """The rows of `chunk` (a FROM clause giving _chunk_sql's columns) with, for applied ones, their
+    typed output fields (column `_f<i>` for _answer_fields()[i]) read out of the answer ONCE: the
+    business write and the review pick both use them, and the answer itself is not copied further.
+    `by_business_id`: stored in business-id order (see _ids_follow_item_numbers)."""
     fields = _answer_fields(task)
     scalars = [f for f in fields if _column_type(task, f) != "JSON" and "[" not in _column_type(task, f)]
     paths = "[" + ", ".join(sql_literal("$." + f) for f in scalars) + "]"
@@ -71,23 +97,27 @@ def _answers_sql(task: ResolvedTask, lo: int, hi: int | None) -> str:
 
     values = "".join(f", {expr(f)} AS _f{i}" for i, f in enumerate(fields))
     vals = f"CASE WHEN outcome = 'applied' THEN json_extract_string(answer, {paths}) END" if scalars else "NULL"
-    def between(column: str) -> str:
-        return f"{column} >= {int(lo)}" + (f" AND {column} < {int(hi)}" if hi is not None else "")
-
-    # All of them: no filter (with one, the join's estimate for the candidates shrinks and it builds
-    # its hash table on them, the wide side: 1M answers peaked at 1,470 MB against 1,150 MB).
-    whole = lo == 0 and hi is None
-    cand = "(SELECT rowid AS rid, * FROM _cand" + ("" if whole else f" WHERE {between('rowid')}") + ")"
-    # A chunk's flags only: the same range of `rid`, so both sides of the join are the chunk's.
-    live = "_live" if whole else f"(SELECT * FROM _live WHERE {between('rid')})"
     return f"""
         SELECT custom_id, item_no, attempt, business_id, input_hash, outcome{values}
-        FROM (SELECT *, {vals} AS _vals
-              FROM (SELECT c.custom_id, c.item_no, c.attempt, c.business_id, c.input_hash, c.answer,
-                           CASE WHEN l.fresh THEN 'applied' ELSE 'stale' END AS outcome
-                    -- A range of row numbers: the scan reads it in place, not the rest.
-                    FROM {cand} c LEFT JOIN {live} l ON l.rid = c.rid))
+        FROM (SELECT *, {vals} AS _vals FROM {chunk})
+        {"ORDER BY business_id" if by_business_id else ""}
     """
+
+
+def _ids_follow_item_numbers(conn: duckdb.DuckDBPyConnection, task_id: str) -> bool:
+    """Whether the partition's business ids ascend with its item numbers, block by block (each
+    block of _COUNT_BLOCK numbers holds ids above the block before's): then a chunk (a range of
+    item numbers) writes its keys into the business table's index in about key order. Items are
+    numbered in the source's order; a source that does not list its rows by business id gets each
+    chunk sorted by it instead (10M keys in ten commits, plain DuckDB: 32 s spread over the key
+    range, 14 s sorted per chunk, 10 s in key ranges), which costs ~0.1 s a chunk where it is not
+    needed. One grouped scan of the ids, no sort."""
+    return conn.execute(f"""
+        SELECT coalesce(bool_and(hi <= next_lo), true)
+        FROM (SELECT hi, lead(lo) OVER (ORDER BY b) AS next_lo
+              FROM (SELECT item_no // {_COUNT_BLOCK} AS b, min(business_id) AS lo, max(business_id) AS hi
+                    FROM ledger.manifest_item WHERE task_id = ? GROUP BY b))
+    """, [task_id]).fetchone()[0]
 
 
 # Answers written per transaction (see apply_results).
@@ -138,52 +168,60 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
 
 
 def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> None:
-    """Temp table `_live` (rid, fresh), one row per row of `_cand` (rid: its rowid): whether the
-    candidate's input hash is the input hash of what the source holds now for its business id
-    (false when the source no longer holds the id or now holds it twice). Only the flag is kept:
-    each chunk's answers join it (_answers_sql), and at 10M a 64-character hash per row made that join spill.
+    """Temp table `_live` (item_no, attempt, fresh), one row per candidate of `_cand`: whether its
+    input hash is the input hash of what the source holds now for its business id (false when the
+    source no longer holds the id or now holds it twice). Only the flag is kept: each chunk's
+    answers join it (_chunk_sql).
 
     Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
     into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed.
-    The frozen row is found by the candidate's item number (an integer join); the source, keyed by
-    business id, is grouped once (to see ids it now holds twice) and joined to the candidates once.
-    A candidate of an earlier freeze (another item of the id) is not the Parquet's row: it is
-    re-hashed like a changed row, which gives the same live hash."""
+    The frozen row is found by the candidate's item number (an integer join); the source is grouped
+    once by a 64-bit hash of the business id (an 8-byte key: at 10M ids the strings' hash tables
+    spilled) and joined to the candidates once. Two ids of one hash look like an id held twice and
+    are re-hashed exactly, by their strings, like a changed row. A candidate of an earlier freeze
+    (another item of the id) is not the Parquet's row: it is re-hashed too, which gives the same
+    live hash."""
     spec = task.spec
+    task_id = task.task_id(partition_date)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
-    uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?",
-                       [task.task_id(partition_date)]).fetchone()[0]
+    uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()[0]
     frozen = f"read_parquet({sql_literal(uri)}, file_row_number = true)"
     has_fp = uri is not None and {"source_fp", "item_no_base"} <= frozen_columns(conn, uri)
     # Every candidate undecided: each is gated and hashed again.
-    undecided = "CREATE OR REPLACE TEMP TABLE _live AS SELECT rowid AS rid, NULL::BOOLEAN AS fresh FROM _cand"
+    undecided = "CREATE OR REPLACE TEMP TABLE _live AS SELECT item_no, attempt, NULL::BOOLEAN AS fresh FROM _cand"
+    # The undecided candidates with their business ids and input hashes as strings (usually few rows).
+    undecided_rows = f"""
+        (SELECT l.item_no, l.attempt, m.business_id, m.input_hash
+         FROM _live l JOIN ledger.manifest_item m ON m.task_id = {sql_literal(task_id)} AND m.item_no = l.item_no
+         WHERE l.fresh IS NULL)
+    """
     try:
         if has_fp:  # manifests frozen before fingerprints and numbers lack them: every row is re-hashed
             # With few candidates (a re-apply of some retries) only their ids' source rows are read;
             # with most of the partition's items the filter would cost a hash join and save nothing.
             items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? "
-                                 "AND superseded_at IS NULL", [task.task_id(partition_date)]).fetchone()[0]
-            only_candidates = f"WHERE {bid} IN (SELECT business_id FROM _cand)" if 2 * candidates < items else ""
-            # Straight from the source query: only (id, count, fingerprint) is kept, not its rows.
+                                 "AND superseded_at IS NULL", [task_id]).fetchone()[0]
+            only_candidates = f"WHERE hash({bid}) IN (SELECT id_hash FROM _cand)" if 2 * candidates < items else ""
+            # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
             # Two statements, one join each: at 10M, alone, the one statement with both joins took
             # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _source_now AS
-                SELECT c.rowid AS rid, c.item_no, hash(c.business_id) AS id_hash, hash(c.input_hash) AS input_hash_hash,
-                       f.n, f.fp
+                SELECT c.item_no, c.attempt, c.id_hash, c.input_hash_hash, f.n, f.fp
                 FROM _cand c
-                LEFT JOIN (SELECT {bid} AS business_id, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+                LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
                            FROM {source_subquery(task)} AS _q {only_candidates}
-                           GROUP BY ALL) f ON f.business_id = c.business_id
+                           GROUP BY ALL) f ON f.id_hash = c.id_hash
             """, {"partition_date": partition_date})
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _live AS
-                SELECT c.rid,
+                SELECT c.item_no, c.attempt,
                        CASE WHEN c.n = 1 AND c.fp = m.source_fp AND m.id_hash = c.id_hash
                                  THEN m.input_hash_hash = c.input_hash_hash
-                            WHEN c.n = 1 THEN NULL  -- held once but changed (or not its frozen row): re-hash
-                            ELSE false END AS fresh
+                            WHEN c.n IS NULL THEN false  -- the source no longer holds the id
+                            ELSE NULL  -- changed, not its frozen row, or held twice: re-hash exactly
+                       END AS fresh
                 FROM _source_now c
                 -- The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the
                 -- join's build side stays ~32 bytes a row (with both strings it spilled at 10M).
@@ -195,15 +233,10 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
             # Only the candidates' rows that changed are read and gated again (usually none).
             if not conn.execute("SELECT EXISTS (SELECT 1 FROM _live WHERE fresh IS NULL)").fetchone()[0]:
                 return
-            conn.execute("""CREATE OR REPLACE TEMP TABLE _changed AS
-                            SELECT DISTINCT c.business_id FROM _cand c JOIN _live l ON l.rid = c.rowid
-                            WHERE l.fresh IS NULL""")
-            columns = query_source(conn, task, partition_date,
-                                   where=f"{bid} IN (SELECT business_id FROM _changed)")
         else:
             conn.execute(undecided)
-            columns = query_source(conn, task, partition_date,
-                                   where=f"{bid} IN (SELECT business_id FROM _cand)")
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT DISTINCT business_id FROM {undecided_rows}")
+        columns = query_source(conn, task, partition_date, where=f"{bid} IN (SELECT business_id FROM _changed)")
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
@@ -216,11 +249,11 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     # (a candidate left without one stays NULL: not fresh).
     conn.execute(f"""
         UPDATE _live SET fresh = r.fresh
-        FROM (SELECT c.rowid AS rid, h.live_hash = c.input_hash AS fresh
-              FROM _cand c JOIN (SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
-                                 FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
-                                 GROUP BY business_id) h USING (business_id)) r
-        WHERE _live.rid = r.rid AND _live.fresh IS NULL
+        FROM (SELECT u.item_no, u.attempt, h.live_hash = u.input_hash AS fresh
+              FROM {undecided_rows} u JOIN (SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+                                      FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
+                                      GROUP BY business_id) h USING (business_id)) r
+        WHERE _live.item_no = r.item_no AND _live.attempt = r.attempt AND _live.fresh IS NULL
     """)
     drop_source(conn)
 
@@ -232,40 +265,28 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
     with wh.connect() as conn:
         ensure_target_table(conn, task)
         version = sql_literal(spec.output.version)
+        not_applied = f"p.item_no NOT IN (SELECT item_no FROM ledger.applied_result WHERE task_id = {tid})"
         # An answer is written under the output version it was parsed with, which must be the
         # task's now: an answer to v1 is never written as v2 (restore the version or refreeze).
-        refused, usable = conn.execute(f"""
-            SELECT count(*) FILTER (p.output_schema_version <> {version}
-                                    AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})),
-                   count(*) FILTER (p.output_schema_version = {version})
-            FROM ledger.parsed_result p
+        refused = conn.execute(f"""
+            SELECT count(*) FROM ledger.parsed_result p
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-        """).fetchone()
-        # More answers than one chunk holds: the candidates are stored in business-id order, and
-        # each chunk is a range of their row numbers (see _chunk_starts). Sorting them here, where
-        # they are first written, costs less than sorting a copy with the outcomes (10M answers:
-        # 14.4 s for the sorted candidates and 5.3 s for ten chunks' answers, against 8.1-10.5 s
-        # and 14.9-15.2 s for the candidates and a sorted decided set).
-        in_business_id_order = usable > APPLY_CHUNK
+              AND p.output_schema_version <> {version} AND {not_applied}
+        """).fetchone()[0]
+        # The candidates, narrow: (item number, attempt) and 64-bit hashes of the business id and
+        # input hash, ~28 bytes a row. The guard and the chunk marks need no more; each chunk reads
+        # its own answers, ids and hashes (_chunk_sql). (A candidate table with the answers and
+        # strings was ~300 bytes a row: at 10M items, sorted, it took 15 s and spilled.)
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
-            SELECT p.custom_id, m.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer
-            -- By item number (integers hash and compare faster than custom_id strings).
-            FROM ledger.parsed_result p JOIN ledger.manifest_item m ON m.item_no = p.item_no
+            SELECT p.item_no, p.attempt, m.id_hash, m.input_hash_hash
+            FROM ledger.parsed_result p
+            JOIN (SELECT item_no, hash(business_id) AS id_hash, hash(input_hash) AS input_hash_hash
+                  FROM ledger.manifest_item WHERE task_id = {tid} AND output_schema_version = {version}) m
+              ON m.item_no = p.item_no
             WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-              AND m.task_id = {tid} AND p.output_schema_version = {version} AND m.output_schema_version = {version}
-              AND p.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
-            {"ORDER BY m.business_id" if in_business_id_order else ""}
+              AND p.output_schema_version = {version} AND {not_applied}
         """)
-        if spec.policy.restore_on_apply:
-            # Placeholders the model repeated in its answer get their original values back (from the
-            # local ledger.pii_mapping) in the business table only. (An UPDATE keeps row numbers.)
-            conn.execute(f"""
-                UPDATE _cand SET answer = r.restored
-                FROM ({restore_json_sql("CAST(answer AS VARCHAR)", "custom_id",
-                                        "_cand WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)")}) AS r
-                WHERE _cand.custom_id = r.custom_id
-            """)
         n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
             conn.execute("DROP TABLE _cand")
@@ -276,51 +297,62 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         applied = conn.execute("SELECT count(*) FILTER (fresh) FROM _live").fetchone()[0]
         stale = n_cand - applied
         any_held = _held_keys(conn, task)
-        # Written in chunks of about APPLY_CHUNK answers, each in its own transaction: an
-        # answer's business row and its ledger rows still commit together, and a transaction never
-        # holds more than a chunk (one transaction of 10M answers ran out of memory on its
-        # uncommitted index entries). A failure between chunks leaves the rest unapplied for the
-        # next run, never half of an answer.
-        in_chunks = n_cand > APPLY_CHUNK  # then usable > APPLY_CHUNK too: _cand is in business-id order
-        starts = _chunk_starts(conn, _table_rows(conn, task), any_held) if in_chunks else [0]
-        for lo, hi in zip(starts, starts[1:] + [None]):
+        # Written in chunks of about APPLY_CHUNK answers (ranges of item numbers), each in its own
+        # transaction: an answer's business row and its ledger rows still commit together, and a
+        # transaction never holds more than a chunk (one transaction of 10M answers ran out of
+        # memory on its uncommitted index entries). A failure between chunks leaves the rest
+        # unapplied for the next run, never half of an answer.
+        marks = _chunk_marks(conn, _table_rows(conn, task), any_held) if n_cand > APPLY_CHUNK else []
+        conn.execute("DROP TABLE _cand")
+        bounds = [None, *marks, None]
+        by_business_id = bool(marks) and not _ids_follow_item_numbers(conn, task_id)
+        for lo, hi in zip(bounds, bounds[1:]):
             # The chunk's answers, read once into a table the chunk's statements share.
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE _part AS {_answers_sql(task, lo, hi)}")
-            if len(starts) == 1:  # one chunk: its answers are all there is, the candidates can go
-                conn.execute("DROP TABLE _live; DROP TABLE _cand;")
+            chunk = f"({_chunk_sql(task, task_id, lo, hi)})"
+            if spec.policy.restore_on_apply:
+                # Placeholders the model repeated in its answer get their original values back (from
+                # the local ledger.pii_mapping) in the business table only.
+                conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_part AS SELECT * FROM {chunk}")
+                conn.execute(f"""
+                    UPDATE _raw_part SET answer = r.restored
+                    FROM ({restore_json_sql("CAST(answer AS VARCHAR)", "custom_id",
+                                            "_raw_part WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)")}) AS r
+                    WHERE _raw_part.custom_id = r.custom_id
+                """)
+                chunk = "_raw_part"
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE _part AS {_answers_sql(task, chunk, by_business_id)}")
+            conn.execute("DROP TABLE IF EXISTS _raw_part")
             _write_chunk(conn, task, task_id, fields, any_held)
             conn.execute("DROP TABLE _part")
-        conn.execute("DROP TABLE _held; DROP TABLE IF EXISTS _live; DROP TABLE IF EXISTS _cand;")
+        conn.execute("DROP TABLE _held; DROP TABLE _live;")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
 
 
 # DuckDB's row group: the rows of one storage unit (the default the warehouse file is opened with;
 # test_the_row_group_the_apply_chunks_align_to_is_duckdbs checks it is still this size).
 ROW_GROUP_ROWS = 122_880
-# _chunk_starts counts the candidates' appended rows per block of this many rows, then looks inside the
-# few blocks where a chunk ends.
+# _chunk_marks counts the candidates' appended rows per block of this many item numbers, then looks
+# inside the few blocks where a chunk ends.
 _COUNT_BLOCK = 2048
 
 
-def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bool) -> list[int]:
-    """The first row number of each chunk of `_cand` (its rows stored in business-id order, each
-    one's outcome in `_live`).
+def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bool) -> list[int]:
+    """The item numbers where a chunk after the first starts (each chunk: the candidates of `_live`
+    with item numbers from one mark up to the next).
 
     A chunk ends where the business table's row count reaches a multiple of its row group
-    (`table_rows`: the rows it has now, deleted ones included; only answers for keys it does not
-    hold append a row, see `_held`), about every APPLY_CHUNK appended rows: a commit that leaves the
-    table's row count off a multiple of the row group makes the next chunk's commit cost 2-4x more
-    (chunks of 1M answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s
+    (`table_rows`: the rows it has now, deleted ones included; only fresh answers for keys it does
+    not hold append a row, see `_held`), about every APPLY_CHUNK appended rows: a commit that leaves
+    the table's row count off a multiple of the row group makes the next chunk's commit cost 2-4x
+    more (chunks of 1M answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s
     aligned, plain DuckDB 2.0; one chunk that is 10 rows short costs it already). Rows that append
     nothing still count toward a chunk's size: no chunk holds more than 1.5x APPLY_CHUNK rows (a
-    re-apply that overwrites every key stays in bounded transactions). Each mark is then moved
-    back to the first row of its business id, so a key never spans two chunks (the next chunk
-    re-aligns).
+    re-apply that overwrites every key stays in bounded transactions).
 
-    A chunk is a range of row numbers, which a scan reads without touching the rest (business ids
-    share long prefixes, which string zone maps cannot tell apart), and a chunk's keys are written
-    into the business table's index in order (2-3x faster at 10M rows than keys spread over the
-    whole table)."""
+    A chunk is a range of item numbers, which the scans of ledger.parsed_result and
+    ledger.manifest_item read without touching the rest (see _chunk_sql), and each chunk's keys
+    are written in about key order (see _ids_follow_item_numbers). Item numbers are stable; the
+    row numbers of a ledger table are not (a checkpoint compacts deleted rows)."""
     aligned = APPLY_CHUNK >= ROW_GROUP_ROWS  # chunks smaller than a row group (tests): nothing to align
     step = max(1, round(APPLY_CHUNK / ROW_GROUP_ROWS)) * ROW_GROUP_ROWS if aligned else APPLY_CHUNK
 
@@ -330,47 +362,38 @@ def _chunk_starts(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: bo
 
     # The rows that append one to the business table: fresh answers for keys it does not hold.
     if any_held:
-        rows = ("(SELECT l.rid, l.fresh AND c.business_id NOT IN (SELECT business_id FROM _held) AS appends "
-                "FROM _live l JOIN _cand c ON c.rowid = l.rid)")
+        rows = "(SELECT item_no, fresh AND item_no NOT IN (SELECT item_no FROM _held) AS appends FROM _live)"
     else:
-        rows = "(SELECT rid, fresh AS appends FROM _live)"
-    blocks = conn.execute(f"SELECT rid // {_COUNT_BLOCK} AS b, count(*), count(*) FILTER (appends) FROM {rows} "
-                          "GROUP BY b ORDER BY b").fetchall()
+        rows = "(SELECT item_no, fresh AS appends FROM _live)"
+    blocks = conn.execute(f"SELECT item_no // {_COUNT_BLOCK} AS b, count(*), count(*) FILTER (appends) "
+                          f"FROM {rows} GROUP BY b ORDER BY b").fetchall()
     # The appended-row ordinals where a chunk ends, each as (block, ordinal within the block); and
     # where rows that append nothing (stale answers, overwritten keys) would make a chunk hold more
     # than half as many rows again as a chunk: a cut at the start of a block (a transaction stays
     # bounded whatever the answers are; the next mark then aligns again).
     cap = step + step // 2
-    wanted, cuts, before, start, mark = [], [], 0, 0, next_mark(0)
+    wanted, cuts, before, chunk_rows, mark = [], [], 0, 0, next_mark(0)
     for block, total, count in blocks:
-        block_start = block * _COUNT_BLOCK
-        if block_start > start and block_start + total - start > cap:
-            cuts.append(block_start)
-            start = block_start
+        if chunk_rows and chunk_rows + total > cap:
+            cuts.append(block * _COUNT_BLOCK)
+            chunk_rows = 0
             mark = next_mark(before)
+        chunk_rows += total
         while mark < before + count:
             wanted.append((block, mark - before))
-            start = block_start  # the chunk starts within this block
+            chunk_rows = total  # the chunk starts within this block: counted from the block's start
             mark += step
         before += count
     marks = list(cuts)
-    if wanted:  # the row of each wanted ordinal, looked up in its block only
+    if wanted:  # the item number of each wanted ordinal, looked up in its block only
         marks += [r[0] for r in conn.execute(f"""
-            SELECT d.rid FROM (SELECT rid, rid // {_COUNT_BLOCK} AS b,
-                                      row_number() OVER (PARTITION BY rid // {_COUNT_BLOCK} ORDER BY rid) - 1 AS k
-                               FROM {rows}
-                               WHERE rid // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
+            SELECT d.item_no FROM (SELECT item_no, item_no // {_COUNT_BLOCK} AS b,
+                                          row_number() OVER (PARTITION BY item_no // {_COUNT_BLOCK} ORDER BY item_no) - 1 AS k
+                                   FROM {rows}
+                                   WHERE item_no // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
             JOIN (VALUES {", ".join(f"({b}, {k})" for b, k in wanted)}) AS t(b, k) ON t.b = d.b AND t.k = d.k
         """).fetchall()]
-    if not marks:
-        return [0]
-    firsts = conn.execute(f"""
-        SELECT DISTINCT min(d.rowid) FROM _cand d
-        JOIN (SELECT rowid AS mark, business_id FROM _cand WHERE rowid IN ({", ".join(map(str, marks))})) m
-          ON d.business_id IS NOT DISTINCT FROM m.business_id
-        GROUP BY m.mark
-    """).fetchall()
-    return sorted({0} | {r[0] for r in firsts})
+    return sorted(set(marks))
 
 
 def _table_rows(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> int:
@@ -382,17 +405,18 @@ def _table_rows(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> int:
 
 
 def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
-    """Temp table `_held`: the business ids of the fresh candidates (`_cand`, `_live`) that the
-    business table holds already (at the task's output version), found with one read of the
-    table's keys for all chunks. Returns whether there is any."""
+    """Temp table `_held` (item_no): the fresh candidates (`_cand`, `_live`) whose
+    business id the business table may hold already (at the task's output version), found with one
+    read of the table's keys for all chunks, by the ids' 64-bit hashes: a hash two ids share only
+    sends an answer down the exact overwrite path (_write_chunk), which finds no row to keep.
+    Returns whether there is any."""
     apply = task.spec.apply
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _held AS
-        SELECT c.business_id
-        FROM _cand c JOIN _live l ON l.rid = c.rowid
-        JOIN (SELECT {quote_ident(apply.key)} AS business_id FROM main.{quote_ident(apply.table)}
-              WHERE output_version = {sql_literal(task.spec.output.version)}) b ON b.business_id = c.business_id
-        WHERE l.fresh
+        SELECT c.item_no
+        FROM _cand c JOIN _live l ON l.item_no = c.item_no AND l.attempt = c.attempt
+        WHERE l.fresh AND c.id_hash IN (SELECT hash({quote_ident(apply.key)}) FROM main.{quote_ident(apply.table)}
+                                        WHERE output_version = {sql_literal(task.spec.output.version)})
     """)
     return conn.execute("SELECT EXISTS (SELECT 1 FROM _held)").fetchone()[0]
 
@@ -401,7 +425,7 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
                  any_held: bool) -> None:
     """One transaction: the answers of `_part` (one chunk's, see _answers_sql) into the business table
     (the rows they overwrite kept for revoke), their outcomes into ledger.applied_result, the review
-    picks into ledger.review_item. `any_held`: whether `_held` has any key."""
+    picks into ledger.review_item. `any_held`: whether `_held` has any candidate."""
     spec, apply = task.spec, task.spec.apply
     tid = sql_literal(task_id)
     targets = ", ".join(quote_ident(c) for c in apply.columns)
@@ -414,14 +438,14 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
         # them back. Only keys the table held before this apply can be (`_held`); a chunk without
         # any does not read the table.
         overwrites = 0
-        if any_held and conn.execute("SELECT EXISTS (SELECT 1 FROM _part WHERE business_id IN "
-                                     "(SELECT business_id FROM _held))").fetchone()[0]:
+        held = "item_no IN (SELECT item_no FROM _held)"
+        if any_held and conn.execute(f"SELECT EXISTS (SELECT 1 FROM _part WHERE {held})").fetchone()[0]:
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _over AS
                 SELECT d.custom_id, d.business_id, b.custom_id AS previous_custom_id, to_json(b) AS previous_row
                 FROM _part d JOIN {table} b
                   ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
-                WHERE d.outcome = 'applied' AND d.business_id IN (SELECT business_id FROM _held)
+                WHERE d.outcome = 'applied' AND {held}
             """)
             insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
                                     target_table=apply.table, output_version=spec.output.version)
