@@ -170,8 +170,8 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
 def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> None:
     """Temp table `_live` (item_no, attempt, fresh), one row per candidate of `_cand`: whether its
     input hash is the input hash of what the source holds now for its business id (false when the
-    source no longer holds the id or now holds it twice). Only the flag is kept: each chunk's
-    answers join it (_chunk_sql).
+    source no longer holds the id; NULL, which counts as not fresh everywhere, when it now holds it
+    twice). Only the flag is kept: each chunk's answers join it (_chunk_sql).
 
     Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
