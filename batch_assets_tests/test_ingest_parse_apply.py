@@ -467,6 +467,32 @@ def test_apply_chunks_write_their_keys_in_business_id_order(seeded_copy, ticket_
     balanced(wh)
 
 
+def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothing(seeded_copy, ticket_task, adapter,
+                                                                                  wait_for_jobs, monkeypatch):
+    """Apply counts its outcomes from the candidates and writes each chunk from what it reads back
+    from the ledger: a chunk that reads back fewer rows than its candidates fails before it writes
+    anything (an answer counted but not written would look applied), and the chunks before it stand."""
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
+    # The tenth answer in item order: the second chunk (answers 8-14) loses it.
+    lost = q(wh, "SELECT item_no AS n FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL "
+                 "ORDER BY item_no LIMIT 1 OFFSET 9")[0]["n"]
+    real = apply_module._chunk_sql
+    monkeypatch.setattr(apply_module, "_chunk_sql", lambda *a: f"SELECT * FROM ({real(*a)}) WHERE item_no <> {lost}")
+    with pytest.raises(RuntimeError, match=r"read \d+ answers back for \d+ candidates; nothing of it was written"):
+        apply_results(wh, ticket_task, DAY1)
+    written = q(wh, "SELECT count(*) AS n FROM ledger.applied_result")[0]["n"]
+    assert written == 7  # the first chunk only
+    assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == written
+    monkeypatch.setattr(apply_module, "_chunk_sql", real)
+    s = apply_results(wh, ticket_task, DAY1)
+    assert s.applied == LINES - written
+    balanced(wh)
+
+
 def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_copy, ticket_task, adapter,
                                                                         wait_for_jobs):
     wh = seeded_copy

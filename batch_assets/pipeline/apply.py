@@ -54,6 +54,20 @@ def _answer_fields(task: ResolvedTask) -> list[str]:
     return list(dict.fromkeys(fields))
 
 
+def _usable_sql(task_id: str, alias: str = "p") -> str:
+    """The condition on ledger.parsed_result row `alias` for an answer of the partition that can be
+    applied (a provider success with a schema-valid answer). The candidates, the refused count and
+    each chunk's read use this one definition: a candidate a chunk did not read back would be
+    counted but not written."""
+    return f"{alias}.task_id = {sql_literal(task_id)} AND {alias}.provider_succeeded AND {alias}.error_class IS NULL"
+
+
+def _between(column: str, lo: int | None, hi: int | None) -> str:
+    """`column` in [lo, hi) (None: unbounded on that side)."""
+    bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + ([f"{column} < {int(hi)}"] if hi is not None else [])
+    return " AND ".join(bounds) or "true"
+
+
 def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None) -> str:
     """The candidates with item numbers in [lo, hi) (None: unbounded) as rows (custom_id, item_no,
     attempt, business_id, input_hash, answer, outcome): the answer from ledger.parsed_result, the
@@ -63,15 +77,13 @@ def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None)
     tid = sql_literal(task_id)
 
     def between(column: str) -> str:
-        bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + (
-            [f"{column} < {int(hi)}"] if hi is not None else [])
-        return " AND ".join(bounds) or "true"
+        return _between(column, lo, hi)
 
     return f"""
         SELECT p.custom_id, p.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer,
                CASE WHEN l.fresh THEN 'applied' ELSE 'stale' END AS outcome
-        FROM (SELECT custom_id, item_no, attempt, output_json FROM ledger.parsed_result
-              WHERE task_id = {tid} AND {between('item_no')} AND provider_succeeded AND error_class IS NULL
+        FROM (SELECT custom_id, item_no, attempt, output_json FROM ledger.parsed_result p
+              WHERE {_usable_sql(task_id)} AND {between('item_no')}
                 AND output_schema_version = {sql_literal(task.spec.output.version)}) p
         JOIN (SELECT item_no, attempt, fresh FROM _live WHERE {between('item_no')}) l
           ON l.item_no = p.item_no AND l.attempt = p.attempt
@@ -270,8 +282,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         # task's now: an answer to v1 is never written as v2 (restore the version or refreeze).
         refused = conn.execute(f"""
             SELECT count(*) FROM ledger.parsed_result p
-            WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-              AND p.output_schema_version <> {version} AND {not_applied}
+            WHERE {_usable_sql(task_id)} AND p.output_schema_version <> {version} AND {not_applied}
         """).fetchone()[0]
         # The candidates, narrow: (item number, attempt) and 64-bit hashes of the business id and
         # input hash, ~28 bytes a row. The guard and the chunk marks need no more; each chunk reads
@@ -284,8 +295,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             JOIN (SELECT item_no, hash(business_id) AS id_hash, hash(input_hash) AS input_hash_hash
                   FROM ledger.manifest_item WHERE task_id = {tid} AND output_schema_version = {version}) m
               ON m.item_no = p.item_no
-            WHERE p.task_id = {tid} AND p.provider_succeeded AND p.error_class IS NULL
-              AND p.output_schema_version = {version} AND {not_applied}
+            WHERE {_usable_sql(task_id)} AND p.output_schema_version = {version} AND {not_applied}
         """)
         n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
@@ -322,6 +332,14 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                 chunk = "_raw_part"
             conn.execute(f"CREATE OR REPLACE TEMP TABLE _part AS {_answers_sql(task, chunk, by_business_id)}")
             conn.execute("DROP TABLE IF EXISTS _raw_part")
+            # Every candidate of the range read back, or nothing of the chunk is written: the counts
+            # above come from the candidates, and one counted but not written would look applied.
+            read, expected = conn.execute(f"SELECT (SELECT count(*) FROM _part), "
+                                          f"(SELECT count(*) FROM _live WHERE {_between('item_no', lo, hi)})").fetchone()
+            if read != expected:
+                raise RuntimeError(f"apply {task_id}: the chunk of item numbers [{lo}, {hi}) read {read} answers "
+                                   f"back for {expected} candidates; nothing of it was written (a ledger row changed "
+                                   "during the apply? run it again)")
             _write_chunk(conn, task, task_id, fields, any_held)
             conn.execute("DROP TABLE _part")
         conn.execute("DROP TABLE _held; DROP TABLE _live;")
