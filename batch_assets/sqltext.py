@@ -9,6 +9,12 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def in_range_sql(column: str, lo: int | None, hi: int | None) -> str:
+    """`column` in [lo, hi) (None: unbounded on that side), e.g. a chunk of item numbers."""
+    bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + ([f"{column} < {int(hi)}"] if hi is not None else [])
+    return " AND ".join(bounds) or "true"
+
+
 # A bound on the statement's size: beyond this many partitions (the first sensor tick after an
 # upgrade, say) one IN-list scan is used instead of a scan each. Not tuned: measured, two equality
 # scans cost half of one IN-list scan of the same ten-partition table.

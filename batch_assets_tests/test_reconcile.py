@@ -12,6 +12,7 @@ from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.history import copy_partition_rows
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline import reconcile as reconcile_module
 from batch_assets.pipeline.reconcile import reconcile, reconcile_conn
 from batch_assets.pipeline.shards import cut_shards
 from batch_assets.pipeline.submit import submit_pending
@@ -71,13 +72,21 @@ def finished_run(tmp_path_factory, _seeded_template, ticket_task) -> tuple[Wareh
 
 
 def tampered(finished_run, tmp_path, *statements: str):
+    """The reconciliation of a copy of `finished_run` after `statements`, and the run's own. The
+    per-item pass runs by ranges of item numbers: in ranges of 7 and 1 numbers (with gaps, numbers
+    past the manifest's and lines without one) it must give exactly what one range gives."""
     wh, baseline = finished_run
     copy = Warehouse.at(tmp_path / "warehouse.duckdb", wh.data_dir)
     shutil.copy(wh.database, copy.database)
     with copy.connect() as conn:
         for sql in statements:
             conn.execute(sql)
-    return reconcile(copy, TASK_ID1), baseline
+    whole = reconcile(copy, TASK_ID1)
+    for chunk in (7, 1):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reconcile_module, "RECONCILE_CHUNK", chunk)
+            assert reconcile(copy, TASK_ID1) == whole, f"in ranges of {chunk} item numbers"
+    return whole, baseline
 
 
 def one_succeeded(cls_filter: str) -> str:

@@ -9,7 +9,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from batch_assets import progress
@@ -63,7 +63,7 @@ def snapshot_path(workdir: Path, stage: str) -> Path:
 
 def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
                   log: Callable[[str], None] | None = None, profile: bool = False,
-                  snapshot_before: str | None = None, repeat: int = 1) -> BenchReport:
+                  snapshot_before: str | Collection[str] | None = None, repeat: int = 1) -> BenchReport:
     """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
 
     Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
@@ -71,8 +71,8 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     BenchmarkError if the reconciliation does not balance or any correctness check fails. The
     report is also written to `<workdir>/bench_report.json` (and `.md`); the warehouse and data
     files are removed afterwards unless `keep`. `profile` records each stage's slowest SQL
-    statements (per-execute wall time) in the report. `snapshot_before`: a stage whose input
-    warehouse is copied to snapshot_path() before it runs (kept with the warehouse). `repeat`: each
+    statements (per-execute wall time) in the report. `snapshot_before`: a stage (or stages) whose
+    input warehouse is copied to snapshot_path() before it runs (kept with the warehouse). `repeat`: each
     floor and stage runs that many times, alternating, each pair from the same copy of the warehouse;
     the report takes their medians (one run's time moves by 10-15 % on a shared machine) and
     every repeat of a stage must give the same result.
@@ -81,12 +81,13 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
         raise ValueError(f"items must be >= 1, got {items}")
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
-    if snapshot_before is not None and snapshot_before not in {s for s, *_ in STAGES}:
-        raise ValueError(f"no stage {snapshot_before!r} to snapshot before")
+    snapshots = frozenset([snapshot_before] if isinstance(snapshot_before, str) else snapshot_before or ())
+    if unknown := sorted(snapshots - {s for s, *_ in STAGES}):
+        raise ValueError(f"no stage {', '.join(map(repr, unknown))} to snapshot before")
     # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
     with progress.task(f"benchmark: {items:,} items", total=2 * repeat * len(STAGES) + 3, unit="steps",
                        keep=True) as bar:
-        return _run(items, workdir, keep, log, profile, bar, snapshot_before, repeat)
+        return _run(items, workdir, keep, log, profile, bar, snapshots, repeat)
 
 
 def _copy_synced(source: Path, target: Path) -> None:
@@ -129,7 +130,7 @@ def _same_results(stage: str, runs: list[Measured]) -> None:
 
 
 def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
-         bar: progress.Bar, snapshot_before: str | None = None, repeat: int = 1) -> BenchReport:
+         bar: progress.Bar, snapshots: frozenset[str] = frozenset(), repeat: int = 1) -> BenchReport:
     from batch_assets.bench.floors import FLOOR_SQL
 
     say = log or (lambda _msg: None)
@@ -162,13 +163,13 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                 if r > 0:                 # the warehouse as the first run found it
                     _copy_synced(snapshot, root / "warehouse.duckdb")
                 floor = step(f"floor: {stage}{suffix}", floor_fn, workdir=wd)
-                if r == 0 and (repeat > 1 or stage == snapshot_before):
+                if r == 0 and (repeat > 1 or stage in snapshots):
                     # every child has closed (and checkpointed) the warehouse; the floor wrote only
                     # its own schema, which the next repeat's floor replaces
                     _copy_synced(root / "warehouse.duckdb", snapshot)
                 runs.append((floor, step(f"stage: {stage}{suffix}", stage_fn, workdir=wd, profile=profile)))
             _same_results(stage, [m for _, m in runs])
-            if stage != snapshot_before:
+            if stage not in snapshots:
                 remove_paths(snapshot)
             floor, measured = _median_run(runs)
             floor_of[stage] = floor

@@ -24,7 +24,7 @@ from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
 from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, frozen_columns, frozen_item_no_sql,
                                             gate_loaded_source, query_source, source_subquery)
 from batch_assets.pipeline.render import input_hash_sql
-from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.sqltext import in_range_sql, quote_ident, sql_literal
 from batch_assets.spec.output_schema import field_sql_type
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -62,12 +62,6 @@ def _usable_sql(task_id: str, alias: str = "p") -> str:
     return f"{alias}.task_id = {sql_literal(task_id)} AND {alias}.provider_succeeded AND {alias}.error_class IS NULL"
 
 
-def _between(column: str, lo: int | None, hi: int | None) -> str:
-    """`column` in [lo, hi) (None: unbounded on that side)."""
-    bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + ([f"{column} < {int(hi)}"] if hi is not None else [])
-    return " AND ".join(bounds) or "true"
-
-
 def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None) -> str:
     """The candidates with item numbers in [lo, hi) (None: unbounded) as rows (custom_id, item_no,
     attempt, business_id, input_hash, answer, outcome): the answer from ledger.parsed_result, the
@@ -77,7 +71,7 @@ def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None)
     tid = sql_literal(task_id)
 
     def between(column: str) -> str:
-        return _between(column, lo, hi)
+        return in_range_sql(column, lo, hi)
 
     return f"""
         SELECT p.custom_id, p.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer,
@@ -335,7 +329,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             # Every candidate of the range read back, or nothing of the chunk is written: the counts
             # above come from the candidates, and one counted but not written would look applied.
             read, expected = conn.execute(f"SELECT (SELECT count(*) FROM _part), "
-                                          f"(SELECT count(*) FROM _live WHERE {_between('item_no', lo, hi)})").fetchone()
+                                          f"(SELECT count(*) FROM _live WHERE {in_range_sql('item_no', lo, hi)})").fetchone()
             if read != expected:
                 raise RuntimeError(f"apply {task_id}: the chunk of item numbers [{lo}, {hi}) read {read} answers "
                                    f"back for {expected} candidates; nothing of it was written (a ledger row changed "
