@@ -226,7 +226,7 @@ def _cut_snapshot(wh) -> tuple:
 def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path, ticket_task, monkeypatch):
     """The lines stream out of DuckDB in batches; shards span batches, start exactly at a batch's
     first line, and quarantined lines fall between good ones. Every batch size gives the same
-    files and ledger rows, and the lines keep the frozen Parquet's row order."""
+    files and ledger rows, and the lines keep the frozen Parquet's row order, in the ledger too."""
     from batch_assets.pipeline import shards as shards_module
 
     task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
@@ -243,6 +243,11 @@ def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path
         frozen_order = [r["custom_id"] for r in rows(wh, f"SELECT custom_id FROM read_parquet('{uri}')")]
         quarantined = {q["custom_id"] for q in snapshots[batch][2]}
         assert [line["custom_id"] for line in snapshots[batch][1]] == [c for c in frozen_order if c not in quarantined]
+        # Stored shard after shard in the cut's order: a shard's lines are one run of the table,
+        # which ingest reads by row range (_line_spans).
+        stored = rows(wh, "SELECT shard_id, line_no FROM ledger.shard_line ORDER BY rowid")
+        assert stored == rows(wh, """SELECT l.shard_id, l.line_no FROM ledger.shard_line l JOIN ledger.shard s USING (shard_id)
+                                     ORDER BY s.attempt, s.shard_no, l.line_no"""), batch
     assert len(snapshots[1][0]) > 10
     for batch, snapshot in snapshots.items():
         # the shard paths differ by folder only; everything else is identical

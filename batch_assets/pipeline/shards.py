@@ -231,14 +231,21 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                         [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
                     ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
                                                 model=spec.model, query="SELECT * FROM _new_shards")
-                    # Each line takes its shard's id from the shard it was written into.
+                    # Each line takes its shard's id from the shard it was written into, looked up
+                    # by number in the attempt's list of ids (a projection, not a join): the lines
+                    # are recorded in the spool's order, shard after shard. A join's output order
+                    # is not kept, and a shard's lines spread over half the table at 10M lines,
+                    # so each ingest batch read that much of it for its own shards' lines.
                     for attempt in sorted({s["attempt"] for s in shards}):
+                        cut = sorted((s for s in shards if s["attempt"] == attempt), key=lambda s: s["shard_no"])
+                        first = cut[0]["shard_no"]
+                        assert [s["shard_no"] for s in cut] == list(range(first, first + len(cut))), "shard numbers"
                         ledger_shards.insert_shard_lines(conn, task_id, attempt, _with_item_no(f"""
-                            SELECT s.shard_id, l.line_no, l.custom_id, l.item_no, l.request_id, l.line_bytes,
-                                   l.est_tokens
-                            FROM {spool.read('lines')} l JOIN _new_shards s USING (attempt, shard_no)
+                            SELECT ($shard_ids)[l.shard_no - $first_shard_no + 1] AS shard_id, l.line_no,
+                                   l.custom_id, l.item_no, l.request_id, l.line_bytes, l.est_tokens
+                            FROM {spool.read('lines')} l
                             WHERE l.attempt = {attempt}
-                        """, numbered, task_id))
+                        """, numbered, task_id), {"shard_ids": [s["shard_id"] for s in cut], "first_shard_no": first})
                     conn.unregister("_new_shards")
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
