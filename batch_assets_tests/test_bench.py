@@ -221,3 +221,50 @@ def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(t
     assert collected[0] == 0 and collected[1] > 0   # the earlier partitions' jobs are long collected
     assert business == applied and set(business) == set(per_task) and len(set(business.values())) == 1
     assert sources == {d: 200 for d in dates}
+
+
+def test_the_growth_mode_brackets_the_large_run_by_two_small_ones(tmp_path, capsys):
+    """`bench --items L --growth-from S`: the benchmark at S, L and S items again; each stage's
+    growth is its L-item time over the mean of its S-item times, and the report says which stages
+    grew past 1.1 x L/S and whether the large run's peak stayed at the small runs'."""
+    assert main(["--items", "400", "--growth-from", "200", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "growth_report.json").read_text())
+    assert (report["small"], report["large"], report["verdict"]["limit"]) == (200, 400, pytest.approx(2.2))
+    rows = {r["stage"]: r for r in report["rows"]}
+    assert set(rows) == set(STAGE_NAMES) | {"total"}
+    runs = [json.loads(Path(p).read_text()) for p in report["reports"]]
+    assert [r["items"] for r in runs] == [200, 400, 200] and all(r["correct"] for r in runs)
+    for name in STAGE_NAMES:
+        before, large, after = (next(s for s in r["stages"] if s["stage"] == name) for r in runs)
+        row = rows[name]
+        assert row["small_s"] == [before["wall_s"], after["wall_s"]] and row["large_s"] == large["wall_s"]
+        assert row["growth"] == pytest.approx(large["wall_s"] / ((before["wall_s"] + after["wall_s"]) / 2))
+    assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
+    assert "| reconcile |" in out and "floor growth" in out and (tmp_path / "growth_report.md").is_file()
+    assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
+
+
+def test_the_growth_verdict():
+    from batch_assets.bench.growth import GrowthRow, verdict
+
+    def row(stage, small, large, peaks=(1000.0, 1000.0)):
+        return GrowthRow(stage, small, large, (1.0, 1.0), 10.0, *peaks)
+
+    rows = [row("manifest", (1.0, 1.2), 12.0), row("apply", (2.0, 2.0), 22.0), row("total", (3.0, 3.2), 34.0)]
+    v = verdict(rows, 1_000_000, 10_000_000)
+    assert v.limit == pytest.approx(11.0) and v.slow_stages == [] and v.ok   # 12 / 1.1 = 10.9x; 22 / 2 = 11x
+    slow = verdict([row("manifest", (1.0, 1.0), 11.5)], 1_000_000, 10_000_000)
+    assert slow.slow_stages == ["manifest"] and not slow.ok
+    higher = verdict([row("apply", (2.0, 2.0), 20.0, peaks=(1000.0, 1001.0))], 1_000_000, 10_000_000)
+    assert higher.time_ok and not higher.peak_ok and not higher.ok
+    assert rows[0].small_spread == pytest.approx(0.2 / 1.1)
+
+
+def test_growth_is_refused_where_it_does_not_apply(tmp_path, capsys):
+    small = ["--items", "2", "--workdir", str(tmp_path)]
+    for argv in (["--growth-from", "2"], ["--growth-from", "0"], ["--growth-from", "1", "--repeat", "2"],
+                 ["--growth-from", "1", "--history", "3"]):
+        with pytest.raises(SystemExit):
+            main(small + argv)
+    assert "--growth-from" in capsys.readouterr().err

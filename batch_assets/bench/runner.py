@@ -225,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", type=int, default=None, metavar="N",
                    help="after the pipeline run: time the per-partition and per-tick checks with N partitions "
                         "in the ledger (N-1 earlier copies of this one) against one")
+    p.add_argument("--growth-from", type=int, default=None, metavar="S",
+                   help="run the benchmark at S items, at --items, and at S items again, and compare each "
+                        "stage's growth with its items' (bench/growth.py)")
     p.add_argument("--repeat", type=int, default=1, metavar="K",
                    help="run each floor and stage K times (each pair from the same copy of the warehouse) and "
                         "report their medians; needs one more copy of the warehouse on disk (default 1)")
@@ -236,8 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.repeat != 1 and (args.sensor_jobs is not None or args.history is not None):
         parser.error("--repeat applies to the pipeline benchmark (not to --sensor-jobs or --history)")
+    if args.growth_from is not None and (args.repeat != 1 or args.sensor_jobs is not None or args.history is not None):
+        parser.error("--growth-from runs the pipeline benchmark once per size (not with --repeat, --sensor-jobs "
+                     "or --history)")
     if args.sensor_jobs is not None:
         return sensor.main(args)
+    if args.growth_from is not None:
+        if not 1 <= args.growth_from < args.items:
+            parser.error(f"--growth-from must be at least 1 and below --items ({args.items:,}), got {args.growth_from:,}")
+        from batch_assets.bench import growth
+
+        return growth.main(args)
     if args.history is not None:
         from batch_assets.bench import history
 

@@ -1,0 +1,165 @@
+"""`batch-assets bench --items L --growth-from S`: does every stage grow like its items?
+
+The pipeline benchmark at S items, then at L items, then at S items again, one after another, each
+in a workdir of its own (removed after it unless `--keep`). A stage's growth is its L-item time over
+the mean of its two S-item times. Two runs taken apart measure the machine as much as the code: on
+this shared 2-core host one stage's time moved by 10-60 % between runs an hour apart, and the
+floors by 30 %. Bracketing the large run by two small ones cancels a host that slows down or speeds
+up in between, and the two small runs' spread is printed beside: it is the figure's noise.
+
+Targets: every stage's growth is at most 1.1 x L/S (10M items against 1M: <= 11x), and the large
+run's highest stage peak RSS is no higher than the small runs' highest. The floors' growth (plain
+DuckDB doing the same work on the same machine, in the same runs) is printed too.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from batch_assets.bench.report import BenchReport
+
+LINEAR_SLACK = 1.1  # a stage may grow 10 % more than its items
+
+
+@dataclass(frozen=True)
+class GrowthRow:
+    stage: str
+    small_s: tuple[float, float]         # the S-item runs before and after the large one
+    large_s: float
+    small_floor_s: tuple[float, float]
+    large_floor_s: float
+    small_peak_mb: float                 # the higher of the two S-item runs
+    large_peak_mb: float
+    inside: str | None = None            # runs inside another stage (not in the total)
+
+    @property
+    def growth(self) -> float:
+        base = statistics.mean(self.small_s)
+        return self.large_s / base if base else float("inf")
+
+    @property
+    def floor_growth(self) -> float:
+        base = statistics.mean(self.small_floor_s)
+        return self.large_floor_s / base if base else float("inf")
+
+    @property
+    def small_spread(self) -> float:
+        """How far apart the two S-item runs are, relative to their mean."""
+        base = statistics.mean(self.small_s)
+        return abs(self.small_s[0] - self.small_s[1]) / base if base else 0.0
+
+
+def growth_rows(before: BenchReport, large: BenchReport, after: BenchReport) -> list[GrowthRow]:
+    """One row per stage and one for the total (the stages that do not run inside another)."""
+    rows = []
+    for s in large.stages:
+        b, a = before.stage(s.stage), after.stage(s.stage)
+        rows.append(GrowthRow(s.stage, (b.wall_s, a.wall_s), s.wall_s, (b.floor_wall_s, a.floor_wall_s),
+                              s.floor_wall_s, max(b.peak_rss_mb, a.peak_rss_mb), s.peak_rss_mb, s.inside))
+    outer = [r for r in rows if r.inside is None]
+    rows.append(GrowthRow("total", tuple(sum(r.small_s[i] for r in outer) for i in (0, 1)),
+                          sum(r.large_s for r in outer),
+                          tuple(sum(r.small_floor_s[i] for r in outer) for i in (0, 1)),
+                          sum(r.large_floor_s for r in outer),
+                          max(r.small_peak_mb for r in outer), max(r.large_peak_mb for r in outer)))
+    return rows
+
+
+@dataclass(frozen=True)
+class GrowthVerdict:
+    limit: float                 # the largest growth allowed (1.1 x L/S)
+    slow_stages: list[str]       # stages that grew more
+    small_peak_mb: float
+    large_peak_mb: float
+
+    @property
+    def time_ok(self) -> bool:
+        return not self.slow_stages
+
+    @property
+    def peak_ok(self) -> bool:
+        return self.large_peak_mb <= self.small_peak_mb
+
+    @property
+    def ok(self) -> bool:
+        return self.time_ok and self.peak_ok
+
+
+def verdict(rows: list[GrowthRow], small: int, large: int) -> GrowthVerdict:
+    limit = LINEAR_SLACK * large / small
+    stages = [r for r in rows if r.stage != "total"]
+    return GrowthVerdict(limit, [r.stage for r in stages if r.growth > limit],
+                         max(r.small_peak_mb for r in stages), max(r.large_peak_mb for r in stages))
+
+
+def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
+    v = verdict(rows, small, large)
+    s, big = f"{small:,}", f"{large:,}"
+    lines = [f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | floor growth | "
+             f"{s} peak MB | {big} peak MB | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r.stage == "total":
+            mark = ""
+        else:
+            mark = "PASS" if r.growth <= v.limit else f"FAIL (> {v.limit:.1f}x)"
+            if r.inside:
+                mark += f" (runs inside {r.inside}; not in the total)"
+        lines.append(f"| {r.stage} | {r.small_s[0]:.2f} | {r.large_s:.2f} | {r.small_s[1]:.2f} | {r.growth:.2f}x | "
+                     f"{r.small_spread:.0%} | {r.floor_growth:.2f}x | {r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
+                     f"{mark} |")
+    lines += ["", f"Growth = the {big}-item time over the mean of the two {s}-item runs (one before it, one "
+                  f"after); \"runs apart\" = how far those two differ (the noise of the figure); the floors are "
+                  f"plain DuckDB doing the same work in the same runs.",
+              f"Every stage <= {v.limit:.1f}x: {'PASS' if v.time_ok else 'FAIL (' + ', '.join(v.slow_stages) + ')'}; "
+              f"highest peak at {big} ({v.large_peak_mb:,.0f} MB) <= at {s} ({v.small_peak_mb:,.0f} MB): "
+              f"{'PASS' if v.peak_ok else 'FAIL'}"]
+    return "\n".join(lines)
+
+
+def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = False, profile: bool = False,
+                         log: Callable[[str], None] = print) -> tuple[list[GrowthRow], list[BenchReport]]:
+    from batch_assets.bench.runner import run_benchmark
+
+    if not 1 <= small < large:
+        raise ValueError(f"--growth-from must be at least 1 and below --items ({large:,}), got {small:,}")
+    workdir = Path(workdir).resolve()
+    reports = []
+    for items, name in ((small, "before"), (large, "large"), (small, "after")):
+        log(f"growth: {items:,} items ({name})")
+        reports.append(run_benchmark(items, workdir / f"{name}-{items}", keep=keep, log=log, profile=profile))
+    rows = growth_rows(*reports)
+    (workdir / "growth_report.json").write_text(json.dumps(
+        {"small": small, "large": large, "rows": [asdict(r) | {"growth": r.growth, "floor_growth": r.floor_growth}
+                                                 for r in rows],
+         "verdict": asdict(verdict(rows, small, large)) | {"ok": verdict(rows, small, large).ok},
+         "reports": [r.report_path for r in reports]}, indent=2))
+    (workdir / "growth_report.md").write_text(markdown(rows, small, large) + "\n")
+    return rows, reports
+
+
+def main(args) -> int:
+    """`batch-assets bench --items L --growth-from S [--workdir D] [--keep] [--profile] [--strict]`."""
+    from batch_assets.bench.proc import ChildFailed
+    from batch_assets.bench.runner import DEFAULT_WORKDIR, BenchmarkError
+
+    workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
+    try:
+        rows, reports = run_growth_benchmark(args.growth_from, args.items, workdir, args.keep, args.profile,
+                                             log=lambda m: print(m, flush=True))
+    except (BenchmarkError, ChildFailed, ValueError) as exc:
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        return 2
+    for report in reports:
+        print()
+        print(report.markdown())
+    print()
+    print(markdown(rows, args.growth_from, args.items))
+    if args.strict and not verdict(rows, args.growth_from, args.items).ok:
+        return 1
+    return 0
