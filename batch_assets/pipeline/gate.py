@@ -87,10 +87,17 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     cols = scanned_columns(task)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
     # A view over the source rows, not a copy of their texts: only the (usually no) repeated ids are
-    # kept aside (and kept for the freeze's reject check, until drop_gate).
+    # kept aside (and kept for the freeze's reject check, until drop_gate). As many distinct 64-bit
+    # hashes as ids proves them distinct (equal ids hash equally): the strings are grouped only when
+    # some hash repeats (an id held twice, or a collision). At 10M ids grouping the strings took
+    # 2.3-2.4 s, the hashes' count 1.6 s.
+    # (NULLs left out: hash(NULL) is a value, which would make up for a repeated id.)
+    rows, hashes = conn.execute(f"SELECT count(*), count(DISTINCT hash({bid})) FROM _raw_src "
+                                f"WHERE {bid} IS NOT NULL").fetchone()
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE {REPEATED_TABLE} AS
-        SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL GROUP BY ALL HAVING count(*) > 1
+        SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL {'AND false' if rows == hashes else ''}
+        GROUP BY ALL HAVING count(*) > 1
     """)
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _gate_in AS
@@ -98,8 +105,9 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         FROM _raw_src
         WHERE {bid} IS NOT NULL AND {bid} NOT IN (SELECT __bid FROM {REPEATED_TABLE})
     """)
+    # _gate_in holds each id once (NULLs and repeated ids left out): the scan need not check it again.
     outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
-                                      changed_only=True)
+                                      changed_only=True, ids_unique=True)
     try:
         red, blocked = quote_ident(outcome.redacted_table), quote_ident(outcome.blocked_table)
         pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"

@@ -147,6 +147,7 @@ def evaluate(
     policy: PolicySpec,
     *,
     changed_only: bool = False,
+    ids_unique: bool = False,
 ) -> PolicyOutcome:
     """Scan `text_cols` of `relation_sql` and apply `policy`: counts, ids to block, redacted text.
 
@@ -154,7 +155,8 @@ def evaluate(
     redacted relation either way. `changed_only`: the redacted relation holds only the texts that
     may have something masked, of the ids that have (the texts a detector's pattern matches, and
     the sensitive columns), so the texts are read once, by the scan: a caller keeps the source
-    value of every text not in it."""
+    value of every text not in it. `ids_unique`: the caller made `id_col` unique and non-NULL (the
+    scan's own check of it is skipped)."""
     all_cols = list(text_cols) + [c for c in policy.sensitive_columns if c not in text_cols]
     col_idx = {c: i for i, c in enumerate(all_cols)}
     scan_cols = [c for c in text_cols if c not in policy.sensitive_columns]
@@ -163,7 +165,8 @@ def evaluate(
     findings = temp_name("policy_findings")
     hit_texts = temp_name("policy_hit_texts") if changed_only and scan_cols else None
     if scan_cols:
-        find_sensitive(conn, relation_sql, id_col, scan_cols, detectors, table=findings, hit_texts=hit_texts)
+        find_sensitive(conn, relation_sql, id_col, scan_cols, detectors, table=findings, hit_texts=hit_texts,
+                       ids_unique=ids_unique)
         remap = " ".join(f"WHEN {sql_literal(c)} THEN {col_idx[c]}" for c in scan_cols)
         conn.execute(f"UPDATE {quote_ident(findings)} SET col_idx = CASE column_name {remap} END")
     else:

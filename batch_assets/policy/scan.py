@@ -182,6 +182,7 @@ def find_sensitive(
     *,
     table: str | None = None,
     hit_texts: str | None = None,
+    ids_unique: bool = False,
 ) -> str:
     """Scan every row and text column of `relation_sql`; return the name of a TEMP table of
     confirmed findings with columns
@@ -193,12 +194,14 @@ def find_sensitive(
 
     `start_offset` is 0-based in code points (Python `str` indexing); `value` is the matched text
     exactly as it appears. Findings of different detectors may overlap (a phone number inside an
-    e-mail address); redaction merges overlapping spans. `id_col` must be unique and non-NULL.
+    e-mail address); redaction merges overlapping spans. `id_col` must be unique and non-NULL: it is
+    checked (one aggregate over every id) unless `ids_unique` (the caller made it so).
     """
     names = [d.name for d in detectors]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate detector names: {names}")
-    _check_ids(conn, relation_sql, id_col)
+    if not ids_unique:
+        _check_ids(conn, relation_sql, id_col)
     table = table or temp_name("policy_findings")
     cand = temp_name("policy_candidates")
     verdicts = temp_name("policy_verdicts")
