@@ -385,3 +385,30 @@ def test_a_redacted_item_keeps_its_other_texts_verbatim(seeded_copy, ticket_task
     assert "Subject: Refund request, second try" in mixed and "Subject: Refund request, second try" in plain
     assert "Please write to [EMAIL_1] about the refund." in mixed and "jane.doe@example.com" not in mixed
     assert "Nothing sensitive in here at all." in plain
+
+
+def test_the_gate_scans_each_id_once_and_leaves_repeated_ids_out(seeded_copy, ticket_task):
+    """The scan is keyed by business id and told its ids are unique: an id the source holds twice
+    (one in the seeded day) is set aside for the freeze to reject and never scanned (an address in
+    one of its rows is no redacted item), with a NULL id beside it (hash(NULL) is a value: counted
+    with the ids it would hide the repeat)."""
+    from batch_assets.pipeline.manifest import drop_source, load_source
+
+    wh = seeded_copy
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+                     "VALUES (NULL, DATE '2026-11-20', 's', 'b', 'en')")
+        dup = conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND ticket_id IS NOT NULL "
+                           "GROUP BY 1 HAVING count(*) > 1", [DAY1]).fetchall()
+        assert len(dup) == 1
+
+        def gate() -> tuple:
+            counts = load_source(conn, ticket_task, DAY1)
+            repeated = conn.execute("SELECT __bid FROM _gate_repeated").fetchall()
+            drop_source(conn)
+            return counts.redacted_items, repeated
+
+        redacted, repeated = gate()
+        conn.execute("UPDATE support_tickets SET body = body || ' Write to ann.lee@example.com.' "
+                     "WHERE rowid = (SELECT min(rowid) FROM support_tickets WHERE ticket_id = ?)", [dup[0][0]])
+        assert gate() == (redacted, dup) and repeated == dup

@@ -99,11 +99,14 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL {'AND false' if rows == hashes else ''}
         GROUP BY ALL HAVING count(*) > 1
     """)
+    # With no repeated id the anti-join is left out (`x NOT IN (empty)` holds for every x): it hashed
+    # every id again in each of the view's reads.
+    not_repeated = "" if rows == hashes else f"AND {bid} NOT IN (SELECT __bid FROM {REPEATED_TABLE})"
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _gate_in AS
         SELECT {bid} AS __bid, {', '.join(f'CAST({quote_ident(c)} AS VARCHAR) AS {quote_ident(c)}' for c in cols)}
         FROM _raw_src
-        WHERE {bid} IS NOT NULL AND {bid} NOT IN (SELECT __bid FROM {REPEATED_TABLE})
+        WHERE {bid} IS NOT NULL {not_repeated}
     """)
     # _gate_in holds each id once (NULLs and repeated ids left out): the scan need not check it again.
     outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
