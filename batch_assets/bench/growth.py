@@ -134,10 +134,11 @@ def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = Fal
         log(f"growth: {items:,} items ({name})")
         reports.append(run_benchmark(items, workdir / f"{name}-{items}", keep=keep, log=log, profile=profile))
     rows = growth_rows(*reports)
+    v = verdict(rows, small, large)
     (workdir / "growth_report.json").write_text(json.dumps(
         {"small": small, "large": large, "rows": [asdict(r) | {"growth": r.growth, "floor_growth": r.floor_growth}
                                                  for r in rows],
-         "verdict": asdict(verdict(rows, small, large)) | {"ok": verdict(rows, small, large).ok},
+         "verdict": asdict(v) | {"ok": v.ok},
          "reports": [r.report_path for r in reports]}, indent=2))
     (workdir / "growth_report.md").write_text(markdown(rows, small, large) + "\n")
     return rows, reports

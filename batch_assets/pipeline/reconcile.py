@@ -246,9 +246,9 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
                    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
     r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction)
     params = {"t": task_id}
-    r.manifest_items, superseded, revocations = conn.execute("""
+    r.manifest_items, superseded, revocations, lo, hi = conn.execute("""
         SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL),
-               (SELECT count(*) FROM ledger.revocation)
+               (SELECT count(*) FROM ledger.revocation), min(item_no), max(item_no)
         FROM ledger.manifest_item WHERE task_id = $t""", params).fetchone()
     # One statement each: as one statement (a cross product of the single-row queries) they took
     # 38 ms at 1M items, one after another 23 ms.
@@ -260,27 +260,27 @@ def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
     r.batch_failures = [f"{f['job_key']}: {f['code'] or 'no code'}: {f['message'] or 'no detail'}" for f in failures]
-    _per_item(conn, task_id, r, manifest_rows=r.manifest_items + superseded)
+    _per_item(conn, task_id, r, manifest_rows=r.manifest_items + superseded, numbers=(lo, hi))
     r.final_status = final_status if r.manifest_items else None
     return r
 
 
-def _item_ranges(conn: duckdb.DuckDBPyConnection, task_id: str) -> list[tuple[int | None, int | None]]:
+def _item_ranges(lo: int | None, hi: int | None) -> list[tuple[int | None, int | None]]:
     """The per-item pass's ranges of item numbers, [lo, hi) (None: unbounded), each about
-    RECONCILE_CHUNK of the partition's numbers; together they cover every number once.
+    RECONCILE_CHUNK of the partition's numbers (`lo`..`hi`, its lowest and highest; None: it has
+    none); together they cover every number once.
 
     The pass joins five tables by item number. Over a whole 10M partition each join's hash table
     holds 10M rows and the statement took 16x its 1M time; over ranges of ~1M numbers each is the
     1M statement again, and the tables, stored in about item order, are read by range (zone maps)."""
-    lo, hi = conn.execute("SELECT min(item_no), max(item_no) FROM ledger.manifest_item WHERE task_id = ?",
-                          [task_id]).fetchone()
     if lo is None:
         return [(None, None)]
     marks = list(range(lo + RECONCILE_CHUNK, hi + 1, RECONCILE_CHUNK))
     return list(zip([None, *marks], [*marks, None]))
 
 
-def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, manifest_rows: int) -> None:
+def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, manifest_rows: int,
+              numbers: tuple[int | None, int | None]) -> None:
     """The terms that need each item's latest attempt, from one pass over the ids: outcomes of
     latest attempts (parsed results by class, lines without one), unsharded items, and the finality
     state of every manifest item. The latest attempt is found once; each table is read once.
@@ -290,7 +290,8 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
     times faster than ~60-byte strings, and at 10M items their hash tables fit in memory where the
     strings' spilled. A row of an id the manifest does not know has no number; when the partition
     has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id.
-    `manifest_rows`: the partition's manifest rows (superseded ones too)."""
+    `manifest_rows`: the partition's manifest rows (superseded ones too); `numbers`: their lowest and
+    highest item number."""
     params = {"t": task_id}
     closed_shards = f"""closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
             SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
@@ -305,7 +306,7 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
         FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id) WHERE sl.task_id = $t""", params).fetchone()
     # By ranges of item numbers, unless a line has none (then in one statement: such lines are told
     # apart by custom_id and belong to no range).
-    ranges = [(None, None)] if unknown_lines else _item_ranges(conn, task_id)
+    ranges = [(None, None)] if unknown_lines else _item_ranges(*numbers)
     if unknown_lines:  # rare (a line of an id the manifest does not know): key (item_no, unknown_id)
         def unknown(alias: str) -> str:
             return f"CASE WHEN {alias}item_no IS NULL THEN {alias}custom_id END AS unknown_id"

@@ -239,7 +239,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                     for attempt in sorted({s["attempt"] for s in shards}):
                         cut = sorted((s for s in shards if s["attempt"] == attempt), key=lambda s: s["shard_no"])
                         first = cut[0]["shard_no"]
-                        assert [s["shard_no"] for s in cut] == list(range(first, first + len(cut))), "shard numbers"
+                        if [s["shard_no"] for s in cut] != list(range(first, first + len(cut))):  # by _ShardFiles
+                            raise RuntimeError(f"cut {task_id}: attempt {attempt}'s shard numbers are not consecutive")
                         ledger_shards.insert_shard_lines(conn, task_id, attempt, _with_item_no(f"""
                             SELECT ($shard_ids)[l.shard_no - $first_shard_no + 1] AS shard_id, l.line_no,
                                    l.custom_id, l.item_no, l.request_id, l.line_bytes, l.est_tokens
