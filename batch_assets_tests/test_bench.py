@@ -268,3 +268,40 @@ def test_growth_is_refused_where_it_does_not_apply(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(small + argv)
     assert "--growth-from" in capsys.readouterr().err
+
+
+# --- disk ------------------------------------------------------------------------------------------
+
+def test_a_run_the_disk_cannot_hold_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    from batch_assets.bench import runner
+
+    monkeypatch.setattr(runner, "free_bytes", lambda path: 10**9)   # 1 GB free
+    with pytest.raises(runner.NotEnoughDisk) as refused:
+        run_benchmark(items=1_000_000, workdir=tmp_path, snapshot_before=["ingest", "apply"])
+    # 1M items: 4 GB for the run and 1.4 GB for each of the two snapshots.
+    assert "the benchmark at 1,000,000 items with 2 warehouse snapshot(s) needs about 6.8 GB free" in str(refused.value)
+    assert str(tmp_path) in str(refused.value) and "1.0 GB" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+    assert main(["--items", "1000000", "--workdir", str(tmp_path)]) == 2
+    assert "FAILED: the benchmark at 1,000,000 items needs about 4.0 GB free" in capsys.readouterr().err
+    # The growth mode checks its large run's disk before its first small run.
+    assert main(["--items", "1000000", "--growth-from", "200", "--workdir", str(tmp_path)]) == 2
+    assert "the 1,000,000-item run of the growth benchmark needs about 4.0 GB" in capsys.readouterr().err
+    assert not list(tmp_path.glob("before-*"))
+
+
+def test_a_snapshot_the_disk_cannot_hold_stops_the_run_before_the_copy(tmp_path, monkeypatch):
+    """The estimate up front can be low: each snapshot checks for its copy (and the stages after it)."""
+    from batch_assets.bench import runner
+
+    checks = []
+
+    def free(path):
+        checks.append(path)
+        return 10**12 if len(checks) == 1 else 10**6  # plenty up front, 1 MB at the snapshot
+
+    monkeypatch.setattr(runner, "free_bytes", free)
+    with pytest.raises(runner.NotEnoughDisk, match="the snapshot of the warehouse before cost"):
+        run_benchmark(items=200, workdir=tmp_path, snapshot_before="cost")
+    assert len(checks) == 2
+    assert not (tmp_path / "before_cost.duckdb").exists() and not (tmp_path / "warehouse.duckdb").exists()

@@ -124,11 +124,14 @@ def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
 
 def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = False, profile: bool = False,
                          log: Callable[[str], None] = print) -> tuple[list[GrowthRow], list[BenchReport]]:
-    from batch_assets.bench.runner import run_benchmark
+    from batch_assets.bench.runner import DISK_BYTES_PER_ITEM, check_disk, run_benchmark
 
     if not 1 <= small < large:
         raise ValueError(f"--growth-from must be at least 1 and below --items ({large:,}), got {small:,}")
     workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The large run's disk is checked before the first small run, not half an hour into the command.
+    check_disk(workdir, large * DISK_BYTES_PER_ITEM, f"the {large:,}-item run of the growth benchmark")
     reports = []
     for items, name in ((small, "before"), (large, "large"), (small, "after")):
         log(f"growth: {items:,} items ({name})")
@@ -147,13 +150,13 @@ def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = Fal
 def main(args) -> int:
     """`batch-assets bench --items L --growth-from S [--workdir D] [--keep] [--profile] [--strict]`."""
     from batch_assets.bench.proc import ChildFailed
-    from batch_assets.bench.runner import DEFAULT_WORKDIR, BenchmarkError
+    from batch_assets.bench.runner import DEFAULT_WORKDIR, BenchmarkError, NotEnoughDisk
 
     workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
     try:
         rows, reports = run_growth_benchmark(args.growth_from, args.items, workdir, args.keep, args.profile,
                                              log=lambda m: print(m, flush=True))
-    except (BenchmarkError, ChildFailed, ValueError) as exc:
+    except (BenchmarkError, ChildFailed, NotEnoughDisk, ValueError) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2
     for report in reports:

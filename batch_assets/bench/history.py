@@ -173,13 +173,13 @@ def report_markdown(rows: list[HistoryRow], items: int, partitions: int) -> str:
 
 def main(args) -> int:
     """`batch-assets bench --history N [--items M] [--workdir D] [--keep]`."""
-    from batch_assets.bench.runner import DEFAULT_WORKDIR, BenchmarkError
     from batch_assets.bench.proc import ChildFailed
+    from batch_assets.bench.runner import DEFAULT_WORKDIR, BenchmarkError, NotEnoughDisk
 
     workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
     try:
         rows, _ = run_history_benchmark(args.items, args.history, workdir, args.keep, log=lambda m: print(m, flush=True))
-    except (BenchmarkError, ChildFailed, ValueError) as exc:
+    except (BenchmarkError, ChildFailed, NotEnoughDisk, ValueError) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2
     print()

@@ -47,6 +47,30 @@ class BenchmarkError(AssertionError):
     """The pipeline produced a wrong result: a fast wrong pipeline is worthless."""
 
 
+class NotEnoughDisk(RuntimeError):
+    """The workdir's disk cannot hold what the benchmark is about to write."""
+
+
+# Disk a run needs per item, measured at 10M items: the shard and result files 2.6 KB, the
+# warehouse up to 1.4 KB (its largest, before reconcile), DuckDB's spill files the rest; each
+# snapshot (`snapshot_before`, or the one copy `repeat` keeps) is one more warehouse.
+DISK_BYTES_PER_ITEM = 4_000
+SNAPSHOT_BYTES_PER_ITEM = 1_400
+
+
+def free_bytes(path: Path) -> int:
+    return shutil.disk_usage(path).free
+
+
+def check_disk(root: Path, needed: int, what: str) -> None:
+    """Refuse before writing, not halfway through a long run: a full disk also breaks whatever else
+    runs on the machine (a 10M run with three snapshots filled one)."""
+    free = free_bytes(root)
+    if free < needed:
+        raise NotEnoughDisk(f"{what} needs about {needed / 1e9:,.1f} GB free in {root}, which has {free / 1e9:,.1f} GB. "
+                            "Fix: free space there, take fewer snapshots, or pass --workdir on a larger disk")
+
+
 def _environment() -> dict:
     import platform
 
@@ -137,6 +161,9 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
     root = Path(workdir if workdir is not None else DEFAULT_WORKDIR).resolve()
     root.mkdir(parents=True, exist_ok=True)
     remove_paths(*(root / p for p in _OWNED))
+    copies = len(snapshots) + (1 if repeat > 1 else 0)
+    check_disk(root, items * (DISK_BYTES_PER_ITEM + copies * SNAPSHOT_BYTES_PER_ITEM),
+                f"the benchmark at {items:,} items" + (f" with {copies} warehouse snapshot(s)" if copies else ""))
     wd = str(root)
 
     def step(label: str, fn: str, **kwargs) -> Measured:
@@ -166,6 +193,11 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                 if r == 0 and (repeat > 1 or stage in snapshots):
                     # every child has closed (and checkpointed) the warehouse; the floor wrote only
                     # its own schema, which the next repeat's floor replaces
+                    # The copy, and room for the stages after it (their writes and spill files) in
+                    # case the estimate up front was low.
+                    size = (root / "warehouse.duckdb").stat().st_size
+                    check_disk(root, size + items * DISK_BYTES_PER_ITEM // 4,
+                                f"the snapshot of the warehouse before {stage} ({size / 1e9:,.1f} GB) and the stages after it")
                     _copy_synced(root / "warehouse.duckdb", snapshot)
                 runs.append((floor, step(f"stage: {stage}{suffix}", stage_fn, workdir=wd, profile=profile)))
             _same_results(stage, [m for _, m in runs])
@@ -262,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run_benchmark(args.items, args.workdir, args.keep, log=lambda m: print(m, flush=True),
                                profile=args.profile, repeat=args.repeat)
-    except (BenchmarkError, ChildFailed) as exc:
+    except (BenchmarkError, ChildFailed, NotEnoughDisk) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2
     print()
