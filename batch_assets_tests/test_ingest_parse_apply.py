@@ -204,6 +204,87 @@ def test_lines_a_second_job_of_the_same_shard_returns_are_duplicates_in_a_later_
         (job["job_key"], "ok", LINES), (job["job_key"] + "-again", "duplicate", LINES)]
 
 
+
+def test_aligned_prefix_leaves_the_last_row_group_empty_or_more_than_half_full():
+    from batch_assets.pipeline.ingest import ROW_GROUP_ROWS as RG
+    from batch_assets.pipeline.ingest import aligned_prefix
+
+    half = RG // 2
+    assert aligned_prefix([RG + half + 1, 10, 10]) == 3   # each prefix leaves it more than half full: all
+    assert aligned_prefix([RG + half + 1, half, 10]) == 1  # two or three files leave it at most half full
+    assert aligned_prefix([RG, RG]) == 2                   # exactly full row groups
+    assert aligned_prefix([10, 10]) == 2                   # no such prefix: all
+
+
+def test_duckdb_merges_only_row_groups_at_most_half_full_at_a_checkpoint(tmp_path):
+    """What aligned_prefix relies on: inserts that each end with a row group more than half full
+    leave nothing for a checkpoint to merge; inserts that end at most half full are merged (rewritten)."""
+    import duckdb
+
+    from batch_assets.pipeline.ingest import ROW_GROUP_ROWS as RG
+
+    def row_groups_before_and_after_a_checkpoint(tail: int) -> tuple[int, int]:
+        conn = duckdb.connect(str(tmp_path / f"rg{tail}.duckdb"))
+        conn.execute("CREATE TABLE t (i BIGINT)")
+        for _ in range(3):
+            conn.execute(f"INSERT INTO t SELECT * FROM range({2 * RG + tail})")
+        before = conn.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('t')").fetchone()[0]
+        conn.execute("CHECKPOINT")
+        after = conn.execute("SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('t')").fetchone()[0]
+        conn.close()
+        return before, after
+
+    assert row_groups_before_and_after_a_checkpoint(RG // 2 + 1000) == (9, 9)
+    before, after = row_groups_before_and_after_a_checkpoint(RG // 2 - 1000)
+    assert before == 9 and after < before
+
+
+def test_files_left_for_the_next_batch_to_align_an_insert_change_nothing(
+        seeded_copy, ticket_task, adapter, emulator, wait_for_jobs, monkeypatch):
+    """A batch leaves its last staged files for the next one when that ends its insert more than
+    half into a row group; they are staged again there. The result is the same as in one batch."""
+    import dataclasses
+    import shutil
+
+    from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.pipeline import ingest as ingest_module
+
+    wh = seeded_copy
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=7))
+    emulator.configure(item_error_rate=0.3)
+    submit_and_wait(wh, task, adapter, wait_for_jobs)
+    download_results(wh, TASK_ID1, adapter)
+    whole = Warehouse.at(wh.database.with_name("whole.duckdb"), wh.data_dir)
+    shutil.copy(wh.database, whole.database)
+    files = q(wh, "SELECT file_key, byte_count FROM ledger.raw_file")
+    assert len(files) > 8
+    expected = ingest_files(whole, TASK_ID1)  # one batch: nothing to align
+
+    inserted, staged = [], []
+    real_insert, real_stage = ingest_module.insert_raw_results, ingest_module._stage_batch
+
+    def counted_insert(*args, **kwargs):
+        inserted.append(real_insert(*args, **kwargs))
+        return inserted[-1]
+
+    def counted_stage(conn, batch, fmt):
+        staged.extend(f["file_key"] for f in batch)
+        return real_stage(conn, batch, fmt)
+
+    monkeypatch.setattr(ingest_module, "insert_raw_results", counted_insert)
+    monkeypatch.setattr(ingest_module, "_stage_batch", counted_stage)
+    monkeypatch.setattr(ingest_module, "ROW_GROUP_ROWS", 10)
+    monkeypatch.setattr(ingest_module, "INGEST_BATCH_BYTES", 3 * max(f["byte_count"] for f in files))
+    assert ingest_files(wh, TASK_ID1) == expected
+    # Some files were staged twice (left for the next batch), and every insert but the last ended
+    # more than half into a row group of 10 (or on its end).
+    assert len(staged) > len(set(staged)) == len(files)
+    assert len(inserted) > 2 and all(n % 10 == 0 or n % 10 > 5 for n in inserted[:-1]), inserted
+    keys = "SELECT file_key, line_no, job_key, attempt, request_id, custom_id, item_no, status, body FROM ledger.raw_result"
+    assert sorted(map(str, q(wh, keys))) == sorted(map(str, q(whole, keys)))
+    marked = "SELECT file_key, line_count, ingested_at IS NOT NULL AS done FROM ledger.raw_file ORDER BY 1"
+    assert q(wh, marked) == q(whole, marked) and all(r["done"] for r in q(wh, marked))
+
 # --- stage 6: parse and classify ------------------------------------------------------------------------
 
 def test_every_failure_is_classified(seeded_copy, ticket_task, adapter, emulator, wait_for_jobs):
