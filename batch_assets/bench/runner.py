@@ -163,7 +163,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
     remove_paths(*(root / p for p in _OWNED))
     copies = len(snapshots) + (1 if repeat > 1 else 0)
     check_disk(root, items * (DISK_BYTES_PER_ITEM + copies * SNAPSHOT_BYTES_PER_ITEM),
-                f"the benchmark at {items:,} items" + (f" with {copies} warehouse snapshot(s)" if copies else ""))
+               f"the benchmark at {items:,} items" + (f" with {copies} warehouse snapshot(s)" if copies else ""))
     wd = str(root)
 
     def step(label: str, fn: str, **kwargs) -> Measured:
@@ -191,13 +191,13 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                     _copy_synced(snapshot, root / "warehouse.duckdb")
                 floor = step(f"floor: {stage}{suffix}", floor_fn, workdir=wd)
                 if r == 0 and (repeat > 1 or stage in snapshots):
-                    # every child has closed (and checkpointed) the warehouse; the floor wrote only
-                    # its own schema, which the next repeat's floor replaces
-                    # The copy, and room for the stages after it (their writes and spill files) in
-                    # case the estimate up front was low.
+                    # Room for the copy and for the stages after it (their writes and spill files),
+                    # in case the estimate up front was low.
                     size = (root / "warehouse.duckdb").stat().st_size
                     check_disk(root, size + items * DISK_BYTES_PER_ITEM // 4,
-                                f"the snapshot of the warehouse before {stage} ({size / 1e9:,.1f} GB) and the stages after it")
+                               f"the snapshot of the warehouse before {stage} ({size / 1e9:,.1f} GB) and the stages after it")
+                    # every child has closed (and checkpointed) the warehouse; the floor wrote only
+                    # its own schema, which the next repeat's floor replaces
                     _copy_synced(root / "warehouse.duckdb", snapshot)
                 runs.append((floor, step(f"stage: {stage}{suffix}", stage_fn, workdir=wd, profile=profile)))
             _same_results(stage, [m for _, m in runs])
