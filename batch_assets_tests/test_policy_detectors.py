@@ -457,6 +457,11 @@ def test_candidates_are_confirmed_in_slices_each_once_with_the_same_findings(con
     sliced = findings()
     assert sorted(calls) == confirmed_whole   # 16 slices, every distinct pair confirmed once
     assert sliced == whole
+    # Inside a transaction too (the freeze scans in its transaction, where a new table's rowids
+    # start at 2^62: slices by rowid never ended).
+    conn.execute("BEGIN TRANSACTION")
+    assert findings() == whole and sorted(calls) == confirmed_whole
+    conn.execute("COMMIT")
     assert {d for _, _, _, d, *_ in whole} == {"email", "phone", "card"} and len(whole) >= 300 * 2 + 60
     assert not [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
                 if t.startswith("policy_")]   # no slice or pair table left behind

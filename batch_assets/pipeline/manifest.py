@@ -17,6 +17,7 @@ from batch_assets.ledger import manifest as ledger_manifest
 from batch_assets.ledger.tasks import set_task_currency, upsert_frozen_task
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline import stable_source
 from batch_assets.pipeline.gate import (GATED_TABLE, MAPPING_TABLE, REPEATED_TABLE, GateCounts, blocked_reason_sql,
                                         drop_gate, gate_source)
 from batch_assets.pipeline.render import blank_columns_sql, estimated_tokens_sql, input_hash_sql, prompt_sql
@@ -45,11 +46,13 @@ class ManifestSummary:
 
 
 def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> GateCounts:
-    """Run the source query once into temp table `_raw_src`, pass it through the task's sensitive-data
-    policy (`pipeline.gate`: redacted columns, block reasons, the local `_pii_map`); `_src`
-    (business_id, prompt_text, blank_columns, blocked_reason, source_fp) is a temp VIEW over the gated
-    rows, so the rendered prompts are computed where used, never stored twice. Drop all with drop_source()."""
-    return gate_loaded_source(conn, task, query_source(conn, task, partition_date))
+    """The source query as `_raw_src` (a view when reading it again gives the same rows, see
+    query_source), passed through the task's sensitive-data policy (`pipeline.gate`: redacted
+    columns, block reasons, the local `_pii_map`); `_src` (business_id, prompt_text, blank_columns,
+    blocked_reason, source_fp) is a temp VIEW over the gated rows, so the rendered prompts are
+    computed where used, never stored twice. Drop all with drop_source(). Run it and every read of
+    `_src` in one transaction (freeze_manifest does): a view's reads agree only within one."""
+    return gate_loaded_source(conn, task, query_source(conn, task, partition_date, reread=True))
 
 
 def source_subquery(task: ResolvedTask) -> str:
@@ -60,13 +63,22 @@ def source_subquery(task: ResolvedTask) -> str:
 
 
 def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str,
-                 where: str | None = None) -> set[str]:
+                 where: str | None = None, reread: bool = False) -> set[str]:
     """The source query into temp table `_raw_src` (checked for the columns the task needs); returns
-    its columns. `where`: only the source rows matching this condition (over the source's columns)."""
+    its columns. `where`: only the source rows matching this condition (over the source's columns).
+    `reread`: the caller only reads the source (it writes no table the query may read), so when the
+    query is a pure function of DuckDB tables (`stable_source.view_sql`) `_raw_src` is a view over
+    it, not a copy: at 10M items the copy was 5.4 GB that spilled and was read back."""
     spec = task.spec
     query = spec.source.sql if where is None else f"SELECT * FROM {source_subquery(task)} AS _q WHERE {where}"
+    params = {"partition_date": partition_date}
+    _drop_raw_source(conn)
     try:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_src AS {query}", {"partition_date": partition_date})
+        view = stable_source.view_sql(conn, query, params) if reread else None
+        if view is not None:
+            conn.execute(f"CREATE TEMP VIEW _raw_src AS {view}")
+        else:
+            conn.execute(f"CREATE TEMP TABLE _raw_src AS {query}", params)
     except duckdb.Error as exc:
         raise SourceQueryError(
             f"task {spec.name!r}: the source query (source.sql in {task.yaml_path}) failed for partition "
@@ -119,8 +131,16 @@ def frozen_item_no_sql(alias: str = "p") -> str:
     return f"coalesce({alias}.earlier_no, {alias}.item_no_base + {alias}.file_row_number)"
 
 
+def _drop_raw_source(conn: duckdb.DuckDBPyConnection) -> None:
+    kind = conn.execute("SELECT any_value(table_type) FROM information_schema.tables "
+                        "WHERE table_catalog = 'temp' AND table_name = '_raw_src'").fetchone()[0]
+    if kind is not None:
+        conn.execute(f"DROP {'VIEW' if kind == 'VIEW' else 'TABLE'} _raw_src")
+
+
 def drop_source(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute("DROP VIEW IF EXISTS _src; DROP TABLE IF EXISTS _raw_src;")
+    conn.execute("DROP VIEW IF EXISTS _src")
+    _drop_raw_source(conn)
     drop_gate(conn)
 
 
@@ -137,8 +157,8 @@ def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refr
             return ManifestSummary(task_id, existing[1], existing[0], items, 0, 0, rejects, reused=True)
 
         version = (existing[0] if existing else 0) + 1
-        pii = load_source(conn, task, partition_date)
         with transaction(conn):
+            pii = load_source(conn, task, partition_date)
             return _freeze(conn, wh, task, partition_date, task_id, version, pii)
 
 

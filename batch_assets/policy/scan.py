@@ -153,17 +153,19 @@ def confirm_distinct(pairs: Sequence[tuple[str, str]], detectors: Sequence[Detec
 
 def _confirm_all(conn: duckdb.DuckDBPyConnection, cand: str, verdicts: str, detectors: Sequence[Detector]) -> None:
     """TEMP table `verdicts`: confirm_distinct over every distinct (detector, candidate) of `cand`,
-    a slice of CONFIRM_BATCH pairs at a time (a slice is a range of row numbers of the pairs' table)."""
+    a slice of CONFIRM_BATCH pairs at a time (a slice is a range of the pairs' numbers). The pairs
+    are numbered, not sliced by rowid: inside a transaction a new table's rowids start at 2^62."""
     pairs = temp_name("policy_pairs")
     arrow_name = temp_name("policy_slice")
-    conn.execute(f"CREATE TEMP TABLE {quote_ident(pairs)} AS SELECT DISTINCT detector, candidate FROM {quote_ident(cand)}")
+    conn.execute(f"CREATE TEMP TABLE {quote_ident(pairs)} AS SELECT row_number() OVER () - 1 AS pair_no, detector, "
+                 f"candidate FROM (SELECT DISTINCT detector, candidate FROM {quote_ident(cand)})")
     conn.execute(f"CREATE TEMP TABLE {quote_ident(verdicts)} (detector VARCHAR, candidate VARCHAR, "
                  "rel_offset BIGINT, value VARCHAR, label VARCHAR, precedence INTEGER)")
     try:
-        end = conn.execute(f"SELECT coalesce(max(rowid) + 1, 0) FROM {quote_ident(pairs)}").fetchone()[0]
+        end = conn.execute(f"SELECT count(*) FROM {quote_ident(pairs)}").fetchone()[0]
         for lo in range(0, end, CONFIRM_BATCH):
             batch = conn.execute(f"SELECT detector, candidate FROM {quote_ident(pairs)} "
-                                 f"WHERE rowid >= {lo} AND rowid < {lo + CONFIRM_BATCH}").fetchall()
+                                 f"WHERE pair_no >= {lo} AND pair_no < {lo + CONFIRM_BATCH}").fetchall()
             conn.register(arrow_name, confirm_distinct(batch, detectors))
             try:
                 conn.execute(f"INSERT INTO {quote_ident(verdicts)} SELECT * FROM {quote_ident(arrow_name)}")
