@@ -348,6 +348,11 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
         usage_apart = conn.execute("SELECT DISTINCT thinking_tokens, cached_input_tokens FROM ledger.parsed_result").fetchall()
         options = conn.execute("SELECT DISTINCT request_options FROM ledger.provider_job").fetchall()
         item_nos = dict(conn.execute("SELECT custom_id, item_no FROM ledger.manifest_item").fetchall())
+        keys = conn.execute("SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'ledger' "
+                            "AND table_name = 'manifest_item' AND constraint_type = 'PRIMARY KEY'").fetchall()
+        with pytest.raises(duckdb.ConstraintException):   # a repeated item: its number repeats with it
+            conn.execute("INSERT INTO ledger.manifest_item SELECT * REPLACE ('again' AS custom_id) "
+                         "FROM ledger.manifest_item LIMIT 1")
         carried = {t: conn.execute(f"SELECT custom_id, item_no FROM ledger.{t}").fetchall()
                    for t in ("shard_line", "raw_result", "parsed_result", "applied_result")}
         # The upgraded ledger takes new rows through the writer, defaults included.
@@ -368,6 +373,8 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
     assert sorted(item_nos.values()) == [0, 1, 2]
     for table, rows in carried.items():
         assert rows and all(n == item_nos.get(c) for c, n in rows), (table, rows)
+    # v11: manifest_item keyed by (task_id, item_no), its rows kept (`after == before` above).
+    assert keys == [(["task_id", "item_no"],)]
     r = reconcile(warehouse, "ticket_triage_20261120")
     assert (r.manifest_items, r.succeeded, r.expired, r.applied) == (3, 1, 2, 1)
 

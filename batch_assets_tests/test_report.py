@@ -197,9 +197,9 @@ def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
             conn.execute("""INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
                                 prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at,
                                 est_cost) VALUES (?, ?, 't_20261120', ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?, ?)""",
-                         [f"c{i}", i, f"b{i}", T0, cost])
+                         [f"c{i}", 100 + i, f"b{i}", T0, cost])
         conn.execute("""INSERT INTO ledger.parsed_result (custom_id, item_no, attempt, task_id, job_key, provider_succeeded,
-                            output_schema_version, parsed_at, cost) VALUES ('c0', 0, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
+                            output_schema_version, parsed_at, cost) VALUES ('c0', 100, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
                      [T0])
         cost = cost_figures(conn, "t_20261120")
         assert (cost.estimated, cost.actual, cost.currency) == (0.75, 0.2, "USD")
