@@ -30,7 +30,7 @@ DEFAULT_LOCK_TIMEOUT_S = 300.0
 # holding millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer
 # pool only: the interpreter, imported libraries and allocations outside the pool add 150-450 MB
 # (more for larger partitions), so 1600MB keeps a whole stage process within 2 GB (measured by
-# `batch-assets bench`: 1.66 GB at 1M items, 1.85-1.95 GB at 10M).
+# `batch-assets bench`: 1.43 GB at 1M items, 1.72-1.82 GB at 10M in its newest growth run).
 DEFAULT_MEMORY_LIMIT = "1600MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
