@@ -71,15 +71,14 @@ def _view_sql(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str])
         _check_node(node, ctes, functions, tables)
     _check_functions(conn, functions)
     _check_tables(conn, tables)
+    # Listed first, then changed: each parameter node becomes a string literal in place (its
+    # position fields are kept).
     for node in [n for n in _dicts(tree) if n.get("class") == "PARAMETER"]:
-        if True:
-            name = node["identifier"]
-            if name not in params:
-                raise _Refused(f"the parameter ${name} has no value")
-            # The parameter node becomes a string literal in place (its position fields are kept).
-            del node["identifier"]
-            node.update({"class": "CONSTANT", "type": "VALUE_CONSTANT",
-                         "literal": {"kind": "STRING", "text": str(params[name])}})
+        name = node.pop("identifier")
+        if name not in params:
+            raise _Refused(f"the parameter ${name} has no value")
+        node.update({"class": "CONSTANT", "type": "VALUE_CONSTANT",
+                     "literal": {"kind": "STRING", "text": str(params[name])}})
     return conn.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()[0]
 
 
