@@ -40,6 +40,9 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {
         "shards_within_limits": True, "within_budget": True, "model_allowed": True, "prompt_unchanged": True,
         "dry_run_recorded": True, "no_stuck_jobs": True}
+    # The freeze read the task's source again (a pure query), and the manifest asset says so.
+    (frozen,) = submit.asset_materializations_for_node(f"{task_name}__manifest")
+    assert frozen.metadata["source_read"].value == "view"
     with wh.connect() as conn:  # every job records where it went: the emulator, by host only
         endpoints = set(conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
                                      [task.task_id(DAY1)]).fetchall())

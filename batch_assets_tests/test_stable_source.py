@@ -100,12 +100,12 @@ def test_every_shipped_task_source_is_read_again(warehouse):
             assert stable_source.why_not(c, task.spec.source.sql, PARAMS) is None, name
 
 
-def _frozen(wh, task) -> tuple[list, list]:
+def _frozen(wh, task) -> tuple[list, list, str]:
     summary = freeze_manifest(wh, task, DAY1)
     with wh.connect() as c:
         parquet = c.execute(f"SELECT * EXCLUDE (item_no_base) FROM read_parquet('{summary.manifest_uri}') ORDER BY custom_id").fetchall()
         items = c.execute("SELECT * EXCLUDE (frozen_at) FROM ledger.manifest_item ORDER BY custom_id").fetchall()
-    return parquet, items
+    return parquet, items, summary.source_read
 
 
 def test_the_freeze_over_a_view_equals_the_freeze_over_a_copy(seeded_copy, tmp_path, ticket_task, monkeypatch):
@@ -131,7 +131,9 @@ def test_the_freeze_over_a_view_equals_the_freeze_over_a_copy(seeded_copy, tmp_p
     monkeypatch.setattr(stable_source, "view_sql", lambda *a, **k: None)
     over_copy = _frozen(copy_wh, ticket_task)
     assert kinds == ["VIEW", "LOCAL TEMPORARY"]
-    assert over_view == over_copy and len(over_view[1]) > 50
+    assert over_view[:2] == over_copy[:2] and len(over_view[1]) > 50
+    # What the manifest asset's metadata shows of each.
+    assert (over_view[2], over_copy[2]) == ("view", "copy: not read as a view")
     with seeded_copy.connect() as c:
         assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0] == 0
 
@@ -143,6 +145,8 @@ def test_a_source_that_is_not_pure_is_still_frozen_from_one_copy(seeded_copy, ti
     task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(
         update={"source": ticket_task.spec.source.model_copy(update={"sql": sql})}))
     summary = freeze_manifest(seeded_copy, task, DAY1)
+    assert summary.source_read == "copy: the query calls random (not a consistent scalar function)"
+    assert freeze_manifest(seeded_copy, task, DAY1).source_read is None   # reused: nothing read
     with seeded_copy.connect() as c:
         in_file = {r[0] for r in c.execute(f"SELECT custom_id FROM read_parquet('{summary.manifest_uri}')").fetchall()}
         in_ledger = {r[0] for r in c.execute("SELECT custom_id FROM ledger.manifest_item").fetchall()}

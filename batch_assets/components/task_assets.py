@@ -168,6 +168,7 @@ def build_task_defs(task: ResolvedTask) -> dg.Definitions:
             gates = partition_gates(conn, [s.task_id for s in out])
         return dg.MaterializeResult(metadata={
             **_per_partition(out, lambda s: {"manifest_version": s.manifest_version, "reused": s.reused,
+                                             **({"source_read": s.source_read} if s.source_read else {}),
                                              **(s.pii.as_metadata() if s.pii else {}),
                                              "cost_estimated": _money(gates[s.task_id].cost_estimated),
                                              "currency": gates[s.task_id].currency or "unknown"}),

@@ -8,6 +8,7 @@ the ledger keeps one row per item with its identifiers.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -43,6 +44,9 @@ class ManifestSummary:
     pii: GateCounts | None = None       # None when the manifest was reused (nothing scanned)
     est_cost: float | None = None       # estimated cost of the live items (None: model not priced)
     currency: str | None = None
+    # How the freeze read its source: "view" (read again: a pure query, see stable_source) or
+    # "copy: <why it is not pure>"; None when the manifest was reused.
+    source_read: str | None = None
 
 
 def load_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> GateCounts:
@@ -131,9 +135,22 @@ def frozen_item_no_sql(alias: str = "p") -> str:
     return f"coalesce({alias}.earlier_no, {alias}.item_no_base + {alias}.file_row_number)"
 
 
-def _drop_raw_source(conn: duckdb.DuckDBPyConnection) -> None:
-    kind = conn.execute("SELECT any_value(table_type) FROM information_schema.tables "
+def _raw_source_kind(conn: duckdb.DuckDBPyConnection) -> str | None:
+    """'VIEW' or 'LOCAL TEMPORARY' (a copy): what `_raw_src` is now; None when there is none."""
+    return conn.execute("SELECT any_value(table_type) FROM information_schema.tables "
                         "WHERE table_catalog = 'temp' AND table_name = '_raw_src'").fetchone()[0]
+
+
+def _source_read(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> str:
+    """ManifestSummary.source_read for the `_raw_src` loaded now: 'view', or 'copy: ' and why."""
+    if _raw_source_kind(conn) == "VIEW":
+        return "view"
+    why = stable_source.why_not(conn, task.spec.source.sql, {"partition_date": partition_date})
+    return f"copy: {why or 'not read as a view'}"
+
+
+def _drop_raw_source(conn: duckdb.DuckDBPyConnection) -> None:
+    kind = _raw_source_kind(conn)
     if kind is not None:
         conn.execute(f"DROP {'VIEW' if kind == 'VIEW' else 'TABLE'} _raw_src")
 
@@ -159,7 +176,9 @@ def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refr
         version = (existing[0] if existing else 0) + 1
         with transaction(conn):
             pii = load_source(conn, task, partition_date)
-            return _freeze(conn, wh, task, partition_date, task_id, version, pii)
+            read = _source_read(conn, task, partition_date)
+            summary = _freeze(conn, wh, task, partition_date, task_id, version, pii)
+        return dataclasses.replace(summary, source_read=read)
 
 
 def expected_output_tokens(task: ResolvedTask) -> int:
