@@ -35,3 +35,16 @@ def test_default_memory_limit_leaves_room_for_the_interpreter_within_2gb(tmp_pat
     number, unit = applied.split()
     mib = float(number) * {"MiB": 1, "GiB": 1024, "MB": 1e6 / 2**20, "GB": 1e9 / 2**20}[unit]
     assert 1200 <= mib <= 1600
+
+
+def test_a_warehouse_given_its_own_pool_uses_it_whatever_the_environment_says(tmp_path, monkeypatch):
+    """The benchmark's setup and checks get the floors' pool while its stages get the product's."""
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "900MB")
+    with Warehouse.at(tmp_path / "w.duckdb", memory_limit="1500MB").connect() as conn:
+        own = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    with Warehouse.at(tmp_path / "w.duckdb").connect() as conn:
+        from_env = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert (own, from_env) == ("1.3 GiB", "858.3 MiB")
+    with pytest.raises(ValueError, match=r"memory_limit='1GB; --' is not a memory size\. Fix: set it like 2GB"):
+        with Warehouse.at(tmp_path / "w.duckdb", memory_limit="1GB; --").connect():
+            pass

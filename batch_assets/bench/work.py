@@ -28,10 +28,17 @@ from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 TASK_NAME = "ticket_triage"
 
 
-def warehouse(workdir: str, profile: bool = False, database: str | None = None) -> Warehouse:
+def warehouse(workdir: str, profile: bool = False, database: str | None = None,
+              memory_limit: str | None = None) -> Warehouse:
+    """The run's warehouse. Stages get the product's pool (memory_limit None: the environment's or
+    the default); setup and the checks, which are not measured, get the floors' larger one."""
     root = Path(workdir)
     cls = ProfilingWarehouse if profile else Warehouse
-    return cls.at(Path(database) if database else root / "warehouse.duckdb", root / "data")
+    return cls.at(Path(database) if database else root / "warehouse.duckdb", root / "data", memory_limit)
+
+
+def _unmeasured(workdir: str) -> Warehouse:
+    return warehouse(workdir, memory_limit=floors.FLOOR_MEMORY_LIMIT)
 
 
 def _profiled(wh: Warehouse, result: dict, probe: Probe | None = None) -> dict:
@@ -55,7 +62,7 @@ def _asdict(obj) -> dict:
 # --- setup (not stages) ---------------------------------------------------------------------------
 
 def setup_source(probe: Probe, workdir: str, items: int) -> dict:
-    wh = warehouse(workdir)
+    wh = _unmeasured(workdir)
     with probe.measure(), wh.connect() as conn:  # connect() creates the ledger (migrations)
         rows = synth.create_source_table(conn, items)
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {floors.SCHEMA}")
@@ -70,7 +77,7 @@ def setup_source(probe: Probe, workdir: str, items: int) -> dict:
 
 
 def setup_provider_outputs(probe: Probe, workdir: str) -> dict:
-    wh, task = warehouse(workdir), bench_task()
+    wh, task = _unmeasured(workdir), bench_task()
     with probe.measure():
         out = synth.write_provider_outputs(wh, task, synth.PARTITION_DATE)
         jobs = synth.register_terminal_jobs(wh, task, out, synth.PARTITION_DATE)
@@ -184,7 +191,7 @@ def floor_reconcile(probe: Probe, workdir: str) -> dict:
 
 def verify(probe: Probe, workdir: str, expected: dict) -> dict:
     """Independent checks after the run; returns (check, ok, detail) rows. Not timed."""
-    wh, task = warehouse(workdir), bench_task()
+    wh, task = _unmeasured(workdir), bench_task()
     task_id = _task_id()
     rec = reconcile(wh, task_id)
     with wh.connect() as conn:

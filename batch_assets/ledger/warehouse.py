@@ -36,11 +36,13 @@ MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
 
 
-def memory_limit() -> str:
-    """The DuckDB memory limit from the environment, validated (it reaches SQL, so never pasted raw)."""
-    value = os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT).strip()
+def memory_limit(value: str | None = None) -> str:
+    """The DuckDB memory limit (`value`, else the environment's, else the default), validated: it
+    reaches SQL, so it is never pasted raw."""
+    source = "memory_limit" if value is not None else MEMORY_LIMIT_ENV
+    value = (value if value is not None else os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)).strip()
     if not _MEMORY_LIMIT_RE.match(value):
-        raise ValueError(f"{MEMORY_LIMIT_ENV}={value!r} is not a memory size. Fix: set it like 2GB, 1500MB or 4GiB")
+        raise ValueError(f"{source}={value!r} is not a memory size. Fix: set it like 2GB, 1500MB or 4GiB")
     return value
 
 
@@ -73,11 +75,14 @@ class Warehouse:
     database: Path
     data_dir: Path
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+    # DuckDB's pool for this warehouse's connections; None: BATCH_ASSETS_DUCKDB_MEMORY_LIMIT or the default.
+    memory_limit: str | None = None
 
     @classmethod
-    def at(cls, database: str | Path, data_dir: str | Path | None = None) -> Warehouse:
+    def at(cls, database: str | Path, data_dir: str | Path | None = None, memory_limit: str | None = None) -> Warehouse:
         database = Path(database)
-        return cls(database=database, data_dir=Path(data_dir) if data_dir else database.parent)
+        return cls(database=database, data_dir=Path(data_dir) if data_dir else database.parent,
+                   memory_limit=memory_limit)
 
     def path(self, *parts: str) -> Path:
         """A run-time file path under data_dir; parent folders are created."""
@@ -132,7 +137,7 @@ class Warehouse:
         try:
             # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
             conn.execute("SET TimeZone = 'UTC'")
-            conn.execute("SET memory_limit = ?", [memory_limit()])
+            conn.execute("SET memory_limit = ?", [memory_limit(self.memory_limit)])
             yield conn
         finally:
             conn.close()
