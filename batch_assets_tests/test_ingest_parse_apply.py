@@ -423,6 +423,39 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
     balanced(wh)
 
 
+@pytest.mark.parametrize("chunk", [None, 7], ids=["one_chunk", "chunks_of_7"])
+def test_an_item_with_two_usable_attempts_is_written_once_with_its_latest(seeded_copy, ticket_task, adapter,
+                                                                         wait_for_jobs, monkeypatch, chunk):
+    """An item can hold a usable answer at two attempts (a batch's output that arrived after its
+    items were sent again). Apply writes each item once, with its latest attempt's answer (the
+    attempt reconcile counts), instead of failing the chunk on the item's second row every run."""
+    if chunk:
+        monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
+    wh = seeded_copy
+    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        twice = [r[0] for r in conn.execute("""
+            SELECT item_no FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL
+            ORDER BY item_no LIMIT 3 OFFSET 10""").fetchall()]
+        conn.execute("""
+            INSERT INTO ledger.parsed_result BY NAME
+            SELECT * REPLACE (2 AS attempt, json_object('category', 'billing', 'reason', 'second attempt',
+                                                          'confidence', 0.9)::VARCHAR AS output_json)
+            FROM ledger.parsed_result WHERE item_no IN (SELECT unnest($1::BIGINT[]))""", [twice])
+    s = apply_results(wh, ticket_task, DAY1)
+    assert (s.applied, s.stale) == (LINES, 0)
+    table = q(wh, """SELECT l.reason, m.item_no FROM ticket_labels l
+                     JOIN ledger.manifest_item m ON m.custom_id = l.custom_id""")
+    assert len(table) == LINES
+    assert sorted(r["item_no"] for r in table if r["reason"] == "second attempt") == twice
+    ledger = q(wh, "SELECT item_no FROM ledger.applied_result")
+    assert len(ledger) == len({r["item_no"] for r in ledger}) == LINES
+    again = apply_results(wh, ticket_task, DAY1)
+    assert (again.applied, again.stale) == (0, 0)
+
+
 @pytest.mark.parametrize("chunk, row_group", [(None, None), (7, None), (7, 4)],
                          ids=["one_chunk", "chunks_of_7", "chunks_aligned_to_row_groups_of_4"])
 def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_copy, ticket_task, adapter,

@@ -291,7 +291,14 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
               ON m.item_no = p.item_no
             WHERE {_usable_sql(task_id)} AND p.output_schema_version = {version} AND {not_applied}
         """)
-        n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
+        n_cand, latest_attempt = conn.execute("SELECT count(*), max(attempt) FROM _cand").fetchone()
+        if latest_attempt is not None and latest_attempt > 1:
+            # An item can hold usable answers at two attempts (a batch's output that arrived after
+            # its items were sent again): it is written once, with its latest attempt's answer (the
+            # one reconcile counts). Its second row would fail the chunk's keyed insert on every run.
+            conn.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM _cand "
+                         "QUALIFY attempt = max(attempt) OVER (PARTITION BY item_no)")
+            n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table, refused)
