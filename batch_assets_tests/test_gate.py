@@ -284,7 +284,7 @@ def test_a_budget_cap_refuses_with_the_numbers_and_an_override_is_recorded(seede
 
 
 def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(seeded_copy, ticket_task, adapter,
-                                                                             tmp_path):
+                                                                             tmp_path, monkeypatch):
     """Spent today counts the lines of every partition with a job created today; the lines of the
     ledger's other partitions are not read (DuckDB's profile: row counts), so the check does not
     grow with the ledger's history."""
@@ -307,6 +307,11 @@ def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(see
         figures = _figures(conn, day2, model)
         assert figures[0] == figures[1] > 0 and day1_cost > 0
         assert figures[2] == pytest.approx(day1_cost) and figures[3] == pytest.approx(day1_cost)
+        # More partitions than it scans one by one: one join by (task_id, item_no), the same figures.
+        from batch_assets.pipeline import budget
+        with monkeypatch.context() as m:
+            m.setattr(budget, "MAX_PARTITION_SCANS", 1)
+            assert _figures(conn, day2, model) == pytest.approx(figures)
         own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id IN (?, ?)", [TASK_ID1, day2]).fetchone()[0]
                for t in ("shard_line", "manifest_item")}
         copy_partition_rows(conn, DAY1, EARLIER_DAYS)   # earlier days' partitions, their jobs created then
