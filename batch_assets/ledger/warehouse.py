@@ -30,7 +30,8 @@ DEFAULT_LOCK_TIMEOUT_S = 300.0
 # holding millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer
 # pool only: the interpreter, imported libraries and allocations outside the pool add 150-450 MB
 # (more for larger partitions), so 1600MB keeps a whole stage process within 2 GB (measured by
-# `batch-assets bench`: 1.43 GB at 1M items, 1.72-1.82 GB at 10M in its newest growth run).
+# `batch-assets bench`: 1.38-1.43 GB at 1M items, up to 1.79-1.82 GB at 10M in its growth runs; at
+# 1000MB, which the 1M stages fill too, 1.23 GB at 1M and 1.26 GB at 10M, with more spilling).
 DEFAULT_MEMORY_LIMIT = "1600MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
