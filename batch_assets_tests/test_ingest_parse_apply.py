@@ -40,6 +40,13 @@ def submit_and_wait(wh, task, adapter, wait_for_jobs, day: str = DAY1) -> None:
     wait_for_jobs(wh, adapter)
 
 
+def submit_and_parse(wh, task, adapter, wait_for_jobs) -> None:
+    """DAY1 frozen, cut, submitted, its results collected and parsed: ready for apply."""
+    submit_and_wait(wh, task, adapter, wait_for_jobs)
+    collect_raw_results(wh, task, DAY1, adapter)
+    parse_results(wh, task, DAY1)
+
+
 def finish(wh, task, adapter, day: str = DAY1) -> None:
     collect_raw_results(wh, task, day, adapter)
     parse_results(wh, task, day)
@@ -397,9 +404,7 @@ def test_expired_batch_with_partial_output(seeded_copy, ticket_task, adapter, em
 
 def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     s = apply_results(wh, ticket_task, DAY1)
     assert (s.applied, s.stale, s.target_table) == (LINES, 0, "ticket_labels")
     table = q(wh, "SELECT * FROM ticket_labels ORDER BY ticket_id")
@@ -432,9 +437,7 @@ def test_an_item_with_two_usable_attempts_is_written_once_with_its_latest(seeded
     if chunk:
         monkeypatch.setattr(apply_module, "APPLY_CHUNK", chunk)
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     with wh.connect() as conn:
         twice = [r[0] for r in conn.execute("""
             SELECT item_no FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL
@@ -476,9 +479,7 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(seeded_co
 
         monkeypatch.setattr(apply_module, "_chunk_marks", recorded)
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     held = [r["business_id"] for r in q(wh, """SELECT m.business_id FROM ledger.parsed_result p
                                                JOIN ledger.manifest_item m USING (custom_id)
                                                WHERE p.provider_succeeded AND p.error_class IS NULL
@@ -507,9 +508,7 @@ def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_th
     """Large applies commit in chunks by item number: a chunk that fails rolls back whole (no
     business row without its ledger row), the chunks before it stay, and the next run writes the rest."""
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
     real, calls = apply_module.insert_applied_results, []
 
@@ -568,9 +567,7 @@ def test_apply_chunks_write_their_keys_in_business_id_order(seeded_copy, ticket_
 
     monkeypatch.setattr(apply_module, "_write_chunk", recorded)
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     with wh.connect() as conn:
         in_order = apply_module._ids_follow_item_numbers(conn, TASK_ID1)
     assert in_order == (source_order == "by_business_id")
@@ -587,9 +584,7 @@ def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothin
     from the ledger: a chunk that reads back fewer rows than its candidates fails before it writes
     anything (an answer counted but not written would look applied), and the chunks before it stand."""
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
     # The tenth answer in item order: the second chunk (answers 8-14) loses it.
     lost = q(wh, "SELECT item_no AS n FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL "
@@ -610,9 +605,7 @@ def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothin
 def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_copy, ticket_task, adapter,
                                                                         wait_for_jobs):
     wh = seeded_copy
-    submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
-    collect_raw_results(wh, ticket_task, DAY1, adapter)
-    parse_results(wh, ticket_task, DAY1)
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     changed, newer = "TK-20261120-000001", "TK-20261120-000002"
     with wh.connect() as conn:
         # The source moves on after freezing: both tickets get edited ...
