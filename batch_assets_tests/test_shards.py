@@ -258,6 +258,27 @@ def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path
 
 # --- the line format ---------------------------------------------------------------------------------
 
+def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
+    """A batch of streamed lines costs several times its bytes outside DuckDB's pool, so its line
+    count follows the prompts' size: long prompts, fewer lines (repeated texts too, which the
+    Parquet stores once)."""
+    from batch_assets.pipeline import shards as shards_module
+
+    def batch_rows(prompt: str, items: int = 200) -> int:
+        path = tmp_path / "m.parquet"
+        with duckdb.connect() as conn:
+            conn.execute(f"COPY (SELECT 'c' || i AS custom_id, {prompt} AS prompt_text FROM range({items}) t(i)) "
+                         f"TO '{path}' (FORMAT parquet)")
+            return shards_module.stream_batch_rows(conn, str(path))
+
+    target, envelope = shards_module.STREAM_BATCH_BYTES, shards_module.LINE_ENVELOPE_BYTES
+    assert batch_rows("repeat('x', 100000)") == target // (100_000 + envelope)
+    assert batch_rows("repeat('é', 450) || lpad(i::VARCHAR, 3, '0')") == target // (900 + 3 + envelope)  # bytes, not characters
+    assert batch_rows("repeat('x', 900)") < shards_module.STREAM_BATCH_ROWS
+    assert batch_rows("repeat('x', 20000000)", items=2) == shards_module.MIN_STREAM_BATCH_ROWS  # a floor
+    assert batch_rows("''") == min(shards_module.STREAM_BATCH_ROWS, target // envelope)
+
+
 def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):
     wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=20)

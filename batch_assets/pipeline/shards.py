@@ -188,8 +188,27 @@ def shard_starts(cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: i
 
 SELECTED_VARIABLE = "_shards_selected_rows"
 
-# Lines per batch streamed out of DuckDB while the shards are written (a request line is ~1-2 KB).
+# The lines stream out of DuckDB in batches of about STREAM_BATCH_BYTES (at most STREAM_BATCH_ROWS
+# lines). A batch costs several times its size outside DuckDB's pool (DuckDB's result chunks, the
+# Arrow batch, the two batches the writer thread may hold): 1M items of 1.7 KB lines, 1000MB pool,
+# the stage alone on a kept ledger: 65,536-line batches 1,229-1,348 MB peak, 16,384 903-953 MB,
+# 8,192 855-862 MB, 4,096 813 MB, in the same 11-13 s. Sized by bytes, so long prompts stream in
+# fewer lines per batch.
+STREAM_BATCH_BYTES = 16 << 20
 STREAM_BATCH_ROWS = 1 << 16
+MIN_STREAM_BATCH_ROWS = 64
+LINE_ENVELOPE_BYTES = 1024   # allowance for a line's bytes beyond its prompt text (JSON, parameters)
+STREAM_SAMPLE_ROWS = 2048
+
+
+def stream_batch_rows(conn, manifest_uri: str) -> int:
+    """Lines per streamed batch for the frozen manifest at `manifest_uri`: about STREAM_BATCH_BYTES
+    of lines, from the size of its first STREAM_SAMPLE_ROWS prompts (a read of its first row group;
+    the Parquet's page sizes are no measure: repeated texts are dictionary-encoded)."""
+    prompt_bytes = scalar(conn, f"SELECT avg(strlen(prompt_text)) FROM (SELECT prompt_text FROM "
+                                f"read_parquet({sql_literal(manifest_uri)}) LIMIT {STREAM_SAMPLE_ROWS})") or 0
+    per_line = prompt_bytes + LINE_ENVELOPE_BYTES
+    return min(STREAM_BATCH_ROWS, max(MIN_STREAM_BATCH_ROWS, int(STREAM_BATCH_BYTES // per_line)))
 
 
 def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: bool = True) -> ShardSummary:
@@ -413,13 +432,14 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
             FROM (SELECT custom_id FROM _todo WHERE attempt = {int(attempt)}) t
             JOIN read_parquet({sql_literal(uri)}, file_row_number = true) p USING (custom_id))
     """)
+    batch_rows = stream_batch_rows(conn, uri)  # before the query: its result holds the connection
     # The newline is part of each good line, so a run of lines is one slice of the batch's buffer.
     reader = conn.sql(f"""
         SELECT custom_id, item_no, request_id, line_bytes, est_tokens, reason_code, reason,
                CASE WHEN reason_code IS NULL THEN line || chr(10) END AS line
         FROM ({rendered_lines_sql(conn, task, uri, None, selected=(attempt, SELECTED_VARIABLE))})
         WHERE getvariable({sql_literal(SELECTED_VARIABLE)}) IS NOT NULL
-    """).to_arrow_reader(STREAM_BATCH_ROWS)
+    """).to_arrow_reader(batch_rows)
     try:
         for batch in reader:
             _write_batch(packer, files, spool, batch, attempt, next_shard_no)
