@@ -28,13 +28,14 @@ def test_memory_limit_setting_is_applied(tmp_path, monkeypatch, value):
 
 
 def test_default_memory_limit_leaves_room_for_the_interpreter_within_2gb(tmp_path, monkeypatch):
-    """DuckDB's limit covers its buffer pool only; the default leaves ~400 MB of a 2 GB process."""
+    """DuckDB's limit covers its buffer pool only; the default leaves room for the 200-350 MB a stage
+    process holds outside it, within 2 GB (and about what a 1M-item stage needs: see warehouse.py)."""
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     with Warehouse.at(tmp_path / "w.duckdb").connect() as conn:
         applied = conn.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     number, unit = applied.split()
     mib = float(number) * {"MiB": 1, "GiB": 1024, "MB": 1e6 / 2**20, "GB": 1e9 / 2**20}[unit]
-    assert 1200 <= mib <= 1600
+    assert 800 <= mib <= 1600
 
 
 def test_a_warehouse_given_its_own_pool_uses_it_whatever_the_environment_says(tmp_path, monkeypatch):

@@ -28,11 +28,13 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCK_TIMEOUT_S = 300.0
 # DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of
 # holding millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer
-# pool only: the interpreter, imported libraries and allocations outside the pool add 150-450 MB
-# (more for larger partitions), so 1600MB keeps a whole stage process within 2 GB (measured by
-# `batch-assets bench`: 1.38-1.43 GB at 1M items, up to 1.79-1.82 GB at 10M in its growth runs; at
-# 1000MB, which the 1M stages fill too, 1.23 GB at 1M and 1.26 GB at 10M, with more spilling).
-DEFAULT_MEMORY_LIMIT = "1600MB"
+# pool only: the interpreter, imported libraries and allocations outside the pool add 200-350 MB.
+# A stage over a large partition fills its pool (with cached blocks, if nothing else), so its
+# process holds the pool plus that. 1000MB is about what the largest 1M-item stage (apply) needs
+# anyway (1.24 GB at a 1000MB or a 1600MB pool, the same time), so a 10M-item partition peaks no
+# higher than a 1M one (apply 1.24 GB, shards 1.22 GB at 10M; at 1600MB the 10M stages reached
+# 1.71-1.82 GB) and each stage process stays well within 2 GB. Measured by `batch-assets bench`.
+DEFAULT_MEMORY_LIMIT = "1000MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
 
