@@ -279,6 +279,28 @@ def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
     assert batch_rows("''") == min(shards_module.STREAM_BATCH_ROWS, target // envelope)
 
 
+def test_the_cut_streams_its_lines_in_batches_sized_by_bytes(seeded_copy, ticket_task, monkeypatch):
+    """The cut asks stream_batch_rows how many lines a batch holds: with a target of ten lines'
+    bytes, no batch is larger, and the cut is still whole."""
+    from batch_assets.pipeline import shards as shards_module
+
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    sizes, real_write_batch = [], shards_module._write_batch
+
+    def recording_write_batch(packer, files, spool, batch, *args):
+        sizes.append(batch.num_rows)
+        real_write_batch(packer, files, spool, batch, *args)
+
+    monkeypatch.setattr(shards_module, "_write_batch", recording_write_batch)
+    monkeypatch.setattr(shards_module, "MIN_STREAM_BATCH_ROWS", 1)
+    monkeypatch.setattr(shards_module, "STREAM_BATCH_BYTES", 10 * shards_module.LINE_ENVELOPE_BYTES)
+    s = cut_shards(wh, ticket_task, DAY1)
+    assert s.lines + s.quarantined == ITEMS
+    assert sum(sizes) == ITEMS and len(sizes) > 1
+    assert 1 <= max(sizes) <= 10
+
+
 def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):
     wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=20)
