@@ -41,11 +41,12 @@ _UNIT_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 # A stage at its pool's limit evicts blocks to make room, and jemalloc keeps what they freed for a
 # while: DuckDB hands it back to the OS at once only when one eviction frees more than
-# allocator_bulk_deallocation_flush_threshold (512 MiB by default: half of a 1000MB pool). At an
-# eighth of the pool the 10M-item apply (a `batch-assets bench` child on a kept ledger, alternating)
-# peaks at 1,182 / 1,182 MB instead of 1,256 / 1,245 MB, in 52.0 / 52.6 s against 50.0 / 51.3 s; the
-# 1M-item apply stays at 1,188-1,190 MB.
-_BULK_FLUSH_SHARE = 8
+# allocator_bulk_deallocation_flush_threshold (512 MiB by default: half of a 1000MB pool). At a
+# quarter of the pool the 10M-item apply (a `batch-assets bench` child on a kept ledger, alternating
+# default / a quarter / an eighth) peaks at 1,177 / 1,177 MB instead of 1,269 / 1,263 MB (an eighth:
+# 1,181 / 1,181), in 50.1 / 46.0 s against 52.0 / 49.1 s (an eighth: 50.8 / 49.4); the 1M-item apply
+# stays at 1,190-1,191 MB (4.24-4.68 s).
+_BULK_FLUSH_SHARE = 4
 _BULK_FLUSH_MAX_BYTES = 512 * 2**20
 
 
@@ -61,7 +62,7 @@ def memory_limit(value: str | None = None) -> str:
 
 def bulk_flush_threshold(limit: str) -> int:
     """The bytes one eviction must free for DuckDB to return freed memory to the OS at once: an
-    eighth of the pool `limit` (a memory_limit() value), at most DuckDB's default."""
+    quarter of the pool `limit` (a memory_limit() value), at most DuckDB's default."""
     number, unit = _MEMORY_LIMIT_RE.match(limit).groups()
     return max(1, min(_BULK_FLUSH_MAX_BYTES, int(float(number) * _UNIT_BYTES[unit.lower()]) // _BULK_FLUSH_SHARE))
 
