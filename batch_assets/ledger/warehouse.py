@@ -26,14 +26,15 @@ log = logging.getLogger(__name__)
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
-# DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of
-# holding millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer
-# pool only: the interpreter, imported libraries and allocations outside the pool add 200-350 MB.
-# A stage over a large partition fills its pool (with cached blocks, if nothing else), so its
-# process holds the pool plus that. 1000MB is about what the largest 1M-item stage (apply) needs
-# anyway (1.19-1.24 GB at a 1000MB or a 1600MB pool, in the same time), so a 10M-item partition
-# peaks close to a 1M one (`batch-assets bench` growth run: 1,264 MB at 10M, 1,191 MB at 1M; at
-# 1600MB the 10M stages reached 1.71-1.82 GB) and each stage process stays well within 2 GB.
+# DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of holding
+# millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer pool only:
+# the interpreter, imported libraries and allocations outside the pool add 200-350 MB. A stage over
+# a large partition fills its pool (with cached blocks, if nothing else), so its process holds the
+# pool plus that. 1000MB is about what the largest 1M-item stage (apply) needs anyway (1.19-1.24 GB
+# at a 1000MB or a 1600MB pool, in the same time), so with the eviction flush below a 10M-item
+# partition peaks no higher than a 1M one (`batch-assets bench` growth run of 2026-12-03: 1,180 MB
+# at 10M, 1,190 MB at 1M; at 1600MB the 10M stages reached 1.71-1.82 GB) and each stage process
+# stays well within 2 GB.
 DEFAULT_MEMORY_LIMIT = "1000MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
