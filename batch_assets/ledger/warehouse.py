@@ -62,7 +62,7 @@ def memory_limit(value: str | None = None) -> str:
 
 
 def bulk_flush_threshold(limit: str) -> int:
-    """The bytes one eviction must free for DuckDB to return freed memory to the OS at once: an
+    """The bytes one eviction must free for DuckDB to return freed memory to the OS at once: a
     quarter of the pool `limit` (a memory_limit() value), at most DuckDB's default."""
     number, unit = _MEMORY_LIMIT_RE.match(limit).groups()
     return max(1, min(_BULK_FLUSH_MAX_BYTES, int(float(number) * _UNIT_BYTES[unit.lower()]) // _BULK_FLUSH_SHARE))
