@@ -578,6 +578,32 @@ def test_apply_chunks_write_their_keys_in_business_id_order(seeded_copy, ticket_
     balanced(wh)
 
 
+def test_an_item_picked_for_review_before_its_apply_keeps_its_row(seeded_copy, ticket_task, adapter,
+                                                                  wait_for_jobs, monkeypatch):
+    """Apply adds its review picks with a plain INSERT only while the task has no pick at all (its
+    first apply); once it has one, an item that already holds a row keeps it, with its decision,
+    and the apply goes through (here: a decided row for an item the rule picks, before its apply)."""
+    wh = seeded_copy
+    submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 7)
+    rule = ("(CAST('0x' || left(md5(custom_id), 8) AS UBIGINT) < 0.05 * 4294967296 "
+            "OR CAST(output_json ->> '$.confidence' AS DOUBLE) < 0.5)")
+    picked = q(wh, f"""SELECT custom_id FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL
+                      AND {rule} ORDER BY item_no DESC LIMIT 1""")[0]["custom_id"]
+    with wh.connect() as conn:
+        conn.execute("INSERT INTO ledger.review_item VALUES (?, ?, 1, 'rate', 'approved', 'kept', now()::TIMESTAMP, "
+                     "now()::TIMESTAMP)", [picked, TASK_ID1])
+    s = apply_results(wh, ticket_task, DAY1)
+    assert (s.applied, s.stale) == (LINES, 0)
+    rows = q(wh, "SELECT custom_id, state, reason FROM ledger.review_item ORDER BY 1")
+    expected = q(wh, f"SELECT custom_id FROM ledger.parsed_result WHERE provider_succeeded AND error_class IS NULL "
+                     f"AND {rule} ORDER BY 1")
+    assert [r["custom_id"] for r in rows] == [r["custom_id"] for r in expected] and len(rows) > 1
+    assert {r["custom_id"]: (r["state"], r["reason"]) for r in rows}[picked] == ("approved", "kept")
+    assert {r["state"] for r in rows if r["custom_id"] != picked} == {"pending"}
+    balanced(wh)
+
+
 def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothing(seeded_copy, ticket_task, adapter,
                                                                                   wait_for_jobs, monkeypatch):
     """Apply counts its outcomes from the candidates and writes each chunk from what it reads back
@@ -648,7 +674,24 @@ def test_apply_chunks_are_ranges_of_item_numbers_that_cover_every_candidate_once
     chunks = [[n for n in numbers if (lo is None or n >= lo) and (hi is None or n < hi)]
               for lo, hi in zip(bounds, bounds[1:])]
     assert sorted(n for c in chunks for n in c) == numbers and all(chunks)
-    assert [len(c) for c in chunks[:-1]] == [chunk] * (len(chunks) - 1) and len(chunks[-1]) <= chunk
+    assert [len(c) for c in chunks[:-1]] == [chunk] * (len(chunks) - 1)
+    # The last chunk: what is left, or that and the chunk before when the two fit in 1.5x a chunk.
+    cap = chunk + chunk // 2
+    left = len(numbers) % chunk or chunk
+    assert len(chunks[-1]) == (left + chunk if len(numbers) > chunk and left + chunk <= cap else left)
+
+
+@pytest.mark.parametrize("candidates, marks", [(25, [10]), (26, [10, 20]), (15, []), (16, [10])])
+def test_the_rows_after_the_last_mark_join_the_chunk_before_when_the_two_fit(monkeypatch, candidates, marks):
+    """A sliver left after the last mark is not a transaction of its own: with chunks of 10 (at
+    most 15 rows), 25 candidates are two chunks (10 and 15), 26 three (10, 10 and 6)."""
+    import duckdb
+
+    monkeypatch.setattr(apply_module, "APPLY_CHUNK", 10)
+    with duckdb.connect() as conn:
+        conn.execute(f"CREATE TEMP TABLE _live AS SELECT 3 * i AS item_no, 1 AS attempt, true AS fresh "
+                     f"FROM range({candidates}) t(i)")
+        assert apply_module._chunk_marks(conn, table_rows=0, any_held=False) == [3 * m for m in marks]
 
 
 def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkeypatch):
@@ -686,7 +729,9 @@ def test_apply_chunks_end_where_the_business_table_fills_whole_row_groups(monkey
     # the first chunk 566 rows: 1,234 + 566 = 1,800 fills the table's row groups).
     expected = [n for n, appends in rows
                 if appends and appended_before[n] >= 566 and (appended_before[n] - 566) % 600 == 0]
-    assert marks == expected and len(marks) >= 4
+    # ... but the rows after the last one (142 here) join the chunk before: with it, 900 rows at most.
+    assert sum(1 for n, _ in rows if n >= expected[-2]) <= 900
+    assert marks == expected[:-1] and len(marks) >= 4
     assert all((table_rows + appended_before[m]) % group == 0 for m in marks)
 
 
