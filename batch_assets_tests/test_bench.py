@@ -223,12 +223,22 @@ def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(t
     assert sources == {d: 200 for d in dates}
 
 
-def test_the_growth_mode_brackets_the_large_run_by_two_small_ones(tmp_path, capsys):
-    """`bench --items L --growth-from S`: the benchmark at S, L and S items again; each stage's
-    growth is its L-item time over the mean of its S-item times, and the report says which stages
-    grew past 1.1 x L/S and whether the large run's peak stayed at the small runs'."""
+def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, capsys):
+    """`bench --items L --growth-from S`: the benchmark at S, L and S items again, side by side: each
+    stage (its floor, then it) runs in the three runs back to back, with no run's setup in between;
+    its growth is its L-item time over the mean of its S-item times, and the report says which
+    stages grew past 1.1 x L/S and whether the large run's peak stayed at the small runs'."""
     assert main(["--items", "400", "--growth-from", "200", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    steps = [line.split(None, 2)[:2] + [line.split(":")[1].split()[0]]
+             for line in out.splitlines() if line.startswith("  [")]   # [tag, "floor:"/"stage:"/"setup:", what]
+    measured = [(tag, kind, what) for tag, kind, what in steps if kind != "setup:"]
+    assert measured == [(f"[{run}]", kind, stage) for stage in STAGE_NAMES for run in ("before", "large", "after")
+                        for kind in ("floor:", "stage:")]
+    at = [i for i, (_, kind, _) in enumerate(steps) if kind != "setup:"]
+    for k in range(0, len(at), 6):   # a stage's six measurements are adjacent
+        assert at[k + 5] - at[k] == 5
+    assert sum(kind == "setup:" for _, kind, _ in steps) == 6   # source and provider outputs, per run
     report = json.loads((tmp_path / "growth_report.json").read_text())
     assert (report["small"], report["large"], report["verdict"]["limit"]) == (200, 400, pytest.approx(2.2))
     rows = {r["stage"]: r for r in report["rows"]}
@@ -243,6 +253,28 @@ def test_the_growth_mode_brackets_the_large_run_by_two_small_ones(tmp_path, caps
     assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
     assert "| reconcile |" in out and "floor growth" in out and (tmp_path / "growth_report.md").is_file()
     assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
+
+
+def test_a_growth_run_that_fails_stops_the_others_and_every_run_removes_its_files(tmp_path, capsys, monkeypatch):
+    """The three runs advance side by side: when the large run's parse fails, the command fails
+    with its error, no run measures another stage, and all three remove their files."""
+    from batch_assets.bench import runner
+    from batch_assets.bench.proc import ChildFailed
+
+    real, ran = runner.run_child, []
+
+    def failing(fn, **kwargs):
+        ran.append((Path(kwargs.get("workdir", "")).name, fn))
+        if fn == "stage_parse" and Path(kwargs["workdir"]).name == "large-400":
+            raise ChildFailed("injected: the large run's parse fails")
+        return real(fn, **kwargs)
+
+    monkeypatch.setattr(runner, "run_child", failing)
+    assert main(["--items", "400", "--growth-from", "200", "--workdir", str(tmp_path)]) == 2
+    assert "FAILED: injected: the large run's parse fails" in capsys.readouterr().err
+    assert ran[-1] == ("large-400", "stage_parse") and ("after-200", "floor_parse") not in ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after-200", "before-200", "large-400"]
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]   # every run's warehouse and data removed
 
 
 def test_the_growth_verdict():
@@ -286,7 +318,8 @@ def test_a_run_the_disk_cannot_hold_is_refused_before_anything_is_written(tmp_pa
     assert "FAILED: the benchmark at 1,000,000 items needs about 4.0 GB free" in capsys.readouterr().err
     # The growth mode checks its large run's disk before its first small run.
     assert main(["--items", "1000000", "--growth-from", "200", "--workdir", str(tmp_path)]) == 2
-    assert "the 1,000,000-item run of the growth benchmark needs about 4.0 GB" in capsys.readouterr().err
+    assert ("the growth benchmark (1,000,000 items and twice 200, side by side) needs about 4.0 GB"
+            in capsys.readouterr().err)
     assert not list(tmp_path.glob("before-*"))
 
 

@@ -1,11 +1,14 @@
 """`batch-assets bench --items L --growth-from S`: does every stage grow like its items?
 
-The pipeline benchmark at S items, then at L items, then at S items again, one after another, each
-in a workdir of its own (removed after it unless `--keep`). A stage's growth is its L-item time over
-the mean of its two S-item times. Two runs taken apart measure the machine as much as the code: on
-this shared 2-core host one stage's time moved by 10-60 % between runs an hour apart, and the
-floors by 30 %. Bracketing the large run by two small ones cancels a host that slows down or speeds
-up in between, and the two small runs' spread is printed beside: it is the figure's noise.
+The pipeline benchmark at S items (the run "before"), at L items and at S items again ("after"),
+each in a workdir of its own (removed after it unless `--keep`), advanced side by side: each stage
+is measured in the three runs back to back (S, L, S), after the setup each run needs before it. A
+stage's growth is its L-item time over the mean of its two S-item times. Times taken apart measure
+the machine as much as the code: on this shared 2-core host the floors' total grew 10.8x in one
+run and 11.4x in another an hour later (the same plain DuckDB work), and a 10M stage took 20 % longer
+in the second. Run one after another, the two S runs were half an hour apart and bracketed the
+whole L run; side by side, they bracket the stage itself, minutes apart, and their spread is
+printed beside: it is the figure's noise.
 
 Targets: every stage's growth is at most 1.1 x L/S (10M items against 1M: <= 11x), and the large
 run's highest stage peak RSS is no higher than the small runs' highest. The floors' growth (plain
@@ -14,6 +17,7 @@ DuckDB doing the same work on the same machine, in the same runs) is printed too
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import sys
@@ -21,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from batch_assets import progress
 from batch_assets.bench.report import BenchReport
 
 LINEAR_SLACK = 1.1  # a stage may grow 10 % more than its items
@@ -124,18 +129,16 @@ def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
 
 def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = False, profile: bool = False,
                          log: Callable[[str], None] = print) -> tuple[list[GrowthRow], list[BenchReport]]:
-    from batch_assets.bench.runner import DISK_BYTES_PER_ITEM, check_disk, run_benchmark
+    from batch_assets.bench.runner import DISK_BYTES_PER_ITEM, check_disk
 
     if not 1 <= small < large:
         raise ValueError(f"--growth-from must be at least 1 and below --items ({large:,}), got {small:,}")
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    # The large run's disk is checked before the first small run, not half an hour into the command.
-    check_disk(workdir, large * DISK_BYTES_PER_ITEM, f"the {large:,}-item run of the growth benchmark")
-    reports = []
-    for items, name in ((small, "before"), (large, "large"), (small, "after")):
-        log(f"growth: {items:,} items ({name})")
-        reports.append(run_benchmark(items, workdir / f"{name}-{items}", keep=keep, log=log, profile=profile))
+    # The three runs' files exist side by side: checked up front, not half an hour into the command.
+    check_disk(workdir, (large + 2 * small) * DISK_BYTES_PER_ITEM,
+               f"the growth benchmark ({large:,} items and twice {small:,}, side by side)")
+    reports = lockstep([(small, "before"), (large, "large"), (small, "after")], workdir, keep, profile, log)
     rows = growth_rows(*reports)
     v = verdict(rows, small, large)
     (workdir / "growth_report.json").write_text(json.dumps(
@@ -145,6 +148,40 @@ def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = Fal
          "reports": [r.report_path for r in reports]}, indent=2))
     (workdir / "growth_report.md").write_text(markdown(rows, small, large) + "\n")
     return rows, reports
+
+
+def lockstep(runs: list[tuple[int, str]], workdir: Path, keep: bool, profile: bool,
+             log: Callable[[str], None]) -> list[BenchReport]:
+    """The benchmark at each (items, name) of `runs`, in `workdir/<name>-<items>`, advanced stage by
+    stage: every run's setup for a stage, then the stage (its floor and it) in each run in turn.
+    Returns the reports in the order of `runs`; a run that fails stops them all (each removes its
+    files unless `keep`)."""
+    from batch_assets.bench.runner import benchmark_steps, step_count
+
+    with contextlib.ExitStack() as stack:
+        steps = []
+        for items, name in runs:
+            bar = stack.enter_context(progress.task(f"benchmark: {items:,} items ({name})", total=step_count(),
+                                                    unit="steps", keep=True))
+            gen = benchmark_steps(items, workdir / f"{name}-{items}", keep, log, profile, bar, tag=f"[{name}] ")
+            stack.callback(gen.close)  # a run left behind by another's failure removes its files too
+            steps.append(gen)
+        while True:
+            ready = [_advance(gen) for gen in steps]
+            if all(kind == "report" for kind, _ in ready):
+                return [report for _, report in ready]
+            measured = [_advance(gen) for gen in steps]
+            if len({stage for _, stage in ready}) != 1 or {kind for kind, _ in ready} != {"ready"} \
+                    or [stage for _, stage in measured] != [stage for _, stage in ready]:
+                raise RuntimeError(f"the growth runs fell out of step: {ready} then {measured}")
+
+
+def _advance(steps) -> tuple[str, object]:
+    """The next (kind, stage) of a benchmark_steps() generator, or ("report", its report) at its end."""
+    try:
+        return next(steps)
+    except StopIteration as done:
+        return "report", done.value
 
 
 def main(args) -> int:

@@ -9,7 +9,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Generator
 from pathlib import Path
 
 from batch_assets import progress
@@ -108,10 +108,22 @@ def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep:
     snapshots = frozenset([snapshot_before] if isinstance(snapshot_before, str) else snapshot_before or ())
     if unknown := sorted(snapshots - {s for s, *_ in STAGES}):
         raise ValueError(f"no stage {', '.join(map(repr, unknown))} to snapshot before")
-    # One step per child process: the source, a floor and a stage per stage, the provider outputs, the check.
-    with progress.task(f"benchmark: {items:,} items", total=2 * repeat * len(STAGES) + 3, unit="steps",
-                       keep=True) as bar:
-        return _run(items, workdir, keep, log, profile, bar, snapshots, repeat)
+    with progress.task(f"benchmark: {items:,} items", total=step_count(repeat), unit="steps", keep=True) as bar:
+        return run_to_end(benchmark_steps(items, workdir, keep, log, profile, bar, snapshots, repeat))
+
+
+def step_count(repeat: int = 1) -> int:
+    """The child processes of one run: the source, a floor and a stage per stage, the provider outputs, the check."""
+    return 2 * repeat * len(STAGES) + 3
+
+
+def run_to_end(steps: Generator[tuple[str, str], None, BenchReport]) -> BenchReport:
+    """Run a benchmark_steps() generator through: its report."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def _copy_synced(source: Path, target: Path) -> None:
@@ -153,8 +165,13 @@ def _same_results(stage: str, runs: list[Measured]) -> None:
                              + " / ".join(repr(a) for a in answers))
 
 
-def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
-         bar: progress.Bar, snapshots: frozenset[str] = frozenset(), repeat: int = 1) -> BenchReport:
+def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
+                    bar: progress.Bar, snapshots: frozenset[str] = frozenset(), repeat: int = 1,
+                    tag: str = "") -> Generator[tuple[str, str], None, BenchReport]:
+    """run_benchmark's work, stage by stage: yields ("ready", stage) once the stage's input is in
+    place (the setup before it done) and ("measured", stage) once its floor and it ran; returns the
+    report. So several runs can be advanced side by side (bench/growth.py measures a stage in each
+    run back to back). `tag` prefixes this run's log lines."""
     from batch_assets.bench.floors import FLOOR_SQL
 
     say = log or (lambda _msg: None)
@@ -171,7 +188,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
         m = run_child(fn, **kwargs)
         bar.advance()
         rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
-        say(f"  {label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}, load {m.load_avg:.1f}")
+        say(f"  {tag}{label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}, load {m.load_avg:.1f}")
         return m
 
     say(f"benchmark: {items:,} items in {root}")
@@ -183,6 +200,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
     try:
         floor_of: dict[str, Measured] = {}
         for stage, function, floor_fn, stage_fn in STAGES:
+            yield "ready", stage
             snapshot = snapshot_path(root, stage)
             runs: list[tuple[Measured, Measured]] = []
             for r in range(repeat):
@@ -217,6 +235,7 @@ def _run(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None
                 floor_cpu_s=floor.cpu_s + sum(f.cpu_s for f in inner),
                 runs=[{"wall_s": round(m.wall_s, 3), "floor_wall_s": round(f.wall_s, 3)} for f, m in runs],
             ))
+            yield "measured", stage
             if stage in _SETUP_AFTER:
                 gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
                 setup["provider_outputs"] = {"wall_s": round(gen.wall_s, 3), "files": len(gen.result["files"]),
