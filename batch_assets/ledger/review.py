@@ -11,7 +11,8 @@ from batch_assets.ledger.statements import NOW, insert_select
 from batch_assets.sqltext import sql_literal
 
 
-def insert_review_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *, none_picked_before: bool = False) -> int:
+def insert_review_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *,
+                        none_picked_before: bool = False) -> int:
     """Items picked for review (`query`: custom_id, attempt, sampled_by), pending; an item already
     picked keeps its row. Returns the number added.
 

@@ -423,9 +423,11 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         # The last chunk holds what is left after the last mark, often a sliver (at 10M items ~90k
         # answers after ten chunks of ~983k, and its chunk took 0.68 s: a chunk costs ~0.3 s beyond
         # its rows, most of it the commit). It joins the chunk before when the two stay within the
-        # cap; the table's end needs no alignment (nothing is committed after it).
+        # cap. Where it ends needs no alignment: nothing of this apply commits after it, and a later
+        # apply's first chunk aligns from the table's row count (next_mark).
         before_last = marks[-2] if len(marks) > 1 else None
-        if conn.execute(f"SELECT count(*) FROM {rows} WHERE {in_range_sql('item_no', before_last, None)}").fetchone()[0] <= cap:
+        tail = conn.execute(f"SELECT count(*) FROM {rows} WHERE {in_range_sql('item_no', before_last, None)}").fetchone()[0]
+        if tail <= cap:
             marks.pop()
     return marks
 
