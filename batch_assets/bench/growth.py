@@ -4,11 +4,11 @@ The pipeline benchmark at S items (the run "before"), at L items and at S items 
 each in a workdir of its own (removed after it unless `--keep`), advanced side by side: each stage
 is measured in the three runs back to back (S, L, S), after the setup each run needs before it. A
 stage's growth is its L-item time over the mean of its two S-item times. Times taken apart measure
-the machine as much as the code: on this shared 2-core host the floors' total grew 10.8x in one
-run and 11.4x in another an hour later (the same plain DuckDB work), and a 10M stage took 20 % longer
-in the second. Run one after another, the two S runs were half an hour apart and bracketed the
-whole L run; side by side, they bracket the stage itself, minutes apart, and their spread is
-printed beside: it is the figure's noise.
+the machine as much as the code: on this shared 2-core host the floors' total (the same plain
+DuckDB work) grew 10.8x in a run at 09:57 and 11.4x in one at 11:20, and in a run 20 minutes after
+that the same 10M stages took 9-17 % longer. Run one after another, the two S runs were about 20
+minutes apart and bracketed the whole L run; side by side, they bracket the stage itself, minutes
+apart, and their spread is printed beside: it is the figure's noise.
 
 Targets: every stage's growth is at most 1.1 x L/S (10M items against 1M: <= 11x), and the large
 run's highest stage peak RSS is no higher than the small runs' highest. The floors' growth (plain
