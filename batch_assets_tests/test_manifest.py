@@ -370,7 +370,7 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
         conn.execute("UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'")
         conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
         conn.execute(CANDIDATES, [TASK_ID1])
-        _stale_guard(conn, ticket_task, DAY1, candidates)
+        assert _stale_guard(conn, ticket_task, DAY1, candidates) == "by_id"
         fast = dict(conn.execute(FRESH_BY_ID).fetchall())
         load_source(conn, ticket_task, DAY1)
         full = dict(conn.execute(f"""
@@ -400,16 +400,18 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
         os.replace(old, s.manifest_uri)
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute(CANDIDATES, [TASK_ID1])
-        _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY)
+        assert _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY) == "rehashed"
         fresh = dict(conn.execute(FRESH_BY_ID).fetchall())
     assert len(fresh) == ITEMS_PER_DAY
     assert [b for b, ok in fresh.items() if not ok] == ["TK-20261120-000001"]
 
 
-def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_copy, ticket_task):
+@pytest.mark.parametrize("candidates, how", [(2, "by_id"), (ITEMS_PER_DAY, "as_frozen")])
+def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_copy, ticket_task, candidates, how):
     """The frozen row is found by the candidate's item number; a candidate whose number is not a row
     of the Parquet (an item of an earlier freeze of the same business id) is gated and hashed again,
-    so its verdict compares its own input hash with its id's live hash."""
+    so its verdict compares its own input hash with its id's live hash. Also when the source is
+    unchanged since the freeze (decided as frozen: such a candidate is left undecided, then re-hashed)."""
     from batch_assets.pipeline.apply import _stale_guard
 
     wh = seeded_copy
@@ -425,10 +427,88 @@ def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_
                      {"t": TASK_ID1, "a": a})
         conn.execute("CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
                      "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE custom_id LIKE '%:earlier%'")
-        _stale_guard(conn, ticket_task, DAY1, candidates=2)
+        assert _stale_guard(conn, ticket_task, DAY1, candidates=candidates) == how
         fresh = dict(conn.execute("SELECT m.custom_id, l.fresh FROM _live l JOIN ledger.manifest_item m USING (item_no) "
                                   "WHERE m.task_id = ?", [TASK_ID1]).fetchall())
     assert {k.rsplit(":", 1)[1]: v for k, v in fresh.items()} == {"earlier1": True, "earlier2": False}
+
+
+def _rehashed_verdicts(conn, task) -> dict[str, bool]:
+    """Each frozen item's verdict by re-hashing every source row: fresh when its id is in the source
+    once and renders to its frozen input hash."""
+    from batch_assets.pipeline.manifest import drop_source, load_source
+    from batch_assets.pipeline.render import input_hash_sql
+
+    load_source(conn, task, DAY1)
+    live = dict(conn.execute(f"""
+        SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(task)}) END
+        FROM _src GROUP BY ALL""").fetchall())
+    drop_source(conn)
+    frozen = conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
+                          [TASK_ID1]).fetchall()
+    return {b: live.get(b) == h for b, h in frozen}
+
+
+SAME_ROWS_MOVED = ("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'; "
+                   "INSERT INTO support_tickets SELECT * FROM _kept")
+SOURCE_CHANGES = {
+    "edited": "UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'",
+    "removed": "DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000001'",
+    "repeated": "INSERT INTO support_tickets SELECT * FROM _kept",
+    "added": "INSERT INTO support_tickets SELECT * REPLACE ('TK-NEW' AS ticket_id) FROM _kept",
+    # Two edits whose row hashes could cancel out in a plain sum: one row's text moved to another id.
+    "swapped": "UPDATE support_tickets SET body = (SELECT body FROM _kept) WHERE ticket_id = 'TK-20261120-000001'",
+}
+
+
+@pytest.mark.parametrize("change", [None, "moved", "blank_id_added"] + list(SOURCE_CHANGES))
+def test_apply_guard_decides_from_the_frozen_rows_only_when_the_source_holds_exactly_them(seeded_copy, ticket_task,
+                                                                                          change):
+    """With most items as candidates the guard first compares the whole source with the frozen
+    Parquet. The same rows (also in another order, or with a row that has no id, which no item
+    is) are decided from the frozen rows; any added, removed, repeated or edited row makes the guard
+    group the source by id. Either way the verdicts equal re-hashing every row."""
+    from batch_assets.pipeline.apply import _stale_guard
+
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        conn.execute("CREATE TEMP TABLE _kept AS SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'")
+        if change == "moved":
+            conn.execute(SAME_ROWS_MOVED)
+        elif change == "blank_id_added":
+            conn.execute("INSERT INTO support_tickets SELECT * REPLACE ('  ' AS ticket_id) FROM _kept")
+        elif change:
+            conn.execute(SOURCE_CHANGES[change])
+        conn.execute(CANDIDATES, [TASK_ID1])
+        how = _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY)
+        verdicts = dict(conn.execute(FRESH_BY_ID).fetchall())
+        expected = _rehashed_verdicts(conn, ticket_task)
+    assert how == ("by_id" if change in SOURCE_CHANGES else "as_frozen")
+    assert verdicts == expected and len(verdicts) == ITEMS_PER_DAY
+    assert all(verdicts.values()) == (change in (None, "moved", "blank_id_added", "added"))
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["still_repeated", "deduplicated_since"])
+def test_apply_guard_leaves_out_the_ids_the_freeze_rejected(seeded_copy, ticket_task, fixed):
+    """A business id held twice at the freeze is rejected: its rows are not in the Parquet and no
+    candidate is of it, so the comparison leaves its rows out, whether the source still holds it
+    twice or once since; the rest is the frozen rows."""
+    from batch_assets.pipeline.apply import _stale_guard
+
+    wh = seeded_copy
+    with wh.connect() as conn:
+        conn.execute("CREATE TABLE _kept AS SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'")
+        conn.execute("INSERT INTO support_tickets SELECT * FROM _kept")
+    freeze_manifest(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        if fixed:
+            conn.execute("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'")
+            conn.execute("INSERT INTO support_tickets SELECT * FROM _kept")
+        conn.execute(CANDIDATES, [TASK_ID1])
+        assert _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY) == "as_frozen"
+        verdicts = dict(conn.execute(FRESH_BY_ID).fetchall())
+    assert "TK-20261120-000005" not in verdicts and len(verdicts) == ITEMS_PER_DAY - 1 and all(verdicts.values())
 
 
 @pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])

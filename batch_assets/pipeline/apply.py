@@ -173,7 +173,7 @@ def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> 
     """)
 
 
-def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> None:
+def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> str:
     """Temp table `_live` (item_no, attempt, fresh), one row per candidate of `_cand`: whether its
     input hash is the input hash of what the source holds now for its business id (false when the
     source no longer holds the id; NULL, which counts as not fresh everywhere, when it now holds it
@@ -187,7 +187,14 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     spilled) and joined to the candidates once. Two ids of one hash look like an id held twice and
     are re-hashed exactly, by their strings, like a changed row. A candidate of an earlier freeze
     (another item of the id) is not the Parquet's row: it is re-hashed too, which gives the same
-    live hash."""
+    live hash.
+
+    When most of the partition's items are candidates, the source is first compared with the
+    Parquet as a whole (_source_as_frozen: one streamed pass, no hash table): if it holds exactly
+    the frozen rows, each candidate's verdict comes from its frozen row alone.
+
+    Returns how the candidates were decided: 'as_frozen' (the source holds the frozen rows),
+    'by_id' (the source grouped by id, only changed rows re-hashed) or 'rehashed' (every one)."""
     spec = task.spec
     task_id = task.task_id(partition_date)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
@@ -208,44 +215,38 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
             # with most of the partition's items the filter would cost a hash join and save nothing.
             items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? "
                                  "AND superseded_at IS NULL", [task_id]).fetchone()[0]
-            only_candidates = f"WHERE hash({bid}) IN (SELECT id_hash FROM _cand)" if 2 * candidates < items else ""
-            # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
-            # Two statements, one join each: at 10M, alone, the one statement with both joins took
-            # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
-            conn.execute(f"""
-                CREATE OR REPLACE TEMP TABLE _source_now AS
-                SELECT c.item_no, c.attempt, c.id_hash, c.input_hash_hash, f.n, f.fp
-                FROM _cand c
-                LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
-                           FROM {source_subquery(task)} AS _q {only_candidates}
-                           GROUP BY ALL) f ON f.id_hash = c.id_hash
-            """, {"partition_date": partition_date})
-            conn.execute(f"""
-                CREATE OR REPLACE TEMP TABLE _live AS
-                SELECT c.item_no, c.attempt,
-                       CASE WHEN c.n = 1 AND c.fp = m.source_fp AND m.id_hash = c.id_hash
-                                 THEN m.input_hash_hash = c.input_hash_hash
-                            WHEN c.n IS NULL THEN false  -- the source no longer holds the id
-                            ELSE NULL  -- changed, not its frozen row, or held twice: re-hash exactly
-                       END AS fresh
-                FROM _source_now c
-                -- The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the
-                -- join's build side stays ~32 bytes a row (with both strings it spilled at 10M).
-                LEFT JOIN (SELECT {frozen_item_no_sql('p')} AS item_no, hash(business_id) AS id_hash,
-                                  hash(input_hash) AS input_hash_hash, source_fp
-                           FROM {frozen} p) m ON m.item_no = c.item_no
-            """)
-            conn.execute("DROP TABLE _source_now")
-            # Only the candidates' rows that changed are read and gated again (usually none).
+            few = 2 * candidates < items
+            only_candidates = f"WHERE hash({bid}) IN (SELECT id_hash FROM _cand)" if few else ""
+            frozen_rows = f"""
+                (SELECT {frozen_item_no_sql('p')} AS item_no, hash(business_id) AS id_hash,
+                        hash(input_hash) AS input_hash_hash, source_fp
+                 FROM {frozen} p)"""
+            if not few and _source_as_frozen(conn, task, bid, frozen, partition_date):
+                # Every frozen id is in the source once, with its frozen fingerprint: a candidate
+                # that is its id's frozen row is fresh when it holds the frozen input hash; one
+                # that is not (an earlier freeze's item) stays undecided and is re-hashed below.
+                how = "as_frozen"
+                conn.execute(f"""
+                    CREATE OR REPLACE TEMP TABLE _live AS
+                    SELECT c.item_no, c.attempt,
+                           CASE WHEN m.id_hash = c.id_hash THEN m.input_hash_hash = c.input_hash_hash END AS fresh
+                    FROM _cand c LEFT JOIN {frozen_rows} m ON m.item_no = c.item_no
+                """)
+            else:
+                how = "by_id"
+                _live_by_id(conn, task, bid, only_candidates, frozen_rows, partition_date)
+            # Only the undecided candidates' rows are read and gated again (usually none).
             if not conn.execute("SELECT EXISTS (SELECT 1 FROM _live WHERE fresh IS NULL)").fetchone()[0]:
-                return
+                return how
         else:
+            how = "rehashed"
             conn.execute(undecided)
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT DISTINCT business_id FROM {undecided_rows}")
         columns = query_source(conn, task, partition_date, where=f"{bid} IN (SELECT business_id FROM _changed)")
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
+        how = "rehashed"
         conn.execute("DROP TABLE IF EXISTS _source_now")
         conn.execute(undecided)
         columns = query_source(conn, task, partition_date)
@@ -262,6 +263,61 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
         WHERE _live.item_no = r.item_no AND _live.attempt = r.attempt AND _live.fresh IS NULL
     """)
     drop_source(conn)
+    return how
+
+
+def _source_as_frozen(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, frozen: str,
+                      partition_date: str) -> bool:
+    """Whether the source now holds exactly the frozen manifest's rows: the same number of rows with
+    an id the freeze did not reject (the Parquet holds every row the freeze kept), and the same sum
+    and xor of 64-bit hashes of (id, fingerprint) — a multiset checksum, so an order change does
+    not count and any added, removed, repeated or edited row does (but with ~2^-64 odds, the same
+    odds as a fingerprint collision, which the guard already accepts). One streamed pass over each,
+    no hash table: grouping 10M source rows by id and joining them to the candidates cost more."""
+    fp = source_fingerprint_sql(task, "_q")
+    # The rows the freeze kept: an id, and not one it rejected (held twice then: its rows are not in
+    # the Parquet, nor is any candidate of it). Without rejects, no anti-join.
+    rejected = f"SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task.task_id(partition_date))}"
+    not_rejected = (f"AND {bid} NOT IN ({rejected} AND business_id IS NOT NULL)"
+                    if conn.execute(f"SELECT EXISTS ({rejected})").fetchone()[0] else "")
+    now, then = conn.execute(f"""
+        SELECT (SELECT (count(*), sum(h), bit_xor(h)) FROM (
+                    SELECT hash(hash({bid}), {fp}) AS h FROM {source_subquery(task)} AS _q
+                    WHERE {bid} IS NOT NULL AND trim({bid}) <> '' {not_rejected})),
+               (SELECT (count(*), sum(h), bit_xor(h)) FROM (
+                    SELECT hash(hash(business_id), source_fp) AS h FROM {frozen} p))
+    """, {"partition_date": partition_date}).fetchone()
+    return now == then and now[0] > 0
+
+
+def _live_by_id(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, only_candidates: str,
+                frozen_rows: str, partition_date: str) -> None:
+    """Temp table `_live` from the source grouped by id: a candidate is decided by its frozen row
+    when its id is in the source once with the frozen fingerprint (undecided otherwise)."""
+    # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
+    # Two statements, one join each: at 10M, alone, the one statement with both joins took
+    # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _source_now AS
+        SELECT c.item_no, c.attempt, c.id_hash, c.input_hash_hash, f.n, f.fp
+        FROM _cand c
+        LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+                   FROM {source_subquery(task)} AS _q {only_candidates}
+                   GROUP BY ALL) f ON f.id_hash = c.id_hash
+    """, {"partition_date": partition_date})
+    # The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the join's build
+    # side stays ~32 bytes a row (with both strings it spilled at 10M).
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _live AS
+        SELECT c.item_no, c.attempt,
+               CASE WHEN c.n = 1 AND c.fp = m.source_fp AND m.id_hash = c.id_hash
+                         THEN m.input_hash_hash = c.input_hash_hash
+                    WHEN c.n IS NULL THEN false  -- the source no longer holds the id
+                    ELSE NULL  -- changed, not its frozen row, or held twice: re-hash exactly
+               END AS fresh
+        FROM _source_now c LEFT JOIN {frozen_rows} m ON m.item_no = c.item_no
+    """)
+    conn.execute("DROP TABLE _source_now")
 
 
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
