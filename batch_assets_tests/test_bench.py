@@ -250,8 +250,12 @@ def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, c
         row = rows[name]
         assert row["small_s"] == [before["wall_s"], after["wall_s"]] and row["large_s"] == large["wall_s"]
         assert row["growth"] == pytest.approx(large["wall_s"] / ((before["wall_s"] + after["wall_s"]) / 2))
+        assert row["cpu_growth"] == pytest.approx(large["cpu_s"] / ((before["cpu_s"] + after["cpu_s"]) / 2))
+    outer = [n for n in STAGE_NAMES if rows[n]["inside"] is None]
+    assert rows["total"]["large_cpu_s"] == pytest.approx(sum(rows[n]["large_cpu_s"] for n in outer))
     assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
-    assert "| reconcile |" in out and "floor growth" in out and (tmp_path / "growth_report.md").is_file()
+    assert "| reconcile |" in out and "cpu growth" in out and "floor growth" in out
+    assert (tmp_path / "growth_report.md").is_file()
     assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
 
 

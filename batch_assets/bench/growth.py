@@ -41,6 +41,10 @@ class GrowthRow:
     small_peak_mb: float                 # the higher of the two S-item runs
     large_peak_mb: float
     inside: str | None = None            # runs inside another stage (not in the total)
+    # user+sys of the stage process: less moved than wall time by the host's IO and other load. Wall
+    # growth above cpu growth is time not spent computing (waiting on reads, fewer threads busy).
+    small_cpu_s: tuple[float, float] | None = None
+    large_cpu_s: float | None = None
 
     @property
     def growth(self) -> float:
@@ -51,6 +55,13 @@ class GrowthRow:
     def floor_growth(self) -> float:
         base = statistics.mean(self.small_floor_s)
         return self.large_floor_s / base if base else float("inf")
+
+    @property
+    def cpu_growth(self) -> float | None:
+        if self.small_cpu_s is None or self.large_cpu_s is None:
+            return None
+        base = statistics.mean(self.small_cpu_s)
+        return self.large_cpu_s / base if base else float("inf")
 
     @property
     def small_spread(self) -> float:
@@ -65,13 +76,16 @@ def growth_rows(before: BenchReport, large: BenchReport, after: BenchReport) -> 
     for s in large.stages:
         b, a = before.stage(s.stage), after.stage(s.stage)
         rows.append(GrowthRow(s.stage, (b.wall_s, a.wall_s), s.wall_s, (b.floor_wall_s, a.floor_wall_s),
-                              s.floor_wall_s, max(b.peak_rss_mb, a.peak_rss_mb), s.peak_rss_mb, s.inside))
+                              s.floor_wall_s, max(b.peak_rss_mb, a.peak_rss_mb), s.peak_rss_mb, s.inside,
+                              (b.cpu_s, a.cpu_s), s.cpu_s))
     outer = [r for r in rows if r.inside is None]
     rows.append(GrowthRow("total", tuple(sum(r.small_s[i] for r in outer) for i in (0, 1)),
                           sum(r.large_s for r in outer),
                           tuple(sum(r.small_floor_s[i] for r in outer) for i in (0, 1)),
                           sum(r.large_floor_s for r in outer),
-                          max(r.small_peak_mb for r in outer), max(r.large_peak_mb for r in outer)))
+                          max(r.small_peak_mb for r in outer), max(r.large_peak_mb for r in outer), None,
+                          tuple(sum(r.small_cpu_s[i] for r in outer) for i in (0, 1)),
+                          sum(r.large_cpu_s for r in outer)))
     return rows
 
 
@@ -105,9 +119,9 @@ def verdict(rows: list[GrowthRow], small: int, large: int) -> GrowthVerdict:
 def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
     v = verdict(rows, small, large)
     s, big = f"{small:,}", f"{large:,}"
-    lines = [f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | floor growth | "
-             f"{s} peak MB | {big} peak MB | verdict |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | cpu growth | "
+             f"floor growth | {s} peak MB | {big} peak MB | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if r.stage == "total":
             mark = ""
@@ -116,11 +130,13 @@ def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
             if r.inside:
                 mark += f" (runs inside {r.inside}; not in the total)"
         lines.append(f"| {r.stage} | {r.small_s[0]:.2f} | {r.large_s:.2f} | {r.small_s[1]:.2f} | {r.growth:.2f}x | "
-                     f"{r.small_spread:.0%} | {r.floor_growth:.2f}x | {r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
+                     f"{r.small_spread:.0%} | {'-' if r.cpu_growth is None else f'{r.cpu_growth:.2f}x'} | "
+                     f"{r.floor_growth:.2f}x | {r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
                      f"{mark} |")
     lines += ["", f"Growth = the {big}-item time over the mean of the two {s}-item runs (one before it, one "
-                  f"after); \"runs apart\" = how far those two differ (the noise of the figure); the floors are "
-                  f"plain DuckDB doing the same work in the same runs.",
+                  f"after); \"runs apart\" = how far those two differ (the noise of the figure); cpu growth = the same "
+                  f"for the stage process's user+sys time (wall growth above it is time not spent computing); the floors "
+                  f"are plain DuckDB doing the same work in the same runs.",
               f"Every stage <= {v.limit:.1f}x: {'PASS' if v.time_ok else 'FAIL (' + ', '.join(v.slow_stages) + ')'}; "
               f"highest peak at {big} ({v.large_peak_mb:,.0f} MB) <= at {s} ({v.small_peak_mb:,.0f} MB): "
               f"{'PASS' if v.peak_ok else 'FAIL'}"]
@@ -142,7 +158,8 @@ def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = Fal
     rows = growth_rows(*reports)
     v = verdict(rows, small, large)
     (workdir / "growth_report.json").write_text(json.dumps(
-        {"small": small, "large": large, "rows": [asdict(r) | {"growth": r.growth, "floor_growth": r.floor_growth}
+        {"small": small, "large": large, "rows": [asdict(r) | {"growth": r.growth, "cpu_growth": r.cpu_growth,
+                                                              "floor_growth": r.floor_growth}
                                                  for r in rows],
          "verdict": asdict(v) | {"ok": v.ok},
          "reports": [r.report_path for r in reports]}, indent=2))
