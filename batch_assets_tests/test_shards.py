@@ -492,3 +492,37 @@ def test_lines_carry_their_items_numbers(seeded_copy, ticket_task):
         distinct = conn.execute("SELECT count(DISTINCT item_no), count(*) FROM ledger.manifest_item").fetchone()
     assert rows and all(a is not None and a == b for a, b in rows)
     assert distinct[0] == distinct[1]
+
+
+def test_a_refrozen_manifest_is_cut_by_item_number_each_item_once_with_its_own_text(seeded_copy, ticket_task):
+    """The cut finds an item's frozen row by its number: a kept item's row carries its earlier number
+    (earlier_no), a new or changed one base + its row. After a refreeze every current item that is
+    not quarantined is cut exactly once, under its current custom_id, with its current text."""
+    wh = seeded_copy
+    freeze_manifest(wh, ticket_task, DAY1)
+    with wh.connect() as conn:
+        conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000002'")
+    add_ticket(wh, "TK-NEW-7", "my parcel never arrived, order 7")
+    s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
+    assert s.manifest_version == 2 and s.new_items == 2
+    with duckdb.connect() as conn:   # the Parquet mixes kept numbers and numbers after the base
+        kept, numbered_after_base = conn.execute(
+            f"SELECT count(earlier_no), count(*) - count(earlier_no) FROM read_parquet('{s.manifest_uri}')").fetchone()
+    assert kept > 0 and numbered_after_base == 2
+    cut = cut_shards(wh, ticket_task, DAY1)
+    current = rows(wh, """SELECT custom_id, item_no, business_id FROM ledger.manifest_item
+                          WHERE task_id = ? AND superseded_at IS NULL
+                            AND custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)""", [TASK_ID1])
+    lines = rows(wh, "SELECT custom_id, item_no, request_id, shard_id FROM ledger.shard_line WHERE task_id = ?", [TASK_ID1])
+    assert cut.lines == len(lines) == len(current)
+    assert sorted((r["custom_id"], r["item_no"]) for r in lines) == sorted((r["custom_id"], r["item_no"]) for r in current)
+    sent = {}
+    for shard in shard_rows(wh):
+        for raw in Path(shard["path"]).read_text(encoding="utf-8").splitlines():
+            line = json.loads(raw)
+            sent[line["custom_id"]] = json.dumps(line["body"], ensure_ascii=False)
+    by_ticket = {r["business_id"]: r["custom_id"] for r in current}
+    request_of = {r["custom_id"]: r["request_id"] for r in lines}
+    assert "(edited)" in sent[request_of[by_ticket["TK-20261120-000002"]]]
+    assert "order 7" in sent[request_of[by_ticket["TK-NEW-7"]]]
+    assert "(edited)" not in sent[request_of[by_ticket["TK-20261120-000003"]]]

@@ -134,9 +134,9 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
 
 def due_retries_sql(tid: str) -> str:
     """Items whose latest decision re-sends them and whose next attempt is not cut yet, due now:
-    (custom_id, next_attempt, error_class)."""
+    (custom_id, next_attempt, error_class, item_no)."""
     return f"""
-        SELECT d.custom_id, d.next_attempt, d.error_class
+        SELECT d.custom_id, d.next_attempt, d.error_class, m.item_no
         FROM ledger.retry_decision d
         JOIN ({latest_attempt_sql(tid)}) l ON l.custom_id = d.custom_id AND l.attempt = d.attempt
         JOIN ledger.manifest_item m ON m.custom_id = d.custom_id AND m.superseded_at IS NULL

@@ -222,10 +222,14 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
             raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
-        due = f"UNION ALL SELECT custom_id, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
+        # The items to cut, by number when the frozen Parquet numbers its rows: 12 bytes an item
+        # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join (10M
+        # items: the custom_id join's hash table and _todo held up to 865 + 593 MB of the pool).
+        key = "item_no" if "item_no_base" in frozen_columns(conn, uri) else "custom_id"
+        due = f"UNION ALL SELECT {key}, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _todo AS
-            SELECT m.custom_id, {FIRST_ATTEMPT} AS attempt
+            SELECT m.{key}, {FIRST_ATTEMPT} AS attempt
             FROM ledger.manifest_item m
             WHERE m.task_id = {tid} AND m.superseded_at IS NULL
               AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)
@@ -236,7 +240,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         shards: list[dict] = []
         with _Spool(wh) as spool:
             for attempt in attempts:
-                shards += _write_attempt(conn, wh, task, task_id, uri, attempt, spool)
+                shards += _write_attempt(conn, wh, task, task_id, uri, attempt, spool, key)
             spool.close()
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
@@ -407,12 +411,13 @@ def _line_bytes(lines: pa.Array) -> tuple[memoryview, memoryview, int]:
 
 
 def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int,
-                   spool: _Spool) -> list[dict]:
+                   spool: _Spool, key: str = "custom_id") -> list[dict]:
     """Render one attempt's lines of `_todo` in ONE streamed pass over the frozen Parquet: quarantine
     the bad ones, pack the good ones into shards in the order they stream (the manifest's row order)
     and write each shard's file as its lines arrive. The lines are never stored: memory stays one
     batch, and each line is rendered once. The lines and the quarantined items go to `spool`.
-    Returns the shards (not yet recorded)."""
+    `_todo` names its items by `key`: item_no (a frozen row's number, frozen_item_no_sql) or, for
+    a manifest frozen before item numbers, custom_id. Returns the shards (not yet recorded)."""
     limits = task.limits
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
@@ -429,8 +434,9 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
     conn.execute(f"""
         SET VARIABLE {SELECTED_VARIABLE} = (
             SELECT bitstring_agg(p.file_row_number, 0, {rows - 1})
-            FROM (SELECT custom_id FROM _todo WHERE attempt = {int(attempt)}) t
-            JOIN read_parquet({sql_literal(uri)}, file_row_number = true) p USING (custom_id))
+            FROM (SELECT {key} FROM _todo WHERE attempt = {int(attempt)}) t
+            JOIN read_parquet({sql_literal(uri)}, file_row_number = true) p
+              ON t.{key} = {frozen_item_no_sql('p') if key == 'item_no' else 'p.custom_id'})
     """)
     batch_rows = stream_batch_rows(conn, uri)  # before the query: its result holds the connection
     # The newline is part of each good line, so a run of lines is one slice of the batch's buffer.
