@@ -225,7 +225,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         # The items to cut, by number when the frozen Parquet numbers its rows: 12 bytes an item
         # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join (10M
         # items: the custom_id join's hash table and _todo held up to 865 + 593 MB of the pool).
-        key = "item_no" if "item_no_base" in frozen_columns(conn, uri) else "custom_id"
+        numbered = "item_no_base" in frozen_columns(conn, uri)   # False: frozen before item numbers
+        key = "item_no" if numbered else "custom_id"
         due = f"UNION ALL SELECT {key}, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _todo AS
@@ -245,7 +246,6 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
                 # Lines of a manifest frozen before item numbers take theirs from the manifest items.
-                numbered = "item_no_base" in frozen_columns(conn, uri)
                 quarantined = ledger_shards.insert_quarantine(
                     conn, task_id, _with_item_no(f"SELECT custom_id, item_no, reason_code, reason FROM "
                                                  f"{spool.read('quarantined')}", numbered, task_id))
@@ -411,7 +411,7 @@ def _line_bytes(lines: pa.Array) -> tuple[memoryview, memoryview, int]:
 
 
 def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int,
-                   spool: _Spool, key: str = "custom_id") -> list[dict]:
+                   spool: _Spool, key: str) -> list[dict]:
     """Render one attempt's lines of `_todo` in ONE streamed pass over the frozen Parquet: quarantine
     the bad ones, pack the good ones into shards in the order they stream (the manifest's row order)
     and write each shard's file as its lines arrive. The lines are never stored: memory stays one
