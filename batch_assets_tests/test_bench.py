@@ -44,6 +44,51 @@ def test_every_stage_measured_against_its_floor(bench):
     assert report.stage("manifest").result["items"] == ITEMS
     assert report.stage("ingest").result["lines"] == report.stage("shards").result["lines"]
     assert report.stage("cost").result["estimate"] > 0
+    if Path("/proc/self/io").exists():   # what each stage read from storage (page-cache misses)
+        assert all(s.disk_read_mb is not None and s.disk_read_mb >= 0 for s in report.stages)
+
+
+def test_the_probe_counts_what_a_section_reads_from_and_writes_to_storage(tmp_path):
+    """A read the page cache cannot serve is counted (the file's pages dropped first); a read it can
+    serve is not; what the section wrote and synced is."""
+    import os
+
+    from batch_assets.bench.proc import Probe, _io_bytes
+
+    if _io_bytes() is None:
+        pytest.skip("no /proc/self/io on this platform")
+    size = 8 << 20
+    path = tmp_path / "blob"
+    before = _io_bytes()
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    if _io_bytes()[1] == before[1]:
+        pytest.skip(f"the filesystem of {tmp_path} does not go through a block device (tmpfs)")
+
+    def read_all() -> None:
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)   # the file's pages leave the page cache
+    os.close(fd)
+    cold = Probe()
+    with cold.measure():
+        read_all()
+    warm = Probe()
+    with warm.measure():
+        read_all()
+    assert cold.disk_read_mb >= 0.9 * size / 2**20 and warm.disk_read_mb < 1
+    written = Probe()
+    with written.measure():
+        with open(tmp_path / "more", "wb") as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+    assert written.disk_write_mb >= 0.9 * size / 2**20
 
 
 def test_floors_persist_their_results(bench):
@@ -251,10 +296,13 @@ def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, c
         assert row["small_s"] == [before["wall_s"], after["wall_s"]] and row["large_s"] == large["wall_s"]
         assert row["growth"] == pytest.approx(large["wall_s"] / ((before["wall_s"] + after["wall_s"]) / 2))
         assert row["cpu_growth"] == pytest.approx(large["cpu_s"] / ((before["cpu_s"] + after["cpu_s"]) / 2))
+        assert row["large_disk_read_mb"] == large["disk_read_mb"]
+        if before["disk_read_mb"] is not None:
+            assert row["small_disk_read_mb"] == max(before["disk_read_mb"], after["disk_read_mb"])
     outer = [n for n in STAGE_NAMES if rows[n]["inside"] is None]
     assert rows["total"]["large_cpu_s"] == pytest.approx(sum(rows[n]["large_cpu_s"] for n in outer))
     assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
-    assert "| reconcile |" in out and "cpu growth" in out and "floor growth" in out
+    assert "| reconcile |" in out and "cpu growth" in out and "floor growth" in out and "disk read MB" in out
     assert (tmp_path / "growth_report.md").is_file()
     assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
 

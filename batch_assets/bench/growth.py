@@ -45,6 +45,10 @@ class GrowthRow:
     # growth above cpu growth is time not spent computing (waiting on reads, fewer threads busy).
     small_cpu_s: tuple[float, float] | None = None
     large_cpu_s: float | None = None
+    # Read from storage by the stage process (the higher of the S runs; the L run): a page-cache miss
+    # costs time the S runs, whose files the cache holds, do not pay. None where unknown.
+    small_disk_read_mb: float | None = None
+    large_disk_read_mb: float | None = None
 
     @property
     def growth(self) -> float:
@@ -75,9 +79,10 @@ def growth_rows(before: BenchReport, large: BenchReport, after: BenchReport) -> 
     rows = []
     for s in large.stages:
         b, a = before.stage(s.stage), after.stage(s.stage)
+        small_read = [m for m in (b.disk_read_mb, a.disk_read_mb) if m is not None]
         rows.append(GrowthRow(s.stage, (b.wall_s, a.wall_s), s.wall_s, (b.floor_wall_s, a.floor_wall_s),
                               s.floor_wall_s, max(b.peak_rss_mb, a.peak_rss_mb), s.peak_rss_mb, s.inside,
-                              (b.cpu_s, a.cpu_s), s.cpu_s))
+                              (b.cpu_s, a.cpu_s), s.cpu_s, max(small_read) if small_read else None, s.disk_read_mb))
     outer = [r for r in rows if r.inside is None]
     rows.append(GrowthRow("total", tuple(sum(r.small_s[i] for r in outer) for i in (0, 1)),
                           sum(r.large_s for r in outer),
@@ -85,8 +90,14 @@ def growth_rows(before: BenchReport, large: BenchReport, after: BenchReport) -> 
                           sum(r.large_floor_s for r in outer),
                           max(r.small_peak_mb for r in outer), max(r.large_peak_mb for r in outer), None,
                           tuple(sum(r.small_cpu_s[i] for r in outer) for i in (0, 1)),
-                          sum(r.large_cpu_s for r in outer)))
+                          sum(r.large_cpu_s for r in outer),
+                          _sum_known([r.small_disk_read_mb for r in outer]),
+                          _sum_known([r.large_disk_read_mb for r in outer])))
     return rows
+
+
+def _sum_known(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(values)
 
 
 @dataclass(frozen=True)
@@ -116,12 +127,16 @@ def verdict(rows: list[GrowthRow], small: int, large: int) -> GrowthVerdict:
                          max(r.small_peak_mb for r in stages), max(r.large_peak_mb for r in stages))
 
 
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
     v = verdict(rows, small, large)
     s, big = f"{small:,}", f"{large:,}"
     lines = [f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | cpu growth | "
-             f"floor growth | {s} peak MB | {big} peak MB | verdict |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             f"floor growth | disk read MB ({s} / {big}) | {s} peak MB | {big} peak MB | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if r.stage == "total":
             mark = ""
@@ -131,12 +146,14 @@ def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
                 mark += f" (runs inside {r.inside}; not in the total)"
         lines.append(f"| {r.stage} | {r.small_s[0]:.2f} | {r.large_s:.2f} | {r.small_s[1]:.2f} | {r.growth:.2f}x | "
                      f"{r.small_spread:.0%} | {'-' if r.cpu_growth is None else f'{r.cpu_growth:.2f}x'} | "
-                     f"{r.floor_growth:.2f}x | {r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
+                     f"{r.floor_growth:.2f}x | {_mb(r.small_disk_read_mb)} / {_mb(r.large_disk_read_mb)} | "
+                     f"{r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
                      f"{mark} |")
     lines += ["", f"Growth = the {big}-item time over the mean of the two {s}-item runs (one before it, one "
                   f"after); \"runs apart\" = how far those two differ (the noise of the figure); cpu growth = the same "
-                  f"for the stage process's user+sys time (wall growth above it is time not spent computing); the floors "
-                  f"are plain DuckDB doing the same work in the same runs.",
+                  f"for the stage process's user+sys time (wall growth above it is time not spent computing); disk read "
+                  f"= what the stage process read from storage, not from the page cache (the higher {s} run / the "
+                  f"{big} run); the floors are plain DuckDB doing the same work in the same runs.",
               f"Every stage <= {v.limit:.1f}x: {'PASS' if v.time_ok else 'FAIL (' + ', '.join(v.slow_stages) + ')'}; "
               f"highest peak at {big} ({v.large_peak_mb:,.0f} MB) <= at {s} ({v.small_peak_mb:,.0f} MB): "
               f"{'PASS' if v.peak_ok else 'FAIL'}"]

@@ -10,6 +10,11 @@ child). Inside the child, just before the measured section:
   the current RSS (Linux >= 4.0; `resource.getrusage(RUSAGE_SELF).ru_maxrss` follows it);
 * after the section, the peak is `VmHWM` from `/proc/self/status`.
 
+The bytes the process read from and wrote to storage during the section (`read_bytes` /
+`write_bytes` of `/proc/self/io`, all threads) are recorded too: a read from disk is a page the
+page cache did not hold, which is how a stage at 10M items can take longer than ten times 1M on a
+host whose cache holds the 1M run's files but not the 10M run's.
+
 So `peak_rss_mb` is the highest resident set of the process while the stage ran, including the
 interpreter and imported modules (`base_rss_mb`, ~100 MB). If clear_refs cannot be written the peak
 is the child's lifetime VmHWM (still a fresh process, so still the stage's own peak).
@@ -44,6 +49,17 @@ def _status_kb(field: str) -> int | None:
     return None
 
 
+def _io_bytes() -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) of this process so far: what it made the storage layer read and
+    write (page-cache hits are not counted), or None where /proc/self/io is missing."""
+    try:
+        with open("/proc/self/io") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(fields["read_bytes"]), int(fields["write_bytes"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _reset_peak() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -68,6 +84,8 @@ class Probe:
         self.peak_rss_mb: float | None = None
         self.peak_reset = False
         self.load_avg: float | None = None
+        self.disk_read_mb: float | None = None
+        self.disk_write_mb: float | None = None
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[None]:
@@ -78,12 +96,17 @@ class Probe:
         base = _status_kb("VmRSS")
         self.base_rss_mb = (base if base is not None else _peak_kb()) / 1024
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        io0 = _io_bytes()
         t0 = time.perf_counter()
         yield
         self.wall_s = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        io1 = _io_bytes()
         self.cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         self.peak_rss_mb = _peak_kb() / 1024
+        if io0 is not None and io1 is not None:
+            self.disk_read_mb = (io1[0] - io0[0]) / 2**20
+            self.disk_write_mb = (io1[1] - io0[1]) / 2**20
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,8 @@ class Measured:
     peak_reset: bool
     load_avg: float | None     # 1-minute load average when the section started (shared machines)
     process_s: float           # whole child, fork to exit (for the log)
+    disk_read_mb: float | None = None    # read from storage during the section (page-cache misses)
+    disk_write_mb: float | None = None
 
 
 class ChildFailed(RuntimeError):
@@ -114,7 +139,7 @@ def _child_main(conn, fn_name: str, kwargs: dict) -> None:
         probe = Probe()
         result = getattr(work, fn_name)(probe, **kwargs)
         conn.send(("ok", (result, probe.wall_s, probe.cpu_s, probe.base_rss_mb, probe.peak_rss_mb, probe.peak_reset,
-                          probe.load_avg)))
+                          probe.load_avg, probe.disk_read_mb, probe.disk_write_mb)))
     except BaseException:  # everything goes back to the parent, which raises it
         conn.send(("error", traceback.format_exc()))
     finally:
@@ -158,8 +183,8 @@ def run_child(fn_name: str, **kwargs: Any) -> Measured:
     status, payload = message
     if status != "ok":
         raise ChildFailed(f"benchmark step {fn_name!r} failed:\n{payload}")
-    result, wall, cpu, base, peak, reset, load = payload
-    return Measured(fn_name, result, wall, cpu, base, peak, reset, load, elapsed)
+    result, wall, cpu, base, peak, reset, load, read_mb, write_mb = payload
+    return Measured(fn_name, result, wall, cpu, base, peak, reset, load, elapsed, read_mb, write_mb)
 
 
 def remove_paths(*paths: Path) -> None:

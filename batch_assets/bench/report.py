@@ -38,6 +38,8 @@ class StageResult:
     floor_cpu_s: float | None = None    # user+sys of the floor process (less sensitive to other load than wall)
     # Each run's times when the benchmark repeats (`--repeat K`): wall_s / floor_wall_s above are their medians.
     runs: list[dict] = field(default_factory=list)
+    # Read from storage by the stage process (page-cache misses); None where the platform cannot tell.
+    disk_read_mb: float | None = None
 
     @property
     def ratio(self) -> float:
