@@ -246,26 +246,11 @@ def test_duckdb_merges_only_row_groups_at_most_half_full_at_a_checkpoint(tmp_pat
     assert before == 9 and after < before
 
 
-def test_files_left_for_the_next_batch_to_align_an_insert_change_nothing(
-        seeded_copy, ticket_task, adapter, emulator, wait_for_jobs, monkeypatch):
-    """A batch leaves its last staged files for the next one when that ends its insert more than
-    half into a row group; they are staged again there. The result is the same as in one batch."""
-    import dataclasses
-    import shutil
-
-    from batch_assets.ledger.warehouse import Warehouse
+def _ingest_counted(wh, monkeypatch, row_group: int, batch_bytes: int) -> tuple[tuple[int, int], list[int], list[str]]:
+    """ingest_files with DuckDB's row group taken as `row_group` rows and batches of `batch_bytes`:
+    its result, each insert's line count and every file staged, in order (a file twice when a
+    batch left it for the next)."""
     from batch_assets.pipeline import ingest as ingest_module
-
-    wh = seeded_copy
-    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=7))
-    emulator.configure(item_error_rate=0.3)
-    submit_and_wait(wh, task, adapter, wait_for_jobs)
-    download_results(wh, TASK_ID1, adapter)
-    whole = Warehouse.at(wh.database.with_name("whole.duckdb"), wh.data_dir)
-    shutil.copy(wh.database, whole.database)
-    files = q(wh, "SELECT file_key, byte_count FROM ledger.raw_file")
-    assert len(files) > 8
-    expected = ingest_files(whole, TASK_ID1)  # one batch: nothing to align
 
     inserted, staged = [], []
     real_insert, real_stage = ingest_module.insert_raw_results, ingest_module._stage_batch
@@ -280,17 +265,72 @@ def test_files_left_for_the_next_batch_to_align_an_insert_change_nothing(
 
     monkeypatch.setattr(ingest_module, "insert_raw_results", counted_insert)
     monkeypatch.setattr(ingest_module, "_stage_batch", counted_stage)
-    monkeypatch.setattr(ingest_module, "ROW_GROUP_ROWS", 10)
-    monkeypatch.setattr(ingest_module, "INGEST_BATCH_BYTES", 3 * max(f["byte_count"] for f in files))
-    assert ingest_files(wh, TASK_ID1) == expected
-    # Some files were staged twice (left for the next batch), and every insert but the last ended
-    # more than half into a row group of 10 (or on its end).
-    assert len(staged) > len(set(staged)) == len(files)
-    assert len(inserted) > 2 and all(n % 10 == 0 or n % 10 > 5 for n in inserted[:-1]), inserted
+    monkeypatch.setattr(ingest_module, "ROW_GROUP_ROWS", row_group)
+    monkeypatch.setattr(ingest_module, "PLAN_MARGIN_ROWS", 1)
+    monkeypatch.setattr(ingest_module, "INGEST_BATCH_BYTES", batch_bytes)
+    return ingest_files(wh, TASK_ID1), inserted, staged
+
+
+@pytest.mark.parametrize("plan", ["right", "wrong"])
+def test_batches_end_where_their_inserts_align_and_files_read_twice_change_nothing(
+        seeded_copy, ticket_task, adapter, emulator, wait_for_jobs, monkeypatch, plan):
+    """A batch is planned from its shards' line counts to end where its insert leaves the last row
+    group more than half full, so no file is staged twice. When the plan is wrong (here: the
+    ledger's line counts made up), the batch leaves its last staged files for the next one, which
+    stages them again. Either way every insert but the last is aligned and the result is the
+    same as in one batch."""
+    import dataclasses
+    import shutil
+
+    from batch_assets.ledger.warehouse import Warehouse
+
+    wh = seeded_copy
+    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=7))
+    emulator.configure(item_error_rate=0.3)   # answers split between output and error files
+    submit_and_wait(wh, task, adapter, wait_for_jobs)
+    download_results(wh, TASK_ID1, adapter)
+    whole = Warehouse.at(wh.database.with_name("whole.duckdb"), wh.data_dir)
+    shutil.copy(wh.database, whole.database)
+    files = q(wh, "SELECT file_key, byte_count FROM ledger.raw_file")
+    assert len(files) > 8
+    expected = ingest_files(whole, TASK_ID1)  # one batch: nothing to align
+    if plan == "wrong":
+        with wh.connect() as conn:
+            conn.execute("UPDATE ledger.shard SET line_count = 1")
+    result, inserted, staged = _ingest_counted(wh, monkeypatch, 10, 3 * max(f["byte_count"] for f in files))
+    assert result == expected
+    assert len(inserted) > 2 and all(n % 10 > 5 or n % 10 == 0 for n in inserted[:-1]), inserted
+    if plan == "right":
+        assert len(staged) == len(set(staged)) == len(files)
+    else:
+        assert len(staged) > len(set(staged)) == len(files)
     keys = "SELECT file_key, line_no, job_key, attempt, request_id, custom_id, item_no, status, body FROM ledger.raw_result"
     assert sorted(map(str, q(wh, keys))) == sorted(map(str, q(whole, keys)))
     marked = "SELECT file_key, line_count, ingested_at IS NOT NULL AS done FROM ledger.raw_file ORDER BY 1"
     assert q(wh, marked) == q(whole, marked) and all(r["done"] for r in q(wh, marked))
+
+
+def test_a_planned_batch_ends_at_a_jobs_end_within_the_byte_limit():
+    from batch_assets.pipeline.ingest import expected_lines, planned_batch
+
+    def f(job, size=10, lines=0):
+        return {"job_key": job, "byte_count": size, "shard_lines": lines}
+
+    # Jobs of 4 lines (an output and an error file each), row groups of 10 (the module's: monkeypatched below).
+    files = [f("a", lines=4), f("a", lines=4), f("b", lines=4), f("b", lines=4), f("c", lines=4), f("c", lines=4),
+             f("d", lines=4), f("d", lines=4)]
+    assert expected_lines(files) == [4, 0, 4, 0, 4, 0, 4, 0]   # a job's lines go to its first file
+    import batch_assets.pipeline.ingest as ingest_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest_module, "ROW_GROUP_ROWS", 10)
+        mp.setattr(ingest_module, "PLAN_MARGIN_ROWS", 1)
+        # 70 bytes hold seven files; of the job ends among them (4, 8, 12 lines) only 8 leaves the
+        # last row group 6..9 full: two jobs.
+        assert planned_batch(files, expected_lines(files), limit=70) == 4
+        assert planned_batch(files, expected_lines(files), limit=80) == 8     # all fit: the last batch, all
+        assert planned_batch(files, expected_lines(files), limit=30) == 3     # no aligned job end fits: every file that fits
+        assert planned_batch([f("a", size=99)] + files, [0] + expected_lines(files), limit=5) == 1   # one file at least
 
 # --- stage 6: parse and classify ------------------------------------------------------------------------
 
