@@ -6,6 +6,7 @@ No assertion on speed here: the benchmark is run at 1,000,000 items by `make ben
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -303,6 +304,9 @@ def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, c
     assert rows["total"]["large_cpu_s"] == pytest.approx(sum(rows[n]["large_cpu_s"] for n in outer))
     assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
     assert "| reconcile |" in out and "cpu growth" in out and "floor growth" in out and "disk read MB" in out
+    if Path("/proc/self/io").exists():   # each step's log line says what it read from and wrote to disk
+        assert all(re.search(r", disk read [\d,]+ MB, written [\d,]+ MB, load ", line)
+                   for line in out.splitlines() if line.startswith("  [") and ("floor:" in line or "stage:" in line))
     assert (tmp_path / "growth_report.md").is_file()
     assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
 

@@ -197,7 +197,8 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
         m = run_child(fn, **kwargs)
         bar.advance()
         rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
-        disk = f", disk read {m.disk_read_mb:,.0f} MB" if m.disk_read_mb is not None else ""
+        disk = (f", disk read {m.disk_read_mb:,.0f} MB, written {m.disk_write_mb:,.0f} MB"
+                if m.disk_read_mb is not None else "")
         say(f"  {tag}{label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}{disk}, load {m.load_avg:.1f}")
         return m
 
