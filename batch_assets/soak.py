@@ -39,16 +39,16 @@ from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_produ
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.ledger.states import JobState
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.pipeline.reconcile import Reconciliation, settle
-from batch_assets.pipeline.retry import plan_retries
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
-from batch_assets.reporting import format_table
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.settle.reconcile import Reconciliation, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.formatting import format_table
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident

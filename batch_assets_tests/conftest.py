@@ -109,7 +109,7 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
     """Poll every submitted, non-terminal provider job until all are terminal (or fail the test)."""
     import time
 
-    from batch_assets.pipeline.poll import poll_jobs
+    from batch_assets.pipeline.collect.poll import poll_jobs
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -126,13 +126,13 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
 
 def _run_partition(warehouse: Warehouse, task: ResolvedTask, partition: str, adapter, *, apply: bool = True):
     """freeze -> cut -> submit -> wait -> collect -> parse (-> apply); returns the reconciliation."""
-    from batch_assets.pipeline.apply import apply_results
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.parse import parse_results
-    from batch_assets.pipeline.reconcile import reconcile
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.settle.reconcile import reconcile
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
 
     freeze_manifest(warehouse, task, partition)
     cut_shards(warehouse, task, partition)

@@ -30,7 +30,7 @@ EMULATOR_API_KEY = "emulator-no-key"   # as batch_assets.resources (not imported
 
 
 def _arm_submit_point() -> None:
-    import batch_assets.pipeline.submit as submit_mod
+    import batch_assets.pipeline.send.submit as submit_mod
 
     # The writer that records a created batch: record_created once submissions are claimed, else record_snapshot.
     name = next(n for n in ("record_created", "record_snapshot") if hasattr(submit_mod, n))
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     adapter = build_adapter(provider, ClientSettings(
         EMULATOR_API_KEY, emulator_url.rstrip("/") + provider_definition(provider).emulator_path, max_retries=2))
     if stage == "submit":
-        from batch_assets.pipeline.submit import submit_pending
+        from batch_assets.pipeline.send.submit import submit_pending
 
         _arm_submit_point()
         kwargs = {}
@@ -61,19 +61,19 @@ def main(argv: list[str]) -> int:
             kwargs["lease_s"] = float(lease)   # a killed run's claim on its shard runs out this soon
         submit_pending(wh, task, day, adapter, **kwargs)
     elif stage == "download":
-        from batch_assets.pipeline.ingest import download_results
+        from batch_assets.pipeline.collect.ingest import download_results
 
         download_results(wh, task_id, adapter)
     elif stage == "ingest":
-        from batch_assets.pipeline.ingest import ingest_files
+        from batch_assets.pipeline.collect.ingest import ingest_files
 
         ingest_files(wh, task_id)
     elif stage == "parse":
-        from batch_assets.pipeline.parse import parse_results
+        from batch_assets.pipeline.collect.parse import parse_results
 
         parse_results(wh, task, day)
     elif stage == "apply":
-        from batch_assets.pipeline.apply import apply_results
+        from batch_assets.pipeline.settle.apply import apply_results
 
         apply_results(wh, task, day)
     else:

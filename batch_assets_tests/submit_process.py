@@ -12,7 +12,7 @@ import json
 import sys
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import load_all_tasks
 

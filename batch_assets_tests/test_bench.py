@@ -54,7 +54,7 @@ def test_the_probe_counts_what_a_section_reads_from_and_writes_to_storage(tmp_pa
     serve is not; what the section wrote and synced is."""
     import os
 
-    from batch_assets.bench.proc import Probe, _io_bytes
+    from batch_assets.bench.probe import Probe, _io_bytes
 
     if _io_bytes() is None:
         pytest.skip("no /proc/self/io on this platform")

@@ -195,8 +195,8 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
 
 
 def test_report_table_is_the_reconciliation_table(capsys, finished_db):
-    from batch_assets.pipeline.reconcile import reconcile
-    from batch_assets.reporting import reconciliation_table
+    from batch_assets.pipeline.settle.reconcile import reconcile
+    from batch_assets.pipeline.report.partition_tables import reconciliation_table
 
     code, out, _ = run(capsys, "--database", finished_db, "report")
     assert code == 0
@@ -408,9 +408,9 @@ SLOW_EMULATOR = {**FAST_EMULATOR, "queue_delay_s": 60.0}
 
 
 def _submit(wh: Warehouse, task, adapter, per_shard: int | None = None) -> None:
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
 
     if per_shard:
         task = dataclasses.replace(task, limits=dataclasses.replace(task.limits, max_requests_per_shard=per_shard))

@@ -226,9 +226,9 @@ def _cli(*argv, env_extra: dict | None = None, cwd: Path) -> subprocess.Complete
 
 def test_piped_output_is_plain_text_without_ansi_codes(finished_db, tmp_path):
     """Real pipes (not a terminal): the plain aligned tables scripts read, no bars, no escape codes."""
-    from batch_assets.pipeline.reconcile import reconcile
+    from batch_assets.pipeline.settle.reconcile import reconcile
     from batch_assets.ledger.warehouse import Warehouse
-    from batch_assets.reporting import reconciliation_table
+    from batch_assets.pipeline.report.partition_tables import reconciliation_table
 
     report = _cli("--database", finished_db, "report", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
@@ -297,7 +297,7 @@ class Recorder:
 
 def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db, tmp_path):
     from batch_assets.ledger.warehouse import Warehouse
-    from batch_assets.pipeline.export import export_results
+    from batch_assets.pipeline.report.export import export_results
 
     wh = Warehouse.at(finished_db)
     assert isinstance(progress.current(), progress.NullReporter)
@@ -313,10 +313,10 @@ def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db,
 
 
 def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, adapter, wait_for_jobs):
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
 
     from .conftest import DAY1
 
@@ -342,7 +342,7 @@ def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, ad
 
 
 def test_library_modules_report_progress_without_rich():
-    code = ("import sys\nimport batch_assets.progress, batch_assets.pipeline.export, batch_assets.providers.files\n"
+    code = ("import sys\nimport batch_assets.progress, batch_assets.pipeline.report.export, batch_assets.providers.files\n"
             "print('rich' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT,
                           env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, timeout=60)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.reconcile import settle
+from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY

@@ -13,8 +13,8 @@ from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.history import copy_partition_rows
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline import collect
-from batch_assets.pipeline.collect import pending_jobs
+from batch_assets.pipeline.collect import collect_runs as collect
+from batch_assets.pipeline.collect.collect_runs import pending_jobs
 from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY

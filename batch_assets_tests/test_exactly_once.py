@@ -33,9 +33,9 @@ from batch_assets.ledger.jobs import (
     JobNotSettled, abandon_job, claim_intent, claim_new_intent, release_claim, renew_claim,
 )
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import EMULATOR_API_KEY, ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
@@ -178,7 +178,7 @@ def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mo
 def test_a_create_that_never_reached_the_provider_is_created_again_after_a_confirmed_absence(
         all_seeded, emulator, monkeypatch):
     """A 503 before processing: the lookup confirms absence (nothing to wait for), so it is created again."""
-    import batch_assets.pipeline.submit as submit_mod
+    import batch_assets.pipeline.send.submit as submit_mod
 
     wh, task = all_seeded, task_for("anthropic")
     adapter = adapter_for(emulator, "anthropic")

@@ -14,11 +14,12 @@ import pytest
 
 from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.transaction import transaction
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.budget import ProjectBudgets, check_budget
-from batch_assets.pipeline.cost import partition_gates
-from batch_assets.pipeline.manifest import freeze_manifest, request_overhead_tokens
-from batch_assets.pipeline.shards import cut_shards
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.govern.budget import ProjectBudgets, check_budget
+from batch_assets.pipeline.govern.cost import partition_gates
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.govern.cost import request_overhead_tokens
+from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.policy import PolicySpec, find_sensitive
 from batch_assets.policy.model import DetectorActions
 from batch_assets.providers.prices import model_price, price_table
@@ -289,8 +290,8 @@ def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(see
     ledger's other partitions are not read (DuckDB's profile: row counts), so the check does not
     grow with the ledger's history."""
     from batch_assets.ledger.history import copy_partition_rows
-    from batch_assets.pipeline.budget import _figures
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.govern.budget import _figures
+    from batch_assets.pipeline.send.submit import submit_pending
 
     from .conftest import DAY2
 
@@ -308,7 +309,7 @@ def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(see
         assert figures[0] == figures[1] > 0 and day1_cost > 0
         assert figures[2] == pytest.approx(day1_cost) and figures[3] == pytest.approx(day1_cost)
         # More partitions than it scans one by one: one join by (task_id, item_no), the same figures.
-        from batch_assets.pipeline import budget
+        from batch_assets.pipeline.govern import budget
         with monkeypatch.context() as m:
             m.setattr(budget, "MAX_PARTITION_SCANS", 1)
             assert _figures(conn, day2, model) == pytest.approx(figures)
@@ -326,7 +327,7 @@ def test_a_shard_whose_job_was_abandoned_counts_as_pending_again(seeded_copy, ti
     """An abandoned intent's shard goes again under a new job key on the next submit run, so the
     budget counts it in what this submission adds; a shard with a live intent does not."""
     from batch_assets.ledger.jobs import abandon_job, claim_new_intent
-    from batch_assets.pipeline.submit import job_key_for
+    from batch_assets.pipeline.send.submit import job_key_for
 
     wh = seeded_copy
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=10))
@@ -349,7 +350,7 @@ def test_a_shard_whose_job_was_abandoned_counts_as_pending_again(seeded_copy, ti
 
 
 def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, monkeypatch, tmp_path):
-    import batch_assets.pipeline.budget as budget
+    import batch_assets.pipeline.govern.budget as budget
 
     caps = tmp_path / "budgets.yaml"
     caps.write_text("currency: USD\nper_day: 0.001\n", encoding="utf-8")
@@ -397,7 +398,7 @@ def test_the_gate_scans_each_id_once_and_leaves_repeated_ids_out(seeded_copy, ti
     (one in the seeded day) is set aside for the freeze to reject and never scanned (an address in
     one of its rows is no redacted item), with a NULL id beside it (hash(NULL) is a value: counted
     with the ids it would hide the repeat)."""
-    from batch_assets.pipeline.manifest import drop_source, load_source
+    from batch_assets.pipeline.freeze.source import drop_source, load_source
 
     wh = seeded_copy
     with wh.connect() as conn:

@@ -11,11 +11,11 @@ import dagster as dg
 import pytest
 
 from batch_assets.cli import main
-from batch_assets.components.task_assets import build_task_defs
-from batch_assets.pipeline.dry_run import NotFrozenError, render_sample
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.presubmit import check_dry_run, check_model, check_prompt
-from batch_assets.pipeline.shards import cut_shards
+from batch_assets.components.task_defs import build_task_defs
+from batch_assets.pipeline.govern.dry_run import NotFrozenError, render_sample
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.govern.send_gate import check_dry_run, check_model, check_prompt
+from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.providers.models import allowed_models, matches
 from batch_assets.providers.registry import known_providers
 from batch_assets.resources import default_resources
@@ -268,10 +268,10 @@ def test_dry_run_of_a_changed_prompt_is_refused(capsys, frozen_db, ticket_task, 
 
 def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
         seeded_copy, ticket_task, adapter, wait_for_jobs):
-    from batch_assets.pipeline.apply import apply_results
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.parse import parse_results
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.send.submit import submit_pending
 
     wh = seeded_copy
     v1 = ticket_task.spec.output.version
@@ -318,9 +318,9 @@ def test_a_partition_frozen_under_two_output_versions_parses_each_item_under_its
         seeded_copy, ticket_task, adapter, wait_for_jobs):
     """Items of one partition can carry different output versions (frozen before and after a version
     change): each answer is parsed only when its own item's version is the task's now."""
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.parse import parse_results
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.send.submit import submit_pending
 
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from batch_assets.pipeline import ingest
+from batch_assets.pipeline.collect import ingest
 from batch_assets.providers.registry import wire_format
 
 FMT = wire_format("openai", "/v1/chat/completions")

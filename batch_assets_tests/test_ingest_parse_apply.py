@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from batch_assets.pipeline import apply as apply_module
-from batch_assets.pipeline.apply import apply_results, ensure_target_table
-from batch_assets.pipeline.ingest import collect_raw_results, download_results, ingest_files
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.settle import apply as apply_module
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.business_table import ensure_target_table
+from batch_assets.pipeline.collect.ingest import collect_raw_results, download_results, ingest_files
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.openai.emulator.bodies import respond
 from batch_assets.providers.openai.emulator.flavor import OPENAI
 
@@ -188,8 +189,8 @@ def test_lines_a_second_job_of_the_same_shard_returns_are_duplicates_in_a_later_
     """A shard whose batch ran twice (e.g. an ambiguous create) returns every answer twice, from two
     jobs. Each file its own ingest batch: the second job's lines are duplicates, not answers."""
     from batch_assets.ledger.results import insert_raw_file
-    from batch_assets.pipeline import ingest as ingest_module
-    from batch_assets.pipeline.shards import file_sha256
+    from batch_assets.pipeline.collect import ingest as ingest_module
+    from batch_assets.pipeline.files import file_sha256
 
     wh = seeded_copy
     submit_and_wait(wh, ticket_task, adapter, wait_for_jobs)
@@ -213,8 +214,8 @@ def test_lines_a_second_job_of_the_same_shard_returns_are_duplicates_in_a_later_
 
 
 def test_aligned_prefix_leaves_the_last_row_group_empty_or_more_than_half_full():
-    from batch_assets.pipeline.ingest import ROW_GROUP_ROWS as RG
-    from batch_assets.pipeline.ingest import aligned_prefix
+    from batch_assets.pipeline.collect.ingest import ROW_GROUP_ROWS as RG
+    from batch_assets.pipeline.collect.ingest import aligned_prefix
 
     half = RG // 2
     assert aligned_prefix([RG + half + 1, 10, 10]) == 3   # each prefix leaves it more than half full: all
@@ -228,7 +229,7 @@ def test_duckdb_merges_only_row_groups_at_most_half_full_at_a_checkpoint(tmp_pat
     leave nothing for a checkpoint to merge; inserts that end at most half full are merged (rewritten)."""
     import duckdb
 
-    from batch_assets.pipeline.ingest import ROW_GROUP_ROWS as RG
+    from batch_assets.pipeline.collect.ingest import ROW_GROUP_ROWS as RG
 
     def row_groups_before_and_after_a_checkpoint(tail: int) -> tuple[int, int]:
         conn = duckdb.connect(str(tmp_path / f"rg{tail}.duckdb"))
@@ -250,7 +251,7 @@ def _ingest_counted(wh, monkeypatch, row_group: int, batch_bytes: int) -> tuple[
     """ingest_files with DuckDB's row group taken as `row_group` rows and batches of `batch_bytes`:
     its result, each insert's line count and every file staged, in order (a file twice when a
     batch left it for the next)."""
-    from batch_assets.pipeline import ingest as ingest_module
+    from batch_assets.pipeline.collect import ingest as ingest_module
 
     inserted, staged = [], []
     real_insert, real_stage = ingest_module.insert_raw_results, ingest_module._stage_batch
@@ -311,7 +312,7 @@ def test_batches_end_where_their_inserts_align_and_files_read_twice_change_nothi
 
 
 def test_a_planned_batch_ends_at_a_jobs_end_within_the_byte_limit():
-    from batch_assets.pipeline.ingest import expected_lines, planned_batch
+    from batch_assets.pipeline.collect.ingest import expected_lines, planned_batch
 
     def f(job, size=10, lines=0):
         return {"job_key": job, "byte_count": size, "shard_lines": lines}
@@ -320,7 +321,7 @@ def test_a_planned_batch_ends_at_a_jobs_end_within_the_byte_limit():
     files = [f("a", lines=4), f("a", lines=4), f("b", lines=4), f("b", lines=4), f("c", lines=4), f("c", lines=4),
              f("d", lines=4), f("d", lines=4)]
     assert expected_lines(files) == [4, 0, 4, 0, 4, 0, 4, 0]   # a job's lines go to its first file
-    import batch_assets.pipeline.ingest as ingest_module
+    import batch_assets.pipeline.collect.ingest as ingest_module
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ingest_module, "ROW_GROUP_ROWS", 10)

@@ -24,15 +24,15 @@ import pytest
 
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.apply import apply_results
+from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.faultpoints import ENV as FAULTPOINT_ENV
-from batch_assets.pipeline.ingest import collect_raw_results, download_results, ingest_files
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.reconcile import WARN, settle
-from batch_assets.pipeline.retry import plan_retries
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.collect.ingest import collect_raw_results, download_results, ingest_files
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.settle.reconcile import WARN, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.soak import provider_batch_ids
 from batch_assets.spec.resolve import ResolvedTask
 

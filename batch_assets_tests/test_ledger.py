@@ -18,7 +18,7 @@ from batch_assets.ledger.shards import insert_quarantine, mark_shards_deferred
 from batch_assets.ledger.states import IN_FLIGHT_SQL, NOT_TERMINAL_SQL, TERMINAL_STATES_SQL, in_flight_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.reconcile import reconcile
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.providers.contract import TERMINAL_STATES, BatchError, JobSnapshot, JobState
 
 PACKAGE = Path(batch_assets.__file__).resolve().parent

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.contract import JobRef
 from batch_assets.resources import default_resources
 from batch_assets.spec.resolve import load_all_tasks

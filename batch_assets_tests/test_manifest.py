@@ -9,9 +9,11 @@ import re
 import duckdb
 import pytest
 
-from batch_assets.pipeline.manifest import SourceQueryError, freeze_manifest, frozen_item_no_sql
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards, verify_shards
+from batch_assets.pipeline.errors import SourceQueryError
+from batch_assets.pipeline.freeze.frozen import frozen_item_no_sql
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 from batch_assets.spec.model import SourceSpec
 
 from .conftest import DAY1, DAY2
@@ -358,9 +360,9 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
     """Apply's stale guard takes the frozen input hash for rows whose source fingerprint is
     unchanged and re-gates/re-hashes the rest; the verdicts equal re-hashing every row (whether
     the source is read for the candidates' ids only, as with few candidates, or whole)."""
-    from batch_assets.pipeline.apply import _stale_guard
-    from batch_assets.pipeline.manifest import drop_source, load_source
-    from batch_assets.pipeline.render import input_hash_sql
+    from batch_assets.pipeline.settle.apply import _stale_guard
+    from batch_assets.pipeline.freeze.source import load_source
+    from batch_assets.pipeline.freeze.render import input_hash_sql
 
     wh = seeded_copy
     s = freeze_manifest(wh, ticket_task, DAY1)
@@ -389,7 +391,7 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
     candidate is gated and hashed again, with the same verdicts."""
     import os
 
-    from batch_assets.pipeline.apply import _stale_guard
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     wh = seeded_copy
     s = freeze_manifest(wh, ticket_task, DAY1)
@@ -412,7 +414,7 @@ def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_
     of the Parquet (an item of an earlier freeze of the same business id) is gated and hashed again,
     so its verdict compares its own input hash with its id's live hash. Also when the source is
     unchanged since the freeze (decided as frozen: such a candidate is left undecided, then re-hashed)."""
-    from batch_assets.pipeline.apply import _stale_guard
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
@@ -436,8 +438,8 @@ def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_
 def _rehashed_verdicts(conn, task) -> dict[str, bool]:
     """Each frozen item's verdict by re-hashing every source row: fresh when its id is in the source
     once and renders to its frozen input hash."""
-    from batch_assets.pipeline.manifest import drop_source, load_source
-    from batch_assets.pipeline.render import input_hash_sql
+    from batch_assets.pipeline.freeze.source import drop_source, load_source
+    from batch_assets.pipeline.freeze.render import input_hash_sql
 
     load_source(conn, task, DAY1)
     live = dict(conn.execute(f"""
@@ -468,7 +470,7 @@ def test_apply_guard_decides_from_the_frozen_rows_only_when_the_source_holds_exa
     Parquet. The same rows (also in another order, or with a row that has no id, which no item
     is) are decided from the frozen rows; any added, removed, repeated or edited row makes the guard
     group the source by id. Either way the verdicts equal re-hashing every row."""
-    from batch_assets.pipeline.apply import _stale_guard
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
@@ -494,7 +496,7 @@ def test_apply_guard_leaves_out_the_ids_the_freeze_rejected(seeded_copy, ticket_
     """A business id held twice at the freeze is rejected: its rows are not in the Parquet and no
     candidate is of it, so the comparison leaves its rows out, whether the source still holds it
     twice or once since; the rest is the frozen rows."""
-    from batch_assets.pipeline.apply import _stale_guard
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     wh = seeded_copy
     with wh.connect() as conn:
@@ -513,7 +515,7 @@ def test_apply_guard_leaves_out_the_ids_the_freeze_rejected(seeded_copy, ticket_
 
 @pytest.mark.parametrize("tail", [";", "; -- the day's tickets", "\n-- the day's tickets"])
 def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(seeded_copy, ticket_task, tail):
-    from batch_assets.pipeline.apply import _stale_guard
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     task = with_spec(ticket_task, source=ticket_task.spec.source.model_copy(
         update={"sql": ticket_task.spec.source.sql.rstrip() + tail}))

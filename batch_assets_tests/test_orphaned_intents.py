@@ -8,9 +8,9 @@ from __future__ import annotations
 import dagster as dg
 
 from batch_assets.ledger.jobs import claim_new_intent
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import job_key_for, submit_pending
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import job_key_for, submit_pending
 
 from .conftest import DAY1
 from .test_sensor import defs, limited, sensor_instance, tick  # noqa: F401 (fixtures)

@@ -15,12 +15,11 @@ import pytest
 from batch_assets.bench.sensor import HOLD_S, register_jobs
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline import poll
-from batch_assets.pipeline.poll import poll_jobs
+from batch_assets.pipeline.collect import poll
+from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.providers.contract import JobRef, JobState, poll_listed
 from batch_assets.resources import ProvidersResource
 
-from .conftest import FAST_EMULATOR
 from .test_provider_contract import ENDPOINT, _adapter, _request, _shard, _wait_terminal
 
 # Where each provider's page size for polling by listing is set (DashScope shares OpenAI's adapter).

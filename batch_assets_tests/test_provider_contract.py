@@ -4,7 +4,6 @@ official SDK over HTTP against the emulator."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import time
@@ -103,32 +102,6 @@ def test_each_provider_classifies_its_own_error_codes():
     assert classify(openai_sql, 500, None) == "internal_error"
     assert classify(openai_sql, 409, None) == "internal_error"
     assert classify(anthropic_sql, None, "batch_expired") == "expired"
-
-
-# --- the pipeline reaches providers only through contract + registry -------------------------------
-
-def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against the module's package
-                package = path.relative_to(PROVIDERS_DIR.parents[1]).with_suffix("").parts[:-node.level]
-                names.add(".".join([*package, *([node.module] if node.module else [])]))
-            elif node.module:
-                names.add(node.module)
-    return names
-
-
-def test_no_provider_module_imports_the_pipeline():
-    modules = sorted(PROVIDERS_DIR.rglob("*.py"))
-    assert len(modules) >= 15
-    offenders = {str(p.relative_to(PROVIDERS_DIR)): sorted(m for m in _imported_modules(p)
-                                                           if m == "batch_assets.pipeline" or m.startswith("batch_assets.pipeline."))
-                 for p in modules}
-    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 # --- contract helpers ------------------------------------------------------------------------------

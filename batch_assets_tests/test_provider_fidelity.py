@@ -13,9 +13,9 @@ import duckdb
 import pytest
 
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
-from batch_assets.pipeline.ingest import stage_result_file
+from batch_assets.pipeline.collect.ingest import stage_result_file
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, CreateOutcome, CreateRequest, InputKind, JobRef, JobState, PreparedInput,
+    JOB_KEY_METADATA, CreateOutcome, CreateRequest, InputKind, JobRef, JobState,
 )
 from batch_assets.providers.registry import wire_format
 from batch_assets.resources import ProvidersResource
@@ -275,12 +275,12 @@ def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
         emulator: EmulatorHandle, warehouse, tmp_path: Path) -> None:
     from batch_assets.demo import seed_kb_articles
     from batch_assets.ledger.warehouse import fetch_dicts
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.parse import parse_results
-    from batch_assets.pipeline.poll import poll_jobs
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.collect.poll import poll_jobs
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.spec.resolve import load_all_tasks
 
     day = "2026-11-20"
@@ -441,7 +441,7 @@ def _as_gemini(task, schema_field: str = "response_json_schema"):
 
 
 def _rendered_lines(task, n: int = 3) -> list[dict[str, Any]]:
-    from batch_assets.pipeline.render import request_line_sql
+    from batch_assets.pipeline.freeze.render import request_line_sql
 
     rows = duckdb.connect().execute(
         f"SELECT {request_line_sql(task)} FROM (SELECT 'r' || i AS request_id, 'Prompt ' || i || ' \"quoted\"' "
@@ -503,7 +503,7 @@ def test_gemini_structured_output_in_either_schema_field_runs_on_the_strict_emul
 def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash() -> None:
     from pydantic import ValidationError
 
-    from batch_assets.pipeline.render import input_hash_sql
+    from batch_assets.pipeline.freeze.render import input_hash_sql
     from batch_assets.spec.model import TaskSpec
     from batch_assets.spec.resolve import load_all_tasks
 
@@ -525,11 +525,11 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
 def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
         emulator: EmulatorHandle, warehouse, knobs: dict, code: str, failure_class: str) -> None:
     from batch_assets.demo import seed_kb_articles
-    from batch_assets.pipeline.ingest import collect_raw_results
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.parse import parse_results
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.spec.resolve import load_all_tasks
 
     day = "2026-11-20"

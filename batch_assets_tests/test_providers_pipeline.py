@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.contract import TERMINAL_STATES, JobRef
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
@@ -151,7 +150,7 @@ def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded,
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
 def test_crash_between_create_and_record_finds_the_batch(provider, all_seeded, emulator, monkeypatch):
     """The create call succeeds but recording it fails (a crash): the next run adopts the batch."""
-    import batch_assets.pipeline.submit as submit_mod
+    import batch_assets.pipeline.send.submit as submit_mod
 
     task = load_all_tasks()[TASK_OF[provider]]
     adapter = _adapter(emulator, provider)
@@ -239,7 +238,7 @@ def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulat
 
 
 def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_seeded, emulator):
-    from batch_assets.pipeline.poll import partitions_waiting_to_submit
+    from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit
 
     base = load_all_tasks()["ticket_triage"]
     task = replace(base, limits=replace(base.limits, max_concurrent_jobs=1, max_requests_per_shard=20))

@@ -11,11 +11,11 @@ import pytest
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.history import copy_partition_rows
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline import reconcile as reconcile_module
-from batch_assets.pipeline.reconcile import reconcile, reconcile_conn
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.settle import reconcile as reconcile_module
+from batch_assets.pipeline.settle.reconcile import reconcile, reconcile_conn
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY

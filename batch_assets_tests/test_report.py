@@ -1,4 +1,4 @@
-"""The partition report (pipeline.report), Dagster-free: its numbers are the reconciliation's, its
+"""The partition report (pipeline.report.partition_report), Dagster-free: its numbers are the reconciliation's, its
 times come from the provider jobs and their status events, and the HTML page has two charts."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from batch_assets.pipeline.reconcile import FAILURE_CLASSES, reconcile
-from batch_assets.pipeline.report import (
+from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, reconcile
+from batch_assets.pipeline.report.partition_report import (
     build_report,
     cost_figures,
     render_html,
@@ -86,9 +86,9 @@ def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
 
 
 def test_an_unfinished_partition_shows_what_is_open_and_no_end(seeded_copy, ticket_task, adapter):
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
 
     freeze_manifest(seeded_copy, ticket_task, DAY1)
     cut_shards(seeded_copy, ticket_task, DAY1)

@@ -11,9 +11,8 @@ import shutil
 from pathlib import Path
 
 import duckdb
-import pytest
 
-from batch_assets.pipeline.ingest import stage_result_file
+from batch_assets.pipeline.collect.ingest import stage_result_file
 from batch_assets.providers.registry import wire_format
 
 from .conftest import SAMPLES, shared_file

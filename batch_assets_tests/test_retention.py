@@ -18,9 +18,9 @@ from google.genai import errors as genai_errors
 from batch_assets.cli import main as cli_main
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.reconcile import settle
-from batch_assets.pipeline.retention import (
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.settle.reconcile import settle
+from batch_assets.pipeline.govern.retention import (
     delete_remote_files,
     parse_age,
     pending_remote_deletions,
@@ -171,7 +171,7 @@ def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehou
     """A deletion that failed during collect is done by the `retention` asset (a real materialization)."""
     import dagster as dg
 
-    from batch_assets.defs.retention import retention
+    from batch_assets.defs.retention_job import retention
     from batch_assets.resources import ProvidersResource, WarehouseResource
 
     task = load_all_tasks()["ticket_triage"]

@@ -11,14 +11,14 @@ import dataclasses
 
 import pytest
 
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.reconcile import FAILED, PASSED, WARN, reconcile, settle
-from batch_assets.pipeline.retry import plan_retries, reopen_for_operator
-from batch_assets.pipeline.shards import cut_shards, verify_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.settle.reconcile import FAILED, PASSED, WARN, reconcile, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries, reopen_for_operator
+from batch_assets.pipeline.send.shards import cut_shards, verify_shards
+from batch_assets.pipeline.send.submit import submit_pending
 
 from .conftest import DAY1, FAST_EMULATOR
 
@@ -218,7 +218,7 @@ def test_pending_retries_are_found_per_partition_without_reading_the_ledgers_his
     shard_line yield only the open partition's lines (DuckDB's profile: row counts), not every line
     of the ledger (the sensor runs it every tick)."""
     from batch_assets.ledger.history import copy_partition_rows
-    from batch_assets.pipeline.retry import pending_retries, pending_retries_conn
+    from batch_assets.pipeline.settle.retry_ledger import pending_retries, pending_retries_conn
 
     from .profiles import EARLIER_DAYS, ledger_scans
 

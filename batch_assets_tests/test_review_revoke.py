@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.reconcile import settle
-from batch_assets.pipeline.review import ReviewError, decide, list_review_items
-from batch_assets.pipeline.revoke import RevokeError, revoke
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.settle.reconcile import settle
+from batch_assets.pipeline.govern.review import ReviewError, decide, list_review_items
+from batch_assets.pipeline.govern.revoke import RevokeError, revoke
 from batch_assets.spec.model import ReviewSpec
 from batch_assets.spec.resolve import TaskSpecError, resolve_task
 from batch_assets_tests.conftest import DAY1

@@ -18,16 +18,16 @@ import dagster as dg
 import openai
 import pytest
 
-from batch_assets.components.task_assets import collect_asset_keys
+from batch_assets.components.wiring import collect_asset_keys
 from batch_assets.emulator import clock as emulator_clock
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import collect_raw_results
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.collect import plan_collection
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.collect.collect_runs import plan_collection
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import EMULATOR_API_KEY, default_resources
 
 from .conftest import DAY1, DAY2
@@ -262,8 +262,8 @@ SENSOR_PROCESS = textwrap.dedent("""
     import json, logging, sys, time
     from batch_assets.ledger import warehouse as warehouse_mod
     from batch_assets.ledger.warehouse import Warehouse
-    from batch_assets.pipeline.collect import plan_collection
-    from batch_assets.pipeline.poll import poll_jobs
+    from batch_assets.pipeline.collect.collect_runs import plan_collection
+    from batch_assets.pipeline.collect.poll import poll_jobs
     from batch_assets.providers.contract import ClientSettings
     from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 

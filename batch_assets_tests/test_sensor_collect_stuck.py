@@ -13,11 +13,11 @@ import openai
 import pytest
 
 from batch_assets.ledger.jobs import record_snapshot
-from batch_assets.pipeline import ingest
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.collect import ingest
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.contract import JobSnapshot, JobState
 from batch_assets.resources import EMULATOR_API_KEY, ProvidersResource, default_resources
 from batch_assets.spec.model import StuckSpec
@@ -178,8 +178,8 @@ def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_par
 def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
         defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits):
     """Downloaded but not ingested, ingested but not parsed, parsed but not applied: each asks for a run."""
-    from batch_assets.pipeline.ingest import download_results, ingest_files
-    from batch_assets.pipeline.parse import parse_results
+    from batch_assets.pipeline.collect.ingest import download_results, ingest_files
+    from batch_assets.pipeline.collect.parse import parse_results
 
     wh = dagster_env
     submit_day1(wh, ticket_task, adapter)
@@ -363,7 +363,7 @@ def test_the_default_slas_do_not_flag_a_fresh_job(defs, sensor_instance, dagster
 
 def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance, dagster_env, ticket_task, adapter,
                                                           emulator, caplog):
-    from batch_assets.pipeline.collect import start_collect_run
+    from batch_assets.pipeline.collect.collect_runs import start_collect_run
 
     wh = dagster_env
     submit_day1(wh, ticket_task, adapter)
@@ -387,8 +387,8 @@ def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance,
 def test_stuck_slas_default_per_provider_and_are_overridden_per_task(ticket_task):
     from pydantic import ValidationError
 
-    from batch_assets.pipeline.stuck import resolve_policy
-    from batch_assets.providers.limits import parse_duration
+    from batch_assets.pipeline.collect.stuck import resolve_policy
+    from batch_assets.formatting import parse_duration
     from batch_assets.providers.registry import provider_limits
 
     openai_limits, gemini_limits = provider_limits("openai"), provider_limits("gemini")

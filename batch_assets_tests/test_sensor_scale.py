@@ -19,10 +19,10 @@ from batch_assets.defs import sensors
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.ledger.states import IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import ProvidersResource, default_resources
 
 from .conftest import FAST_EMULATOR

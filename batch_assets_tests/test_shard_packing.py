@@ -8,7 +8,7 @@ import random
 import polars as pl
 import pytest
 
-from batch_assets.pipeline.shards import shard_starts
+from batch_assets.pipeline.send.shards import shard_starts
 
 
 def _greedy(sizes: list[tuple[int, int]], max_bytes: int, max_tokens: int, max_requests: int) -> list[int]:

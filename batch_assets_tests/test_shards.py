@@ -15,8 +15,8 @@ import duckdb
 import pytest
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.shards import cut_shards, verify_shards
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 
 from .conftest import DAY1, DAY2
 
@@ -227,7 +227,7 @@ def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path
     """The lines stream out of DuckDB in batches; shards span batches, start exactly at a batch's
     first line, and quarantined lines fall between good ones. Every batch size gives the same
     files and ledger rows, and the lines keep the frozen Parquet's row order, in the ledger too."""
-    from batch_assets.pipeline import shards as shards_module
+    from batch_assets.pipeline.send import shards as shards_module
 
     task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
     snapshots = {}
@@ -262,7 +262,7 @@ def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
     """A batch of streamed lines costs several times its bytes outside DuckDB's pool, so its line
     count follows the prompts' size: long prompts, fewer lines (repeated texts too, which the
     Parquet stores once)."""
-    from batch_assets.pipeline import shards as shards_module
+    from batch_assets.pipeline.send import shards as shards_module
 
     def batch_rows(prompt: str, items: int = 200) -> int:
         path = tmp_path / "m.parquet"
@@ -282,7 +282,7 @@ def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
 def test_the_cut_streams_its_lines_in_batches_sized_by_bytes(seeded_copy, ticket_task, monkeypatch):
     """The cut asks stream_batch_rows how many lines a batch holds: with a target of ten lines'
     bytes, no batch is larger, and the cut is still whole."""
-    from batch_assets.pipeline import shards as shards_module
+    from batch_assets.pipeline.send import shards as shards_module
 
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
@@ -408,7 +408,7 @@ def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(seeded_c
     """The files are written on a background thread while the lines stream: a write that fails there
     fails the cut, nothing of it reaches the ledger (the partition stays FROZEN, no spool is left
     behind) and running it again cuts exactly what an undisturbed cut does."""
-    from batch_assets.pipeline import shards as shards_module
+    from batch_assets.pipeline.send import shards as shards_module
 
     task = limited(ticket_task, max_requests_per_shard=3, max_shard_bytes=4000, max_enqueued_tokens=1200)
     clean = copy_of(seeded_copy, tmp_path / "clean")

@@ -390,7 +390,7 @@ def test_owners_and_tags_default_to_none_and_take_emails_and_teams(tmp_path):
 
 
 def test_source_tables_are_found_in_the_query_unless_declared(tmp_path):
-    from batch_assets.pipeline.tables import source_tables
+    from batch_assets.pipeline.report.table_stats import source_tables
 
     sql = ("WITH recent AS (SELECT * FROM support_tickets t JOIN customers c USING (customer_id) "
            "WHERE created_date = $partition_date) SELECT ticket_id, subject, body, language FROM recent")

@@ -12,9 +12,9 @@ from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
-from batch_assets.pipeline import manifest as manifest_stage
-from batch_assets.pipeline import stable_source
-from batch_assets.pipeline.manifest import freeze_manifest
+from batch_assets.pipeline.freeze import source as source_stage
+from batch_assets.pipeline.freeze import stable_source
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 
 from .conftest import DAY1
 
@@ -120,13 +120,13 @@ def test_the_freeze_over_a_view_equals_the_freeze_over_a_copy(seeded_copy, tmp_p
     shutil.copy(seeded_copy.database, copy_wh.database)
 
     kinds: list[str] = []
-    gate = manifest_stage.gate_loaded_source
+    gate = source_stage.gate_loaded_source
 
     def seen(conn, task, columns):
         kinds.append(conn.execute("SELECT table_type FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0])
         return gate(conn, task, columns)
 
-    monkeypatch.setattr(manifest_stage, "gate_loaded_source", seen)
+    monkeypatch.setattr(source_stage, "gate_loaded_source", seen)
     over_view = _frozen(seeded_copy, ticket_task)
     monkeypatch.setattr(stable_source, "view_sql", lambda *a, **k: None)
     over_copy = _frozen(copy_wh, ticket_task)

@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
-import batch_assets.pipeline.submit as submit_mod
-from batch_assets.pipeline.manifest import freeze_manifest
-from batch_assets.pipeline.shards import cut_shards
-from batch_assets.pipeline.submit import submit_pending
+import batch_assets.pipeline.send.submit as submit_mod
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.providers.contract import BatchError, CreateOutcome, CreateResult
 from batch_assets.resources import EMULATOR_API_KEY
 

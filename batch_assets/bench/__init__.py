@@ -9,6 +9,7 @@ there), beside the plain DuckDB statement that does the same work ("floor"), in 
 """
 
 from batch_assets.bench.report import BenchReport, StageResult
-from batch_assets.bench.runner import BenchmarkError, main, run_benchmark
+from batch_assets.bench.command import main
+from batch_assets.bench.runner import BenchmarkError, run_benchmark
 
 __all__ = ["BenchReport", "BenchmarkError", "StageResult", "main", "run_benchmark"]

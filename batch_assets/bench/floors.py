@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from batch_assets.bench import synth
-from batch_assets.bench.proc import Probe
+from batch_assets.bench.probe import Probe
 from batch_assets.policy.detectors import default_detectors
 from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import sql_literal

@@ -36,11 +36,11 @@ from batch_assets.bench.work import TASK_NAME
 from batch_assets.ledger.history import copy_partition_rows, shifted_copy_sql, shifted_sql
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.apply import ensure_target_table
-from batch_assets.pipeline.budget import check_budget
-from batch_assets.pipeline.collect import pending_jobs
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.retry import pending_retries
+from batch_assets.pipeline.settle.business_table import ensure_target_table
+from batch_assets.pipeline.govern.budget import check_budget
+from batch_assets.pipeline.collect.collect_runs import pending_jobs
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.sqltext import quote_ident, sql_literal
 

@@ -22,91 +22,19 @@ is the child's lifetime VmHWM (still a fresh process, so still the stage's own p
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
-import resource
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batch_assets.bench.probe import Probe
+
 RSS_METHOD = ("fresh forkserver child process per stage/floor; VmHWM reset via /proc/self/clear_refs=5 "
               "just before the measured section, peak = VmHWM from /proc/self/status right after it")
 _PRELOAD = ["batch_assets.bench.work"]
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _io_bytes() -> tuple[int, int] | None:
-    """(read_bytes, write_bytes) of this process so far: what it made the storage layer read and
-    write (page-cache hits are not counted), or None where /proc/self/io is missing."""
-    try:
-        with open("/proc/self/io") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-        return int(fields["read_bytes"]), int(fields["write_bytes"])
-    except (OSError, KeyError, ValueError):
-        return None
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_kb() -> int:
-    hwm = _status_kb("VmHWM")
-    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-class Probe:
-    """Times one section of a child's work and records its peak RSS; used once per child."""
-
-    def __init__(self) -> None:
-        self.wall_s: float | None = None
-        self.cpu_s: float | None = None
-        self.base_rss_mb: float | None = None
-        self.peak_rss_mb: float | None = None
-        self.peak_reset = False
-        self.load_avg: float | None = None
-        self.disk_read_mb: float | None = None
-        self.disk_write_mb: float | None = None
-
-    @contextlib.contextmanager
-    def measure(self) -> Iterator[None]:
-        if self.wall_s is not None:
-            raise RuntimeError("a Probe measures one section only")
-        self.peak_reset = _reset_peak()
-        self.load_avg = os.getloadavg()[0]
-        base = _status_kb("VmRSS")
-        self.base_rss_mb = (base if base is not None else _peak_kb()) / 1024
-        ru0 = resource.getrusage(resource.RUSAGE_SELF)
-        io0 = _io_bytes()
-        t0 = time.perf_counter()
-        yield
-        self.wall_s = time.perf_counter() - t0
-        ru1 = resource.getrusage(resource.RUSAGE_SELF)
-        io1 = _io_bytes()
-        self.cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-        self.peak_rss_mb = _peak_kb() / 1024
-        if io0 is not None and io1 is not None:
-            self.disk_read_mb = (io1[0] - io0[0]) / 2**20
-            self.disk_write_mb = (io1[1] - io0[1]) / 2**20
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 import sys
 import time
@@ -188,9 +187,9 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
     from batch_assets.ledger.jobs import insert_jobs, insert_status_events
     from batch_assets.ledger.transaction import transaction
     from batch_assets.ledger.warehouse import fetch_dicts
-    from batch_assets.pipeline.manifest import freeze_manifest
-    from batch_assets.pipeline.shards import cut_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.providers.contract import JOB_KEY_METADATA, CreateOutcome, CreateRequest, JobState
     from batch_assets.resources import ProvidersResource
     from batch_assets.spec.resolve import load_all_tasks

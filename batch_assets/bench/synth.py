@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -33,8 +32,8 @@ from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.sqltext import sql_literal
-from batch_assets.pipeline.shards import file_sha256
-from batch_assets.pipeline.submit import job_key_for
+from batch_assets.pipeline.files import file_sha256
+from batch_assets.pipeline.send.submit import job_key_for
 from batch_assets.spec.resolve import ResolvedTask
 
 PARTITION_DATE = "2026-11-20"

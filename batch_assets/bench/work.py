@@ -12,16 +12,17 @@ import dataclasses
 from pathlib import Path
 
 from batch_assets.bench import floors, synth
-from batch_assets.bench.proc import Probe
+from batch_assets.bench.probe import Probe
 from batch_assets.bench.profile import ProfilingWarehouse
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.apply import apply_results
-from batch_assets.pipeline.ingest import ingest_files
-from batch_assets.pipeline.budget import check_budget
-from batch_assets.pipeline.manifest import drop_source, freeze_manifest, load_source
-from batch_assets.pipeline.parse import parse_results
-from batch_assets.pipeline.reconcile import reconcile
-from batch_assets.pipeline.shards import cut_shards
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.collect.ingest import ingest_files
+from batch_assets.pipeline.govern.budget import check_budget
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.freeze.source import drop_source, load_source
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.providers.registry import wire_format
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 

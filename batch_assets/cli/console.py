@@ -4,7 +4,7 @@
   to treat it as one). BATCH_ASSETS_PROGRESS=0 turns them off; =1 shows them even when stderr is not
   a terminal. Library code reports through `batch_assets.progress`; `bars()` installs the reporter.
 - Tables: a rich table when the stream they go to is a terminal, else the plain aligned text of
-  `batch_assets.reporting.format_table` (stable for scripts, no ANSI codes). JSON and CSV never come here.
+  `batch_assets.formatting.format_table` (stable for scripts, no ANSI codes). JSON and CSV never come here.
 
 rich is imported inside the functions, so `--help` stays fast.
 """
@@ -49,7 +49,7 @@ def is_terminal(out: TextIO) -> bool:
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
     """The rows under `headers` on `out` (default stdout): rich on a terminal, plain text elsewhere.
     First column left-aligned, the others right-aligned, either way."""
-    from batch_assets.reporting import format_table
+    from batch_assets.formatting import format_table
 
     out = sys.stdout if out is None else out
     plain = format_table(list(headers), [list(r) for r in rows])

@@ -6,10 +6,8 @@ starts, so a taken port or a failed start never leaves half of the stack running
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,24 +15,12 @@ from pathlib import Path
 
 from batch_assets.cli.context import reject_database_option
 from batch_assets.cli.errors import CliError, UsageError
+from batch_assets.ports import LOOPBACK, is_listening, port_in_use
 
-HOST = "127.0.0.1"
+HOST = LOOPBACK
 DEFAULT_UI_PORT = 3000
 DEFAULT_EMULATOR_PORT = 8765
 EMULATOR_START_TIMEOUT_S = 30.0
-
-
-def port_in_use(port: int, host: str = HOST) -> bool:
-    """True if something holds `port` on `host` (bound the way the servers bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return True
-            raise
-    return False
 
 
 def check_ports(ui_port: int, emulator_port: int) -> None:
@@ -56,10 +42,8 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, timeout_s: float) -
         if proc.poll() is not None:
             raise CliError(f"the emulator exited (status {proc.returncode}) before listening on port {port}; "
                            "see its output above")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.settimeout(0.5)
-            if s.connect_ex((HOST, port)) == 0:
-                return
+        if is_listening(port, HOST):
+            return
         time.sleep(0.1)
     raise CliError(f"the emulator did not listen on port {port} within {timeout_s:.0f} s")
 

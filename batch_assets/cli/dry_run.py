@@ -37,8 +37,8 @@ def parse_task_id(task_id: str) -> tuple[str, str]:
 
 
 def cmd_dry_run(args) -> int:
-    from batch_assets.pipeline.dry_run import NotFrozenError, record, render_sample
-    from batch_assets.pipeline.presubmit import check_prompt
+    from batch_assets.pipeline.govern.dry_run import NotFrozenError, record, render_sample
+    from batch_assets.pipeline.govern.send_gate import check_prompt
     from batch_assets.spec.resolve import load_all_tasks
 
     if args.n < 1:

@@ -9,7 +9,7 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_export(args) -> int:
-    from batch_assets.pipeline.export import export_results
+    from batch_assets.pipeline.report.export import export_results
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:

@@ -69,7 +69,7 @@ def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: s
 
 def table(records: Sequence[Mapping[str, Any]], fields: Sequence[Field]) -> str:
     """The `table` format as plain text (no trailing newline), aligned like every table of the project."""
-    from batch_assets.reporting import format_table
+    from batch_assets.formatting import format_table
 
     return format_table(*table_cells(records, fields))
 

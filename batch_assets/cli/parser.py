@@ -84,7 +84,7 @@ def _warehouse_options(parser, suppress: dict) -> None:
 
 
 def _age(text: str):
-    from batch_assets.pipeline.retention import parse_age
+    from batch_assets.pipeline.govern.retention import parse_age
 
     try:
         return parse_age(text)

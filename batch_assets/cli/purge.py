@@ -12,7 +12,7 @@ from batch_assets.cli import context
 
 
 def cmd_purge(args) -> int:
-    from batch_assets.pipeline.retention import pending_remote_deletions, purge_local
+    from batch_assets.pipeline.govern.retention import pending_remote_deletions, purge_local
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:

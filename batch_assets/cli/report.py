@@ -27,7 +27,7 @@ GATE_FIELDS = ("pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "
 
 
 def fields(fmt: str) -> list[Field]:
-    from batch_assets.pipeline.reconcile import FAILURE_CLASSES
+    from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES
 
     if fmt == "csv":
         names = [n for n in SUMMARY_FIELDS if n != "final_failed"]
@@ -39,7 +39,7 @@ def fields(fmt: str) -> list[Field]:
 def record(rec, gate=None) -> dict:
     """One partition's Reconciliation (and its sensitive-data and cost figures, `PartitionGate`) as a
     report record."""
-    from batch_assets.pipeline.reconcile import FAILURE_CLASSES
+    from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES
 
     verdict = rec.verdict()
     final_failed = {c: rec.final_failed.get(c, 0) for c in FAILURE_CLASSES}
@@ -61,10 +61,10 @@ def _with_gate(rec: dict, gate) -> dict:
 
 
 def cmd_report(args) -> int:
-    from batch_assets.pipeline.cost import partition_gates
-    from batch_assets.pipeline.reconcile import reconcile_conn
+    from batch_assets.pipeline.govern.cost import partition_gates
+    from batch_assets.pipeline.settle.reconcile import reconcile_conn
     from batch_assets.cli.console import print_table
-    from batch_assets.reporting import gate_cells, reconciliation_cells
+    from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
     from batch_assets.spec.resolve import load_all_tasks
 
     tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
@@ -92,7 +92,7 @@ def cmd_report(args) -> int:
 
 
 def _write_pages(conn, data_dir, task_ids, names, tolerance) -> list:
-    from batch_assets.pipeline.report import build_report, write_report
+    from batch_assets.pipeline.report.partition_report import build_report, write_report
 
     pages = []
     for task_id in task_ids:

@@ -13,10 +13,10 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_retry(args) -> int:
-    from batch_assets.pipeline.presubmit import failed_gates
-    from batch_assets.pipeline.retry import due_retries_sql, reopen_for_operator
-    from batch_assets.pipeline.shards import cut_shards, verify_shards
-    from batch_assets.pipeline.submit import submit_pending
+    from batch_assets.pipeline.govern.send_gate import failed_gates
+    from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
+    from batch_assets.pipeline.send.shards import cut_shards, verify_shards
+    from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.resources import default_resources
     from batch_assets.spec.resolve import load_all_tasks
     from batch_assets.sqltext import sql_literal

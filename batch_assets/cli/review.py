@@ -18,7 +18,7 @@ LIST_FIELDS = [Field("task_id"), Field("custom_id"), Field("business_id"), Field
 
 
 def cmd_review_list(args) -> int:
-    from batch_assets.pipeline.review import list_review_items
+    from batch_assets.pipeline.govern.review import list_review_items
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
@@ -29,8 +29,8 @@ def cmd_review_list(args) -> int:
 
 
 def _decide(args, state: str) -> int:
-    from batch_assets.pipeline.review import ReviewError, decide
-    from batch_assets.pipeline.revoke import RevokeError
+    from batch_assets.pipeline.govern.review import ReviewError, decide
+    from batch_assets.pipeline.govern.revoke import RevokeError
 
     wh = context.warehouse(args)
     try:

@@ -12,7 +12,7 @@ from batch_assets.cli.errors import CliError, UsageError
 
 
 def cmd_revoke(args) -> int:
-    from batch_assets.pipeline.revoke import RevokeError, revoke
+    from batch_assets.pipeline.govern.revoke import RevokeError, revoke
 
     if (args.task is None) != (not args.business_ids):
         raise UsageError("--task NAME and --business-id B go together (or use --task-id T or --custom-id C)")

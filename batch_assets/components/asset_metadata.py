@@ -9,11 +9,12 @@ from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
-from batch_assets.pipeline.tables import (
+from batch_assets.pipeline.report.table_stats import (
     BUSINESS_SCHEMA,
     Column,
     TableStats,
     business_table_columns,
+    business_table_stats,
     qualified,
     source_tables,
 )
@@ -66,6 +67,11 @@ def table_metadata(stats: TableStats) -> dict:
     if stats.partition_rows is not None:
         out["dagster/partition_row_count"] = stats.partition_rows
     return out
+
+
+def business_table_stats_event(conn, table: str) -> dg.AssetObservation:
+    """An observation of a warehouse table (a task's source): its columns and rows now."""
+    return dg.AssetObservation(asset_key=table_key(table), metadata=table_metadata(business_table_stats(conn, table)))
 
 
 def table_name_metadata(table: str) -> dict:

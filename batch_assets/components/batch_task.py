@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from batch_assets.components.task_assets import build_task_defs
+from batch_assets.components.task_defs import build_task_defs
 from batch_assets.spec.model import TaskSpec
 from batch_assets.spec.resolve import ResolvedTask, resolve_task
 

@@ -4,9 +4,9 @@ Each tick
 - polls the in-flight provider jobs (bounded time) and records every transition in the ledger,
   including whether a terminal job's results can be fetched yet;
 - marks jobs over their state's SLA as stuck and, under the `cancel_and_retry` policy, cancels
-  those stuck long enough (see pipeline.stuck);
+  those stuck long enough (see pipeline.collect.stuck);
 - requests a `<task>__collect` run for every task partition whose terminal jobs are not fully
-  collected, read from the ledger's state (see pipeline.collect): a failed collect run is asked for
+  collected, read from the ledger's state (see pipeline.collect.collect_runs): a failed collect run is asked for
   again under a new run key, at most DEFAULT_MAX_COLLECT_TRIES times per job;
 - requests a `<task>__submit` run (submissions only) for partitions whose shards wait for a
   provider's capacity;
@@ -23,17 +23,20 @@ at import time.
 
 
 import json
+from dataclasses import dataclass
 
 import dagster as dg
 
+from batch_assets.formatting import format_duration
+
 from batch_assets.ledger.warehouse import fetch_dicts, scalar
-from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
-from batch_assets.pipeline.poll import partitions_waiting_to_submit, poll_jobs
-from batch_assets.pipeline.retention import delete_remote_files
-from batch_assets.pipeline.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
+from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
+from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, poll_jobs
+from batch_assets.pipeline.govern.retention import delete_remote_files
+from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.providers.registry import provider_limits
-from batch_assets.pipeline.retry import pending_retries
-from batch_assets.pipeline.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
+from batch_assets.pipeline.settle.retry_ledger import pending_retries
+from batch_assets.pipeline.send.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
@@ -105,10 +108,6 @@ def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:
     return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **extra}
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
-
-
 def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
     """The sensor, targeting `jobs` (every task's `<task>__submit` and `<task>__collect`)."""
     return dg.sensor(
@@ -121,12 +120,7 @@ def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
     )(provider_status_tick)
 
 
-def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
-                         providers: ProvidersResource) -> dg.SensorResult:
-    wh = warehouse.warehouse()
-    log = context.log
-    tasks = _load_tasks()
-    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
+def _log_polls(log, polled) -> None:
     for job_key, old, new in polled.transitions:
         log.info(f"{job_key}: {old} -> {new}")
     for job_key, reason in polled.batch_failures.items():
@@ -135,16 +129,40 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         log.warning(f"{job_key}: poll failed, retried next tick: {err}")
     for provider, err in polled.listing_errors.items():
         log.warning(f"{provider}: listing its batches failed, its jobs were retrieved one by one: {err}")
-    # Provider-side files whose deletion failed after download are tried again (collect runs delete
-    # the others right after ingesting; jobs never tried are theirs, so no race with a running collect).
-    deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)
-    if deleting:
-        retried = delete_remote_files(wh, providers.adapter, task_names=deleting, retry_only=True,
-                                      limit=REMOTE_DELETIONS_PER_TICK)
-        for job_key, err in retried.failed.items():
-            log.warning(f"{job_key}: deleting its provider files failed again, retried next tick: {err}")
 
-    # One connection for the rest of the tick's ledger work (opening one is not free).
+
+def _retry_remote_deletions(wh, providers: ProvidersResource, tasks: dict, log) -> None:
+    """Provider-side files whose deletion failed after download are tried again (collect runs delete
+    the others right after ingesting; jobs never tried are theirs, so no race with a running collect)."""
+    deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)
+    if not deleting:
+        return
+    retried = delete_remote_files(wh, providers.adapter, task_names=deleting, retry_only=True,
+                                  limit=REMOTE_DELETIONS_PER_TICK)
+    for job_key, err in retried.failed.items():
+        log.warning(f"{job_key}: deleting its provider files failed again, retried next tick: {err}")
+
+
+@dataclass(frozen=True)
+class _LedgerState:
+    """What one tick reads from (and settles in) the ledger, over one connection."""
+    stuck: object
+    plan: object
+    attempts: dict
+    high_water: int
+    waiting_to_submit: list
+    released: int
+    orphaned: list
+
+    def attempt_of_jobs(self, task_name: str, day: str) -> int | None:
+        return self.attempts.get((task_name, day), (None, 1))[0]
+
+    def attempt_of_shards(self, task_name: str, day: str) -> int:
+        return self.attempts.get((task_name, day), (None, 1))[1]
+
+
+def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.DagsterInstance) -> _LedgerState:
+    # One connection for the tick's ledger work (opening one is not free).
     with wh.connect() as conn:
         stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn)
         plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
@@ -154,75 +172,102 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
         # Claims held by runs Dagster reports ended (failed, cancelled, killed and marked by run
         # monitoring) are released now rather than when their lease runs out; the intents they and
         # expired leases leave are sent to a submit run, which looks each up before creating anything.
-        released = release_claims_of_ended_runs(conn, lambda owner: _ended(context.instance, owner))
+        released = release_claims_of_ended_runs(conn, lambda owner: _ended(instance, owner))
         orphaned = partitions_with_orphaned_intents(conn)
+    return _LedgerState(stuck, plan, attempts, high_water, waiting_to_submit, released, orphaned)
+
+
+def _log_stuck_and_uncollected(log, stuck, plan) -> None:
     for job in stuck.newly_stuck:
         log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
-                    f"{_duration(job['seconds_in_state'])}, over its SLA")
+                    f"{format_duration(job['seconds_in_state'])}, over its SLA")
     for job in stuck.cancelled:
         log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
-                    f"{_duration(job['seconds_in_state'])}; cancel requested (its unfinished items are sent again)")
+                    f"{format_duration(job['seconds_in_state'])}; cancel requested (its unfinished items are sent again)")
     for job_key, err in stuck.errors.items():
         log.warning(f"{job_key}: cancelling the stuck job failed, tried again next tick: {err}")
-
     for job in plan.results_not_ready:
-        message = f"{job['job_key']}: {job['state']} but its results are not ready yet ({_duration(job['seconds'])})"
+        message = f"{job['job_key']}: {job['state']} but its results are not ready yet ({format_duration(job['seconds'])})"
         (log.warning if job["seconds"] > RESULTS_WAIT_S else log.info)(message + "; polled again next tick")
     for job in plan.given_up:
         log.warning(f"{job.job_key} ({job.task_name} {job.partition_date}): not collected after "
                     f"{job.collect_attempts} collect runs, no longer requested: {job.reason}"
                     + (f"; last error: {job.collect_error}" if job.collect_error else ""))
-    run_requests = []
-    for r in plan.requests:
+
+
+def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+    """A collect run per partition with uncollected terminal jobs, unless one is going."""
+    requests = []
+    for r in state.plan.requests:
         job_name = f"{r.task_name}__collect"
-        if _running(context.instance, job_name, r.partition_date):
+        if _running(instance, job_name, r.partition_date):
             log.info(f"{job_name} {r.partition_date}: a collect run is in progress; not requested again")
             continue
         if r.generation > 0:
             log.warning(f"{job_name} {r.partition_date}: requested again (try {r.tries + 1} of at most "
                         f"{COLLECT_MAX_TRIES} per job): {r.describe()}")
-        of_jobs = attempts.get((r.task_name, r.partition_date), (None, 1))[0]
-        run_requests.append(dg.RunRequest(
+        requests.append(dg.RunRequest(
             run_key=r.run_key, job_name=job_name, partition_key=r.partition_date,
-            tags=_tags(r.task_name, r.partition_date, of_jobs or r.attempt,
+            tags=_tags(r.task_name, r.partition_date, state.attempt_of_jobs(r.task_name, r.partition_date) or r.attempt,
                        **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]})))
-    n_collect = len(run_requests)
+    return requests
 
-    # Shards held back by a provider's concurrent-job cap go out once that provider has room; the
-    # run key changes only when a job has finished since, so a waiting partition is asked for once.
-    for task_name, day, shards in waiting_to_submit:
-        run_requests.append(dg.RunRequest(
-            run_key=f"submit:{task_name}:{day}:{high_water}", job_name=f"{task_name}__submit", partition_key=day,
-            asset_selection=[dg.AssetKey([task_name, "submissions"])],
-            tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
-                       **{"batch_assets/waiting_shards": str(shards)})))
-    if released:
-        log.warning(f"released {released} intent claim(s) of runs that ended without creating their batch")
-    for task_name, day, intents, fingerprint in orphaned:
-        job_name = f"{task_name}__submit"
-        if _running(context.instance, job_name, day):
+
+def _submissions_request(task_name: str, day: str, run_key: str, attempt: int, **tags: str) -> dg.RunRequest:
+    return dg.RunRequest(run_key=run_key, job_name=f"{task_name}__submit", partition_key=day,
+                         asset_selection=[dg.AssetKey([task_name, "submissions"])],
+                         tags=_tags(task_name, day, attempt, **tags))
+
+
+def _capacity_requests(state: _LedgerState) -> list[dg.RunRequest]:
+    """Shards held back by a provider's concurrent-job cap go out once that provider has room; the
+    run key changes only when a job has finished since, so a waiting partition is asked for once."""
+    return [_submissions_request(task_name, day, f"submit:{task_name}:{day}:{state.high_water}",
+                                 state.attempt_of_shards(task_name, day), **{"batch_assets/waiting_shards": str(shards)})
+            for task_name, day, shards in state.waiting_to_submit]
+
+
+def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+    """A submit run for intents left without a batch and without a live run."""
+    if state.released:
+        log.warning(f"released {state.released} intent claim(s) of runs that ended without creating their batch")
+    requests = []
+    for task_name, day, intents, fingerprint in state.orphaned:
+        if _running(instance, f"{task_name}__submit", day):
             continue  # a submit run of the partition is going: it takes the intents up itself
         log.warning(f"{task_name} {day}: {intents} intent(s) without a batch and without a live run; "
                     "a submit run looks them up and creates only what the provider lacks")
-        run_requests.append(dg.RunRequest(
-            run_key=f"resume:{task_name}:{day}:{fingerprint}:{high_water}", job_name=job_name, partition_key=day,
-            asset_selection=[dg.AssetKey([task_name, "submissions"])],
-            tags=_tags(task_name, day, attempts.get((task_name, day), (None, 1))[1],
-                       **{"batch_assets/orphaned_intents": str(intents)})))
-    # Retries the retry ledger decided on go out once their backoff has passed (tasks with
-    # automatic retries); the run key changes with what is due, so each wave is asked for once.
+        requests.append(_submissions_request(
+            task_name, day, f"resume:{task_name}:{day}:{fingerprint}:{state.high_water}",
+            state.attempt_of_shards(task_name, day), **{"batch_assets/orphaned_intents": str(intents)}))
+    return requests
+
+
+def _retry_requests(wh, tasks: dict) -> list[dg.RunRequest]:
+    """Retries the retry ledger decided on go out once their backoff has passed (tasks with
+    automatic retries); the run key changes with what is due, so each wave is asked for once."""
     automatic = {name for name, task in tasks.items() if task.spec.retry.automatic}
-    for row in pending_retries(wh):
-        if row["due"] and row["task_name"] in automatic:
-            run_requests.append(dg.RunRequest(
-                run_key=f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
-                job_name=f"{row['task_name']}__submit", partition_key=row["partition_date"],
-                asset_selection=[dg.AssetKey([row["task_name"], "submissions"])],
-                tags=_tags(row["task_name"], row["partition_date"], int(row["next_attempt"]),
-                           **{"batch_assets/retries_due": str(row["due"])})))
+    return [_submissions_request(row["task_name"], row["partition_date"],
+                                 f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
+                                 int(row["next_attempt"]), **{"batch_assets/retries_due": str(row["due"])})
+            for row in pending_retries(wh) if row["due"] and row["task_name"] in automatic]
+
+
+def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
+                         providers: ProvidersResource) -> dg.SensorResult:
+    wh, log = warehouse.warehouse(), context.log
+    tasks = _load_tasks()
+    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
+    _log_polls(log, polled)
+    _retry_remote_deletions(wh, providers, tasks, log)
+    state = _read_ledger(wh, tasks, providers, context.instance)
+    _log_stuck_and_uncollected(log, state.stuck, state.plan)
+    collect = _collect_requests(context.instance, state, log)
+    submit = [*_capacity_requests(state), *_orphan_requests(context.instance, state, log), *_retry_requests(wh, tasks)]
+    stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
-    log.info(f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {n_collect}, "
-             f"submit requests {len(run_requests) - n_collect}, stuck {n_stuck} "
+    log.info(f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {len(collect)}, "
+             f"submit requests {len(submit)}, stuck {n_stuck} "
              f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
-             f"collect given up {len(plan.given_up)}, results not ready {len(plan.results_not_ready)}")
-    return dg.SensorResult(run_requests=run_requests, cursor=json.dumps({"terminal_seq": high_water}))
+             f"collect given up {len(state.plan.given_up)}, results not ready {len(state.plan.results_not_ready)}")
+    return dg.SensorResult(run_requests=[*collect, *submit], cursor=json.dumps({"terminal_seq": state.high_water}))

@@ -25,12 +25,13 @@ from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.collect import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES, pending_jobs
-from batch_assets.pipeline.reconcile import settle
-from batch_assets.pipeline.retry import pending_retries
+from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES, pending_jobs
+from batch_assets.pipeline.settle.reconcile import settle
+from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
-from batch_assets.pipeline.cost import partition_gates
-from batch_assets.reporting import format_table, gate_cells, reconciliation_cells
+from batch_assets.pipeline.govern.cost import partition_gates
+from batch_assets.formatting import format_table
+from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).

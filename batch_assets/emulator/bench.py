@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from batch_assets.ports import free_port
 
 PROVIDERS = ("openai", "dashscope", "anthropic", "gemini")
 # The most requests one batch may hold, per provider (the emulator's limits, which follow the
@@ -94,17 +96,11 @@ class Result:
 # --- the emulator process --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def emulator_process(state_dir: Path, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """The emulator in its own process on a free 127.0.0.1 port (its server's command-line `options`
     added); yields the process and its base URL once it listens, and stops it (SIGINT, then kill)."""
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "batch_assets.emulator.server", "--port", str(port),
                "--state-dir", str(state_dir), "--no-log-requests", *options]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -14,6 +14,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from batch_assets.emulator.app import create_app
+from batch_assets.ports import port_in_use
 from batch_assets.emulator.settings import FORCED_STATUSES, STRUCTURED, EmulatorSettings, load_settings
 
 DEFAULT_HOST = "127.0.0.1"
@@ -93,8 +94,6 @@ def main(argv: list[str] | None = None) -> None:
         settings = load_settings(state_dir).replace(**args)
     except ValueError as exc:
         parser.error(str(exc))
-    from batch_assets.cli.dev import port_in_use
-
     if port_in_use(port, DEFAULT_HOST):  # one line naming the port, instead of uvicorn's log and traceback
         parser.exit(1, f"{parser.prog}: port {port} already in use on {DEFAULT_HOST}: stop what holds it, "
                        "or choose another with --port N; nothing was started\n")

@@ -100,9 +100,6 @@ class Store:
         """The blob for reading; the open file outlives a later `drop_blob` (POSIX unlink)."""
         return self.blob_path(name).open("rb")
 
-    def has_blob(self, name: str) -> bool:
-        return self.blob_path(name).exists()
-
     def move_blob(self, source: str, target: str) -> None:
         os.replace(self.blob_path(source), self.blob_path(target))
 

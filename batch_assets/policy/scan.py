@@ -39,11 +39,6 @@ VERDICT_SCHEMA = pa.schema([
     ("value", pa.string()), ("label", pa.string()), ("precedence", pa.int32()),
 ])
 
-FINDINGS_COLUMNS = (
-    "id", "column_name", "col_idx", "detector", "label", "precedence", "value", "start_offset", "match_length",
-)
-
-
 def temp_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +22,7 @@ class ProviderLimits:
     request_id_max_len: int
     request_id_pattern: str
     completion_window: str
-    # How long a job may stay in each state, and what to do then (see pipeline.stuck): {sla: {STATE:
+    # How long a job may stay in each state, and what to do then (see pipeline.collect.stuck): {sla: {STATE:
     # duration}, policy: cancel_and_retry | notify, act_after: duration}; unset: the project defaults.
     stuck: Mapping | None = None
 
@@ -31,21 +30,6 @@ class ProviderLimits:
         """Apply a task's LimitsSpec (fields left unset keep the provider's value)."""
         changes = {k: v for k, v in overrides.model_dump().items() if v is not None}
         return replace(self, **changes)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: str | float | int) -> float:
-    """Seconds from a number (seconds) or a text like '90s', '30m', '24h', '2d'."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"a duration must be >= 0, got {value}")
-        return float(value)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
-    if not m:
-        raise ValueError(f"{value!r} is not a duration; write seconds or e.g. '90s', '30m', '24h', '2d'")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 @functools.cache

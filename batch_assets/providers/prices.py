@@ -11,8 +11,8 @@ Anthropic cache writes are priced as plain input (they cost 1.25x; batches here 
 breakpoints, so there are none).
 
 Estimate (at freeze): input = the offline estimate `est_input_tokens` of the prompt text (see
-`pipeline.render.estimated_tokens_sql`: bytes / 4, at least one token per CJK character) plus the
-request overhead (`pipeline.manifest.request_overhead_tokens`: the system prompt, estimated the same
+`pipeline.freeze.render.estimated_tokens_sql`: bytes / 4, at least one token per CJK character) plus the
+request overhead (`pipeline.govern.cost.request_overhead_tokens`: the system prompt, estimated the same
 way, and 10 tokens of chat framing); output = `params.max_tokens`, the most the provider can bill
 (0 for embeddings) - an upper bound, not a forecast.
 
@@ -37,7 +37,6 @@ from pathlib import Path
 
 import yaml
 
-from batch_assets.sqltext import sql_literal
 
 PROVIDERS_DIR = Path(__file__).parent
 
@@ -106,9 +105,3 @@ def cost_sql_or_null(provider: str, model: str, input_sql: str, output_sql: str,
     return p.cost_sql(input_sql, output_sql, cached_sql) if p else "CAST(NULL AS DOUBLE)"
 
 
-def prices_values_sql() -> str:
-    """Every known price as a VALUES relation (provider, model, currency, input, output, batch_factor)."""
-    rows = [f"({sql_literal(p.provider)}, {sql_literal(p.model)}, {sql_literal(p.currency)}, {p.input!r}, "
-            f"{p.output!r}, {p.batch_factor!r})"
-            for provider in ("openai", "dashscope", "anthropic", "gemini") for p in price_table(provider).values()]
-    return ("SELECT * FROM (VALUES " + ", ".join(rows) + ") AS t(provider, model, currency, input, output, batch_factor)")

@@ -14,7 +14,7 @@ import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from batch_assets.policy.model import PolicySpec
-from batch_assets.providers.limits import parse_duration
+from batch_assets.formatting import parse_duration
 from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")

@@ -146,10 +146,6 @@ class GeminiFileService:
 
     # --- files --------------------------------------------------------------------------------
 
-    def add_generated(self, file_id: str, data: bytes, display_name: str, created: float) -> Record:
-        with self.store.locked():
-            return self._add(file_id, data, display_name, "application/jsonl", GENERATED, created)
-
     def adopt_generated(self, file_id: str, blob: str, display_name: str, created: float) -> Record:
         """Make the blob `blob` (results the emulator wrote) a generated file, by renaming it."""
         with self.store.locked():

@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
-from batch_assets.pipeline.gate import BLOCKED_CODE
+from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
+from batch_assets.providers.prices import cost_sql_or_null
+from batch_assets.spec.resolve import ResolvedTask
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,28 @@ def partition_gates(conn: duckdb.DuckDBPyConnection, task_ids: list[str] | None 
                         [task_ids] if task_ids is not None else []).fetchall()
     return {r[0]: PartitionGate(r[0], int(r[1]), int(r[2]), r[3], r[4], r[5],
                                 None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7])) for r in rows}
+
+
+def expected_output_tokens(task: ResolvedTask) -> int:
+    """Output tokens the estimate assumes per item: `params.max_tokens`, the most that can be billed
+    (an upper bound; thinking tokens count against it), 0 for embeddings."""
+    return 0 if task.spec.output.kind == "embedding" else int(task.spec.params.max_tokens)
+
+
+REQUEST_FRAMING_TOKENS = 10  # per request: role markers of the system and user turns and the reply's start
+
+
+def request_overhead_tokens(task: ResolvedTask) -> int:
+    """Input tokens a request bills beyond its prompt text: the system prompt (estimated like the
+    prompt, ~4 bytes a token) plus the chat framing. 0 for embeddings (the text is all)."""
+    if task.spec.output.kind == "embedding":
+        return 0
+    system = (task.spec.prompt.system or "").encode("utf-8")
+    return -(-len(system) // 4) + REQUEST_FRAMING_TOKENS
+
+
+def est_cost_sql(task: ResolvedTask, input_tokens_sql: str = "est_input_tokens") -> str:
+    """Estimated cost of one item: its prompt's offline token estimate plus the request overhead
+    in, `expected_output_tokens` out, at the batch price (NULL when the model has no price)."""
+    return cost_sql_or_null(task.spec.provider, task.spec.model,
+                            f"({input_tokens_sql} + {request_overhead_tokens(task)})", str(expected_output_tokens(task)))

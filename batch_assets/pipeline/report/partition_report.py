@@ -6,7 +6,7 @@ Dagster-free. `build_report(conn, task_id)` reads the ledger once and returns a 
 (for plots) and a standalone HTML page with two inline SVG charts (items by outcome; time each
 provider job spent in each state); `write_report` writes the page to `<data_dir>/reports/<task_id>.html`.
 
-The item counts are the reconciliation's (`pipeline.reconcile`), so the report and the
+The item counts are the reconciliation's (`pipeline.settle.reconcile`), so the report and the
 reconciliation check never disagree. Times come from the ledger's provider jobs (created,
 submitted, terminal) and their status events: a state is seen when the provider status sensor
 polls, so a state shorter than the poll interval is counted in the state seen before it.
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import duckdb
 
+from batch_assets.formatting import format_duration, format_money
 from batch_assets.ledger.jobs import CreateMark
-from batch_assets.pipeline.reconcile import (
+from batch_assets.pipeline.settle.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
     FAILURE_CLASSES,
     Reconciliation,
@@ -352,23 +353,8 @@ def report_numbers(r: PartitionReport) -> dict[str, int | float]:
     return out
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    seconds = round(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s" if m else f"{s}s"
-
-
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
-
-
-def _money(x: float | None, currency: str | None) -> str:
-    return "-" if x is None else f"{x:.4f} {currency or ''}".rstrip()
 
 
 def outcome_rows(r: PartitionReport) -> list[tuple[str, str, int]]:
@@ -393,18 +379,18 @@ def _md_table(headers: list[str], rows: list[list]) -> str:
 
 def summary_line(r: PartitionReport) -> str:
     status = r.verdict.final_status or "IN PROGRESS"
-    eta = f", ETA {duration(r.eta_s)}" if r.eta_s is not None else ""
+    eta = f", ETA {format_duration(r.eta_s)}" if r.eta_s is not None else ""
     return (f"{r.task_id} ({r.provider} {r.model}): {status}; {r.final_items}/{r.items} items final "
             f"({_pct(r.completion_rate)}), {r.reconciliation.applied} applied{eta}")
 
 
 def timing_rows(r: PartitionReport) -> list[list[str]]:
-    rows = [["queue (submitted → first running)", duration(r.queue_time_s)],
-            ["run (first running → done)", duration(r.run_time_s) + ("" if r.done else " so far")],
-            ["total (first job → done)", duration(r.total_time_s) + ("" if r.done else " so far")]]
-    rows += [[f"in {s} (job time)", duration(v)] for s, v in r.time_in_state_s().items()]
+    rows = [["queue (submitted → first running)", format_duration(r.queue_time_s)],
+            ["run (first running → done)", format_duration(r.run_time_s) + ("" if r.done else " so far")],
+            ["total (first job → done)", format_duration(r.total_time_s) + ("" if r.done else " so far")]]
+    rows += [[f"in {s} (job time)", format_duration(v)] for s, v in r.time_in_state_s().items()]
     if not r.done:
-        rows.append(["ETA", duration(r.eta_s) if r.eta_s is not None else "unknown (no progress reported yet)"])
+        rows.append(["ETA", format_duration(r.eta_s) if r.eta_s is not None else "unknown (no progress reported yet)"])
     return rows
 
 
@@ -417,8 +403,8 @@ def usage_rows(r: PartitionReport) -> list[list[str]]:
     if r.cost is None:
         rows.append(["cost", "not recorded in the ledger"])
     else:
-        rows += [["estimated cost", _money(r.cost.estimated, r.cost.currency)],
-                 ["actual cost", _money(r.cost.actual, r.cost.currency)]]
+        rows += [["estimated cost", format_money(r.cost.estimated, r.cost.currency)],
+                 ["actual cost", format_money(r.cost.actual, r.cost.currency)]]
     return rows
 
 
@@ -434,8 +420,8 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
              "", _md_table(["usage", ""], usage_rows(r))]
     if r.jobs:
         now = r.generated_at
-        rows = [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                 duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"] for j in r.jobs[:max_jobs]]
+        rows = [[j.job_key, j.attempt, j.lines, j.state, format_duration(j.queue_s(now)), format_duration(j.run_s(now)),
+                 format_duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"] for j in r.jobs[:max_jobs]]
         parts += ["", _md_table(JOB_HEADERS, rows)]
         if len(r.jobs) > max_jobs:
             parts.append(f"\n… and {len(r.jobs) - max_jobs} more jobs")
@@ -511,17 +497,17 @@ def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) ->
             w = max(_seconds(s, e) * scale, 0.5)
             out.append(f"<rect x='{x:.1f}' y='{y + 3}' width='{w:.1f}' height='{row - 7}' "
                        f"fill='{STATE_COLORS.get(state, '#78909c')}'><title>{html.escape(job.job_key)} {state}: "
-                       f"{duration(_seconds(s, e))}</title></rect>")
+                       f"{format_duration(_seconds(s, e))}</title></rect>")
         if job.terminal_at:
             x = left + _seconds(start, job.terminal_at) * scale
             out.append(f"<text x='{x + 3:.1f}' y='{y + 14}' {FONT}>{html.escape(job.state)}</text>")
     y = 10 + len(jobs) * row + 8
     out.append(f"<text x='{left}' y='{y + 10}' {FONT}>0</text>"
-               f"<text x='{width - right}' y='{y + 10}' text-anchor='end' {FONT}>{duration(span)}</text>")
+               f"<text x='{width - right}' y='{y + 10}' text-anchor='end' {FONT}>{format_duration(span)}</text>")
     for i, (state, seconds) in enumerate(r.time_in_state_s().items()):
         x, ly = left + 160 * (i % per_line), y + 18 + 18 * (i // per_line)
         out.append(f"<rect x='{x}' y='{ly}' width='12' height='12' fill='{STATE_COLORS.get(state, '#78909c')}'/>"
-                   f"<text x='{x + 16}' y='{ly + 10}' {FONT}>{state} {duration(seconds)}</text>")
+                   f"<text x='{x + 16}' y='{ly + 10}' {FONT}>{state} {format_duration(seconds)}</text>")
     if len(r.jobs) > max_jobs:
         out.append(f"<text x='10' y='{height - 2}' {FONT}>first {max_jobs} of {len(r.jobs)} jobs</text>")
     out.append("</svg>")
@@ -544,8 +530,8 @@ def render_html(r: PartitionReport) -> str:
     status = r.verdict.final_status or "IN PROGRESS"
     now = r.generated_at
     jobs = _html_table(JOB_HEADERS,
-                       [[j.job_key, j.attempt, j.lines, j.state, duration(j.queue_s(now)), duration(j.run_s(now)),
-                         duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"]
+                       [[j.job_key, j.attempt, j.lines, j.state, format_duration(j.queue_s(now)), format_duration(j.run_s(now)),
+                         format_duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"]
                         for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
     reasons = "" if r.verdict.passed else (
         "<p class='warn'>Not done: " + html.escape("; ".join(r.verdict.reasons)) + "</p>")

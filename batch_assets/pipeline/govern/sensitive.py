@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.pipeline.errors import SourceQueryError
+from batch_assets.pipeline.freeze.render import input_hash_sql
 from batch_assets.policy.model import PolicyOutcome, evaluate
 from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
@@ -63,8 +65,6 @@ def source_fingerprint_sql(task: ResolvedTask, alias: str) -> str:
     plus everything of the task that shapes the request (prompt template, canonical request, policy).
     Kept in the manifest at freeze; apply re-runs the gate and re-hashes only rows whose fingerprint
     changed (same fingerprint: same raw input under the same task, so the same input hash)."""
-    from batch_assets.pipeline.render import input_hash_sql
-
     config = "\x1f".join([task.template, input_hash_sql(task, "''"), task.spec.policy.model_dump_json()])
     cols = ", ".join(f"{alias}.{quote_ident(c)}" for c in fingerprinted_columns(task))
     return f"hash({sql_literal(config)}, {cols})"
@@ -79,8 +79,6 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     policy = spec.policy
     missing = sorted(set(policy.sensitive_columns) - source_columns)
     if missing:
-        from batch_assets.pipeline.manifest import SourceQueryError
-
         raise SourceQueryError(
             f"task {spec.name!r}: policy.sensitive_columns names column(s) {missing} the source query does not "
             f"return ({task.yaml_path}); select them in source.sql or remove them from the policy")

@@ -23,13 +23,12 @@ from batch_assets.ledger.jobs import mark_stuck, record_snapshot, request_cancel
 from batch_assets.ledger.states import in_flight_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.providers.contract import BatchProvider, JobRef, JobState
-from batch_assets.providers.limits import parse_duration
+from batch_assets.providers.contract import BatchProvider, JobRef
+from batch_assets.formatting import parse_duration
 
 POLICIES = ("cancel_and_retry", "notify")
 CANCEL_REQUESTED = "cancel_requested"
 NOTIFIED = "notified"
-STUCK_STATES = (JobState.VALIDATING, JobState.SUBMITTED, JobState.RUNNING, JobState.FINALIZING)
 
 
 def default_sla(completion_window: str) -> dict[str, float]:

@@ -21,12 +21,12 @@ import datetime as dt
 import gzip
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from batch_assets.formatting import parse_duration
 from batch_assets.ledger.retention import (
     mark_raw_file_purged,
     mark_shard_purged,
@@ -38,16 +38,12 @@ from batch_assets.providers.contract import BatchProvider, JobRef
 
 log = logging.getLogger(__name__)
 
-AGE_RE = re.compile(r"^(\d+)([dh])$")
-
-
 def parse_age(text: str) -> dt.timedelta:
     """`30d` or `12h` as a timedelta; anything else raises ValueError saying what to write."""
-    m = AGE_RE.match(text.strip()) if isinstance(text, str) else None
-    if not m:
-        raise ValueError(f"age {text!r} is not a number of days or hours; write e.g. 30d or 12h")
-    n, unit = int(m.group(1)), m.group(2)
-    return dt.timedelta(days=n) if unit == "d" else dt.timedelta(hours=n)
+    try:
+        return dt.timedelta(seconds=parse_duration(text, units="dh", bare_seconds=False, whole=True))
+    except ValueError:
+        raise ValueError(f"age {text!r} is not a number of days or hours; write e.g. 30d or 12h") from None
 
 
 # Jobs whose results are downloaded and every downloaded file ingested, provider files not deleted yet.

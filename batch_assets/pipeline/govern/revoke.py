@@ -24,8 +24,8 @@ import duckdb
 
 from batch_assets.ledger.review import insert_revocations
 from batch_assets.ledger.transaction import transaction
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.apply import value_sql
+from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.settle.business_table import value_sql
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
 
@@ -173,14 +173,5 @@ def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: st
     counts = dict(conn.execute("SELECT action, count(*) FROM _plan GROUP BY 1").fetchall())
     conn.execute("DROP TABLE _plan")
     return counts
-
-
-def revoked_items(wh: Warehouse, task_id: str | None = None) -> list[dict]:
-    """The revocations recorded (of one partition, or all), newest first."""
-    with wh.connect() as conn:
-        return fetch_dicts(conn, f"""SELECT custom_id, task_id, business_id, target_table, output_version, action,
-                                           restored_custom_id, reason, revoked_at FROM ledger.revocation
-                                    WHERE {'task_id = ?' if task_id else 'true'} ORDER BY revoked_at DESC, custom_id""",
-                           [task_id] if task_id else [])
 
 

@@ -31,7 +31,7 @@ import duckdb
 
 from batch_assets.ledger.states import JobState, not_terminal_sql
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.retry import FINAL_FAILED_ACTIONS, RETRY_ACTIONS
+from batch_assets.pipeline.settle.retry_ledger import FINAL_FAILED_ACTIONS, RETRY_ACTIONS
 from batch_assets.sqltext import in_range_sql
 
 # Classes an item can be final-failed with (expired / canceled remainders are retried; an

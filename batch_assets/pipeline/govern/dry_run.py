@@ -1,5 +1,5 @@
 """Dry run: N request lines of a frozen partition rendered exactly as the shards would send them
-(the same SQL, `pipeline.shards.rendered_lines_sql`, over the redacted prompt text of the manifest),
+(the same SQL, `pipeline.send.shards.rendered_lines_sql`, over the redacted prompt text of the manifest),
 with the partition's estimate. Nothing is written to a shard and no provider is called; `record`
 keeps the dry run in `ledger.dry_run`, which lets partitions above `gate.dry_run_threshold` through.
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from batch_assets.ledger.dry_runs import record_dry_run
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.cost import partition_gates
-from batch_assets.pipeline.manifest import expected_output_tokens
-from batch_assets.pipeline.shards import FIRST_ATTEMPT, rendered_lines_sql
+from batch_assets.pipeline.govern.cost import partition_gates
+from batch_assets.pipeline.govern.cost import expected_output_tokens
+from batch_assets.pipeline.send.shards import FIRST_ATTEMPT, rendered_lines_sql
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 

@@ -27,10 +27,10 @@ from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.collect import READY_SQL, start_collect_run
-from batch_assets.pipeline.poll import poll_jobs
-from batch_assets.pipeline.shards import file_sha256
-from batch_assets.providers.contract import BatchProvider, JobRef, JobState
+from batch_assets.pipeline.collect.collect_runs import READY_SQL, start_collect_run
+from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.files import file_sha256
+from batch_assets.providers.contract import BatchProvider, JobRef
 from batch_assets.providers.registry import wire_format
 from batch_assets.providers.retry import Backoff, call_with_retry
 from batch_assets.providers.wire import WireFormat
@@ -398,7 +398,7 @@ def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, 
     deletion = None
     if task.spec.retention.delete_remote_files:
         # Provider-side copies go once the results are safely here; a failure stays pending (not fatal).
-        from batch_assets.pipeline.retention import delete_remote_files
+        from batch_assets.pipeline.govern.retention import delete_remote_files
 
         deletion = delete_remote_files(wh, lambda _provider: adapter, task_id=task_id)
     if errors:

@@ -4,7 +4,7 @@ kept gzip-compressed). Logic in pipeline/retention.py; a daily schedule, stopped
 
 import dagster as dg
 
-from batch_assets.pipeline.retention import run_retention
+from batch_assets.pipeline.govern.retention import run_retention
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 

@@ -34,10 +34,11 @@ from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
-from batch_assets.pipeline.gate import BLOCKED_CODE
-from batch_assets.pipeline.manifest import frozen_columns, frozen_item_no_sql
-from batch_assets.pipeline.render import request_id_sql, request_line_sql
-from batch_assets.pipeline.retry import due_retries_sql
+from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
+from batch_assets.pipeline.files import file_sha256
+from batch_assets.pipeline.freeze.render import request_id_sql, request_line_sql
+from batch_assets.pipeline.settle.retry_ledger import due_retries_sql
 from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -51,14 +52,6 @@ class ShardSummary:
     lines: int
     quarantined: int
     total_shards: int
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:

@@ -20,12 +20,13 @@ from batch_assets.ledger.review import insert_applied_previous, insert_review_it
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.gate import restore_json_sql, source_fingerprint_sql
-from batch_assets.pipeline.manifest import (SourceQueryError, drop_source, frozen_columns, frozen_item_no_sql,
-                                            gate_loaded_source, query_source, source_subquery)
-from batch_assets.pipeline.render import input_hash_sql
+from batch_assets.pipeline.govern.sensitive import restore_json_sql, source_fingerprint_sql
+from batch_assets.pipeline.errors import SourceQueryError
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
+from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_subquery
+from batch_assets.pipeline.freeze.render import input_hash_sql
 from batch_assets.sqltext import in_range_sql, quote_ident, sql_literal
-from batch_assets.spec.output_schema import field_sql_type
+from batch_assets.pipeline.settle.business_table import column_type, ensure_target_table, value_sql
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -92,11 +93,11 @@ def _answers_sql(task: ResolvedTask, chunk: str, by_business_id: bool = False) -
     business write and the review pick both use them, and the answer itself is not copied further.
     `by_business_id`: stored in business-id order (see _ids_follow_item_numbers)."""
     fields = _answer_fields(task)
-    scalars = [f for f in fields if _column_type(task, f) != "JSON" and "[" not in _column_type(task, f)]
+    scalars = [f for f in fields if column_type(task, f) != "JSON" and "[" not in column_type(task, f)]
     paths = "[" + ", ".join(sql_literal("$." + f) for f in scalars) + "]"
 
     def expr(f: str) -> str:
-        sql_type = _column_type(task, f)
+        sql_type = column_type(task, f)
         if f in scalars:  # one multi-path extraction (one parse) for every scalar field
             return f"CAST(_vals[{scalars.index(f) + 1}] AS {sql_type})"
         return f"CASE WHEN outcome = 'applied' THEN {value_sql(task, f, 'answer', f)} END"
@@ -137,40 +138,6 @@ class ApplySummary:
     stale: int
     target_table: str
     refused_version: int = 0   # answers parsed under another output version than the task's now: not written
-
-
-def _column_type(task: ResolvedTask, field: str) -> str:
-    if task.spec.output.kind == "embedding" and field == "embedding":
-        return f"FLOAT[{int(task.spec.output.dimensions)}]"  # a fixed-size array: array_cosine_similarity works on it
-    return field_sql_type(task.output_schema, field)
-
-
-def value_sql(task: ResolvedTask, field: str, json_sql: str, key: str) -> str:
-    """The typed value of `key` in the JSON `json_sql`, as the business column of output `field` holds it."""
-    sql_type = _column_type(task, field)
-    path = sql_literal("$." + key)
-    if sql_type == "JSON":
-        return f"{json_sql} -> {path}"
-    if "[" in sql_type:
-        return f"CAST({json_sql} -> {path} AS {sql_type})"
-    return f"CAST({json_sql} ->> {path} AS {sql_type})"
-
-
-def ensure_target_table(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> None:
-    apply = task.spec.apply
-    cols = ", ".join(f"{quote_ident(c)} {_column_type(task, f)}" for c, f in apply.columns.items())
-    conn.execute(f"""
-        CREATE TABLE IF NOT EXISTS main.{quote_ident(apply.table)} (
-            {quote_ident(apply.key)} VARCHAR NOT NULL,
-            {cols},
-            output_version VARCHAR NOT NULL,
-            custom_id VARCHAR NOT NULL,
-            input_hash VARCHAR NOT NULL,
-            task_id VARCHAR NOT NULL,
-            applied_at TIMESTAMP NOT NULL,
-            PRIMARY KEY ({quote_ident(apply.key)}, output_version)
-        )
-    """)
 
 
 def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from batch_assets.ledger.review import decide_review
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.revoke import RevokeSummary, revoke
+from batch_assets.pipeline.govern.revoke import RevokeSummary, revoke
 
 
 class ReviewError(ValueError):

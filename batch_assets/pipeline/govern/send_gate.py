@@ -8,7 +8,7 @@
 * `dry_run_recorded`: a partition above `gate.dry_run_threshold` items needs a recorded dry run
   (`batch-assets dry-run`) of the task's prompt version.
 
-Each verdict says why it passed or what to do. Budgets are `pipeline.budget`.
+Each verdict says why it passed or what to do. Budgets are `pipeline.govern.budget`.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def _quoted(table: str) -> str:
 
 def business_table_columns(task) -> tuple[Column, ...]:
     """The columns the apply step gives the task's business table (its DDL, run in memory)."""
-    from batch_assets.pipeline.apply import ensure_target_table
+    from batch_assets.pipeline.settle.business_table import ensure_target_table
 
     with duckdb.connect(":memory:") as conn:
         ensure_target_table(conn, task)

@@ -1,19 +1,12 @@
-"""Plain-text tables for operators: per-partition reconciliation and provider jobs."""
+"""Plain-text tables for operators (the CLI and the demo): per-partition reconciliation and gate figures."""
 
 from __future__ import annotations
 
-from batch_assets.pipeline.reconcile import FAILURE_CLASSES, Reconciliation
+from batch_assets.formatting import format_money, format_table
+from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, Reconciliation
 
 SHORT_CLASS = {"validation_error": "valid", "rate_or_capacity_error": "rate", "content_policy_error": "policy",
                "internal_error": "internal", "parse_error": "parse", "expired": "expired", "canceled": "canceled"}
-
-
-def format_table(headers: list[str], rows: list[list]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    def line(values):
-        return "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:
@@ -36,24 +29,15 @@ def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[li
     return headers, rows
 
 
-def _money(v: float | None) -> str:
-    return "?" if v is None else f"{v:.4f}"
-
-
 def _count(v: int | None) -> str:
     return "-" if v is None else str(v)
 
 
-def gate_table(gates) -> str:
-    """Per partition: items sent redacted / blocked for sensitive data, estimated and actual cost,
-    thinking tokens (part of the output) and cached input tokens (part of the input); `-`: not reported."""
-    return format_table(*gate_cells(gates))
-
-
 def gate_cells(gates) -> tuple[list[str], list[list]]:
-    """(headers, rows) of `gate_table`."""
+    """(headers, rows): per partition, items sent redacted / blocked for sensitive data, estimated and actual
+    cost, thinking tokens (part of the output) and cached input tokens (part of the input); `-`: not reported."""
     headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency", "thinking_tokens",
                "cached_input_tokens"]
-    rows = [[g.task_id, g.pii_redacted, g.pii_blocked, _money(g.cost_estimated), _money(g.cost_actual),
+    rows = [[g.task_id, g.pii_redacted, g.pii_blocked, format_money(g.cost_estimated, unknown="?"), format_money(g.cost_actual, unknown="?"),
              g.currency or "?", _count(g.thinking_tokens), _count(g.cached_input_tokens)] for g in gates]
     return headers, rows

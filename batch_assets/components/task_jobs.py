@@ -1,0 +1,43 @@
+"""A task's two jobs (submit, collect: the provider status sensor launches its runs under them) and
+its daily schedule."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+
+from batch_assets.components.asset_metadata import TAG_PARTITION, TAG_TASK
+from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SUBMIT_STAGES, TaskWiring
+
+
+def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.UnresolvedAssetJobDefinition]:
+    job_tags = {TAG_TASK: w.name}
+    submit_job = dg.define_asset_job(
+        f"{w.name}__submit", selection=dg.AssetSelection.assets(*[w.key(s) for s in SUBMIT_STAGES]),
+        description=f"Freeze, shard and submit one partition of {w.name}.", tags=job_tags,
+    )
+    collect_job = dg.define_asset_job(
+        f"{w.name}__collect",
+        selection=dg.AssetSelection.assets(*[w.key(s) for s in (*COLLECT_STAGES, REPORT_STAGE)]),
+        description=f"Download, parse and apply the results of {w.name}'s terminal provider jobs, then report.",
+        tags=job_tags,
+    )
+    return submit_job, collect_job
+
+
+def build_daily_schedule(w: TaskWiring, submit_job) -> dg.ScheduleDefinition:
+    """Yesterday's partition (the last complete day) at 01:00 UTC, stopped until someone starts it.
+    Not dg.build_schedule_from_partitioned_job: in Dagster 1.13 its ticks call the deprecated
+    JobDefinition.run_request_for_partition (a DeprecationWarning on every tick)."""
+    name = w.name
+
+    @dg.schedule(name=f"{name}__daily", cron_schedule="0 1 * * *", target=submit_job, execution_timezone="UTC",
+                 default_status=dg.DefaultScheduleStatus.STOPPED,
+                 description=f"Freezes and submits yesterday's partition of {name} every day at 01:00 UTC. Stopped "
+                             "by default: start it to run the task daily.")
+    def schedule(context: dg.ScheduleEvaluationContext):
+        day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
+        return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day, tags={TAG_PARTITION: day})
+
+    return schedule

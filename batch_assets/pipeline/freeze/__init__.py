@@ -1,0 +1,1 @@
+"""Freeze: a partition's source rows become the frozen input manifest (read, gated, rendered, hashed)."""

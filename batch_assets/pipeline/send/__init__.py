@@ -1,0 +1,1 @@
+"""Send: frozen items cut into provider-sized shards and submitted exactly once."""

@@ -1,0 +1,1 @@
+"""Settle: answers applied once, failures given their retry action, every item reconciled."""
