@@ -7,8 +7,9 @@ import re
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(value: str | float | int, *, units: str = "smhd", bare_seconds: bool = True,
-                   whole: bool = False) -> float:
+def parse_duration(
+    value: str | float | int, *, units: str = "smhd", bare_seconds: bool = True, whole: bool = False
+) -> float:
     """Seconds from a number (seconds, when `bare_seconds`) or a text like '90s', '30m', '24h', '2d'.
 
     `units` narrows the suffixes accepted and `whole` refuses fractions; a bad value raises ValueError
@@ -51,4 +52,5 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 
     def line(values):
         return "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths)))
+
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in cells)])

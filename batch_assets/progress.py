@@ -25,8 +25,9 @@ class Bar(Protocol):
 
     def advance(self, amount: float = 1) -> None: ...
 
-    def update(self, *, completed: float | None = None, total: float | None = None,
-               description: str | None = None) -> None: ...
+    def update(
+        self, *, completed: float | None = None, total: float | None = None, description: str | None = None
+    ) -> None: ...
 
 
 class Reporter(Protocol):
@@ -41,8 +42,9 @@ class _NullBar:
     def advance(self, amount: float = 1) -> None:
         pass
 
-    def update(self, *, completed: float | None = None, total: float | None = None,
-               description: str | None = None) -> None:
+    def update(
+        self, *, completed: float | None = None, total: float | None = None, description: str | None = None
+    ) -> None:
         pass
 
 

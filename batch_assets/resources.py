@@ -117,14 +117,16 @@ class ProvidersResource(dg.ConfigurableResource):
     def settings_for(self, provider: str) -> ClientSettings:
         definition = provider_definition(provider)
         if not self.is_live(provider):
-            return ClientSettings(EMULATOR_API_KEY, self.emulator_url.rstrip("/") + definition.emulator_path,
-                                  self.max_retries)
+            return ClientSettings(
+                EMULATOR_API_KEY, self.emulator_url.rstrip("/") + definition.emulator_path, self.max_retries
+            )
         conn = self._connection(provider)
         api_key = _secret(conn.api_key) if conn else None
         if not api_key:
             raise ProviderConfigurationError(missing_key_message(provider))
-        return ClientSettings(api_key, (conn.base_url if conn else None) or definition.live_base_url, self.max_retries,
-                              mode=LIVE)
+        return ClientSettings(
+            api_key, (conn.base_url if conn else None) or definition.live_base_url, self.max_retries, mode=LIVE
+        )
 
     def endpoint_of(self, provider: str) -> tuple[str, str]:
         """(mode, `scheme://host[:port]`) of where the provider's jobs go: for the ledger, no secrets."""
@@ -140,9 +142,11 @@ class ProvidersResource(dg.ConfigurableResource):
 
 
 def missing_key_message(provider: str) -> str:
-    return (f"provider {provider!r} is in live mode but {api_key_env(provider)} is not set. Fix: set "
-            f"{api_key_env(provider)}, or run it against the emulator ({provider_mode_env(provider)}=emulator, or "
-            f"unset {PROVIDER_MODE_ENV} / set it to emulator)")
+    return (
+        f"provider {provider!r} is in live mode but {api_key_env(provider)} is not set. Fix: set "
+        f"{api_key_env(provider)}, or run it against the emulator ({provider_mode_env(provider)}=emulator, or "
+        f"unset {PROVIDER_MODE_ENV} / set it to emulator)"
+    )
 
 
 def _env_secret(name: str):
@@ -155,8 +159,10 @@ def _mode_from_env(variable: str) -> str | None:
     if not value:
         return None
     if value not in (EMULATOR, LIVE):
-        raise ProviderConfigurationError(f"{variable}={os.environ[variable]!r} is not a provider mode. "
-                                         f"Fix: set {variable} to emulator or live (or unset it)")
+        raise ProviderConfigurationError(
+            f"{variable}={os.environ[variable]!r} is not a provider mode. "
+            f"Fix: set {variable} to emulator or live (or unset it)"
+        )
     return value
 
 

@@ -37,29 +37,36 @@ from pathlib import Path
 
 from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
+from batch_assets.formatting import format_table
 from batch_assets.ledger.states import JobState
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.poll import poll_jobs
-from batch_assets.pipeline.settle.reconcile import Reconciliation, settle
-from batch_assets.pipeline.settle.retry_ledger import plan_retries
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
-from batch_assets.formatting import format_table
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import Reconciliation, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
 
 # One demo task per provider.
-SOAK_TASKS = {"openai": "ticket_triage", "anthropic": "ticket_summary", "gemini": "kb_embeddings",
-              "dashscope": "review_sentiment"}
+SOAK_TASKS = {
+    "openai": "ticket_triage",
+    "anthropic": "ticket_summary",
+    "gemini": "kb_embeddings",
+    "dashscope": "review_sentiment",
+}
 # The create call of each provider (regex searched in the URL path), for lost-response faults.
-CREATE_PATHS = {"openai": r"^/v1/batches$", "dashscope": r"^/compatible-mode/v1/batches$",
-                "anthropic": r"^/v1/messages/batches$",
-                "gemini": r":(batchGenerateContent|asyncBatchEmbedContent)$"}
+CREATE_PATHS = {
+    "openai": r"^/v1/batches$",
+    "dashscope": r"^/compatible-mode/v1/batches$",
+    "anthropic": r"^/v1/messages/batches$",
+    "gemini": r":(batchGenerateContent|asyncBatchEmbedContent)$",
+}
 # Fast emulator clock: a batch of a few hundred requests ends in well under a second.
 CLOCK = {"queue_delay_s": 0.05, "seconds_per_request": 0.0005, "finalize_delay_s": 0.05, "cancel_delay_s": 0.05}
 BURST_STATUSES = (429, 500, 503)
@@ -77,7 +84,7 @@ class SoakConfig:
     tickets_per_day: int = 100
     articles_per_day: int = 20
     reviews_per_day: int = 40
-    max_requests_per_shard: int = 40   # several batches per partition and attempt
+    max_requests_per_shard: int = 40  # several batches per partition and attempt
 
 
 @dataclass
@@ -128,8 +135,13 @@ class SoakResult:
 
     @property
     def ok(self) -> bool:
-        return (bool(self.rows) and self.unresolved == 0 and self.unbalanced == 0 and self.written_twice == 0
-                and self.created_twice == 0)
+        return (
+            bool(self.rows)
+            and self.unresolved == 0
+            and self.unbalanced == 0
+            and self.written_twice == 0
+            and self.created_twice == 0
+        )
 
 
 def soak_task(task: ResolvedTask, max_requests_per_shard: int) -> ResolvedTask:
@@ -142,11 +154,19 @@ def soak_task(task: ResolvedTask, max_requests_per_shard: int) -> ResolvedTask:
 
 
 def emulator_knobs(rate: float) -> dict:
-    return {**CLOCK, "log_requests": False, "item_faults_by_occurrence": True, "shuffle_output": True,
-            "item_error_rate": rate, "truncate_rate": rate, "content_filter_rate": rate,
-            "duplicate_output_lines": rate, "inline_responses_shuffled": True,
-            # Gemini: SUCCEEDED this long (real seconds at speed 1) before its results exist.
-            "succeeded_before_results_s": 0.2}
+    return {
+        **CLOCK,
+        "log_requests": False,
+        "item_faults_by_occurrence": True,
+        "shuffle_output": True,
+        "item_error_rate": rate,
+        "truncate_rate": rate,
+        "content_filter_rate": rate,
+        "duplicate_output_lines": rate,
+        "inline_responses_shuffled": True,
+        # Gemini: SUCCEEDED this long (real seconds at speed 1) before its results exist.
+        "succeeded_before_results_s": 0.2,
+    }
 
 
 class FaultInjector:
@@ -163,7 +183,9 @@ class FaultInjector:
         for i, kind in enumerate(("token_limit", "lose", "error", "burst")):
             self.forced.setdefault(i % n, set()).add(kind)
         if not config.lost_responses or config.fault_rate == 0:
-            self.forced = {i: kinds - {"lose", "error"} for i, kinds in self.forced.items()} if config.fault_rate else {}
+            self.forced = (
+                {i: kinds - {"lose", "error"} for i, kinds in self.forced.items()} if config.fault_rate else {}
+            )
 
     def _hit(self) -> bool:
         return self.rng.random() < self.config.fault_rate
@@ -186,13 +208,25 @@ class FaultInjector:
         lost = [self.rng.choice(("lose", "error")) for _ in range(creates) if self._hit()]
         lost += sorted(forced & {"lose", "error"})
         if self.config.lost_responses and lost:
-            rules = [*self.emulator.settings.after_processing_faults,
-                     *({"method": "POST", "path": CREATE_PATHS[part.provider], "count": 1, "mode": mode,
-                        "status": self.rng.choice((500, 502, 503))} for mode in lost)]
+            rules = [
+                *self.emulator.settings.after_processing_faults,
+                *(
+                    {
+                        "method": "POST",
+                        "path": CREATE_PATHS[part.provider],
+                        "count": 1,
+                        "mode": mode,
+                        "status": self.rng.choice((500, 502, 503)),
+                    }
+                    for mode in lost
+                ),
+            ]
             self.emulator.configure(after_processing_faults=rules)
             for mode in lost:
-                self.counts[f"create answer {'lost' if mode == 'lose' else 'a 5xx'} after the batch was created "
-                            f"({part.provider}, armed)"] += 1
+                self.counts[
+                    f"create answer {'lost' if mode == 'lose' else 'a 5xx'} after the batch was created "
+                    f"({part.provider}, armed)"
+                ] += 1
         if "token_limit" in forced or self._hit():
             self.emulator.configure(enqueued_token_limit={part.task.spec.model: 1})
             self.counts[f"enqueued-token limit of 1 set for one submit ({part.provider})"] += 1
@@ -225,10 +259,15 @@ def _guard(part: Partition, stage: str, errors: Counter, fn: Callable[[], object
 def _creates_pending(wh: Warehouse, task_id: str) -> int:
     """Shards of the partition without a provider batch yet (each is a create call to come)."""
     with wh.connect() as conn:
-        return int(conn.execute("""
+        return int(
+            conn.execute(
+                """
             SELECT count(*) FROM ledger.shard s WHERE s.task_id = ? AND NOT EXISTS (
                 SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)
-        """, [task_id]).fetchone()[0])
+        """,
+                [task_id],
+            ).fetchone()[0]
+        )
 
 
 def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S) -> None:
@@ -236,8 +275,9 @@ def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S)
     while True:
         poll_jobs(wh, adapters.__getitem__)
         with wh.connect() as conn:
-            left = conn.execute("SELECT count(*) FROM ledger.provider_job "
-                                "WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL").fetchone()[0]
+            left = conn.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL"
+            ).fetchone()[0]
         if left == 0 or time.monotonic() > deadline:
             return
         time.sleep(0.05)
@@ -245,7 +285,7 @@ def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S)
 
 def seed(wh: Warehouse, config: SoakConfig) -> list[str]:
     wanted = set(config.providers)
-    with wh.connect() as conn:   # only the tables the chosen providers' tasks read
+    with wh.connect() as conn:  # only the tables the chosen providers' tasks read
         if wanted & {"openai", "anthropic"}:
             seed_support_tickets(conn, days=config.days, per_day=config.tickets_per_day)
         if "gemini" in wanted:
@@ -255,8 +295,14 @@ def seed(wh: Warehouse, config: SoakConfig) -> list[str]:
     return demo_partition_dates(days=config.days)
 
 
-def run_rounds(wh: Warehouse, parts: list[Partition], adapters: dict, faults: FaultInjector, config: SoakConfig,
-               say: Callable[[str], None]) -> tuple[int, Counter]:
+def run_rounds(
+    wh: Warehouse,
+    parts: list[Partition],
+    adapters: dict,
+    faults: FaultInjector,
+    config: SoakConfig,
+    say: Callable[[str], None],
+) -> tuple[int, Counter]:
     errors: Counter = Counter()
     rounds = 0
     for part in parts:
@@ -269,14 +315,21 @@ def run_rounds(wh: Warehouse, parts: list[Partition], adapters: dict, faults: Fa
             _guard(part, "cut", errors, lambda p=part: cut_shards(wh, p.task, p.day), say)
             limited = faults.before_submit(part, _creates_pending(wh, part.task_id), ordinal if rounds == 1 else None)
             try:
-                _guard(part, "submit", errors, lambda p=part: submit_pending(wh, p.task, p.day, adapters[p.provider]), say)
+                _guard(
+                    part, "submit", errors, lambda p=part: submit_pending(wh, p.task, p.day, adapters[p.provider]), say
+                )
             finally:
                 faults.after_submit(limited)
         _wait_for_jobs(wh, adapters)
         for part in open_parts:
             faults.before_stage("collect")
-            _guard(part, "collect", errors,
-                   lambda p=part: collect_raw_results(wh, p.task, p.day, adapters[p.provider]), say)
+            _guard(
+                part,
+                "collect",
+                errors,
+                lambda p=part: collect_raw_results(wh, p.task, p.day, adapters[p.provider]),
+                say,
+            )
             _guard(part, "parse", errors, lambda p=part: parse_results(wh, p.task, p.day), say)
             _guard(part, "plan", errors, lambda p=part: plan_retries(wh, p.task, p.day), say)
             _guard(part, "apply", errors, lambda p=part: apply_results(wh, p.task, p.day), say)
@@ -290,15 +343,18 @@ def provider_batch_ids(emulator: EmulatorHandle, provider: str) -> list[str]:
     """Every batch the provider holds, listed through its official SDK (ids as the ledger stores them)."""
     if provider in ("openai", "dashscope"):
         import openai
+
         base = emulator.openai_base_url if provider == "openai" else emulator.dashscope_base_url
         with openai.OpenAI(api_key="k", base_url=base) as client:
             return [b.id for b in client.batches.list(limit=100)]
     if provider == "anthropic":
         import anthropic
+
         with anthropic.Anthropic(api_key="k", base_url=emulator.base_url) as client:
             return [b.id for b in client.messages.batches.list(limit=100)]
     from google import genai
     from google.genai import types
+
     client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emulator.base_url))
     return [b.name for b in client.batches.list()]
 
@@ -309,18 +365,22 @@ def written_twice(wh: Warehouse, part: Partition) -> tuple[int, int]:
     apply = part.task.spec.apply
     with wh.connect() as conn:
         extra_applied = conn.execute(
-            "SELECT count(*) - count(DISTINCT custom_id) FROM ledger.applied_result WHERE task_id = ?",
-            [part.task_id]).fetchone()[0]
+            "SELECT count(*) - count(DISTINCT custom_id) FROM ledger.applied_result WHERE task_id = ?", [part.task_id]
+        ).fetchone()[0]
         rows, keys = conn.execute(
             f"SELECT count(*), count(DISTINCT {quote_ident(apply.key)}) FROM main.{quote_ident(apply.table)} "
-            "WHERE task_id = ?", [part.task_id]).fetchone()
+            "WHERE task_id = ?",
+            [part.task_id],
+        ).fetchone()
     return int(extra_applied) + int(rows - keys), int(rows)
 
 
 def summarize(wh: Warehouse, emulator: EmulatorHandle, result: SoakResult) -> None:
     with wh.connect() as conn:
-        jobs = fetch_dicts(conn, "SELECT task_id, provider, provider_batch_id FROM ledger.provider_job "
-                                 "WHERE provider_batch_id IS NOT NULL")
+        jobs = fetch_dicts(
+            conn,
+            "SELECT task_id, provider, provider_batch_id FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL",
+        )
     jobs_by_batch = Counter((j["provider"], j["provider_batch_id"]) for j in jobs)
     task_of_batch = {(j["provider"], j["provider_batch_id"]): j["task_id"] for j in jobs}
     at_provider: Counter = Counter()
@@ -332,24 +392,44 @@ def summarize(wh: Warehouse, emulator: EmulatorHandle, result: SoakResult) -> No
             if (provider, i) in task_of_batch:
                 at_provider[task_of_batch[(provider, i)]] += 1
         ledger_jobs = sum(n for (p, _), n in jobs_by_batch.items() if p == provider)
-        result.provider_rows.append({
-            "provider": provider, "batches_at_provider": len(ids), "ledger_jobs": ledger_jobs,
-            "untracked": len(untracked), "untracked_ids": untracked,
-            "created_twice": sum(n - 1 for (p, _), n in jobs_by_batch.items() if p == provider and n > 1)
-                             + sum(n - 1 for n in listed.values() if n > 1),
-            "missing_at_provider": sum(1 for (p, i) in jobs_by_batch if p == provider and i not in listed),
-        })
+        result.provider_rows.append(
+            {
+                "provider": provider,
+                "batches_at_provider": len(ids),
+                "ledger_jobs": ledger_jobs,
+                "untracked": len(untracked),
+                "untracked_ids": untracked,
+                "created_twice": sum(n - 1 for (p, _), n in jobs_by_batch.items() if p == provider and n > 1)
+                + sum(n - 1 for n in listed.values() if n > 1),
+                "missing_at_provider": sum(1 for (p, i) in jobs_by_batch if p == provider and i not in listed),
+            }
+        )
     for part in result.partitions:
         rec = part.rec
         twice, rows = written_twice(wh, part)
-        result.rows.append({
-            "task_id": part.task_id, "provider": part.provider, "items": rec.manifest_items, "applied": rec.applied,
-            "stale": rec.stale, "quarantined": rec.quarantined, "retried": rec.retried, "attempts": rec.max_attempt,
-            "final_failed": rec.final_failed_total, "held": rec.compliance_held, "unresolved": rec.unresolved,
-            "batches_at_provider": at_provider[part.task_id], "ledger_jobs": rec.jobs, "business_rows": rows,
-            "written_twice": twice, "balanced": not rec.problems(), "problems": rec.problems(),
-            "check": rec.verdict().status, "stage_errors": part.stage_errors,
-        })
+        result.rows.append(
+            {
+                "task_id": part.task_id,
+                "provider": part.provider,
+                "items": rec.manifest_items,
+                "applied": rec.applied,
+                "stale": rec.stale,
+                "quarantined": rec.quarantined,
+                "retried": rec.retried,
+                "attempts": rec.max_attempt,
+                "final_failed": rec.final_failed_total,
+                "held": rec.compliance_held,
+                "unresolved": rec.unresolved,
+                "batches_at_provider": at_provider[part.task_id],
+                "ledger_jobs": rec.jobs,
+                "business_rows": rows,
+                "written_twice": twice,
+                "balanced": not rec.problems(),
+                "problems": rec.problems(),
+                "check": rec.verdict().status,
+                "stage_errors": part.stage_errors,
+            }
+        )
 
 
 def observed_item_faults(wh: Warehouse) -> Counter:
@@ -366,31 +446,81 @@ def observed_item_faults(wh: Warehouse) -> Counter:
                             ELSE 'other: ' || coalesce(error_code, '?') END, count(*)
                 FROM ledger.parsed_result WHERE error_class IS NOT NULL GROUP BY 1""").fetchall():
             out[code] += n
-        for status, n in conn.execute("SELECT status, count(*) FROM ledger.raw_result WHERE status <> 'ok' "
-                                      "GROUP BY 1").fetchall():
+        for status, n in conn.execute(
+            "SELECT status, count(*) FROM ledger.raw_result WHERE status <> 'ok' GROUP BY 1"
+        ).fetchall():
             out[f"result line {status}"] += n
-        for code, n in conn.execute("""
+        for code, n in conn.execute(
+            """
                 SELECT coalesce(provider_errors::JSON ->> '$[0].code', 'no code'), count(*) FROM ledger.provider_job
-                WHERE state = ? GROUP BY 1""", [JobState.FAILED.value]).fetchall():
+                WHERE state = ? GROUP BY 1""",
+            [JobState.FAILED.value],
+        ).fetchall():
             out[f"batch refused whole: {code}"] += n
     return out
 
 
 def format_report(result: SoakResult, item_faults: Counter) -> str:
-    cols = ["task_id", "items", "applied", "stale", "quarantined", "retried", "attempts", "final_failed", "held",
-            "unresolved", "batches_at_provider", "ledger_jobs", "written_twice", "balanced", "check", "stage_errors"]
-    heads = ["task_id", "items", "applied", "stale", "quarant", "retried", "attempts", "final_failed", "held",
-             "unresolved", "batches@provider", "ledger_jobs", "written_twice", "balanced", "check", "stage_err"]
+    cols = [
+        "task_id",
+        "items",
+        "applied",
+        "stale",
+        "quarantined",
+        "retried",
+        "attempts",
+        "final_failed",
+        "held",
+        "unresolved",
+        "batches_at_provider",
+        "ledger_jobs",
+        "written_twice",
+        "balanced",
+        "check",
+        "stage_errors",
+    ]
+    heads = [
+        "task_id",
+        "items",
+        "applied",
+        "stale",
+        "quarant",
+        "retried",
+        "attempts",
+        "final_failed",
+        "held",
+        "unresolved",
+        "batches@provider",
+        "ledger_jobs",
+        "written_twice",
+        "balanced",
+        "check",
+        "stage_err",
+    ]
     rows = [[("yes" if r[c] else "NO") if c == "balanced" else r[c] for c in cols] for r in result.rows]
-    totals = ["TOTAL", *(sum(r[c] for r in result.rows) if c not in ("balanced", "check", "attempts") else ""
-                         for c in cols[1:])]
+    totals = [
+        "TOTAL",
+        *(sum(r[c] for r in result.rows) if c not in ("balanced", "check", "attempts") else "" for c in cols[1:]),
+    ]
     totals[cols.index("attempts")] = max((r["attempts"] for r in result.rows), default=0)
     totals[cols.index("balanced")] = "yes" if not result.unbalanced else f"NO ({result.unbalanced})"
     out = [format_table(heads, [*rows, totals]), ""]
-    out.append(format_table(["provider", "batches@provider", "ledger_jobs", "untracked", "created_twice",
-                             "missing_at_provider"],
-                            [[p["provider"], p["batches_at_provider"], p["ledger_jobs"], p["untracked"],
-                              p["created_twice"], p["missing_at_provider"]] for p in result.provider_rows]))
+    out.append(
+        format_table(
+            ["provider", "batches@provider", "ledger_jobs", "untracked", "created_twice", "missing_at_provider"],
+            [
+                [
+                    p["provider"],
+                    p["batches_at_provider"],
+                    p["ledger_jobs"],
+                    p["untracked"],
+                    p["created_twice"],
+                    p["missing_at_provider"],
+                ]
+                for p in result.provider_rows
+            ],
+        )
+    )
     out += ["", "faults injected by the soak:"]
     out += [f"  {n:6d}  {name}" for name, n in sorted(result.faults.items())] or ["  none"]
     out += ["", "item and batch faults seen in the ledger (emulator draws at the fault rate; all attempts):"]
@@ -405,10 +535,13 @@ def format_report(result: SoakResult, item_faults: Counter) -> str:
         if p["untracked_ids"]:
             out.append(f"UNTRACKED {p['provider']} batches: {', '.join(p['untracked_ids'][:10])}")
     verdict = "PASS" if result.ok else "FAIL"
-    out += ["", f"{verdict}: {len(result.rows)} partitions, {sum(r['items'] for r in result.rows)} items in "
-                f"{result.rounds} round(s), {result.seconds:.0f} s; unresolved {result.unresolved}, unbalanced "
-                f"partitions {result.unbalanced}, business rows written twice {result.written_twice}, provider "
-                f"batches created twice or untracked {result.created_twice}"]
+    out += [
+        "",
+        f"{verdict}: {len(result.rows)} partitions, {sum(r['items'] for r in result.rows)} items in "
+        f"{result.rounds} round(s), {result.seconds:.0f} s; unresolved {result.unresolved}, unbalanced "
+        f"partitions {result.unbalanced}, business rows written twice {result.written_twice}, provider "
+        f"batches created twice or untracked {result.created_twice}",
+    ]
     return "\n".join(out)
 
 
@@ -417,8 +550,11 @@ def run_soak(data_dir: Path, config: SoakConfig = SoakConfig(), say: Callable[[s
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     days = seed(wh, config)
     tasks = load_all_tasks()
-    parts = [Partition(soak_task(tasks[SOAK_TASKS[p]], config.max_requests_per_shard), day)
-             for day in days for p in config.providers]
+    parts = [
+        Partition(soak_task(tasks[SOAK_TASKS[p]], config.max_requests_per_shard), day)
+        for day in days
+        for p in config.providers
+    ]
     say(f"{len(parts)} partitions ({', '.join(config.providers)} x {len(days)} days) in {wh.database}")
     with running_emulator(data_dir / "emulator", **emulator_knobs(config.fault_rate)) as emulator:
         resource = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
@@ -435,16 +571,26 @@ def run_soak(data_dir: Path, config: SoakConfig = SoakConfig(), say: Callable[[s
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="batch-assets soak", description=__doc__.split("\n\n")[0])
     p.add_argument("--days", type=int, default=SoakConfig.days, help="partitions per provider (default 5)")
-    p.add_argument("--providers", default=",".join(SOAK_TASKS),
-                   help="comma-separated providers (default all four: " + ",".join(SOAK_TASKS) + ")")
+    p.add_argument(
+        "--providers",
+        default=",".join(SOAK_TASKS),
+        help="comma-separated providers (default all four: " + ",".join(SOAK_TASKS) + ")",
+    )
     p.add_argument("--fault-rate", type=float, default=SoakConfig.fault_rate, help="default 0.05")
-    p.add_argument("--no-lost-responses", dest="lost_responses", action="store_false",
-                   help="do not lose / fail create answers after the batch was created")
+    p.add_argument(
+        "--no-lost-responses",
+        dest="lost_responses",
+        action="store_false",
+        help="do not lose / fail create answers after the batch was created",
+    )
     p.add_argument("--seed", type=int, default=SoakConfig.seed, help="seed of the round-level fault draws")
     p.add_argument("--max-rounds", type=int, default=SoakConfig.max_rounds)
     p.add_argument("--tickets-per-day", type=int, default=SoakConfig.tickets_per_day)
-    p.add_argument("--data-dir", type=Path,
-                   help="keep the warehouse and emulator state here (default: a temporary folder, removed after)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the warehouse and emulator state here (default: a temporary folder, removed after)",
+    )
     args = p.parse_args(argv)
     providers = tuple(x.strip() for x in args.providers.split(",") if x.strip())
     unknown = sorted(set(providers) - set(SOAK_TASKS))
@@ -452,9 +598,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown provider(s) {unknown}; known: {', '.join(SOAK_TASKS)}")
     if not 0.0 <= args.fault_rate <= 1.0:
         p.error("--fault-rate must be between 0 and 1")
-    config = SoakConfig(days=args.days, providers=providers, fault_rate=args.fault_rate,
-                        lost_responses=args.lost_responses, seed=args.seed, max_rounds=args.max_rounds,
-                        tickets_per_day=args.tickets_per_day)
+    config = SoakConfig(
+        days=args.days,
+        providers=providers,
+        fault_rate=args.fault_rate,
+        lost_responses=args.lost_responses,
+        seed=args.seed,
+        max_rounds=args.max_rounds,
+        tickets_per_day=args.tickets_per_day,
+    )
 
     def say(msg: str) -> None:
         print(f"[soak] {msg}", flush=True)

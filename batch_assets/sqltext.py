@@ -11,7 +11,9 @@ def quote_ident(name: str) -> str:
 
 def in_range_sql(column: str, lo: int | None, hi: int | None) -> str:
     """`column` in [lo, hi) (None: unbounded on that side), e.g. a chunk of item numbers."""
-    bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + ([f"{column} < {int(hi)}"] if hi is not None else [])
+    bounds = ([f"{column} >= {int(lo)}"] if lo is not None else []) + (
+        [f"{column} < {int(hi)}"] if hi is not None else []
+    )
     return " AND ".join(bounds) or "true"
 
 
@@ -34,4 +36,6 @@ def rows_of_partitions(table: str, columns: str, task_ids) -> str:
         return f"(SELECT {columns} FROM {table} WHERE false)"
     if len(ids) > MAX_PARTITION_SCANS:
         return f"(SELECT {columns} FROM {table} WHERE task_id IN ({', '.join(sql_literal(t) for t in ids)}))"
-    return "(" + " UNION ALL ".join(f"SELECT {columns} FROM {table} WHERE task_id = {sql_literal(t)}" for t in ids) + ")"
+    return (
+        "(" + " UNION ALL ".join(f"SELECT {columns} FROM {table} WHERE task_id = {sql_literal(t)}" for t in ids) + ")"
+    )

@@ -20,8 +20,13 @@ from batch_assets.resources import EMULATOR_API_KEY
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 # Emulator clock knobs that finish a small batch in well under a second.
-FAST_EMULATOR = {"queue_delay_s": 0.02, "seconds_per_request": 0.0005, "finalize_delay_s": 0.02,
-                 "cancel_delay_s": 0.02, "log_requests": False}
+FAST_EMULATOR = {
+    "queue_delay_s": 0.02,
+    "seconds_per_request": 0.0005,
+    "finalize_delay_s": 0.02,
+    "cancel_delay_s": 0.02,
+    "log_requests": False,
+}
 DAY1, DAY2 = "2026-11-20", "2026-11-21"
 # What makes rich (and our progress switch) treat output as a terminal; tests decide that themselves.
 TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "BATCH_ASSETS_PROGRESS")
@@ -91,8 +96,15 @@ def dagster_env(monkeypatch: pytest.MonkeyPatch, seeded_warehouse: Warehouse, em
     monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(seeded_warehouse.database))
     monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(seeded_warehouse.data_dir))
     monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
-    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BATCH_ASSETS_PROVIDER_MODE", "BATCH_ASSETS_OPENAI_MODE",
-                "BATCH_ASSETS_DASHSCOPE_MODE", "BATCH_ASSETS_ANTHROPIC_MODE", "BATCH_ASSETS_GEMINI_MODE"):
+    for key in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "BATCH_ASSETS_PROVIDER_MODE",
+        "BATCH_ASSETS_OPENAI_MODE",
+        "BATCH_ASSETS_DASHSCOPE_MODE",
+        "BATCH_ASSETS_ANTHROPIC_MODE",
+        "BATCH_ASSETS_GEMINI_MODE",
+    ):
         monkeypatch.delenv(key, raising=False)  # emulator mode, whatever the developer's shell has
     return seeded_warehouse
 
@@ -105,6 +117,7 @@ def instance() -> Iterator[dg.DagsterInstance]:
 
 # --- Core-pipeline helpers (shared by test_submit, test_ingest_parse_apply, test_reconcile, test_sensor) ---
 
+
 def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> None:
     """Poll every submitted, non-terminal provider job until all are terminal (or fail the test)."""
     import time
@@ -115,8 +128,9 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
     while True:
         poll_jobs(warehouse, lambda _provider: adapter)
         with warehouse.connect() as conn:
-            left = conn.execute("SELECT count(*) FROM ledger.provider_job "
-                                "WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL").fetchone()[0]
+            left = conn.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL"
+            ).fetchone()[0]
         if left == 0:
             return
         if time.monotonic() > deadline:
@@ -126,13 +140,13 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
 
 def _run_partition(warehouse: Warehouse, task: ResolvedTask, partition: str, adapter, *, apply: bool = True):
     """freeze -> cut -> submit -> wait -> collect -> parse (-> apply); returns the reconciliation."""
-    from batch_assets.pipeline.settle.apply import apply_results
     from batch_assets.pipeline.collect.ingest import collect_raw_results
-    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.collect.parse import parse_results
-    from batch_assets.pipeline.settle.reconcile import reconcile
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.send.shards import cut_shards
     from batch_assets.pipeline.send.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
+    from batch_assets.pipeline.settle.reconcile import reconcile
 
     freeze_manifest(warehouse, task, partition)
     cut_shards(warehouse, task, partition)
@@ -179,8 +193,13 @@ def seeded_copy(tmp_path: Path, _seeded_template: Path) -> Warehouse:
 # --- Emulator wire-format tests (test_emulator_openai, test_emulator_anthropic, test_emulator_gemini) ---
 
 # Their clock knobs: like FAST_EMULATOR, but one request a millisecond.
-WIRE_EMULATOR = {"queue_delay_s": 0.02, "seconds_per_request": 0.001, "finalize_delay_s": 0.02,
-                 "cancel_delay_s": 0.02, "log_requests": False}
+WIRE_EMULATOR = {
+    "queue_delay_s": 0.02,
+    "seconds_per_request": 0.001,
+    "finalize_delay_s": 0.02,
+    "cancel_delay_s": 0.02,
+    "log_requests": False,
+}
 
 
 @pytest.fixture

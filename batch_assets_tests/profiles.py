@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-EARLIER_DAYS = [f"2026-10-0{d}" for d in range(1, 10)]   # nine partitions before the tests' days
+EARLIER_DAYS = [f"2026-10-0{d}" for d in range(1, 10)]  # nine partitions before the tests' days
 
 
 def ledger_scans(conn: duckdb.DuckDBPyConnection, run: Callable[[], object], profile: Path) -> dict[str, list[int]]:

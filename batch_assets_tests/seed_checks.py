@@ -28,8 +28,9 @@ def outputs_under_hash_seeds(script: str, *args: str, hash_seeds: tuple[str, ...
     outputs = set()
     for hash_seed in hash_seeds:
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": env_path}
-        result = subprocess.run([sys.executable, "-c", script, *args],
-                                env=env, capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, check=True
+        )
         outputs.add(result.stdout.strip())
     return outputs
 

@@ -26,7 +26,7 @@ from batch_assets.providers.registry import build_adapter, provider_definition
 from batch_assets.spec.resolve import load_task_file
 
 LEASE_ENV = "KILL_TEST_CLAIM_LEASE_S"
-EMULATOR_API_KEY = "emulator-no-key"   # as batch_assets.resources (not imported: it pulls in Dagster)
+EMULATOR_API_KEY = "emulator-no-key"  # as batch_assets.resources (not imported: it pulls in Dagster)
 
 
 def _arm_submit_point() -> None:
@@ -46,11 +46,15 @@ def _arm_submit_point() -> None:
 def main(argv: list[str]) -> int:
     stage, database, data_dir, task_yaml, day, emulator_url = argv
     wh = Warehouse.at(database, data_dir)
-    task = load_task_file(Path(task_yaml))   # this task only: loading all would import every provider's SDK
+    task = load_task_file(Path(task_yaml))  # this task only: loading all would import every provider's SDK
     task_id = task.task_id(day)
     provider = task.spec.provider
-    adapter = build_adapter(provider, ClientSettings(
-        EMULATOR_API_KEY, emulator_url.rstrip("/") + provider_definition(provider).emulator_path, max_retries=2))
+    adapter = build_adapter(
+        provider,
+        ClientSettings(
+            EMULATOR_API_KEY, emulator_url.rstrip("/") + provider_definition(provider).emulator_path, max_retries=2
+        ),
+    )
     if stage == "submit":
         from batch_assets.pipeline.send.submit import submit_pending
 
@@ -58,7 +62,7 @@ def main(argv: list[str]) -> int:
         kwargs = {}
         lease = os.environ.get(LEASE_ENV)
         if lease and "lease_s" in inspect.signature(submit_pending).parameters:
-            kwargs["lease_s"] = float(lease)   # a killed run's claim on its shard runs out this soon
+            kwargs["lease_s"] = float(lease)  # a killed run's claim on its shard runs out this soon
         submit_pending(wh, task, day, adapter, **kwargs)
     elif stage == "download":
         from batch_assets.pipeline.collect.ingest import download_results

@@ -22,7 +22,9 @@ def main(argv: list[str]) -> int:
     task = load_all_tasks()[task_name]
     task = dataclasses.replace(task, limits=dataclasses.replace(task.limits, max_requests_per_shard=int(max_per_shard)))
     adapter = ProvidersResource(emulator_url=emulator_url, max_retries=2).adapter(task.spec.provider)
-    summary = submit_pending(Warehouse.at(database, data_dir), task, partition, adapter, run_id=rest[0] if rest else None)
+    summary = submit_pending(
+        Warehouse.at(database, data_dir), task, partition, adapter, run_id=rest[0] if rest else None
+    )
     print(json.dumps(dataclasses.asdict(summary)))
     return 0
 

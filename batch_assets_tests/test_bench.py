@@ -45,7 +45,7 @@ def test_every_stage_measured_against_its_floor(bench):
     assert report.stage("manifest").result["items"] == ITEMS
     assert report.stage("ingest").result["lines"] == report.stage("shards").result["lines"]
     assert report.stage("cost").result["estimate"] > 0
-    if Path("/proc/self/io").exists():   # what each stage read from storage (page-cache misses)
+    if Path("/proc/self/io").exists():  # what each stage read from storage (page-cache misses)
         assert all(s.disk_read_mb is not None and s.disk_read_mb >= 0 for s in report.stages)
 
 
@@ -74,7 +74,7 @@ def test_the_probe_counts_what_a_section_reads_from_and_writes_to_storage(tmp_pa
                 pass
 
     fd = os.open(path, os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)   # the file's pages leave the page cache
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the file's pages leave the page cache
     os.close(fd)
     cold = Probe()
     with cold.measure():
@@ -97,8 +97,10 @@ def test_floors_persist_their_results(bench):
 
     _, workdir = bench
     with duckdb.connect(str(workdir / "warehouse.duckdb"), read_only=True) as conn:
-        tables = {r[0] for r in conn.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'bench_floor'").fetchall()}
+        tables = {
+            r[0]
+            for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'bench_floor'").fetchall()
+        }
         assert {"pii", "manifest", "cost", "raw", "parsed", "ticket_labels", "recon"} <= tables
         items, lines, orphans, duplicates, _parsed, applied = conn.execute("SELECT * FROM bench_floor.recon").fetchone()
         assert items == ITEMS - 1 and lines == ITEMS - 1 and orphans == duplicates == 0 and applied > 0
@@ -124,8 +126,16 @@ def test_report_written_as_json_and_markdown(bench):
     data = json.loads((workdir / "bench_report.json").read_text(encoding="utf-8"))
     assert data["items"] == ITEMS and data["correct"] is True
     assert [s["stage"] for s in data["stages"]] == STAGE_NAMES
-    assert {"wall_s", "items_per_s", "peak_rss_mb", "floor_wall_s", "floor_peak_rss_mb", "ratio", "rss_ratio",
-            "verdict"} <= set(data["stages"][0])
+    assert {
+        "wall_s",
+        "items_per_s",
+        "peak_rss_mb",
+        "floor_wall_s",
+        "floor_peak_rss_mb",
+        "ratio",
+        "rss_ratio",
+        "verdict",
+    } <= set(data["stages"][0])
     assert {"floor_total_s", "total_ratio", "max_floor_peak_rss_mb"} <= set(data)
     assert data["total_verdict"] in ("PASS", "MISS") and data["peak_verdict"] in ("PASS", "MISS")
     md = (workdir / "bench_report.md").read_text(encoding="utf-8")
@@ -170,11 +180,15 @@ def test_generated_output_lines_have_the_openai_batch_format(bench, ticket_task)
             if answer["category"] in ticket_task.output_schema["properties"]["category"]["enum"]:
                 assert set(answer) == set(ticket_task.output_schema["required"])
     # Same key structure as the real recorded OpenAI output lines (chat completions).
-    real = [json.loads(line) for line in shared_file(SAMPLES / "openai_output.jsonl").read_text(encoding="utf-8").splitlines()]
+    real = [
+        json.loads(line)
+        for line in shared_file(SAMPLES / "openai_output.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     real_chat = [r for r in real if r["response"]["body"].get("object") == "chat.completion"]
     if real_chat:
         assert _keys(real_chat[0]) - {"response.body.choices.[].message.annotations"} <= _keys(ok_lines[0]) | {
-            "response.body.choices.[].logprobs"}
+            "response.body.choices.[].logprobs"
+        }
     # Lines are not in input (shard) order.
     custom_ids = [line["custom_id"] for line in ok_lines]
     assert custom_ids != sorted(custom_ids)
@@ -207,7 +221,9 @@ def test_repeats_report_the_median_of_runs_from_the_same_warehouse(tmp_path, cap
     pii = next(s for s in report["stages"] if s["stage"] == "pii_scan")
     assert manifest["floor_wall_s"] == pytest.approx(
         statistics.median(r["floor_wall_s"] for r in manifest["runs"])
-        + statistics.median(r["floor_wall_s"] for r in pii["runs"]), abs=2e-3)
+        + statistics.median(r["floor_wall_s"] for r in pii["runs"]),
+        abs=2e-3,
+    )
     assert "Each floor and stage ran 3 times" in out and "- apply: " in out
     assert report["correct"] and not list(tmp_path.glob("before_*.duckdb"))
 
@@ -217,22 +233,35 @@ def test_a_stage_answering_differently_on_a_repeat_fails_the_run():
     from batch_assets.bench.runner import BenchmarkError, _same_results
 
     def run(applied: int, seconds: float) -> Measured:
-        return Measured("stage_apply", {"applied": applied, "statements": [{"seconds": seconds}]}, seconds, seconds,
-                        100.0, 200.0, True, 0.1, seconds)
+        return Measured(
+            "stage_apply",
+            {"applied": applied, "statements": [{"seconds": seconds}]},
+            seconds,
+            seconds,
+            100.0,
+            200.0,
+            True,
+            0.1,
+            seconds,
+        )
 
-    _same_results("apply", [run(10, 1.0), run(10, 2.0)])   # the profile's timings may differ
+    _same_results("apply", [run(10, 1.0), run(10, 2.0)])  # the profile's timings may differ
     # and a parallel sum's last digits (its terms add in any order)
-    cost = [Measured("stage_cost", {"estimate": e}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)
-            for e in (80.06142735001254, 80.06142735001256)]
+    cost = [
+        Measured("stage_cost", {"estimate": e}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)
+        for e in (80.06142735001254, 80.06142735001256)
+    ]
     _same_results("cost", cost)
     with pytest.raises(BenchmarkError):
-        _same_results("cost", cost + [Measured("stage_cost", {"estimate": 80.0614}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)])
+        _same_results(
+            "cost", cost + [Measured("stage_cost", {"estimate": 80.0614}, 1.0, 1.0, 1.0, 1.0, True, 0.1, 1.0)]
+        )
     with pytest.raises(BenchmarkError, match="apply stage answered differently"):
         _same_results("apply", [run(10, 1.0), run(9, 1.0)])
 
 
 def test_repeat_is_refused_where_it_does_not_apply(tmp_path, capsys):
-    small = ["--items", "1", "--workdir", str(tmp_path)]   # should a refusal break, the run stays short
+    small = ["--items", "1", "--workdir", str(tmp_path)]  # should a refusal break, the run stays short
     for argv in (["--repeat", "0"], ["--repeat", "2", "--history", "3"], ["--repeat", "2", "--sensor-jobs", "10"]):
         with pytest.raises(SystemExit):
             main(small + argv)
@@ -252,19 +281,32 @@ def test_the_history_mode_times_each_check_with_and_without_earlier_partitions(t
 
     with duckdb.connect(str(tmp_path / "history.duckdb"), read_only=True) as conn:
         per_task = dict(conn.execute("SELECT task_id, count(*) FROM ledger.manifest_item GROUP BY 1").fetchall())
-        dates = [r[0] for r in conn.execute("SELECT strftime(partition_date, '%Y%m%d') FROM ledger.batch_task "
-                                            "ORDER BY 1").fetchall()]
-        collected = conn.execute("SELECT count(*) FILTER (collected_at IS NULL), count(*) FROM ledger.provider_job "
-                                 "WHERE task_id <> 'ticket_triage_20261120'").fetchone()
+        dates = [
+            r[0]
+            for r in conn.execute(
+                "SELECT strftime(partition_date, '%Y%m%d') FROM ledger.batch_task ORDER BY 1"
+            ).fetchall()
+        ]
+        collected = conn.execute(
+            "SELECT count(*) FILTER (collected_at IS NULL), count(*) FROM ledger.provider_job "
+            "WHERE task_id <> 'ticket_triage_20261120'"
+        ).fetchone()
         # The business table: every day's answers, this partition's written by the timed apply.
         business = dict(conn.execute("SELECT task_id, count(*) FROM main.ticket_labels GROUP BY 1").fetchall())
-        applied = dict(conn.execute("SELECT task_id, count(*) FILTER (outcome = 'applied') FROM ledger.applied_result "
-                                    "GROUP BY 1").fetchall())
-        sources = dict(conn.execute("SELECT strftime(created_date, '%Y%m%d'), count(DISTINCT ticket_id) "
-                                    "FROM main.support_tickets GROUP BY 1").fetchall())
+        applied = dict(
+            conn.execute(
+                "SELECT task_id, count(*) FILTER (outcome = 'applied') FROM ledger.applied_result GROUP BY 1"
+            ).fetchall()
+        )
+        sources = dict(
+            conn.execute(
+                "SELECT strftime(created_date, '%Y%m%d'), count(DISTINCT ticket_id) "
+                "FROM main.support_tickets GROUP BY 1"
+            ).fetchall()
+        )
     assert dates == ["20261118", "20261119", "20261120"]
     assert per_task == {f"ticket_triage_{d}": 200 for d in dates}
-    assert collected[0] == 0 and collected[1] > 0   # the earlier partitions' jobs are long collected
+    assert collected[0] == 0 and collected[1] > 0  # the earlier partitions' jobs are long collected
     assert business == applied and set(business) == set(per_task) and len(set(business.values())) == 1
     assert sources == {d: 200 for d in dates}
 
@@ -276,15 +318,20 @@ def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, c
     stages grew past 1.1 x L/S and whether the large run's peak stayed at the small runs'."""
     assert main(["--items", "400", "--growth-from", "200", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    steps = [line.split(None, 2)[:2] + [line.split(":")[1].split()[0]]
-             for line in out.splitlines() if line.startswith("  [")]   # [tag, "floor:"/"stage:"/"setup:", what]
+    steps = [
+        line.split(None, 2)[:2] + [line.split(":")[1].split()[0]] for line in out.splitlines() if line.startswith("  [")
+    ]  # [tag, "floor:"/"stage:"/"setup:", what]
     measured = [(tag, kind, what) for tag, kind, what in steps if kind != "setup:"]
-    assert measured == [(f"[{run}]", kind, stage) for stage in STAGE_NAMES for run in ("before", "large", "after")
-                        for kind in ("floor:", "stage:")]
+    assert measured == [
+        (f"[{run}]", kind, stage)
+        for stage in STAGE_NAMES
+        for run in ("before", "large", "after")
+        for kind in ("floor:", "stage:")
+    ]
     at = [i for i, (_, kind, _) in enumerate(steps) if kind != "setup:"]
-    for k in range(0, len(at), 6):   # a stage's six measurements are adjacent
+    for k in range(0, len(at), 6):  # a stage's six measurements are adjacent
         assert at[k + 5] - at[k] == 5
-    assert sum(kind == "setup:" for _, kind, _ in steps) == 6   # source and provider outputs, per run
+    assert sum(kind == "setup:" for _, kind, _ in steps) == 6  # source and provider outputs, per run
     report = json.loads((tmp_path / "growth_report.json").read_text())
     assert (report["small"], report["large"], report["verdict"]["limit"]) == (200, 400, pytest.approx(2.2))
     rows = {r["stage"]: r for r in report["rows"]}
@@ -304,11 +351,14 @@ def test_the_growth_mode_brackets_each_large_stage_by_two_small_ones(tmp_path, c
     assert rows["total"]["large_cpu_s"] == pytest.approx(sum(rows[n]["large_cpu_s"] for n in outer))
     assert report["verdict"]["slow_stages"] == [n for n in STAGE_NAMES if rows[n]["growth"] > 2.2]
     assert "| reconcile |" in out and "cpu growth" in out and "floor growth" in out and "disk read MB" in out
-    if Path("/proc/self/io").exists():   # each step's log line says what it read from and wrote to disk
-        assert all(re.search(r", disk read [\d,]+ MB, written [\d,]+ MB, load ", line)
-                   for line in out.splitlines() if line.startswith("  [") and ("floor:" in line or "stage:" in line))
+    if Path("/proc/self/io").exists():  # each step's log line says what it read from and wrote to disk
+        assert all(
+            re.search(r", disk read [\d,]+ MB, written [\d,]+ MB, load ", line)
+            for line in out.splitlines()
+            if line.startswith("  [") and ("floor:" in line or "stage:" in line)
+        )
     assert (tmp_path / "growth_report.md").is_file()
-    assert not list(tmp_path.glob("*/warehouse.duckdb"))     # each run's files removed after it
+    assert not list(tmp_path.glob("*/warehouse.duckdb"))  # each run's files removed after it
 
 
 def test_a_growth_run_that_fails_stops_the_others_and_every_run_removes_its_files(tmp_path, capsys, monkeypatch):
@@ -330,7 +380,7 @@ def test_a_growth_run_that_fails_stops_the_others_and_every_run_removes_its_file
     assert "FAILED: injected: the large run's parse fails" in capsys.readouterr().err
     assert ran[-1] == ("large-400", "stage_parse") and ("after-200", "floor_parse") not in ran
     assert sorted(p.name for p in tmp_path.iterdir()) == ["after-200", "before-200", "large-400"]
-    assert not [p for p in tmp_path.rglob("*") if p.is_file()]   # every run's warehouse and data removed
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # every run's warehouse and data removed
 
 
 def test_the_growth_verdict():
@@ -341,7 +391,7 @@ def test_the_growth_verdict():
 
     rows = [row("manifest", (1.0, 1.2), 12.0), row("apply", (2.0, 2.0), 22.0), row("total", (3.0, 3.2), 34.0)]
     v = verdict(rows, 1_000_000, 10_000_000)
-    assert v.limit == pytest.approx(11.0) and v.slow_stages == [] and v.ok   # 12 / 1.1 = 10.9x; 22 / 2 = 11x
+    assert v.limit == pytest.approx(11.0) and v.slow_stages == [] and v.ok  # 12 / 1.1 = 10.9x; 22 / 2 = 11x
     slow = verdict([row("manifest", (1.0, 1.0), 11.5)], 1_000_000, 10_000_000)
     assert slow.slow_stages == ["manifest"] and not slow.ok
     higher = verdict([row("apply", (2.0, 2.0), 20.0, peaks=(1000.0, 1001.0))], 1_000_000, 10_000_000)
@@ -351,8 +401,12 @@ def test_the_growth_verdict():
 
 def test_growth_is_refused_where_it_does_not_apply(tmp_path, capsys):
     small = ["--items", "2", "--workdir", str(tmp_path)]
-    for argv in (["--growth-from", "2"], ["--growth-from", "0"], ["--growth-from", "1", "--repeat", "2"],
-                 ["--growth-from", "1", "--history", "3"]):
+    for argv in (
+        ["--growth-from", "2"],
+        ["--growth-from", "0"],
+        ["--growth-from", "1", "--repeat", "2"],
+        ["--growth-from", "1", "--history", "3"],
+    ):
         with pytest.raises(SystemExit):
             main(small + argv)
     assert "--growth-from" in capsys.readouterr().err
@@ -360,10 +414,11 @@ def test_growth_is_refused_where_it_does_not_apply(tmp_path, capsys):
 
 # --- disk ------------------------------------------------------------------------------------------
 
+
 def test_a_run_the_disk_cannot_hold_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
     from batch_assets.bench import runner
 
-    monkeypatch.setattr(runner, "free_bytes", lambda path: 10**9)   # 1 GB free
+    monkeypatch.setattr(runner, "free_bytes", lambda path: 10**9)  # 1 GB free
     with pytest.raises(runner.NotEnoughDisk) as refused:
         run_benchmark(items=1_000_000, workdir=tmp_path, snapshot_before=["ingest", "apply"])
     # 1M items: 4 GB for the run and 1.4 GB for each of the two snapshots.
@@ -374,8 +429,10 @@ def test_a_run_the_disk_cannot_hold_is_refused_before_anything_is_written(tmp_pa
     assert "FAILED: the benchmark at 1,000,000 items needs about 4.0 GB free" in capsys.readouterr().err
     # The growth mode checks its large run's disk before its first small run.
     assert main(["--items", "1000000", "--growth-from", "200", "--workdir", str(tmp_path)]) == 2
-    assert ("the growth benchmark (1,000,000 items and twice 200, side by side) needs about 4.0 GB"
-            in capsys.readouterr().err)
+    assert (
+        "the growth benchmark (1,000,000 items and twice 200, side by side) needs about 4.0 GB"
+        in capsys.readouterr().err
+    )
     assert not list(tmp_path.glob("before-*"))
 
 

@@ -33,13 +33,36 @@ from batch_assets.resources import EMULATOR_API_KEY
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
 
 TASK_ID = "ticket_triage_20261120"
-COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel",
-            "dry-run")
+COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel", "dry-run")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-JOB_FIELDS = ["job_key", "task_id", "provider", "endpoint_mode", "endpoint_url", "request_options", "provider_batch_id", "state", "raw_status", "request_total",
-              "request_completed", "request_failed", "cancel_requested", "submitted_at", "terminal_at",
-              "create_outcome", "create_error", "claimed_by", "claim_expires_at", "note", "stuck",
-              "stuck_at", "collect_attempts", "collect_error", "remote_files", "remote_delete_error"]
+JOB_FIELDS = [
+    "job_key",
+    "task_id",
+    "provider",
+    "endpoint_mode",
+    "endpoint_url",
+    "request_options",
+    "provider_batch_id",
+    "state",
+    "raw_status",
+    "request_total",
+    "request_completed",
+    "request_failed",
+    "cancel_requested",
+    "submitted_at",
+    "terminal_at",
+    "create_outcome",
+    "create_error",
+    "claimed_by",
+    "claim_expires_at",
+    "note",
+    "stuck",
+    "stuck_at",
+    "collect_attempts",
+    "collect_error",
+    "remote_files",
+    "remote_delete_error",
+]
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +99,7 @@ def assert_one_line_error(err: str, *expected: str) -> None:
 
 # --- parsing -----------------------------------------------------------------------------------------
 
+
 def test_top_level_help_names_every_command(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0
@@ -97,11 +121,19 @@ def test_emulator_and_bench_help_are_their_own_programs_help(capsys):
 
 
 def test_help_imports_neither_dagster_nor_duckdb():
-    code = ("import contextlib, io, sys\nfrom batch_assets.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help']); main(['report', '--help'])\n"
-            "print(sorted(m for m in ('dagster', 'duckdb', 'openai') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, timeout=60)
+    code = (
+        "import contextlib, io, sys\nfrom batch_assets.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help']); main(['report', '--help'])\n"
+        "print(sorted(m for m in ('dagster', 'duckdb', 'openai') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -119,11 +151,12 @@ def no_benchmark(monkeypatch):
     monkeypatch.setattr(batch_assets.bench.runner, "run_benchmark", refuse)
 
 
-def test_the_word_bench_as_a_flag_value_does_not_start_the_benchmark(capsys, finished_db, tmp_path, monkeypatch,
-                                                                     no_benchmark):
+def test_the_word_bench_as_a_flag_value_does_not_start_the_benchmark(
+    capsys, finished_db, tmp_path, monkeypatch, no_benchmark
+):
     # `--task bench` is the jobs command's own filter (no task of that name here).
     code, out, err = run(capsys, "--database", finished_db, "jobs", "--task", "bench")
-    assert code == 0 and out.splitlines()[0].startswith("job_key")   # an (empty) job listing
+    assert code == 0 and out.splitlines()[0].startswith("job_key")  # an (empty) job listing
     assert "no batch task matches 'bench'" in err and "Traceback" not in err
     # A warehouse file named `bench`: jobs lists its jobs.
     monkeypatch.chdir(tmp_path)
@@ -150,14 +183,17 @@ def test_common_options_work_before_and_after_the_command(capsys, finished_db):
     assert run(capsys, "--database", finished_db, "jobs")[0] == 0
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["nosuch"], "invalid choice: 'nosuch'"),
-    (["jobs", "--bogus"], "unrecognized arguments: --bogus"),
-    (["jobs", "--format", "xml"], "invalid choice: 'xml'"),
-    (["report", "--format"], "expected one argument"),
-    (["dev", "--ui-port", "70000"], "outside 1-65535"),
-    ([], "required: COMMAND"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["nosuch"], "invalid choice: 'nosuch'"),
+        (["jobs", "--bogus"], "unrecognized arguments: --bogus"),
+        (["jobs", "--format", "xml"], "invalid choice: 'xml'"),
+        (["report", "--format"], "expected one argument"),
+        (["dev", "--ui-port", "70000"], "outside 1-65535"),
+        ([], "required: COMMAND"),
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_2(capsys, argv, expected):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
@@ -166,12 +202,28 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, argv, expected):
 
 # --- read commands in every format ---------------------------------------------------------------------
 
+
 def test_jobs_as_table_json_and_csv(capsys, finished_db):
     code, table, _ = run(capsys, "--database", finished_db, "jobs")
     assert code == 0
     header = table.splitlines()[0].split()
-    assert header == ["job_key", "provider", "mode", "batch_id", "state", "raw", "total", "done", "failed", "submitted",
-                      "terminal", "note", "stuck", "collect_error", "remote"]
+    assert header == [
+        "job_key",
+        "provider",
+        "mode",
+        "batch_id",
+        "state",
+        "raw",
+        "total",
+        "done",
+        "failed",
+        "submitted",
+        "terminal",
+        "note",
+        "stuck",
+        "collect_error",
+        "remote",
+    ]
     assert "COMPLETED" in table.splitlines()[2]
 
     code, out, _ = run(capsys, "--database", finished_db, "jobs", "--format", "json", "--task", "ticket_triage")
@@ -195,16 +247,24 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
 
 
 def test_report_table_is_the_reconciliation_table(capsys, finished_db):
-    from batch_assets.pipeline.settle.reconcile import reconcile
     from batch_assets.pipeline.report.partition_tables import reconciliation_table
+    from batch_assets.pipeline.settle.reconcile import reconcile
 
     code, out, _ = run(capsys, "--database", finished_db, "report")
     assert code == 0
     table = reconciliation_table([reconcile(Warehouse.at(finished_db), TASK_ID)]) + "\n"
     assert out.startswith(table)
-    gate = out[len(table):].split("\n")  # then sensitive data and cost per partition
-    assert gate[1].split() == ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency",
-                               "thinking_tokens", "cached_input_tokens"]
+    gate = out[len(table) :].split("\n")  # then sensitive data and cost per partition
+    assert gate[1].split() == [
+        "task_id",
+        "pii_redacted",
+        "pii_blocked",
+        "cost_est",
+        "cost_actual",
+        "currency",
+        "thinking_tokens",
+        "cached_input_tokens",
+    ]
     assert gate[3].split()[0] == TASK_ID and gate[3].split()[-3:] == ["USD", "0", "0"]
 
 
@@ -225,9 +285,25 @@ def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, fin
     [row] = json.loads(out)
     assert row["task_id"] == TASK_ID and row["balanced"] is True and row["problems"] == []
     assert (row["items"], row["rejected"], row["quarantined"], row["applied"], row["stale"]) == (58, 2, 8, 50, 0)
-    assert row["final_failed"] == {c: 0 for c in ("validation_error", "rate_or_capacity_error", "content_policy_error",
-                                                  "internal_error", "parse_error", "expired", "canceled")}
-    assert (row["retried"], row["max_attempt"], row["in_flight"], row["retry_pending"], row["unresolved"]) == (0, 1, 0, 0, 0)
+    assert row["final_failed"] == {
+        c: 0
+        for c in (
+            "validation_error",
+            "rate_or_capacity_error",
+            "content_policy_error",
+            "internal_error",
+            "parse_error",
+            "expired",
+            "canceled",
+        )
+    }
+    assert (row["retried"], row["max_attempt"], row["in_flight"], row["retry_pending"], row["unresolved"]) == (
+        0,
+        1,
+        0,
+        0,
+        0,
+    )
     assert (row["canceled"], row["compliance_held"], row["check"]) == (0, 0, "passed")
 
     code, out, _ = run(capsys, "--database", finished_db, "report", "--format", "csv", "--task", TASK_ID)
@@ -243,8 +319,9 @@ def test_an_unbalanced_report_exits_0_names_it_and_keeps_stdout_parseable(capsys
     import duckdb
 
     with duckdb.connect(str(db)) as conn:
-        conn.execute("DELETE FROM ledger.applied_result WHERE custom_id = (SELECT min(custom_id) "
-                     "FROM ledger.applied_result)")
+        conn.execute(
+            "DELETE FROM ledger.applied_result WHERE custom_id = (SELECT min(custom_id) FROM ledger.applied_result)"
+        )
     code, out, _ = run(capsys, "--database", db, "report")
     assert code == 0
     assert f"NOT DONE {TASK_ID}: failed: unbalanced: applied 49" in out
@@ -256,8 +333,12 @@ def test_an_unbalanced_report_exits_0_names_it_and_keeps_stdout_parseable(capsys
 
 
 def test_the_renderer_writes_every_format_from_one_field_list():
-    fields = [Field("name"), Field("n", header="count"), Field("ok", cell=lambda v: "yes" if v else "NO"),
-              Field("note", in_table=False)]
+    fields = [
+        Field("name"),
+        Field("n", header="count"),
+        Field("ok", cell=lambda v: "yes" if v else "NO"),
+        Field("note", in_table=False),
+    ]
     records = [{"name": "a", "n": 1, "ok": True, "note": None}, {"name": "b", "n": None, "ok": False, "note": "x,y"}]
     out = io.StringIO()
     render(records, fields, "table", out)
@@ -273,10 +354,16 @@ def test_the_renderer_writes_every_format_from_one_field_list():
 
 # --- runtime errors: one line, exit 1 ------------------------------------------------------------------
 
+
 def test_a_missing_warehouse_is_one_line_with_the_fix(capsys, tmp_path):
     missing = tmp_path / "nowhere" / "warehouse.duckdb"
-    for command in (["jobs"], ["report", "--format", "json"], ["sql", "SELECT 1"], ["export", TASK_ID, "--out", "x"],
-                    ["cancel", TASK_ID]):
+    for command in (
+        ["jobs"],
+        ["report", "--format", "json"],
+        ["sql", "SELECT 1"],
+        ["export", TASK_ID, "--out", "x"],
+        ["cancel", TASK_ID],
+    ):
         code, out, err = run(capsys, "--database", missing, *command)
         assert code == 1 and out == ""
         assert_one_line_error(err, f"no warehouse at {missing}", "batch-assets demo", "BATCH_ASSETS_DATABASE")
@@ -286,8 +373,14 @@ def test_a_missing_warehouse_is_one_line_with_the_fix(capsys, tmp_path):
 def test_the_real_console_entry_point_prints_no_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "BATCH_ASSETS_DATABASE": str(tmp_path / "none.duckdb")}
     env.pop("BATCH_ASSETS_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "batch_assets.cli", "jobs", "--task", "bench"], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "batch_assets.cli", "jobs", "--task", "bench"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert_one_line_error(done.stderr, "no warehouse at", "batch-assets demo")
 
@@ -314,11 +407,14 @@ def test_unknown_tasks(capsys, finished_db):
     assert_one_line_error(err, "no provider job or task_id 'nosuch'", "batch-assets jobs")
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("SELEC 1", "SQL error: Parser Error: syntax error"),
-    ("SELECT * FROM no_such_table", "SQL error: Catalog Error"),
-    ("DELETE FROM support_tickets", "read-only"),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("SELEC 1", "SQL error: Parser Error: syntax error"),
+        ("SELECT * FROM no_such_table", "SQL error: Catalog Error"),
+        ("DELETE FROM support_tickets", "read-only"),
+    ],
+)
 def test_sql_errors_are_one_line(capsys, finished_db, query, expected):
     code, out, err = run(capsys, "--database", finished_db, "sql", query)
     assert code == 1 and out == ""
@@ -326,8 +422,9 @@ def test_sql_errors_are_one_line(capsys, finished_db, query, expected):
 
 
 def test_sql_prints_rows_and_says_when_it_cut_them(capsys, finished_db):
-    code, out, err = run(capsys, "--database", finished_db, "sql", "SELECT range AS n, NULL AS x FROM range(5)",
-                         "--limit", "2")
+    code, out, err = run(
+        capsys, "--database", finished_db, "sql", "SELECT range AS n, NULL AS x FROM range(5)", "--limit", "2"
+    )
     assert code == 0
     assert out.splitlines()[2].split() == ["0", "NULL"] and len(out.splitlines()) == 4
     assert "first 2 rows" in err
@@ -336,8 +433,16 @@ def test_sql_prints_rows_and_says_when_it_cut_them(capsys, finished_db):
 def test_a_locked_warehouse_is_one_line(capsys, finished_db, tmp_path):
     db = tmp_path / "warehouse.duckdb"
     shutil.copy(finished_db, db)
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\nc = duckdb.connect(sys.argv[1])\n"
-                               "print('ok', flush=True)\ntime.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time\nc = duckdb.connect(sys.argv[1])\nprint('ok', flush=True)\ntime.sleep(60)",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ok"
         started = time.monotonic()
@@ -367,6 +472,7 @@ def test_an_unexpected_error_is_one_line_unless_debugging(capsys, finished_db, m
 
 
 # --- dev -----------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def nothing_starts(monkeypatch):
@@ -421,8 +527,12 @@ def _submit(wh: Warehouse, task, adapter, per_shard: int | None = None) -> None:
 
 def _ledger_jobs(wh: Warehouse) -> dict[str, tuple]:
     with wh.connect(read_only=True) as conn:
-        return {r[0]: r[1:] for r in conn.execute(
-            "SELECT job_key, cancel_requested, terminal_at FROM ledger.provider_job ORDER BY job_key").fetchall()}
+        return {
+            r[0]: r[1:]
+            for r in conn.execute(
+                "SELECT job_key, cancel_requested, terminal_at FROM ledger.provider_job ORDER BY job_key"
+            ).fetchall()
+        }
 
 
 @pytest.fixture
@@ -431,11 +541,13 @@ def cli_emulator(tmp_path, monkeypatch):
     import contextlib
 
     with contextlib.ExitStack() as stack:
+
         def start(**knobs):
             emu = stack.enter_context(running_emulator(tmp_path / "emulator", **knobs))
             monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emu.base_url)
             monkeypatch.delenv("OPENAI_API_KEY", raising=False)
             return OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=0))
+
         yield start
 
 
@@ -448,7 +560,10 @@ def test_cancel_goes_on_after_an_error_on_one_job(capsys, seeded_copy, ticket_ta
         conn.execute("UPDATE ledger.provider_job SET provider_batch_id = 'batch_unknown' WHERE job_key = ?", [jobs[1]])
     code, out, err = run(capsys, "--database", wh.database, "cancel", TASK_ID)
     assert code == 1
-    assert out.splitlines() == [f"{jobs[0]}: cancel requested (cancelling)", f"{jobs[2]}: cancel requested (cancelling)"]
+    assert out.splitlines() == [
+        f"{jobs[0]}: cancel requested (cancelling)",
+        f"{jobs[2]}: cancel requested (cancelling)",
+    ]
     assert err.splitlines()[0].startswith(f"{jobs[1]}: cancel failed: provider API error: NotFoundError")
     assert "1 of 3 job(s) went wrong" in err and "Traceback" not in err
     ledger = _ledger_jobs(wh)
@@ -464,7 +579,9 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
     with wh.connect(read_only=True) as conn:
         batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job").fetchone()[0]
     deadline = time.monotonic() + 20
-    while not adapter.poll(JobRef(batch_id), JobState.SUBMITTED).terminal:  # finished at the provider, not yet polled into the ledger
+    while not adapter.poll(
+        JobRef(batch_id), JobState.SUBMITTED
+    ).terminal:  # finished at the provider, not yet polled into the ledger
         assert time.monotonic() < deadline
         time.sleep(0.05)
     code, out, err = run(capsys, "--database", wh.database, "cancel", job_key)
@@ -474,7 +591,8 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
 
 
 def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
-        capsys, seeded_copy, ticket_task, cli_emulator, monkeypatch):
+    capsys, seeded_copy, ticket_task, cli_emulator, monkeypatch
+):
     import batch_assets.ledger.jobs
 
     wh = seeded_copy
@@ -487,6 +605,8 @@ def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
     monkeypatch.setattr(batch_assets.ledger.jobs, "record_snapshot", locked)
     code, out, err = run(capsys, "--database", wh.database, "cancel", job_key)
     assert code == 1 and out == ""
-    assert err.splitlines()[0] == (f"{job_key}: cancel requested at the provider (cancelling), but the "
-                                   f"ledger was not updated: warehouse {wh.database} is locked by process 1; "
-                                   "the next poll records it")
+    assert err.splitlines()[0] == (
+        f"{job_key}: cancel requested at the provider (cancelling), but the "
+        f"ledger was not updated: warehouse {wh.database} is locked by process 1; "
+        "the next poll records it"
+    )

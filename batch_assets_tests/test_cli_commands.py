@@ -29,8 +29,8 @@ from .test_cli import TASK_ID, assert_one_line_error, finished_db, run  # noqa: 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[")
-BAR = "━"   # what rich draws a progress bar with
-DB = object()   # stands for `--database <finished_db>` in the argument lists below
+BAR = "━"  # what rich draws a progress bar with
+DB = object()  # stands for `--database <finished_db>` in the argument lists below
 
 
 def _argv(argv, db: Path) -> list:
@@ -39,8 +39,22 @@ def _argv(argv, db: Path) -> list:
 
 # --- --help ------------------------------------------------------------------------------------------------
 
-HELP = [("demo",), ("dev",), ("emulator",), ("bench",), ("soak",), ("seed",), ("jobs",), ("jobs", "adopt"),
-        ("jobs", "abandon"), ("report",), ("export",), ("sql",), ("retry",), ("cancel",)]
+HELP = [
+    ("demo",),
+    ("dev",),
+    ("emulator",),
+    ("bench",),
+    ("soak",),
+    ("seed",),
+    ("jobs",),
+    ("jobs", "adopt"),
+    ("jobs", "abandon"),
+    ("report",),
+    ("export",),
+    ("sql",),
+    ("retry",),
+    ("cancel",),
+]
 
 
 @pytest.mark.parametrize("command", HELP, ids=" ".join)
@@ -65,30 +79,34 @@ def test_demo_help_names_every_task_it_runs(capsys):
 
 # --- bad input: exit non-zero, one line naming the fix -------------------------------------------------------
 
-@pytest.mark.parametrize("argv, code, expected", [
-    (["seed", "--days", "0"], 2, ["--days must be at least 1"]),
-    (["seed", "--days", "x"], 2, ["invalid int value: 'x'", "batch-assets seed --help"]),
-    ([DB, "jobs", "--format", "yaml"], 2, ["invalid choice: 'yaml'"]),
-    ([DB, "jobs", "adopt", "nosuch"], 2, ["required: batch_id", "batch-assets jobs adopt --help"]),
-    ([DB, "jobs", "adopt", "nosuch", "batch_1"], 1, ["no provider job 'nosuch'", "batch-assets jobs"]),
-    ([DB, "jobs", "abandon", "nosuch"], 1, ["no provider job 'nosuch'", "batch-assets jobs"]),
-    ([DB, "jobs", "abandon", f"{TASK_ID}_a1_s0000:job1"], 1, ["has provider batch", "batch-assets cancel"]),
-    ([DB, "report", "--format", "xml"], 2, ["invalid choice: 'xml'", "table", "json", "csv"]),
-    ([DB, "export", TASK_ID], 2, ["required: --out"]),
-    ([DB, "export", "ticket_triage_2026", "--out", "x.csv"], 1, ["no batch task 'ticket_triage_2026'", TASK_ID]),
-    ([DB, "sql"], 2, ["required: query"]),
-    ([DB, "sql", "SELECT 1", "--limit", "0"], 2, ["--limit must be at least 1"]),
-    ([DB, "retry", "nosuch_20261120"], 1, ["no batch task 'nosuch_20261120'", "batch-assets report"]),
-    ([DB, "retry", TASK_ID, "--class", "bogus"], 2, ["invalid choice: 'bogus'"]),
-    ([DB, "cancel"], 2, ["required: target"]),
-    ([DB, "cancel", "nosuch"], 1, ["no provider job or task_id 'nosuch'", "batch-assets jobs"]),
-    (["demo", "--task", "nosuch"], 2, ["invalid choice: 'nosuch'"]),
-    ([DB, "demo"], 2, ["--database does not apply to `demo`", "--data-dir"]),
-    (["dev", "--emulator-port", "0"], 2, ["outside 1-65535"]),
-    ([DB, "--lock-timeout", "-1", "jobs"], 2, ["must be 0 or more"]),
-])
+
+@pytest.mark.parametrize(
+    "argv, code, expected",
+    [
+        (["seed", "--days", "0"], 2, ["--days must be at least 1"]),
+        (["seed", "--days", "x"], 2, ["invalid int value: 'x'", "batch-assets seed --help"]),
+        ([DB, "jobs", "--format", "yaml"], 2, ["invalid choice: 'yaml'"]),
+        ([DB, "jobs", "adopt", "nosuch"], 2, ["required: batch_id", "batch-assets jobs adopt --help"]),
+        ([DB, "jobs", "adopt", "nosuch", "batch_1"], 1, ["no provider job 'nosuch'", "batch-assets jobs"]),
+        ([DB, "jobs", "abandon", "nosuch"], 1, ["no provider job 'nosuch'", "batch-assets jobs"]),
+        ([DB, "jobs", "abandon", f"{TASK_ID}_a1_s0000:job1"], 1, ["has provider batch", "batch-assets cancel"]),
+        ([DB, "report", "--format", "xml"], 2, ["invalid choice: 'xml'", "table", "json", "csv"]),
+        ([DB, "export", TASK_ID], 2, ["required: --out"]),
+        ([DB, "export", "ticket_triage_2026", "--out", "x.csv"], 1, ["no batch task 'ticket_triage_2026'", TASK_ID]),
+        ([DB, "sql"], 2, ["required: query"]),
+        ([DB, "sql", "SELECT 1", "--limit", "0"], 2, ["--limit must be at least 1"]),
+        ([DB, "retry", "nosuch_20261120"], 1, ["no batch task 'nosuch_20261120'", "batch-assets report"]),
+        ([DB, "retry", TASK_ID, "--class", "bogus"], 2, ["invalid choice: 'bogus'"]),
+        ([DB, "cancel"], 2, ["required: target"]),
+        ([DB, "cancel", "nosuch"], 1, ["no provider job or task_id 'nosuch'", "batch-assets jobs"]),
+        (["demo", "--task", "nosuch"], 2, ["invalid choice: 'nosuch'"]),
+        ([DB, "demo"], 2, ["--database does not apply to `demo`", "--data-dir"]),
+        (["dev", "--emulator-port", "0"], 2, ["outside 1-65535"]),
+        ([DB, "--lock-timeout", "-1", "jobs"], 2, ["must be 0 or more"]),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_fix(capsys, finished_db, tmp_path, monkeypatch, argv, code, expected):
-    monkeypatch.chdir(tmp_path)   # nothing a failed command might write lands in the repository
+    monkeypatch.chdir(tmp_path)  # nothing a failed command might write lands in the repository
     got, out, err = run(capsys, *_argv(argv, finished_db))
     assert got == code and out == ""
     assert_one_line_error(err, *expected)
@@ -124,13 +142,17 @@ def test_the_emulator_on_a_taken_port_names_it_and_serves_nothing(capsys, tmp_pa
 
 # --- happy paths ------------------------------------------------------------------------------------------
 
+
 def test_seed_creates_the_warehouse_and_says_what_it_wrote(capsys, tmp_path):
     db = tmp_path / "new" / "warehouse.duckdb"
     db.parent.mkdir()
     code, out, err = run(capsys, "--database", db, "seed", "--days", "1")
     assert (code, err) == (0, "")
-    assert re.fullmatch(rf"\d+ rows in support_tickets, \d+ rows in kb_articles, \d+ rows in product_reviews "
-                        rf"\({re.escape(str(db))}\)\n", out)
+    assert re.fullmatch(
+        rf"\d+ rows in support_tickets, \d+ rows in kb_articles, \d+ rows in product_reviews "
+        rf"\({re.escape(str(db))}\)\n",
+        out,
+    )
 
 
 def test_export_writes_every_item_for_a_spreadsheet(capsys, finished_db, tmp_path):
@@ -158,10 +180,14 @@ def test_export_gives_a_retried_item_one_row_with_its_latest_attempt(capsys, fin
     db = tmp_path / "warehouse.duckdb"
     shutil.copy(finished_db, db)
     with Warehouse.at(db, tmp_path / "data").connect() as conn:
-        (item,) = conn.execute("SELECT min(custom_id) FROM ledger.parsed_result WHERE task_id = ?", [TASK_ID]).fetchone()
-        conn.execute("""INSERT INTO ledger.parsed_result SELECT * REPLACE (attempt + 1 AS attempt,
+        (item,) = conn.execute(
+            "SELECT min(custom_id) FROM ledger.parsed_result WHERE task_id = ?", [TASK_ID]
+        ).fetchone()
+        conn.execute(
+            """INSERT INTO ledger.parsed_result SELECT * REPLACE (attempt + 1 AS attempt,
                             '{"category": "latest"}' AS output_json) FROM ledger.parsed_result WHERE custom_id = ?""",
-                     [item])
+            [item],
+        )
         copy_partition_rows(conn, "2026-11-20", EARLIER_DAYS)
     out_file = tmp_path / "triage.csv"
     code, out, err = run(capsys, "--database", db, "export", TASK_ID, "--out", out_file)
@@ -185,29 +211,34 @@ def test_cancel_of_a_finished_task_has_nothing_to_do(capsys, finished_db):
 
 
 def test_bench_through_the_cli_reports_progress_per_step(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("BATCH_ASSETS_PROGRESS", "1")   # bars although stderr is captured
+    monkeypatch.setenv("BATCH_ASSETS_PROGRESS", "1")  # bars although stderr is captured
     code, out, err = run(capsys, "bench", "--items", "200", "--workdir", tmp_path)
     assert code == 0, err
     assert "stage: reconcile" in out and not ANSI.search(out)
     from batch_assets.bench.runner import STAGES
 
-    steps = 2 * len(STAGES) + 3   # a floor and a stage per stage, the source, the provider outputs, the check
+    steps = 2 * len(STAGES) + 3  # a floor and a stage per stage, the source, the provider outputs, the check
     assert BAR in err and f"{steps}/{steps} steps" in err
     assert (tmp_path / "bench_report.json").is_file()
 
 
 def test_demo_of_one_task_runs_to_balanced_with_progress_bars(capsys, tmp_path, monkeypatch):
     # The demo points its own process at its warehouse and emulator: keep that inside this test.
-    for name in ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_EMULATOR_URL", "DAGSTER_HOME",
-                 "BATCH_ASSETS_PROVIDER_MODE"):
+    for name in (
+        "BATCH_ASSETS_DATABASE",
+        "BATCH_ASSETS_DATA_DIR",
+        "BATCH_ASSETS_EMULATOR_URL",
+        "DAGSTER_HOME",
+        "BATCH_ASSETS_PROVIDER_MODE",
+    ):
         monkeypatch.setenv(name, "")
-    for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):   # the demo drops these: restore them after
+    for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):  # the demo drops these: restore them after
         monkeypatch.delenv(f"BATCH_ASSETS_{provider}_MODE", raising=False)
         monkeypatch.delenv(f"{provider}_BASE_URL", raising=False)
     monkeypatch.setenv("BATCH_ASSETS_PROGRESS", "1")
     code, out, err = run(capsys, "demo", "--data-dir", tmp_path / "data", "--task", "ticket_triage")
     assert code == 0, out + err
-    assert not ANSI.search(out)   # stdout is not the terminal: plain tables
+    assert not ANSI.search(out)  # stdout is not the terminal: plain tables
     partitions = [line.split() for line in out.splitlines() if line.startswith("ticket_triage_2026112")]
     assert [p[0] for p in partitions[:2]] == ["ticket_triage_20261120", "ticket_triage_20261121"]
     assert all("passed" in p for p in partitions[:2])
@@ -217,18 +248,25 @@ def test_demo_of_one_task_runs_to_balanced_with_progress_bars(capsys, tmp_path, 
 
 # --- terminal or not ---------------------------------------------------------------------------------------
 
+
 def _cli(*argv, env_extra: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in TERMINAL_ENV and not k.startswith("BATCH_ASSETS_")}
     env.update({"PYTHONPATH": str(PROJECT_ROOT), **(env_extra or {})})
-    return subprocess.run([sys.executable, "-m", "batch_assets.cli", *map(str, argv)], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "batch_assets.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_piped_output_is_plain_text_without_ansi_codes(finished_db, tmp_path):
     """Real pipes (not a terminal): the plain aligned tables scripts read, no bars, no escape codes."""
-    from batch_assets.pipeline.settle.reconcile import reconcile
     from batch_assets.ledger.warehouse import Warehouse
     from batch_assets.pipeline.report.partition_tables import reconciliation_table
+    from batch_assets.pipeline.settle.reconcile import reconcile
 
     report = _cli("--database", finished_db, "report", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
@@ -242,10 +280,10 @@ def test_piped_output_is_plain_text_without_ansi_codes(finished_db, tmp_path):
 
 
 def test_a_terminal_gets_rich_tables_and_progress_bars(capsys, finished_db, tmp_path, monkeypatch):
-    monkeypatch.setenv("FORCE_COLOR", "1")   # rich treats stdout and stderr as terminals
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats stdout and stderr as terminals
     code, out, _ = run(capsys, "--database", finished_db, "report")
     assert code == 0 and ANSI.search(out)
-    assert "─" in out and "-----" not in out   # rich's rule under the header, not the plain dashes
+    assert "─" in out and "-----" not in out  # rich's rule under the header, not the plain dashes
     assert TASK_ID in out and "passed" in out
     code, out, err = run(capsys, "--database", finished_db, "export", TASK_ID, "--out", tmp_path / "x.csv")
     assert code == 0 and BAR in err and f"{TASK_ID}: export" in err
@@ -266,6 +304,7 @@ def test_json_and_csv_are_never_decorated(capsys, finished_db, monkeypatch, fmt)
 
 
 # --- the progress interface the library reports through ---------------------------------------------------
+
 
 class _RecordedBar:
     def __init__(self, record: list):
@@ -301,15 +340,17 @@ def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db,
 
     wh = Warehouse.at(finished_db)
     assert isinstance(progress.current(), progress.NullReporter)
-    export_results(wh, TASK_ID, tmp_path / "quiet.csv")   # no reporter: nothing to see, nothing breaks
+    export_results(wh, TASK_ID, tmp_path / "quiet.csv")  # no reporter: nothing to see, nothing breaks
     recorder = Recorder()
     with progress.reporting(recorder):
         assert progress.current() is recorder
         export_results(wh, TASK_ID, tmp_path / "loud.csv")
     assert isinstance(progress.current(), progress.NullReporter)
-    size = (tmp_path / "loud.csv").stat().st_size - 3   # without the BOM
-    assert recorder.bars == [[f"{TASK_ID}: export (query)", None, "rows", 58, True, True],
-                             [f"{TASK_ID}: export (write loud.csv)", size, "bytes", size, True, True]]
+    size = (tmp_path / "loud.csv").stat().st_size - 3  # without the BOM
+    assert recorder.bars == [
+        [f"{TASK_ID}: export (query)", None, "rows", 58, True, True],
+        [f"{TASK_ID}: export (write loud.csv)", size, "bytes", size, True, True],
+    ]
 
 
 def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, adapter, wait_for_jobs):
@@ -335,16 +376,26 @@ def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, ad
         files = dict(conn.execute("SELECT path, byte_count FROM ledger.raw_file").fetchall())
     downloads = [b for b in recorder.bars if b[0].startswith("download ")]
     assert len(downloads) == summary.downloaded_files == len(files)
-    assert all(b[2] == "bytes" and b[3] == files[str(wh.data_dir / "raw" / task_id / b[0][len("download "):])]
-               and b[4] for b in downloads)
+    assert all(
+        b[2] == "bytes" and b[3] == files[str(wh.data_dir / "raw" / task_id / b[0][len("download ") :])] and b[4]
+        for b in downloads
+    )
     total = sum(files.values())
     assert by_name[f"{task_id}: ingest results"][1:] == [total, "bytes", total, True, False]
 
 
 def test_library_modules_report_progress_without_rich():
-    code = ("import sys\nimport batch_assets.progress, batch_assets.pipeline.report.export, batch_assets.providers.files\n"
-            "print('rich' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT,
-                          env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, timeout=60)
+    code = (
+        "import sys\nimport batch_assets.progress, batch_assets.pipeline.report.export, batch_assets.providers.files\n"
+        "print('rich' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"

@@ -48,9 +48,9 @@ def test_purge_dry_run_then_purge_then_again(capsys, finished: Warehouse):
     assert shards
     code, out, _ = run(capsys, "purge", "--older-than", "0h", "--dry-run")
     assert code == 0 and "would purge" in out and "would delete shard" in out
-    assert sorted(finished.data_dir.rglob("*.jsonl")) == shards     # nothing deleted
+    assert sorted(finished.data_dir.rglob("*.jsonl")) == shards  # nothing deleted
     code, out, _ = run(capsys, "purge", "--older-than", "30d")
-    assert code == 0 and "purged 0 shard file(s)" in out             # finished just now: inside the window
+    assert code == 0 and "purged 0 shard file(s)" in out  # finished just now: inside the window
     code, out, _ = run(capsys, "purge", "--older-than", "0h", "--task", "ticket_triage")
     assert code == 0 and "compressed 1 raw file(s)" in out
     assert list(finished.data_dir.rglob("*.jsonl")) == [] and list(finished.data_dir.rglob("*.jsonl.gz"))
@@ -119,12 +119,15 @@ def test_revoke_twice_changes_nothing(capsys, finished: Warehouse):
     assert row["revoked"] == labels and row["applied"] == 0 and row["check"] == "passed"
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["revoke"], "name what to revoke"),
-    (["revoke", "--task", "ticket_triage"], "--task NAME and --business-id B go together"),
-    (["revoke", "--business-id", "TK-1"], "--task NAME and --business-id B go together"),
-    (["revoke", "--task-id", TASK_ID, "--custom-id", "x"], "one of --task-id T"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["revoke"], "name what to revoke"),
+        (["revoke", "--task", "ticket_triage"], "--task NAME and --business-id B go together"),
+        (["revoke", "--business-id", "TK-1"], "--task NAME and --business-id B go together"),
+        (["revoke", "--task-id", TASK_ID, "--custom-id", "x"], "one of --task-id T"),
+    ],
+)
 def test_revoke_bad_combinations(capsys, argv, message):
     code, _, err = run(capsys, *argv)
     assert code == 2

@@ -55,30 +55,46 @@ def test_collected_jobs_are_marked_once_and_skipped_after(collected_run, tmp_pat
     wh = _copy(collected_run, tmp_path)
     with wh.connect() as conn:
         conn.execute("UPDATE ledger.provider_job SET collected_at = NULL")
-        (first, second, third) = sorted(r[0] for r in conn.execute("SELECT job_key FROM ledger.provider_job").fetchall())
+        (first, second, third) = sorted(
+            r[0] for r in conn.execute("SELECT job_key FROM ledger.provider_job").fetchall()
+        )
         # One job looks not collected: a file of it not ingested yet.
-        conn.execute("""INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, path, sha256, byte_count, downloaded_at)
-                        VALUES ('late', ?, ?, 'output', '/nowhere', '', 0, now()::TIMESTAMP)""", [third, TASK_ID1])
+        conn.execute(
+            """INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, path, sha256, byte_count, downloaded_at)
+                        VALUES ('late', ?, ?, 'output', '/nowhere', '', 0, now()::TIMESTAMP)""",
+            [third, TASK_ID1],
+        )
     (pending,) = pending_jobs(wh)
     assert (pending.job_key, pending.reason) == (third, "raw files not ingested")
     marks = _collected_at(wh)
     assert marks[first] is not None and marks[second] is not None and marks[third] is None
     # A job once found collected is not looked at again: the same sign of pending work on it is ignored.
     with wh.connect() as conn:
-        conn.execute("""INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, path, sha256, byte_count, downloaded_at)
-                        VALUES ('later', ?, ?, 'output', '/nowhere', '', 0, now()::TIMESTAMP)""", [first, TASK_ID1])
+        conn.execute(
+            """INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, path, sha256, byte_count, downloaded_at)
+                        VALUES ('later', ?, ?, 'output', '/nowhere', '', 0, now()::TIMESTAMP)""",
+            [first, TASK_ID1],
+        )
     assert [(j.job_key, j.reason) for j in pending_jobs(wh)] == [(third, "raw files not ingested")]
     assert _collected_at(wh)[first] == marks[first]
 
 
-@pytest.mark.parametrize("step, reason", [
-    ("UPDATE ledger.provider_job SET downloaded_at = NULL WHERE job_key = $job", "not downloaded"),
-    ("DELETE FROM ledger.parsed_result WHERE (custom_id, attempt) IN "
-     "(SELECT custom_id, attempt FROM ledger.raw_result WHERE job_key = $job AND status = 'ok' LIMIT 1)",
-     "result lines not parsed"),
-    ("DELETE FROM ledger.applied_result WHERE custom_id IN (SELECT custom_id FROM ledger.parsed_result "
-     "WHERE job_key = $job AND error_class IS NULL LIMIT 1)", "usable outcomes not applied"),
-])
+@pytest.mark.parametrize(
+    "step, reason",
+    [
+        ("UPDATE ledger.provider_job SET downloaded_at = NULL WHERE job_key = $job", "not downloaded"),
+        (
+            "DELETE FROM ledger.parsed_result WHERE (custom_id, attempt) IN "
+            "(SELECT custom_id, attempt FROM ledger.raw_result WHERE job_key = $job AND status = 'ok' LIMIT 1)",
+            "result lines not parsed",
+        ),
+        (
+            "DELETE FROM ledger.applied_result WHERE custom_id IN (SELECT custom_id FROM ledger.parsed_result "
+            "WHERE job_key = $job AND error_class IS NULL LIMIT 1)",
+            "usable outcomes not applied",
+        ),
+    ],
+)
 def test_each_unfinished_step_keeps_a_job_pending_and_unmarked(collected_run, tmp_path, step, reason):
     wh = _copy(collected_run, tmp_path)
     with wh.connect() as conn:
@@ -95,15 +111,22 @@ def test_the_search_reads_only_the_unfinished_jobs_partitions(collected_run, tmp
     row counts)."""
     wh = _copy(collected_run, tmp_path)
     with wh.connect() as conn:
-        own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
-               for t in BIG_TABLES}
+        own = {
+            t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
+            for t in BIG_TABLES
+        }
         copy_partition_rows(conn, DAY1, EARLIER_DAYS)
         unmark_collected(conn, TASK_ID1)
         conn.execute(f"CREATE TEMP TABLE cand AS {collect._CANDIDATES_SQL}", {"task_id": None})
         assert conn.execute("SELECT DISTINCT task_id FROM cand").fetchall() == [(TASK_ID1,)]
         found = {}
-        scans = ledger_scans(conn, lambda: found.update(reasons=conn.execute(
-            f"SELECT reason FROM ({collect._reasons_sql('cand', [TASK_ID1])})").fetchall()), tmp_path / "profile.json")
+        scans = ledger_scans(
+            conn,
+            lambda: found.update(
+                reasons=conn.execute(f"SELECT reason FROM ({collect._reasons_sql('cand', [TASK_ID1])})").fetchall()
+            ),
+            tmp_path / "profile.json",
+        )
     assert found["reasons"] == [(None,)] * 3
     assert set(BIG_TABLES) <= set(scans), scans
     for table in BIG_TABLES:
@@ -120,7 +143,7 @@ def test_rows_of_partitions_selects_exactly_the_named_partitions(n):
 
     conn = duckdb.connect()
     conn.execute("CREATE TABLE t AS SELECT 'task_' || (i % 30) AS task_id, i FROM range(3000) r(i)")
-    names = [f"task_{k}" for k in range(n)] + ["task_0"] * (n > 0)   # a repeated name counts once
+    names = [f"task_{k}" for k in range(n)] + ["task_0"] * (n > 0)  # a repeated name counts once
     got = conn.execute(f"SELECT task_id, i FROM {rows_of_partitions('t', 'task_id, i', names)} ORDER BY i").fetchall()
     want = conn.execute("SELECT task_id, i FROM t WHERE list_contains(?, task_id) ORDER BY i", [names]).fetchall()
     assert got == want and len(got) == 100 * n

@@ -11,8 +11,13 @@ import pytest
 from .conftest import DAY1, DAY2
 
 TASK = "ticket_triage"
-TABLE_STAGES = {"manifest": "ledger.manifest_item", "shards": "ledger.shard_line", "raw_results": "ledger.raw_result",
-                "parsed_results": "ledger.parsed_result", "applied": "ledger.applied_result"}
+TABLE_STAGES = {
+    "manifest": "ledger.manifest_item",
+    "shards": "ledger.shard_line",
+    "raw_results": "ledger.raw_result",
+    "parsed_results": "ledger.parsed_result",
+    "applied": "ledger.applied_result",
+}
 RANGE_TAGS = {"dagster/asset_partition_range_start": DAY1, "dagster/asset_partition_range_end": DAY2}
 
 
@@ -31,13 +36,19 @@ def meta(event) -> dict:
 
 
 def materializations(result, stage: str) -> dict[str, dict]:
-    return {e.partition: meta(e.event_specific_data.materialization) for e in result.all_events
-            if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == key(stage)}
+    return {
+        e.partition: meta(e.event_specific_data.materialization)
+        for e in result.all_events
+        if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == key(stage)
+    }
 
 
 def observations(result, asset_key: dg.AssetKey) -> list[dict]:
-    return [meta(e.event_specific_data.asset_observation) for e in result.all_events
-            if e.event_type_value == "ASSET_OBSERVATION" and e.asset_key == asset_key]
+    return [
+        meta(e.event_specific_data.asset_observation)
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION" and e.asset_key == asset_key
+    ]
 
 
 def run_both_days(d, instance, wait_for_jobs, warehouse, adapter, **collect_kwargs):
@@ -69,8 +80,11 @@ def runs(tmp_path_factory, _seeded_template):
     root = tmp_path_factory.mktemp("surface")
     wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
     shutil.copy(_seeded_template, wh.database)
-    with running_emulator(root / "emulator", **FAST_EMULATOR) as emu, pytest.MonkeyPatch.context() as mp, \
-            dg.instance_for_test() as instance:
+    with (
+        running_emulator(root / "emulator", **FAST_EMULATOR) as emu,
+        pytest.MonkeyPatch.context() as mp,
+        dg.instance_for_test() as instance,
+    ):
         mp.setenv("BATCH_ASSETS_DATABASE", str(wh.database))
         mp.setenv("BATCH_ASSETS_DATA_DIR", str(wh.data_dir))
         mp.setenv("BATCH_ASSETS_EMULATOR_URL", emu.base_url)
@@ -80,7 +94,8 @@ def runs(tmp_path_factory, _seeded_template):
         d = load_defs()
         submit, collect = run_both_days(d, instance, _wait_for_jobs, wh, adapter, partition_key=DAY1)
         by_sensor = d.resolve_job_def(f"{TASK}__collect").execute_in_process(
-            instance=instance, partition_key=DAY2, tags=SENSOR_TAGS)
+            instance=instance, partition_key=DAY2, tags=SENSOR_TAGS
+        )
         assert by_sensor.success
         yield d, instance, submit, collect, wh, by_sensor
 
@@ -88,8 +103,10 @@ def runs(tmp_path_factory, _seeded_template):
 def test_table_writing_assets_record_table_name_columns_and_rows(runs):
     _, _, submit, collect, wh, _ = runs
     with wh.connect() as conn:
-        expected = {stage: dict(conn.execute(f"SELECT task_id, count(*) FROM {table} GROUP BY 1").fetchall())
-                    for stage, table in TABLE_STAGES.items()}
+        expected = {
+            stage: dict(conn.execute(f"SELECT task_id, count(*) FROM {table} GROUP BY 1").fetchall())
+            for stage, table in TABLE_STAGES.items()
+        }
     for stage, table in TABLE_STAGES.items():
         result = submit if stage in ("manifest", "shards") else collect
         by_partition = materializations(result, stage)
@@ -104,16 +121,23 @@ def test_table_writing_assets_record_table_name_columns_and_rows(runs):
             # the partition's rows, and the task's rows over every partition
             assert m["dagster/partition_row_count"] == expected[stage].get(task_id, 0) > 0, (stage, day)
             # (DAY2 was collected after DAY1's collect run)
-            assert m["dagster/row_count"] == sum(expected[stage].get(f"{TASK}_{d.replace('-', '')}", 0)
-                                                  for d in days), (stage, day)
+            assert m["dagster/row_count"] == sum(
+                expected[stage].get(f"{TASK}_{d.replace('-', '')}", 0) for d in days
+            ), (stage, day)
     assert materializations(submit, "manifest")[DAY1]["dagster/partition_row_count"] == 58
 
 
 def test_applied_carries_each_partitions_health_and_the_check_names_its_partition(runs):
     _, _, _, collect, _, _ = runs
     m = materializations(collect, "applied")[DAY1]
-    assert (m["task_id"], m["items"], m["applied"], m["final_failed"], m["in_flight"], m["unresolved"]) == \
-           (f"{TASK}_20261120", 58, 50, 0, 0, 0)
+    assert (m["task_id"], m["items"], m["applied"], m["final_failed"], m["in_flight"], m["unresolved"]) == (
+        f"{TASK}_20261120",
+        58,
+        50,
+        0,
+        0,
+        0,
+    )
     assert m["applied_rate"] == pytest.approx(50 / 58) and m["failure_rate"] == 0.0
     assert m["final_status"] == "COMPLETED"
     (check,) = collect.get_asset_check_evaluations()
@@ -127,7 +151,9 @@ def test_source_and_business_tables_are_observed_with_rows_and_columns(runs):
     _, _, submit, collect, wh, _ = runs
     with wh.connect() as conn:
         tickets = conn.execute("SELECT count(*) FROM support_tickets").fetchone()[0]
-        labels = conn.execute("SELECT count(*) FROM ticket_labels WHERE task_id = ?", [f"{TASK}_20261120"]).fetchone()[0]
+        labels = conn.execute("SELECT count(*) FROM ticket_labels WHERE task_id = ?", [f"{TASK}_20261120"]).fetchone()[
+            0
+        ]
     (source,) = observations(submit, dg.AssetKey(["warehouse", "support_tickets"]))
     assert source["dagster/table_name"] == "main.support_tickets" and source["dagster/row_count"] == tickets
     assert "body" in {c.name for c in source["dagster/column_schema"].columns}
@@ -148,8 +174,13 @@ def test_runs_carry_task_and_partition_tags_whoever_launches_them(runs):
 def test_the_report_asset_shows_the_partitions_figures_and_writes_its_page(runs):
     _, _, _, collect, wh, _ = runs
     m = materializations(collect, "report")[DAY1]
-    assert (m["task_id"], m["status"], m["items"], m["applied"], m["unresolved"]) == \
-           (f"{TASK}_20261120", "COMPLETED", 58, 50, 0)
+    assert (m["task_id"], m["status"], m["items"], m["applied"], m["unresolved"]) == (
+        f"{TASK}_20261120",
+        "COMPLETED",
+        58,
+        50,
+        0,
+    )
     assert m["completion_rate"] == 1.0 and m["input_tokens"] > 0 and m["total_time_s"] > 0
     assert "| applied (final) | 50 |" in m["report"]
     page = wh.data_dir / "reports" / f"{TASK}_20261120.html"

@@ -26,8 +26,13 @@ KINDS = {
     "applied": {"duckdb", "table"},
     "report": {"html"},
 }
-TABLE_OF_STAGE = {"manifest": "ledger.manifest_item", "shards": "ledger.shard_line", "raw_results": "ledger.raw_result",
-                  "parsed_results": "ledger.parsed_result", "applied": "ledger.applied_result"}
+TABLE_OF_STAGE = {
+    "manifest": "ledger.manifest_item",
+    "shards": "ledger.shard_line",
+    "raw_results": "ledger.raw_result",
+    "parsed_results": "ledger.parsed_result",
+    "applied": "ledger.applied_result",
+}
 LOAD_STRICT = """
 import json
 import dagster as dg
@@ -53,9 +58,11 @@ def test_definitions_load_with_deprecation_and_future_warnings_as_errors(tmp_pat
     """In a fresh interpreter, so import-time warnings count too."""
     proc = subprocess.run(
         [sys.executable, "-W", "error::DeprecationWarning", "-W", "error::FutureWarning", "-c", LOAD_STRICT],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "BATCH_ASSETS_DATABASE": str(tmp_path / "w.duckdb"),
-             "BATCH_ASSETS_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "BATCH_ASSETS_DATABASE": str(tmp_path / "w.duckdb"), "BATCH_ASSETS_DATA_DIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     keys = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -77,8 +84,13 @@ def test_ticket_triage_assets_group_and_kinds(defs):
         assert set(spec.kinds) == KINDS[stage], stage
         assert spec.description, stage
         assert isinstance(spec.partitions_def, dg.DailyPartitionsDefinition)
-    deps = {stage: {d.asset_key for d in defs.resolve_assets_def(key("ticket_triage", stage))
-                    .specs_by_key[key("ticket_triage", stage)].deps} for stage in STAGES}
+    deps = {
+        stage: {
+            d.asset_key
+            for d in defs.resolve_assets_def(key("ticket_triage", stage)).specs_by_key[key("ticket_triage", stage)].deps
+        }
+        for stage in STAGES
+    }
     assert [deps[s] for s in STAGES[1:]] == [{key("ticket_triage", s)} for s in STAGES[:-1]]
     assert deps["manifest"] == {dg.AssetKey(["warehouse", "support_tickets"])}
 
@@ -124,8 +136,10 @@ def test_daily_schedule_submits_yesterdays_partition_at_one(defs):
     # Targets the partitioned submit job; stopped until someone starts it.
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert isinstance(defs.resolve_job_def(schedule.job_name).partitions_def, dg.DailyPartitionsDefinition)
-    for now, partition in [(dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC), "2026-11-21"),
-                           (dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.UTC), "2026-11-30")]:
+    for now, partition in [
+        (dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC), "2026-11-21"),
+        (dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.UTC), "2026-11-30"),
+    ]:
         (request,) = evaluate_schedule(defs, now)
         assert request.partition_key == partition
         assert request.tags["batch_assets/partition"] == partition
@@ -146,8 +160,13 @@ def test_provider_sensor_is_present_and_running_by_default(defs):
 def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     shards = defs.resolve_assets_def(key("ticket_triage", "shards"))
     checks = sorted((c.name, c.blocking) for c in shards.check_specs)
-    assert checks == [("dry_run_recorded", True), ("model_allowed", True), ("prompt_unchanged", True),
-                      ("shards_within_limits", True), ("within_budget", True)]
+    assert checks == [
+        ("dry_run_recorded", True),
+        ("model_allowed", True),
+        ("prompt_unchanged", True),
+        ("shards_within_limits", True),
+        ("within_budget", True),
+    ]
     applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
     assert [c.name for c in applied.check_specs] == ["reconciliation"]
     # Results are recorded per partition (a run over a range of days has one result for the range).

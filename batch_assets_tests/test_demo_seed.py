@@ -32,12 +32,20 @@ US_PHONE = re.compile(r"(?:\+1[ -]?)?\(?\d{3}\)?[ -]?555[ -]01\d{2}(?!\d)")
 CARD = re.compile(r"(?<!\d)(?:\d{4}[ -]?){3}\d{4}(?!\d)")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 THEME_KEYWORDS = {
-    "billing": re.compile(r"invoice|refund|charge|bill|VAT|payment|price|discount|receipt|发票|退款|扣|账单|付款|支付|优惠|续费",
-                          re.IGNORECASE),
-    "technical": re.compile(r"error|crash|sync|tim(?:e|ing) ?out|API|HTTP|slow|freez|upload|export|import|"
-                            r"闪退|同步|超时|报错|失败|导出|上传|卡", re.IGNORECASE),
-    "account": re.compile(r"password|2FA|log ?in|account|SSO|e-mail|username|admin|"
-                          r"密码|验证|登录|账号|注销|手机号|管理员|邮箱", re.IGNORECASE),
+    "billing": re.compile(
+        r"invoice|refund|charge|bill|VAT|payment|price|discount|receipt|发票|退款|扣|账单|付款|支付|优惠|续费",
+        re.IGNORECASE,
+    ),
+    "technical": re.compile(
+        r"error|crash|sync|tim(?:e|ing) ?out|API|HTTP|slow|freez|upload|export|import|"
+        r"闪退|同步|超时|报错|失败|导出|上传|卡",
+        re.IGNORECASE,
+    ),
+    "account": re.compile(
+        r"password|2FA|log ?in|account|SSO|e-mail|username|admin|"
+        r"密码|验证|登录|账号|注销|手机号|管理员|邮箱",
+        re.IGNORECASE,
+    ),
 }
 
 
@@ -90,12 +98,40 @@ def test_demo_partition_dates():
 
 def test_every_template_fills_from_the_generator_slots():
     """Rarely drawn templates must not hide a misspelt slot until the seed that happens to pick them."""
-    framing = {"problem", "detail", "minutes", "pii_email", "pii_phone", "pii_card", "greeting", "closing",
-               "name", "combining_name", "zwj_emoji", "emoji", "rtl_text", "user", "file", "kb"}
+    framing = {
+        "problem",
+        "detail",
+        "minutes",
+        "pii_email",
+        "pii_phone",
+        "pii_card",
+        "greeting",
+        "closing",
+        "name",
+        "combining_name",
+        "zwj_emoji",
+        "emoji",
+        "rtl_text",
+        "user",
+        "file",
+        "kb",
+    }
     known = set(_slots(random.Random(0), "en", date(2026, 11, 20))) | framing
 
-    names = ("tickets", "generic_subjects", "details", "web_forms", "phone_headers", "subject_prefixes",
-             "resubmit_notes", "pii_email", "pii_phone", "pii_card", "hazards", "long_intros")
+    names = (
+        "tickets",
+        "generic_subjects",
+        "details",
+        "web_forms",
+        "phone_headers",
+        "subject_prefixes",
+        "resubmit_notes",
+        "pii_email",
+        "pii_phone",
+        "pii_card",
+        "hazards",
+        "long_intros",
+    )
     bank = text_banks.support_tickets()
     checked = 0
     for name in names:
@@ -108,13 +144,19 @@ def test_every_template_fills_from_the_generator_slots():
 
 def test_schema_and_no_other_tables(conn):
     assert conn.execute("SELECT column_name, column_type FROM (DESCRIBE main.support_tickets)").fetchall() == [
-        ("ticket_id", "VARCHAR"), ("created_date", "DATE"), ("created_at", "TIMESTAMP"),
-        ("channel", "VARCHAR"), ("language", "VARCHAR"), ("customer_name", "VARCHAR"),
-        ("customer_email", "VARCHAR"), ("subject", "VARCHAR"), ("body", "VARCHAR"),
+        ("ticket_id", "VARCHAR"),
+        ("created_date", "DATE"),
+        ("created_at", "TIMESTAMP"),
+        ("channel", "VARCHAR"),
+        ("language", "VARCHAR"),
+        ("customer_name", "VARCHAR"),
+        ("customer_email", "VARCHAR"),
+        ("subject", "VARCHAR"),
+        ("body", "VARCHAR"),
     ]
-    assert conn.execute(
-        "SELECT table_schema, table_name, table_type FROM information_schema.tables"
-    ).fetchall() == [("main", "support_tickets", "BASE TABLE")]
+    assert conn.execute("SELECT table_schema, table_name, table_type FROM information_schema.tables").fetchall() == [
+        ("main", "support_tickets", "BASE TABLE")
+    ]
 
 
 def test_row_counts_per_day(seeded, conn):
@@ -134,7 +176,11 @@ def test_columns_look_like_a_support_queue(conn):
     ).fetchone()[0]
     assert bad_ids == 0
     assert {row[0] for row in conn.execute("SELECT DISTINCT channel FROM main.support_tickets").fetchall()} == {
-        "email", "chat", "phone", "web"}
+        "email",
+        "chat",
+        "phone",
+        "web",
+    }
     assert conn.execute(
         """SELECT count(*) FILTER (WHERE subject IS NULL OR subject = ''),
                   count(*) FILTER (WHERE customer_name IS NULL OR customer_name = ''),
@@ -200,7 +246,9 @@ def test_exactly_one_double_submitted_ticket_per_day(conn):
     ).fetchall()
     assert [(row[0], row[2:]) for row in duplicates] == [(d, (2, 2, 1, 2)) for d in DATES]
     # Ids are unique across days too: the date is part of the id.
-    assert conn.execute("SELECT count(DISTINCT ticket_id) FROM main.support_tickets").fetchone()[0] == len(DATES) * (PER_DAY - 1)
+    assert conn.execute("SELECT count(DISTINCT ticket_id) FROM main.support_tickets").fetchone()[0] == len(DATES) * (
+        PER_DAY - 1
+    )
 
 
 def test_personal_data_share_every_day(conn):
@@ -208,8 +256,10 @@ def test_personal_data_share_every_day(conn):
     for created_date, bodies in _bodies_by_day(conn).items():
         with_pii = cards = 0
         for body in filter(None, bodies):
-            hits = {name: pattern.findall(body) for name, pattern in
-                    (("email", EMAIL), ("cn", CN_MOBILE), ("us", US_PHONE), ("card", CARD))}
+            hits = {
+                name: pattern.findall(body)
+                for name, pattern in (("email", EMAIL), ("cn", CN_MOBILE), ("us", US_PHONE), ("card", CARD))
+            }
             formats.update(name for name, found in hits.items() if found)
             if any(hits.values()):
                 with_pii += 1

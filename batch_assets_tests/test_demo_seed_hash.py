@@ -23,18 +23,37 @@ _ALT = {"start_date": date(2025, 2, 27), "seed": 7}
 # covers another seed and start date, a day crossing a month end and a KB catalogue grown past its
 # default size (4 * per_day > 2400).
 CASES = [
-    (seed_support_tickets, "main.support_tickets", {},
-     "9b56fd489e311022e2feac11782ae75c75f5762f5296ba58494d1b2c94510933"),
-    (seed_kb_articles, "main.kb_articles", {},
-     "5580343d240235a15343a749a7021fe4daf1c81e06af836263b9f8e2bf1f153a"),
-    (seed_product_reviews, "main.product_reviews", {},
-     "896eb100b642133f5f671646686533eaeb6ab98ab85c8f19530b3d204f9ad491"),
-    (seed_support_tickets, "main.support_tickets", {**_ALT, "days": 2, "per_day": 60},
-     "2bd677b0cd817803d2fe4aca693098aeca79a5f5c8a02b92359f5a70698b9445"),
-    (seed_kb_articles, "main.kb_articles", {**_ALT, "days": 3, "per_day": 700},
-     "d4a6b3be339321fe2eaea10ef0c1bca75563b195556ed2fd2fb795056e171a58"),
-    (seed_product_reviews, "main.product_reviews", {**_ALT, "days": 2, "per_day": 50},
-     "3e282096a353d6e20ef33c66ff1fc8b6749156e64ddaf386b4648ed86639f2c3"),
+    (
+        seed_support_tickets,
+        "main.support_tickets",
+        {},
+        "9b56fd489e311022e2feac11782ae75c75f5762f5296ba58494d1b2c94510933",
+    ),
+    (seed_kb_articles, "main.kb_articles", {}, "5580343d240235a15343a749a7021fe4daf1c81e06af836263b9f8e2bf1f153a"),
+    (
+        seed_product_reviews,
+        "main.product_reviews",
+        {},
+        "896eb100b642133f5f671646686533eaeb6ab98ab85c8f19530b3d204f9ad491",
+    ),
+    (
+        seed_support_tickets,
+        "main.support_tickets",
+        {**_ALT, "days": 2, "per_day": 60},
+        "2bd677b0cd817803d2fe4aca693098aeca79a5f5c8a02b92359f5a70698b9445",
+    ),
+    (
+        seed_kb_articles,
+        "main.kb_articles",
+        {**_ALT, "days": 3, "per_day": 700},
+        "d4a6b3be339321fe2eaea10ef0c1bca75563b195556ed2fd2fb795056e171a58",
+    ),
+    (
+        seed_product_reviews,
+        "main.product_reviews",
+        {**_ALT, "days": 2, "per_day": 50},
+        "3e282096a353d6e20ef33c66ff1fc8b6749156e64ddaf386b4648ed86639f2c3",
+    ),
 ]
 
 
@@ -59,9 +78,11 @@ def table_digest(conn: duckdb.DuckDBPyConnection, table: str) -> str:
     return digest.hexdigest()
 
 
-@pytest.mark.parametrize(("seeder", "table", "kwargs", "expected"), CASES,
-                         ids=[f"{table.split('.')[1]}-{'default' if not kwargs else 'alt'}"
-                              for _, table, kwargs, _ in CASES])
+@pytest.mark.parametrize(
+    ("seeder", "table", "kwargs", "expected"),
+    CASES,
+    ids=[f"{table.split('.')[1]}-{'default' if not kwargs else 'alt'}" for _, table, kwargs, _ in CASES],
+)
 def test_seeded_table_matches_its_recorded_digest(tmp_path, seeder, table, kwargs, expected):
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as conn:
         seeder(conn, **kwargs)

@@ -12,8 +12,16 @@ import duckdb
 import pytest
 
 from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_product_reviews, text_banks
-from batch_assets.demo.seed_kb import (LONG_BODY_MIN_CHARS as KB_LONG, MAX_WORDS, MIN_WORDS, REEDITS_PER_DAY,
-                                       REEDIT_LOOKBACK_DAYS, article_words)
+from batch_assets.demo.seed_kb import (
+    LONG_BODY_MIN_CHARS as KB_LONG,
+)
+from batch_assets.demo.seed_kb import (
+    MAX_WORDS,
+    MIN_WORDS,
+    REEDIT_LOOKBACK_DAYS,
+    REEDITS_PER_DAY,
+    article_words,
+)
 from batch_assets.demo.seed_kb import _slots as kb_slots
 from batch_assets.demo.seed_reviews import LONG_BODY_MIN_CHARS as REVIEW_LONG
 from batch_assets.demo.seed_reviews import _slots as review_slots
@@ -35,7 +43,9 @@ FROM main.product_reviews {where}
 """
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # Typical wording of unhappy and happy reviewers, in both languages.
-NEGATIVE = re.compile(r"差评|退货|退款|坏了|别买|垃圾|踩雷|DOA|returned it|refund|broke|waste|don't buy|do not buy", re.I)
+NEGATIVE = re.compile(
+    r"差评|退货|退款|坏了|别买|垃圾|踩雷|DOA|returned it|refund|broke|waste|don't buy|do not buy", re.I
+)
 POSITIVE = re.compile(r"好评|性价比高|推荐|满意|值了|love|great|excellent|perfect|recommend", re.I)
 
 
@@ -43,14 +53,17 @@ def _hash(conn, query: str, where: str = "") -> str:
     return conn.execute(query.format(where=where)).fetchone()[0]
 
 
-def _assert_zh_share(conn, table: str, date_column: str, *, per_day: tuple[float, float],
-                     overall: tuple[float, float]) -> None:
+def _assert_zh_share(
+    conn, table: str, date_column: str, *, per_day: tuple[float, float], overall: tuple[float, float]
+) -> None:
     """The share of Chinese rows of ``main.<table>`` lies within ``per_day`` on each day and ``overall`` in all."""
     for day, zh_share in conn.execute(
         f"SELECT {date_column}, avg((language = 'zh')::INT) FROM main.{table} GROUP BY ALL"
     ).fetchall():
         assert per_day[0] <= zh_share <= per_day[1], (day, zh_share)
-    assert overall[0] <= conn.execute(f"SELECT avg((language = 'zh')::INT) FROM main.{table}").fetchone()[0] <= overall[1]
+    assert (
+        overall[0] <= conn.execute(f"SELECT avg((language = 'zh')::INT) FROM main.{table}").fetchone()[0] <= overall[1]
+    )
 
 
 def _emoji_only(body: str) -> bool:
@@ -75,29 +88,41 @@ def conn(seeded):
 
 # --- both tables -----------------------------------------------------------------------------------
 
+
 def test_schemas_and_no_other_tables(conn):
     assert conn.execute("SELECT column_name, column_type FROM (DESCRIBE main.kb_articles)").fetchall() == [
-        ("article_id", "VARCHAR"), ("updated_date", "DATE"), ("updated_at", "TIMESTAMP"), ("product", "VARCHAR"),
-        ("language", "VARCHAR"), ("title", "VARCHAR"), ("body", "VARCHAR"),
+        ("article_id", "VARCHAR"),
+        ("updated_date", "DATE"),
+        ("updated_at", "TIMESTAMP"),
+        ("product", "VARCHAR"),
+        ("language", "VARCHAR"),
+        ("title", "VARCHAR"),
+        ("body", "VARCHAR"),
     ]
     assert conn.execute("SELECT column_name, column_type FROM (DESCRIBE main.product_reviews)").fetchall() == [
-        ("review_id", "VARCHAR"), ("review_date", "DATE"), ("created_at", "TIMESTAMP"), ("product", "VARCHAR"),
-        ("rating", "INTEGER"), ("language", "VARCHAR"), ("title", "VARCHAR"), ("body", "VARCHAR"),
+        ("review_id", "VARCHAR"),
+        ("review_date", "DATE"),
+        ("created_at", "TIMESTAMP"),
+        ("product", "VARCHAR"),
+        ("rating", "INTEGER"),
+        ("language", "VARCHAR"),
+        ("title", "VARCHAR"),
+        ("body", "VARCHAR"),
     ]
-    assert sorted(conn.execute(
-        "SELECT table_schema, table_name, table_type FROM information_schema.tables").fetchall()) == [
-        ("main", "kb_articles", "BASE TABLE"), ("main", "product_reviews", "BASE TABLE")]
+    assert sorted(
+        conn.execute("SELECT table_schema, table_name, table_type FROM information_schema.tables").fetchall()
+    ) == [("main", "kb_articles", "BASE TABLE"), ("main", "product_reviews", "BASE TABLE")]
 
 
 def test_row_counts_per_day(seeded, conn):
     assert seeded[1] == len(DATES) * KB_PER_DAY
     assert seeded[2] == len(DATES) * REVIEWS_PER_DAY
+    assert conn.execute("SELECT updated_date, count(*) FROM main.kb_articles GROUP BY ALL ORDER BY 1").fetchall() == [
+        (d, KB_PER_DAY) for d in DATES
+    ]
     assert conn.execute(
-        "SELECT updated_date, count(*) FROM main.kb_articles GROUP BY ALL ORDER BY 1").fetchall() == [
-        (d, KB_PER_DAY) for d in DATES]
-    assert conn.execute(
-        "SELECT review_date, count(*) FROM main.product_reviews GROUP BY ALL ORDER BY 1").fetchall() == [
-        (d, REVIEWS_PER_DAY) for d in DATES]
+        "SELECT review_date, count(*) FROM main.product_reviews GROUP BY ALL ORDER BY 1"
+    ).fetchall() == [(d, REVIEWS_PER_DAY) for d in DATES]
 
 
 def _kb_slot_names() -> set[str]:
@@ -111,8 +136,10 @@ def _review_slot_names() -> set[str]:
     return set(review_slots(random.Random(0), "en", next(iter(text_banks.product_reviews()["products"]))))
 
 
-@pytest.mark.parametrize(("load_bank", "slot_names"), [(text_banks.kb_articles, _kb_slot_names),
-                                                       (text_banks.product_reviews, _review_slot_names)])
+@pytest.mark.parametrize(
+    ("load_bank", "slot_names"),
+    [(text_banks.kb_articles, _kb_slot_names), (text_banks.product_reviews, _review_slot_names)],
+)
 def test_every_template_fills_from_the_generator_slots(load_bank, slot_names):
     """Rarely drawn templates must not hide a misspelt slot until the seed that happens to pick them."""
     known = slot_names()
@@ -194,14 +221,18 @@ def test_reseeding_replaces_the_tables(tmp_path):
         ).fetchone() == (1, 1, 10)
         bodies = [row[0] for row in conn.execute("SELECT body FROM main.product_reviews").fetchall()]
         assert (bodies.count(""), sum(map(_emoji_only, bodies)), sum(len(b) > REVIEW_LONG for b in bodies)) == (1, 1, 1)
-        assert conn.execute(
-            "SELECT count(*) - count(DISTINCT review_id) FROM main.product_reviews").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) - count(DISTINCT review_id) FROM main.product_reviews").fetchone()[0] == 1
 
 
-@pytest.mark.parametrize(("seeder", "smallest", "kwargs"), [
-    (seed_kb_articles, 10, {"per_day": 9}), (seed_kb_articles, 10, {"days": 0}),
-    (seed_product_reviews, 20, {"per_day": 19}), (seed_product_reviews, 20, {"days": 0}),
-])
+@pytest.mark.parametrize(
+    ("seeder", "smallest", "kwargs"),
+    [
+        (seed_kb_articles, 10, {"per_day": 9}),
+        (seed_kb_articles, 10, {"days": 0}),
+        (seed_product_reviews, 20, {"per_day": 19}),
+        (seed_product_reviews, 20, {"days": 0}),
+    ],
+)
 def test_rejects_sizes_that_cannot_hold_the_edge_cases(tmp_path, seeder, smallest, kwargs):
     table = "kb_articles" if seeder is seed_kb_articles else "product_reviews"
     with duckdb.connect(str(tmp_path / "bad.duckdb")) as conn:
@@ -213,23 +244,33 @@ def test_rejects_sizes_that_cannot_hold_the_edge_cases(tmp_path, seeder, smalles
 
 # --- kb_articles -----------------------------------------------------------------------------------
 
+
 def test_kb_columns_look_like_a_help_centre(conn):
-    assert conn.execute(
-        """SELECT count(*) FROM main.kb_articles
+    assert (
+        conn.execute(
+            """SELECT count(*) FROM main.kb_articles
            WHERE NOT regexp_full_match(article_id, 'KB-\\d{4}') OR updated_at::DATE <> updated_date
               OR title IS NULL OR title = '' OR body IS NULL OR language NOT IN ('en', 'zh')"""
-    ).fetchone()[0] == 0
+        ).fetchone()[0]
+        == 0
+    )
     products = {row[0] for row in conn.execute("SELECT DISTINCT product FROM main.kb_articles").fetchall()}
     assert products <= set(text_banks.support_tickets()["products"]) and len(products) >= 8
     # No article twice on one day.
-    assert conn.execute(
-        "SELECT count(*) FROM (SELECT updated_date, article_id FROM main.kb_articles GROUP BY ALL HAVING count(*) > 1)"
-    ).fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM (SELECT updated_date, article_id FROM main.kb_articles GROUP BY ALL HAVING count(*) > 1)"
+        ).fetchone()[0]
+        == 0
+    )
     # An article keeps its title, product and language through every edit.
-    assert conn.execute(
-        """SELECT count(*) FROM (SELECT article_id FROM main.kb_articles GROUP BY 1
+    assert (
+        conn.execute(
+            """SELECT count(*) FROM (SELECT article_id FROM main.kb_articles GROUP BY 1
                                  HAVING count(DISTINCT (title, product, language)) > 1)"""
-    ).fetchone()[0] == 0
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_kb_language_mix(conn):
@@ -256,9 +297,11 @@ def test_kb_bodies_are_help_centre_markdown(conn):
     # Every topic family shows up in both languages.
     for language in ("en", "zh"):
         titles = " ".join(t for lang, t, _ in rows if lang == language)
-        for family_words in (("invoice", "refund", "VAT", "plan", "发票", "退款", "税", "套餐"),
-                             ("sync", "API", "SSO", "crash", "同步", "超时", "单点登录", "闪退"),
-                             ("password", "two-step", "2FA", "delete", "e-mail", "密码", "两步验证", "注销", "邮箱")):
+        for family_words in (
+            ("invoice", "refund", "VAT", "plan", "发票", "退款", "税", "套餐"),
+            ("sync", "API", "SSO", "crash", "同步", "超时", "单点登录", "闪退"),
+            ("password", "two-step", "2FA", "delete", "e-mail", "密码", "两步验证", "注销", "邮箱"),
+        ):
             assert any(word in titles for word in family_words), (language, family_words)
 
 
@@ -287,22 +330,29 @@ def test_kb_re_edits_across_days(conn):
             assert ratio > 0.6, (article_id, ratio)
     # Once the look-back window lies inside the seeded range, every day re-edits earlier articles.
     for day in DATES[REEDIT_LOOKBACK_DAYS:]:
-        earlier = sum(1 for history in versions.values()
-                      if any(d == day for d, _, _ in history)
-                      and any(day - timedelta(days=REEDIT_LOOKBACK_DAYS) <= d < day for d, _, _ in history))
+        earlier = sum(
+            1
+            for history in versions.values()
+            if any(d == day for d, _, _ in history)
+            and any(day - timedelta(days=REEDIT_LOOKBACK_DAYS) <= d < day for d, _, _ in history)
+        )
         assert earlier >= REEDITS_PER_DAY, day
 
 
 # --- product_reviews -------------------------------------------------------------------------------
 
+
 def test_review_columns_look_like_a_shop(conn):
-    assert conn.execute(
-        """SELECT count(*) FROM main.product_reviews
+    assert (
+        conn.execute(
+            """SELECT count(*) FROM main.product_reviews
            WHERE NOT regexp_full_match(review_id, 'RV-\\d{8}-\\d{6}')
               OR review_id[4:11] <> strftime(review_date, '%Y%m%d')
               OR created_at::DATE <> review_date OR rating NOT BETWEEN 1 AND 5 OR title IS NULL OR title = ''
               OR body IS NULL OR language NOT IN ('en', 'zh')"""
-    ).fetchone()[0] == 0
+        ).fetchone()[0]
+        == 0
+    )
     products = {row[0] for row in conn.execute("SELECT DISTINCT product FROM main.product_reviews").fetchall()}
     assert products == set(text_banks.product_reviews()["products"])
     for review_date, ratings, top in conn.execute(

@@ -9,8 +9,11 @@ import pytest
 from batch_assets.demo import text_banks
 
 LANGUAGES = {"en", "zh"}
-LOADERS = {"support_tickets.json": text_banks.support_tickets, "kb_articles.json": text_banks.kb_articles,
-           "product_reviews.json": text_banks.product_reviews}
+LOADERS = {
+    "support_tickets.json": text_banks.support_tickets,
+    "kb_articles.json": text_banks.kb_articles,
+    "product_reviews.json": text_banks.product_reviews,
+}
 
 
 def _raw(name: str) -> str:
@@ -29,8 +32,11 @@ def _lists(value, path: str = "") -> list[str]:
 
 
 def test_the_data_files_are_the_banks():
-    files = {entry.name for entry in resources.files(text_banks.DATA_PACKAGE).joinpath(text_banks.DATA_DIR).iterdir()
-             if entry.name.endswith(".json")}
+    files = {
+        entry.name
+        for entry in resources.files(text_banks.DATA_PACKAGE).joinpath(text_banks.DATA_DIR).iterdir()
+        if entry.name.endswith(".json")
+    }
     assert files == set(LOADERS) == set(text_banks.BANK_KEYS)
 
 
@@ -70,9 +76,29 @@ def test_support_ticket_bank_shape():
     assert all(isinstance(price, float) for lang in LANGUAGES for price in bank["prices"][lang])
     assert all(len(pair) == 2 for key in ("zh_surnames", "zh_given_names") for pair in bank[key])
     assert all(systems for systems in bank["devices"].values())
-    for key in ("plans", "currencies", "sso_providers", "companies", "features", "email_domains", "greetings",
-                "asks", "closings", "chat_openers", "agent_notes", "web_forms", "phone_headers", "subject_prefixes",
-                "resubmit_notes", "pii_email", "pii_phone", "pii_card", "hazards", "long_intros", "long_outros"):
+    for key in (
+        "plans",
+        "currencies",
+        "sso_providers",
+        "companies",
+        "features",
+        "email_domains",
+        "greetings",
+        "asks",
+        "closings",
+        "chat_openers",
+        "agent_notes",
+        "web_forms",
+        "phone_headers",
+        "subject_prefixes",
+        "resubmit_notes",
+        "pii_email",
+        "pii_phone",
+        "pii_card",
+        "hazards",
+        "long_intros",
+        "long_outros",
+    ):
         assert set(bank[key]) == LANGUAGES, key
 
 
@@ -95,7 +121,9 @@ def test_kb_bank_shape():
             assert len(article["troubleshooting"]) >= 2 and article["procedures"]
         assert all(set(s) == {"heading", "text"} for s in bank["generic_sections"][lang])
         # The appendix tables pair messages, meanings and actions by position.
-        assert len(bank["error_messages"][lang]) == len(bank["error_meanings"][lang]) == len(bank["error_actions"][lang])
+        assert (
+            len(bank["error_messages"][lang]) == len(bank["error_meanings"][lang]) == len(bank["error_actions"][lang])
+        )
         assert set(bank["error_area_context"][lang]) == set(bank["error_areas"])
     assert set(bank["before_you_begin"]) == set(bank["families"])
 

@@ -21,6 +21,7 @@ from anthropic.types.messages import MessageBatch, MessageBatchIndividualRespons
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 
 from .conftest import WIRE_EMULATOR as FAST
+
 VERSION = {"anthropic-version": "2023-06-01"}
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 TRIAGE_SCHEMA: dict[str, Any] = {
@@ -133,7 +134,11 @@ def test_batch_runs_to_ended_with_schema_conforming_answers(tmp_path: Path) -> N
         assert created.ended_at is None and created.cancel_initiated_at is None and created.archived_at is None
         assert created.expires_at - created.created_at == timedelta(hours=24)
         assert created.request_counts.model_dump() == {
-            "processing": 20, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0
+            "processing": 20,
+            "succeeded": 0,
+            "errored": 0,
+            "canceled": 0,
+            "expired": 0,
         }
         with pytest.raises(anthropic.AnthropicError, match="No `results_url`"):
             client.messages.batches.results(created.id)
@@ -147,14 +152,26 @@ def test_batch_runs_to_ended_with_schema_conforming_answers(tmp_path: Path) -> N
         headers, data = raw_results(emu, batch)
         _, _, raw_batch = http(emu, "GET", f"/v1/messages/batches/{batch.id}", {"x-api-key": "k", **VERSION})
     assert batch.request_counts.model_dump() == {
-        "processing": 0, "succeeded": 20, "errored": 0, "canceled": 0, "expired": 0
+        "processing": 0,
+        "succeeded": 20,
+        "errored": 0,
+        "canceled": 0,
+        "expired": 0,
     }
     assert batch.results_url == f"{emu.base_url}/v1/messages/batches/{batch.id}/results"
     assert created.created_at < batch.ended_at < batch.expires_at
     wire = json.loads(raw_batch)
     assert list(wire) == [
-        "id", "type", "processing_status", "request_counts", "ended_at", "created_at", "expires_at",
-        "archived_at", "cancel_initiated_at", "results_url",
+        "id",
+        "type",
+        "processing_status",
+        "request_counts",
+        "ended_at",
+        "created_at",
+        "expires_at",
+        "archived_at",
+        "cancel_initiated_at",
+        "results_url",
     ]
     assert all(RFC3339_Z.match(wire[k]) for k in ("created_at", "ended_at", "expires_at"))
     assert headers["content-type"] == "application/binary"
@@ -175,16 +192,23 @@ def test_batch_runs_to_ended_with_schema_conforming_answers(tmp_path: Path) -> N
 
 def test_plain_text_answers_follow_the_prompt(client: anthropic.Anthropic) -> None:
     text = "My parcel never arrived although the courier marked it delivered, and the refund is late."
-    summary = ticket(1, schema=None, messages=[
-        {"role": "user", "content": f"Summarize this support ticket in two sentences.\n\n{text}"}
-    ])
-    in_system = ticket(2, schema=None, system=[{"type": "text", "text": "Answer in one sentence."}],
-                       messages=[{"role": "user", "content": [{"type": "text", "text": text}]}])
+    summary = ticket(
+        1,
+        schema=None,
+        messages=[{"role": "user", "content": f"Summarize this support ticket in two sentences.\n\n{text}"}],
+    )
+    in_system = ticket(
+        2,
+        schema=None,
+        system=[{"type": "text", "text": "Answer in one sentence."}],
+        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
+    )
     capped = ticket(3, schema=None, max_tokens=3)
     stopped = ticket(4, schema=None, stop_sequences=[" "])
     same_as_summary = {**summary, "custom_id": "again"}
-    batch = wait(client, client.messages.batches.create(
-        requests=[summary, in_system, capped, stopped, same_as_summary]).id)
+    batch = wait(
+        client, client.messages.batches.create(requests=[summary, in_system, capped, stopped, same_as_summary]).id
+    )
     found = {custom_id: result.message for custom_id, result in results(client, batch.id).items()}
     two = found["ticket-1"].content[0].text
     assert len(re.findall(r"[.!?](?:\s|$)", two)) == 2
@@ -210,7 +234,11 @@ def test_errored_refusal_and_max_tokens_results(emulator: EmulatorHandle, client
     succeeded = {c: r.message for c, r in found.items() if r.type == "succeeded"}
     assert len(errored) + len(succeeded) == 41
     assert batch.request_counts.model_dump() == {
-        "processing": 0, "succeeded": len(succeeded), "errored": len(errored), "canceled": 0, "expired": 0
+        "processing": 0,
+        "succeeded": len(succeeded),
+        "errored": len(errored),
+        "canceled": 0,
+        "expired": 0,
     }
     kinds = {r.error.error.type for r in errored.values()}
     assert {"rate_limit_error", "invalid_request_error"} <= kinds and kinds & {"api_error", "overloaded_error"}
@@ -333,8 +361,10 @@ def test_list_pagination_newest_first(client: anthropic.Anthropic) -> None:
         ({"custom_id": "x" * 65}, "requests.1.custom_id: String should have at most 64 characters"),
         ({"custom_id": "ticket:1"}, "requests.1.custom_id: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'"),
         ({"custom_id": "ticket-0"}, "requests.1.custom_id: Duplicate custom_id 'ticket-0'"),
-        ({"params": {"model": "m", "max_tokens": 0, "messages": []}},
-         "requests.1.params.max_tokens: Input should be greater than or equal to 1"),
+        (
+            {"params": {"model": "m", "max_tokens": 0, "messages": []}},
+            "requests.1.params.max_tokens: Input should be greater than or equal to 1",
+        ),
         ({"params": {"model": "m", "messages": []}}, "requests.1.params.max_tokens: Field required"),
     ],
 )

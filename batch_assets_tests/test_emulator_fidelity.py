@@ -84,8 +84,10 @@ def openai_lines(client: openai.OpenAI, file_id: str | None) -> list[dict[str, A
 
 def anthropic_request(i: int, **params: Any) -> dict[str, Any]:
     message = {"role": "user", "content": f"Ticket {i}: my parcel is late."}
-    return {"custom_id": f"req-{i}", "params": {"model": "claude-sonnet-4-5", "max_tokens": 200,
-                                                "messages": [message], **params}}
+    return {
+        "custom_id": f"req-{i}",
+        "params": {"model": "claude-sonnet-4-5", "max_tokens": 200, "messages": [message], **params},
+    }
 
 
 def gemini_request(i: int, **extra: Any) -> dict[str, Any]:
@@ -197,9 +199,7 @@ def test_gemini_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mo
         warnings.simplefilter("ignore", genai_errors.ExperimentalWarning)
         client.batches.create_embeddings(
             model="gemini-embedding-001",
-            src=types.EmbeddingsBatchJobSource(
-                inlined_requests=types.EmbedContentBatch(contents=["a parcel is late"])
-            ),
+            src=types.EmbeddingsBatchJobSource(inlined_requests=types.EmbedContentBatch(contents=["a parcel is late"])),
         )
     assert len(list(client.batches.list())) == 2
 
@@ -315,8 +315,11 @@ def test_gemini_item_errors_are_rpc_statuses(emulator: EmulatorHandle) -> None:
     emulator.configure(gemini_item_error_status_names=True)
     job = client.batches.create(model=GEMINI_MODEL, src=requests)
     raw = httpx.get(f"{emulator.base_url}/v1beta/{job.name}", headers={"x-goog-api-key": "k"}).json()
-    named = {(r["error"]["code"], r["error"]["status"]) for r in raw["response"]["inlinedResponses"]["inlinedResponses"]
-             if "error" in r}
+    named = {
+        (r["error"]["code"], r["error"]["status"])
+        for r in raw["response"]["inlinedResponses"]["inlinedResponses"]
+        if "error" in r
+    }
     assert (3, "INVALID_ARGUMENT") in named and (8, "RESOURCE_EXHAUSTED") in named
 
 
@@ -404,10 +407,23 @@ def test_gemini_allowed_fields_come_from_the_sdk() -> None:
     from batch_assets.providers.gemini.emulator.fields import allowed_fields
 
     allowed = allowed_fields()
-    assert {"contents", "systemInstruction", "generationConfig", "safetySettings", "tools", "toolConfig",
-            "cachedContent"} <= allowed["generate"]
-    assert {"temperature", "maxOutputTokens", "responseMimeType", "responseSchema", "responseJsonSchema",
-            "thinkingConfig"} <= allowed["generationConfig"]
+    assert {
+        "contents",
+        "systemInstruction",
+        "generationConfig",
+        "safetySettings",
+        "tools",
+        "toolConfig",
+        "cachedContent",
+    } <= allowed["generate"]
+    assert {
+        "temperature",
+        "maxOutputTokens",
+        "responseMimeType",
+        "responseSchema",
+        "responseJsonSchema",
+        "thinkingConfig",
+    } <= allowed["generationConfig"]
     assert {"content", "taskType", "title", "outputDimensionality"} <= allowed["embed"]
     assert "thinkingConfig" not in allowed["generate"]
 
@@ -415,11 +431,22 @@ def test_gemini_allowed_fields_come_from_the_sdk() -> None:
 def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: EmulatorHandle, tmp_path: Path) -> None:
     client = gemini_client(emulator)
     good = [
-        {"key": "camel", "request": gemini_request(0, generationConfig={"thinkingConfig": {"thinkingBudget": 0}},
-                                                   systemInstruction={"parts": [{"text": "Be brief."}]})},
-        {"key": "snake", "request": gemini_request(1, generation_config={"thinking_config": {"thinking_budget": 0},
-                                                                          "max_output_tokens": 50},
-                                                   system_instruction={"parts": [{"text": "Be brief."}]})},
+        {
+            "key": "camel",
+            "request": gemini_request(
+                0,
+                generationConfig={"thinkingConfig": {"thinkingBudget": 0}},
+                systemInstruction={"parts": [{"text": "Be brief."}]},
+            ),
+        },
+        {
+            "key": "snake",
+            "request": gemini_request(
+                1,
+                generation_config={"thinking_config": {"thinking_budget": 0}, "max_output_tokens": 50},
+                system_instruction={"parts": [{"text": "Be brief."}]},
+            ),
+        },
     ]
     job = gemini_file_batch(client, tmp_path, good)
     assert job.state.value == "JOB_STATE_SUCCEEDED"
@@ -439,8 +466,20 @@ def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: Em
         assert where in message
 
     embed_path = tmp_path / "embed.jsonl"
-    embed_path.write_bytes(jsonl([{"key": "e", "request": {"content": {"parts": [{"text": "hi"}]},
-                                                          "task_type": "RETRIEVAL_QUERY", "dimensions": 8}}]))
+    embed_path.write_bytes(
+        jsonl(
+            [
+                {
+                    "key": "e",
+                    "request": {
+                        "content": {"parts": [{"text": "hi"}]},
+                        "task_type": "RETRIEVAL_QUERY",
+                        "dimensions": 8,
+                    },
+                }
+            ]
+        )
+    )
     uploaded = client.files.upload(file=embed_path, config=types.UploadFileConfig(mime_type="jsonl"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", genai_errors.ExperimentalWarning)
@@ -462,8 +501,9 @@ def test_anthropic_rarer_stop_reasons(emulator: EmulatorHandle) -> None:
         reasons = {line.result.message.stop_reason for line in client.messages.batches.results(batch.id)}
         assert reasons == {"end_turn"}  # the default
 
-        emulator.configure(anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25,
-                           anthropic_refusal_rate=0.25)
+        emulator.configure(
+            anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25, anthropic_refusal_rate=0.25
+        )
         batch = client.messages.batches.create(requests=requests)
         assert batch.request_counts.succeeded == 40
         messages = {line.custom_id: line.result.message for line in client.messages.batches.results(batch.id)}
@@ -490,19 +530,21 @@ def test_gemini_format_classifies_rpc_status_item_errors(emulator: EmulatorHandl
     results_path.write_bytes(client.files.download(file=job.dest.file_name))
     fmt = registry.wire_format("gemini", "generateContent")
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
-    rows = duckdb.connect().execute(
-        f"SELECT env.error ->> '$.code' AS code, {fmt.failure_class_sql} AS class FROM ("
-        f"  SELECT status_code, {fmt._errors('env')}, env.error FROM ("
-        f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l"
-        f"  ) env WHERE status_code IS DISTINCT FROM 200"
-        f") env",
-        [str(results_path)],
-    ).fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT env.error ->> '$.code' AS code, {fmt.failure_class_sql} AS class FROM ("
+            f"  SELECT status_code, {fmt._errors('env')}, env.error FROM ("
+            f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l"
+            f"  ) env WHERE status_code IS DISTINCT FROM 200"
+            f") env",
+            [str(results_path)],
+        )
+        .fetchall()
+    )
     classes = {int(code): cls for code, cls in rows}
     assert set(classes) == {3, 8, 13, 14}  # the emulator's part holds: only the classification fails
-    assert classes == {
-        3: "validation_error", 8: "rate_or_capacity_error", 13: "internal_error", 14: "internal_error"
-    }
+    assert classes == {3: "validation_error", 8: "rate_or_capacity_error", 13: "internal_error", 14: "internal_error"}
 
 
 def _gemini_classes(tmp_path: Path, errors: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -515,28 +557,51 @@ def _gemini_classes(tmp_path: Path, errors: list[dict[str, Any]]) -> list[tuple[
     path.write_bytes(jsonl([{"key": f"k{i}", "error": e} for i, e in enumerate(errors)]))
     fmt = registry.wire_format("gemini", "generateContent")
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in fmt.result_columns.items()) + "}"
-    return duckdb.connect().execute(
-        f"SELECT status_code, error_code, error_message, {fmt.failure_class_sql} FROM ("
-        f"  SELECT status_code, {fmt._errors('env')} FROM ("
-        f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l) env)",
-        [str(path)],
-    ).fetchall()
+    return (
+        duckdb.connect()
+        .execute(
+            f"SELECT status_code, error_code, error_message, {fmt.failure_class_sql} FROM ("
+            f"  SELECT status_code, {fmt._errors('env')} FROM ("
+            f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l) env)",
+            [str(path)],
+        )
+        .fetchall()
+    )
 
 
 def test_gemini_format_classifies_every_grpc_code_and_keeps_http_codes_and_names(tmp_path: Path) -> None:
-    expected = {1: "canceled", 2: "internal_error", 3: "validation_error", 4: "internal_error",
-                5: "validation_error", 7: "validation_error", 8: "rate_or_capacity_error",
-                9: "validation_error", 13: "internal_error", 14: "internal_error", 16: "validation_error"}
+    expected = {
+        1: "canceled",
+        2: "internal_error",
+        3: "validation_error",
+        4: "internal_error",
+        5: "validation_error",
+        7: "validation_error",
+        8: "rate_or_capacity_error",
+        9: "validation_error",
+        13: "internal_error",
+        14: "internal_error",
+        16: "validation_error",
+    }
     rows = _gemini_classes(tmp_path, [{"code": c, "message": f"m{c}"} for c in expected])
     assert [(code, cls) for (_, _, _, cls), code in zip(rows, expected, strict=True)] == list(expected.items())
     assert rows[6][:3] == (429, "RESOURCE_EXHAUSTED", "m8") and rows[0][:2] == (499, "CANCELLED")
     # An HTTP-style code, or a status name alone, still classifies.
-    rows = _gemini_classes(tmp_path, [{"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"},
-                                      {"code": 400, "message": "bad"}, {"status": "UNAVAILABLE", "message": "x"},
-                                      {"code": 503, "message": "down"}])
+    rows = _gemini_classes(
+        tmp_path,
+        [
+            {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"},
+            {"code": 400, "message": "bad"},
+            {"status": "UNAVAILABLE", "message": "x"},
+            {"code": 503, "message": "down"},
+        ],
+    )
     assert [(r[0], r[1], r[3]) for r in rows] == [
-        (429, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"), (400, "400", "validation_error"),
-        (503, "UNAVAILABLE", "internal_error"), (503, "503", "internal_error")]
+        (429, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"),
+        (400, "400", "validation_error"),
+        (503, "UNAVAILABLE", "internal_error"),
+        (503, "503", "internal_error"),
+    ]
 
 
 # --- structured knobs: settings file, CLI flags, admin endpoint -----------------------------------
@@ -550,16 +615,29 @@ def test_structured_knobs_from_file_flags_and_admin_endpoint(tmp_path: Path, mon
     (tmp_path / "settings.json").write_text(json.dumps({"enqueued_token_limit": {"gpt-4o-mini": 10}}))
     started: dict[str, Any] = {}
     monkeypatch.setattr(server, "serve", lambda **kwargs: started.update(kwargs))
-    server.main(["--state-dir", str(tmp_path), "--after-processing-faults", json.dumps([rule]),
-                 "--gemini-thinking-models", '["gemini-2.5-*"]'])
+    server.main(
+        [
+            "--state-dir",
+            str(tmp_path),
+            "--after-processing-faults",
+            json.dumps([rule]),
+            "--gemini-thinking-models",
+            '["gemini-2.5-*"]',
+        ]
+    )
     assert started["settings"] == EmulatorSettings(
         enqueued_token_limit={"gpt-4o-mini": 10},
         after_processing_faults=[rule],
         gemini_thinking_models=["gemini-2.5-*"],
     )
-    for bad in ({"enqueued_token_limit": {"m": 0}}, {"enqueued_token_limit": "many"},
-                {"after_processing_faults": [{"path": "("}]}, {"after_processing_faults": [{**rule, "count": 0}]},
-                {"after_processing_faults": [{**rule, "status": 404}]}, {"gemini_thinking_models": "gemini-*"}):
+    for bad in (
+        {"enqueued_token_limit": {"m": 0}},
+        {"enqueued_token_limit": "many"},
+        {"after_processing_faults": [{"path": "("}]},
+        {"after_processing_faults": [{**rule, "count": 0}]},
+        {"after_processing_faults": [{**rule, "status": 404}]},
+        {"gemini_thinking_models": "gemini-*"},
+    ):
         with pytest.raises(ValueError):
             EmulatorSettings().replace(**bad)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from base64 import b64encode
 import json
 import math
 import re
@@ -11,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 import warnings
+from base64 import b64encode
 from pathlib import Path
 from typing import Any, Literal
 

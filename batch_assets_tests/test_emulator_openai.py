@@ -147,7 +147,14 @@ def test_batch_runs_through_every_status_and_answers_conform_to_the_schema(tmp_p
         assert line["response"]["status_code"] == 200
         body = line["response"]["body"]
         assert list(body) == [
-            "id", "object", "created", "model", "choices", "usage", "service_tier", "system_fingerprint"
+            "id",
+            "object",
+            "created",
+            "model",
+            "choices",
+            "usage",
+            "service_tier",
+            "system_fingerprint",
         ]
         assert body["id"].startswith("chatcmpl-") and body["object"] == "chat.completion"
         choice = body["choices"][0]

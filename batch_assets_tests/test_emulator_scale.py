@@ -28,8 +28,13 @@ from .conftest import WIRE_EMULATOR
 pytestmark = pytest.mark.usefixtures("no_emulator_left_running")
 
 # Every batch goes through the worker, and the simulated clock ends it within milliseconds.
-BACKGROUND = {**WIRE_EMULATOR, "background_min_bytes": 0, "queue_delay_s": 0.0, "seconds_per_request": 0.0001,
-              "finalize_delay_s": 0.001}
+BACKGROUND = {
+    **WIRE_EMULATOR,
+    "background_min_bytes": 0,
+    "queue_delay_s": 0.0,
+    "seconds_per_request": 0.0001,
+    "finalize_delay_s": 0.001,
+}
 
 
 def chat_line(i: int) -> dict[str, Any]:
@@ -162,9 +167,17 @@ def test_anthropic_shows_its_batch_in_progress_until_the_worker_wrote_the_result
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()
         client = anthropic.Anthropic(api_key="k", base_url=emu.base_url)
-        requests = [{"custom_id": f"req-{i}", "params": {"model": "claude-sonnet-4-5", "max_tokens": 50,
-                                                        "messages": [{"role": "user", "content": f"Hi {i}"}]}}
-                    for i in range(10)]
+        requests = [
+            {
+                "custom_id": f"req-{i}",
+                "params": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 50,
+                    "messages": [{"role": "user", "content": f"Hi {i}"}],
+                },
+            }
+            for i in range(10)
+        ]
         message_batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         record = emu.app.state.store.get("anthropic_batches", message_batch.id)
         sleep_past(Timeline.from_dict(record["timeline"]).done)
@@ -173,8 +186,9 @@ def test_anthropic_shows_its_batch_in_progress_until_the_worker_wrote_the_result
         with pytest.raises(anthropic.AnthropicError, match="Has it finished processing"):
             client.messages.batches.results(message_batch.id)  # no results_url yet
         emu.worker.resume()
-        ended = poll(lambda: client.messages.batches.retrieve(message_batch.id),
-                     lambda b: b.processing_status == "ended")
+        ended = poll(
+            lambda: client.messages.batches.retrieve(message_batch.id), lambda b: b.processing_status == "ended"
+        )
         results = list(client.messages.batches.results(ended.id))
     assert sorted(r.custom_id for r in results) == sorted(f"req-{i}" for i in range(10))
 
@@ -230,8 +244,9 @@ def test_gemini_shows_its_batch_running_until_the_worker_wrote_the_results(tmp_p
         emu.worker.pause()
         gemini = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emu.base_url))
         path = tmp_path / "gemini.jsonl"
-        path.write_bytes(jsonl([{"key": f"k{i}", "request": {"contents": [{"parts": [{"text": f"Hi {i}"}]}]}}
-                                for i in range(10)]))
+        path.write_bytes(
+            jsonl([{"key": f"k{i}", "request": {"contents": [{"parts": [{"text": f"Hi {i}"}]}]}} for i in range(10)])
+        )
         uploaded = gemini.files.upload(file=path, config=types.UploadFileConfig(mime_type="jsonl"))
         job = gemini.batches.create(model="gemini-2.5-flash", src=uploaded.name)
         assert job.state is not None and job.state.name == "JOB_STATE_PENDING"  # its input is not read yet
@@ -279,8 +294,10 @@ def _read(body: bytes, max_requests: int = 100_000) -> list[tuple[str, dict[str,
 
 
 def _message(i: int) -> dict[str, Any]:
-    return {"custom_id": f"r{i}", "params": {"model": "m", "max_tokens": 5, "messages": [{"role": "user",
-                                                                                            "content": "x" * i}]}}
+    return {
+        "custom_id": f"r{i}",
+        "params": {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * i}]},
+    }
 
 
 def test_read_create_matches_parse_create_and_its_errors() -> None:

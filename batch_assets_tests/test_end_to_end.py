@@ -43,8 +43,9 @@ def checks(result) -> dict[str, list]:
 
 
 def materialized(result, key: dg.AssetKey) -> set[str]:
-    return {e.partition for e in result.all_events
-            if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == key}
+    return {
+        e.partition for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == key
+    }
 
 
 def provider_batch_count(emulator) -> int:
@@ -75,13 +76,19 @@ def test_backfill_sensor_collect_and_checks_end_to_end(dagster_env, emulator, e2
     cursor, collected, deadline = None, [], time.monotonic() + 30
     while len(collected) < 2:
         assert time.monotonic() < deadline, f"only {collected} were requested"
-        result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=d,
-                                                               resources=default_resources()))
+        result = sensor.evaluate_tick(
+            dg.build_sensor_context(instance=instance, cursor=cursor, definitions=d, resources=default_resources())
+        )
         cursor = result.cursor
         for request in result.run_requests:
-            assert request.job_name == collect_job.name and request.tags["batch_assets/partition"] == request.partition_key
-            run = collect_job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                                 tags={**request.tags, "dagster/run_key": request.run_key})
+            assert (
+                request.job_name == collect_job.name and request.tags["batch_assets/partition"] == request.partition_key
+            )
+            run = collect_job.execute_in_process(
+                instance=instance,
+                partition_key=request.partition_key,
+                tags={**request.tags, "dagster/run_key": request.run_key},
+            )
             assert run.success
             assert {k: materialized(run, k) for k in COLLECT_KEYS} == {k: {request.partition_key} for k in COLLECT_KEYS}
             (recon,) = checks(run)["reconciliation"]
@@ -94,15 +101,21 @@ def test_backfill_sensor_collect_and_checks_end_to_end(dagster_env, emulator, e2
             collected.append(request.partition_key)
         time.sleep(0.1)
     assert sorted(collected) == [DAY1, DAY2]
-    assert sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=d,
-                                                        resources=default_resources())).run_requests == []
+    assert (
+        sensor.evaluate_tick(
+            dg.build_sensor_context(instance=instance, cursor=cursor, definitions=d, resources=default_resources())
+        ).run_requests
+        == []
+    )
 
     # The business table holds every usable answer of both days, once.
     with wh.connect() as conn:
         per_task = dict(conn.execute("SELECT task_id, count(*) FROM ticket_labels GROUP BY 1").fetchall())
         distinct = conn.execute("SELECT count(DISTINCT (ticket_id, output_version)) FROM ticket_labels").fetchone()[0]
-        bad = conn.execute("SELECT count(*) FROM ticket_labels WHERE category NOT IN ('billing', 'technical', "
-                           "'account') OR confidence NOT BETWEEN 0 AND 1").fetchone()[0]
+        bad = conn.execute(
+            "SELECT count(*) FROM ticket_labels WHERE category NOT IN ('billing', 'technical', "
+            "'account') OR confidence NOT BETWEEN 0 AND 1"
+        ).fetchone()[0]
     assert per_task == {"ticket_triage_20261120": 50, "ticket_triage_20261121": 50}
     assert distinct == 100 and bad == 0
     applied = dg.AssetKey(["ticket_triage", "applied"])
@@ -111,11 +124,13 @@ def test_backfill_sensor_collect_and_checks_end_to_end(dagster_env, emulator, e2
     # Re-running a partition's submit job reuses the frozen manifest and submits nothing new.
     again = submit_job.execute_in_process(instance=instance, partition_key=DAY1)
     assert again.success and provider_batch_count(emulator) == 2
-    manifest_meta = {k: v.value for k, v in
-                     again.asset_materializations_for_node("ticket_triage__manifest")[0].metadata.items()}
+    manifest_meta = {
+        k: v.value for k, v in again.asset_materializations_for_node("ticket_triage__manifest")[0].metadata.items()
+    }
     assert manifest_meta["reused"] is True and manifest_meta["new_items"] == 0
-    submit_meta = {k: v.value for k, v in
-                   again.asset_materializations_for_node("ticket_triage__submissions")[0].metadata.items()}
+    submit_meta = {
+        k: v.value for k, v in again.asset_materializations_for_node("ticket_triage__submissions")[0].metadata.items()
+    }
     assert (submit_meta["submitted"], submit_meta["already_submitted"]) == (0, 1)
 
 
@@ -123,8 +138,9 @@ def test_a_failing_shards_check_blocks_submission(dagster_env, emulator, e2e_ins
     instance = e2e_instance
     wh, d = dagster_env, load_defs()
     submit_job = d.resolve_job_def("ticket_triage__submit")
-    cut = submit_job.execute_in_process(instance=instance, partition_key=DAY1,
-                                        asset_selection=SUBMIT_KEYS[:2])  # manifest + shards only
+    cut = submit_job.execute_in_process(
+        instance=instance, partition_key=DAY1, asset_selection=SUBMIT_KEYS[:2]
+    )  # manifest + shards only
     assert cut.success and provider_batch_count(emulator) == 0
     with wh.connect() as conn:
         (path,) = conn.execute("SELECT path FROM ledger.shard").fetchone()

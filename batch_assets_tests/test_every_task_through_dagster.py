@@ -38,29 +38,44 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     task = load_all_tasks()[task_name]
     submit = d.resolve_job_def(f"{task_name}__submit").execute_in_process(partition_key=DAY1, instance=module_instance)
     assert {e.check_name: e.passed for e in submit.get_asset_check_evaluations()} == {
-        "shards_within_limits": True, "within_budget": True, "model_allowed": True, "prompt_unchanged": True,
-        "dry_run_recorded": True, "no_stuck_jobs": True}
+        "shards_within_limits": True,
+        "within_budget": True,
+        "model_allowed": True,
+        "prompt_unchanged": True,
+        "dry_run_recorded": True,
+        "no_stuck_jobs": True,
+    }
     # The freeze read the task's source again (a pure query), and the manifest asset says so.
     (frozen,) = submit.asset_materializations_for_node(f"{task_name}__manifest")
     assert frozen.metadata["source_read"].value == "view"
     with wh.connect() as conn:  # every job records where it went: the emulator, by host only
-        endpoints = set(conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
-                                     [task.task_id(DAY1)]).fetchall())
+        endpoints = set(
+            conn.execute(
+                "SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?", [task.task_id(DAY1)]
+            ).fetchall()
+        )
     assert endpoints == {("emulator", os.environ["BATCH_ASSETS_EMULATOR_URL"])}
 
     sensor = d.resolve_sensor_def("provider_status_sensor")
     cursor, collected = None, []
     deadline = time.monotonic() + 30
     while not collected:
-        tick = sensor.evaluate_tick(dg.build_sensor_context(instance=module_instance, cursor=cursor, definitions=d,
-                                                            resources=default_resources()))
+        tick = sensor.evaluate_tick(
+            dg.build_sensor_context(
+                instance=module_instance, cursor=cursor, definitions=d, resources=default_resources()
+            )
+        )
         cursor = tick.cursor
         for request in tick.run_requests:
             assert request.partition_key == DAY1 and request.tags["batch_assets/task"] == task_name
             assert request.job_name == f"{task_name}__collect" and request.tags["batch_assets/partition"] == DAY1
-            collected.append(d.resolve_job_def(request.job_name).execute_in_process(
-                partition_key=request.partition_key, instance=module_instance,
-                tags={**request.tags, "dagster/run_key": request.run_key}))
+            collected.append(
+                d.resolve_job_def(request.job_name).execute_in_process(
+                    partition_key=request.partition_key,
+                    instance=module_instance,
+                    tags={**request.tags, "dagster/run_key": request.run_key},
+                )
+            )
         assert time.monotonic() < deadline, "the sensor never saw the batch finish"
         time.sleep(0.1)
 
@@ -70,6 +85,7 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
     applied = check.metadata["applied"].value
     assert applied > 0
     with wh.connect() as conn:
-        rows = conn.execute(f"SELECT count(*) FROM {task.spec.apply.table} WHERE task_id = ?",
-                            [task.task_id(DAY1)]).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT count(*) FROM {task.spec.apply.table} WHERE task_id = ?", [task.task_id(DAY1)]
+        ).fetchone()[0]
     assert rows == applied

@@ -30,7 +30,12 @@ from batch_assets.cli import main as cli_main
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.jobs import (
-    JobNotSettled, abandon_job, claim_intent, claim_new_intent, release_claim, renew_claim,
+    JobNotSettled,
+    abandon_job,
+    claim_intent,
+    claim_new_intent,
+    release_claim,
+    renew_claim,
 )
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
@@ -66,11 +71,24 @@ def all_seeded(warehouse: Warehouse) -> Warehouse:
 def task_for(path: str, **limits) -> ResolvedTask:
     if path == "gemini_inline":
         base = load_all_tasks()["ticket_triage"]
-        spec = base.spec.model_copy(update={"provider": "gemini", "endpoint": "generateContent",
-                                            "model": "gemini-2.5-flash", "name": "triage_gemini"})
-        task = dataclasses.replace(base, spec=spec, limits=dataclasses.replace(
-            base.limits, max_inline_bytes=20_000_000, request_id_pattern="^[A-Za-z0-9_:.-]{1,128}$",
-            request_id_max_len=128))
+        spec = base.spec.model_copy(
+            update={
+                "provider": "gemini",
+                "endpoint": "generateContent",
+                "model": "gemini-2.5-flash",
+                "name": "triage_gemini",
+            }
+        )
+        task = dataclasses.replace(
+            base,
+            spec=spec,
+            limits=dataclasses.replace(
+                base.limits,
+                max_inline_bytes=20_000_000,
+                request_id_pattern="^[A-Za-z0-9_:.-]{1,128}$",
+                request_id_max_len=128,
+            ),
+        )
     else:
         task = load_all_tasks()[PATHS[path][0]]
     return dataclasses.replace(task, limits=dataclasses.replace(task.limits, **limits)) if limits else task
@@ -88,8 +106,11 @@ def prepare(wh: Warehouse, task: ResolvedTask, day: str = DAY1) -> None:
 def lose_next_create(emulator: EmulatorHandle, path: str, mode: str = "lose", count: int = 1) -> None:
     """The next create call on `path` is processed (the batch IS created), then its answer is lost:
     the connection drops (lose) or a 5xx comes back (error)."""
-    emulator.configure(after_processing_faults=[
-        {"method": "POST", "path": PATHS[path][1], "count": count, "mode": mode, "status": 503}])
+    emulator.configure(
+        after_processing_faults=[
+            {"method": "POST", "path": PATHS[path][1], "count": count, "mode": mode, "status": 503}
+        ]
+    )
 
 
 def provider_batches(emulator: EmulatorHandle, provider: str) -> list[str]:
@@ -107,8 +128,11 @@ def provider_batches(emulator: EmulatorHandle, provider: str) -> list[str]:
 
 def ledger_jobs(wh: Warehouse, task_id: str | None = None) -> list[dict]:
     with wh.connect() as conn:
-        return fetch_dicts(conn, "SELECT * FROM ledger.provider_job WHERE ? IS NULL OR task_id = ? ORDER BY job_key",
-                           [task_id, task_id])
+        return fetch_dicts(
+            conn,
+            "SELECT * FROM ledger.provider_job WHERE ? IS NULL OR task_id = ? ORDER BY job_key",
+            [task_id, task_id],
+        )
 
 
 def shard_ids(wh: Warehouse) -> list[str]:
@@ -118,8 +142,9 @@ def shard_ids(wh: Warehouse) -> list[str]:
 
 def operator_actions(wh: Warehouse) -> list[tuple]:
     with wh.connect() as conn:
-        return conn.execute("SELECT action, task_id, job_key, detail FROM ledger.operator_action "
-                            "ORDER BY acted_at").fetchall()
+        return conn.execute(
+            "SELECT action, task_id, job_key, detail FROM ledger.operator_action ORDER BY acted_at"
+        ).fetchall()
 
 
 def move_emulator_clock(monkeypatch, seconds: float) -> None:
@@ -136,10 +161,10 @@ def cli(capsys, wh: Warehouse, *argv) -> tuple[int, str, str]:
 
 # --- a lost create answer, on every provider path ----------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["lose", "error"])
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mode, all_seeded, emulator,
-                                                                       monkeypatch):
+def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mode, all_seeded, emulator, monkeypatch):
     """lose: processed, then the connection drops; error: processed, then a 5xx. Either way the
     provider has exactly one batch and the ledger exactly one job holding it."""
     wh, task = all_seeded, task_for(path)
@@ -163,7 +188,7 @@ def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mo
     assert first.undecided[job["job_key"]].startswith(f"waiting for candidate batches {batch_id} to end")
     assert (job["state"], job["provider_batch_id"], job["create_outcome"]) == ("CREATED", None, "unknown")
     assert "waiting for candidate batches" in job["create_error"] and "create call:" in job["create_error"]
-    assert job["claimed_by"] is None   # released: the next run looks again
+    assert job["claimed_by"] is None  # released: the next run looks again
     again = submit_pending(wh, task, DAY1, adapter)
     assert list(again.undecided) == [job["job_key"]] and provider_batches(emulator, provider) == [batch_id]
     move_emulator_clock(monkeypatch, 2 * HELD_S)
@@ -176,7 +201,8 @@ def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mo
 
 
 def test_a_create_that_never_reached_the_provider_is_created_again_after_a_confirmed_absence(
-        all_seeded, emulator, monkeypatch):
+    all_seeded, emulator, monkeypatch
+):
     """A 503 before processing: the lookup confirms absence (nothing to wait for), so it is created again."""
     import batch_assets.pipeline.send.submit as submit_mod
 
@@ -201,8 +227,10 @@ def test_a_create_that_never_reached_the_provider_is_created_again_after_a_confi
 
 # --- Anthropic: candidates told apart by the request ids of their results ---------------------------
 
+
 def test_anthropic_adopts_only_after_every_candidate_ended_and_only_the_one_holding_the_shards_ids(
-        all_seeded, emulator, monkeypatch):
+    all_seeded, emulator, monkeypatch
+):
     wh, task = all_seeded, task_for("anthropic")
     adapter = adapter_for(emulator, "anthropic")
     prepare(wh, task)
@@ -210,15 +238,23 @@ def test_anthropic_adopts_only_after_every_candidate_ended_and_only_the_one_hold
         shard_lines = conn.execute("SELECT line_count FROM ledger.shard").fetchone()[0]
     emulator.configure(queue_delay_s=HELD_S)
     # A stranger's batch of the same size, created after the intent, with other request ids.
-    stranger_requests = [{"custom_id": f"stranger-{i}", "params": {
-        "model": "claude-haiku-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": f"hi {i}"}]}}
-        for i in range(shard_lines)]
+    stranger_requests = [
+        {
+            "custom_id": f"stranger-{i}",
+            "params": {
+                "model": "claude-haiku-4-5",
+                "max_tokens": 16,
+                "messages": [{"role": "user", "content": f"hi {i}"}],
+            },
+        }
+        for i in range(shard_lines)
+    ]
     real_create = adapter.create
 
     def stranger_first(request, prepared):
         with anthropic.Anthropic(api_key=EMULATOR_API_KEY, base_url=emulator.base_url) as client:
             stranger_first.id = client.messages.batches.create(requests=stranger_requests).id
-        lose_next_create(emulator, "anthropic")   # our create is processed, its answer lost
+        lose_next_create(emulator, "anthropic")  # our create is processed, its answer lost
         return real_create(request, prepared)
 
     monkeypatch.setattr(adapter, "create", stranger_first)
@@ -252,6 +288,7 @@ def test_anthropic_adopts_only_after_every_candidate_ended_and_only_the_one_hold
 
 # --- claims: two submit runs on one partition ----------------------------------------------------------
 
+
 def test_the_claim_rules(warehouse):
     """Insert-claimed wins once; a live claim keeps others out; its owner may renew and re-claim;
     an expired one is taken over (and its old owner can no longer renew); an abandoned intent is
@@ -259,14 +296,14 @@ def test_the_claim_rules(warehouse):
     with warehouse.connect() as conn:
         args = ("t", "s", "openai", "/v1/chat/completions")
         assert claim_new_intent(conn, "s:job1", *args, "a")
-        assert not claim_new_intent(conn, "s:job1", *args, "b")           # primary key: b lost
-        assert not claim_intent(conn, "s:job1", "b")                       # live lease
+        assert not claim_new_intent(conn, "s:job1", *args, "b")  # primary key: b lost
+        assert not claim_intent(conn, "s:job1", "b")  # live lease
         assert claim_intent(conn, "s:job1", "a") and renew_claim(conn, "s:job1", "a")
         assert not renew_claim(conn, "s:job1", "b")
-        assert claim_intent(conn, "s:job1", "a", lease_s=-1)               # a's lease runs out ...
-        assert claim_intent(conn, "s:job1", "b")                           # ... b takes over
+        assert claim_intent(conn, "s:job1", "a", lease_s=-1)  # a's lease runs out ...
+        assert claim_intent(conn, "s:job1", "b")  # ... b takes over
         assert not renew_claim(conn, "s:job1", "a") and renew_claim(conn, "s:job1", "b")
-        release_claim(conn, "s:job1", "a")                                 # not a's: no effect
+        release_claim(conn, "s:job1", "a")  # not a's: no effect
         assert conn.execute("SELECT claimed_by FROM ledger.provider_job").fetchone() == ("b",)
         release_claim(conn, "s:job1", "b")
         assert conn.execute("SELECT claimed_by, claim_expires_at FROM ledger.provider_job").fetchone() == (None, None)
@@ -277,12 +314,22 @@ def test_the_claim_rules(warehouse):
         assert conn.execute("SELECT count(*) FROM ledger.status_event").fetchone() == (1,)
 
 
-
-def run_submit_process(wh: Warehouse, emulator: EmulatorHandle, task_name: str, max_per_shard: int,
-                       run_id: str | None = None) -> subprocess.Popen:
+def run_submit_process(
+    wh: Warehouse, emulator: EmulatorHandle, task_name: str, max_per_shard: int, run_id: str | None = None
+) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    argv = [sys.executable, "-m", "batch_assets_tests.submit_process", str(wh.database), str(wh.data_dir),
-            emulator.base_url, task_name, DAY1, str(max_per_shard), *([run_id] if run_id else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "batch_assets_tests.submit_process",
+        str(wh.database),
+        str(wh.data_dir),
+        emulator.base_url,
+        task_name,
+        DAY1,
+        str(max_per_shard),
+        *([run_id] if run_id else []),
+    ]
     return subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -292,16 +339,16 @@ def finished(proc: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expired(
-        seeded_copy, ticket_task, emulator):
+def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expired(seeded_copy, ticket_task, emulator):
     wh = seeded_copy
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
     prepare(wh, task)
     first_shard = shard_ids(wh)[0]
     held = f"{first_shard}:job1"
     with wh.connect() as conn:  # another submit run is mid-way on the first shard (live lease)
-        assert claim_new_intent(conn, held, "ticket_triage_20261120", first_shard, "openai", "/v1/chat/completions",
-                                "other-run")
+        assert claim_new_intent(
+            conn, held, "ticket_triage_20261120", first_shard, "openai", "/v1/chat/completions", "other-run"
+        )
     s = finished(run_submit_process(wh, emulator, "ticket_triage", 20))
     assert s["claimed_elsewhere"] == [held] and len(s["submitted"]) == 2 and held not in s["submitted"]
     assert len(provider_batches(emulator, "openai")) == 2
@@ -309,10 +356,13 @@ def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expi
         held_file = Path(conn.execute("SELECT path FROM ledger.shard WHERE shard_id = ?", [first_shard]).fetchone()[0])
     with openai.OpenAI(api_key=EMULATOR_API_KEY, base_url=emulator.openai_base_url) as client:
         uploaded = [f.filename for f in client.files.list() if f.purpose == "batch"]
-    assert len(uploaded) == 2 and held_file.name not in uploaded   # the held shard was not even uploaded
+    assert len(uploaded) == 2 and held_file.name not in uploaded  # the held shard was not even uploaded
     jobs = {j["job_key"]: j for j in ledger_jobs(wh)}
     assert (jobs[held]["provider_batch_id"], jobs[held]["input_file_id"], jobs[held]["claimed_by"]) == (
-        None, None, "other-run")
+        None,
+        None,
+        "other-run",
+    )
     # The other run died: its lease runs out; the next run looks the job up (absent) and creates it.
     with wh.connect() as conn:
         assert claim_intent(conn, held, "other-run", lease_s=-1)
@@ -333,7 +383,7 @@ def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy,
     procs = [run_submit_process(wh, emulator, "ticket_triage", 10, run_id) for run_id in ("run-a", "run-b")]
     a, b = (finished(p) for p in procs)
     created = a["submitted"] + b["submitted"] + a["recovered"] + b["recovered"]
-    assert sorted(created) == sorted(f"{s}:job1" for s in shards)   # each shard once, by one of the runs
+    assert sorted(created) == sorted(f"{s}:job1" for s in shards)  # each shard once, by one of the runs
     batches = provider_batches(emulator, "openai")
     jobs = ledger_jobs(wh)
     assert len(batches) == len(shards) == len(jobs)
@@ -344,8 +394,9 @@ def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy,
             assert batch.metadata["batch_assets_job"] in {j["job_key"] for j in jobs}
 
 
-def test_a_run_that_lost_its_claim_before_the_create_creates_nothing(seeded_copy, ticket_task, adapter, emulator,
-                                                                      monkeypatch):
+def test_a_run_that_lost_its_claim_before_the_create_creates_nothing(
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch
+):
     """The lease ran out mid-way (after the upload) and another run took the shard: the renewal
     before the create fails, so this run stops there."""
     wh = seeded_copy
@@ -355,8 +406,8 @@ def test_a_run_that_lost_its_claim_before_the_create_creates_nothing(seeded_copy
     def upload_then_lose_the_claim(shard_path, job_key, endpoint, inline_max_bytes):
         prepared = real_prepare(shard_path, job_key, endpoint, inline_max_bytes)
         with wh.connect() as conn:
-            assert claim_intent(conn, job_key, "run-a", lease_s=-1)   # run-a's lease expires ...
-            assert claim_intent(conn, job_key, "run-b")               # ... and run-b takes the shard
+            assert claim_intent(conn, job_key, "run-a", lease_s=-1)  # run-a's lease expires ...
+            assert claim_intent(conn, job_key, "run-b")  # ... and run-b takes the shard
         return prepared
 
     monkeypatch.setattr(adapter, "prepare_input", upload_then_lose_the_claim)
@@ -368,6 +419,7 @@ def test_a_run_that_lost_its_claim_before_the_create_creates_nothing(seeded_copy
 
 
 # --- operators settle undecided jobs -------------------------------------------------------------------
+
 
 @pytest.fixture
 def undecided(all_seeded, emulator, monkeypatch):
@@ -387,7 +439,8 @@ def undecided(all_seeded, emulator, monkeypatch):
     recorded = {j["provider_batch_id"] for j in jobs.values()} - {None}
     (lost_batch,) = set(provider_batches(emulator, "anthropic")) - recorded
     return dataclasses.make_dataclass("Undecided", ["wh", "task", "adapter", "job_key", "batch_id", "jobs"])(
-        wh, task, adapter, job_key, lost_batch, jobs)
+        wh, task, adapter, job_key, lost_batch, jobs
+    )
 
 
 def test_jobs_lists_the_undecided_job_with_its_reason(undecided, capsys):
@@ -404,11 +457,24 @@ def test_jobs_adopt_records_the_batch_refusing_wrong_ones(undecided, emulator, c
     wh, job_key = undecided.wh, undecided.job_key
     other_job, other_batch = next((k, j["provider_batch_id"]) for k, j in undecided.jobs.items() if k != job_key)
     with anthropic.Anthropic(api_key=EMULATOR_API_KEY, base_url=emulator.base_url) as client:
-        one_request = client.messages.batches.create(requests=[{"custom_id": "x", "params": {
-            "model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}}]).id
+        one_request = client.messages.batches.create(
+            requests=[
+                {
+                    "custom_id": "x",
+                    "params": {
+                        "model": "claude-haiku-4-5",
+                        "max_tokens": 8,
+                        "messages": [{"role": "user", "content": "hi"}],
+                    },
+                }
+            ]
+        ).id
     refusals = [
         (("jobs", "adopt", job_key, other_batch), f"batch {other_batch} is already recorded for job {other_job}"),
-        (("jobs", "adopt", job_key, one_request), f"batch {one_request} holds 1 requests but the shard of {job_key} has 20"),
+        (
+            ("jobs", "adopt", job_key, one_request),
+            f"batch {one_request} holds 1 requests but the shard of {job_key} has 20",
+        ),
         (("jobs", "adopt", "nosuch:job1", undecided.batch_id), "no provider job 'nosuch:job1'"),
         (("jobs", "adopt", other_job, undecided.batch_id), f"job {other_job} already has provider batch {other_batch}"),
     ]
@@ -475,17 +541,21 @@ def test_the_submissions_asset_says_which_shards_another_run_holds(dagster_env, 
     assert submit_job.execute_in_process(instance=instance, partition_key=DAY1, asset_selection=keys).success
     (shard_id,) = shard_ids(wh)
     with wh.connect() as conn:
-        assert claim_new_intent(conn, f"{shard_id}:job1", "ticket_triage_20261120", shard_id, "openai",
-                                "/v1/chat/completions", "other-run")
+        assert claim_new_intent(
+            conn, f"{shard_id}:job1", "ticket_triage_20261120", shard_id, "openai", "/v1/chat/completions", "other-run"
+        )
     run = submit_job.execute_in_process(instance=instance, partition_key=DAY1)
-    meta = {k: v.value for k, v in run.asset_materializations_for_node("ticket_triage__submissions")[0].metadata.items()}
+    meta = {
+        k: v.value for k, v in run.asset_materializations_for_node("ticket_triage__submissions")[0].metadata.items()
+    }
     assert (meta["submitted"], meta["claimed_elsewhere"], meta["claimed_elsewhere_jobs"]) == (0, 1, f"{shard_id}:job1")
     assert (meta["undecided"], meta["undecided_jobs"]) == (0, "none")
     assert provider_batches(emulator, "openai") == []
 
 
-def test_jobs_adopt_refuses_a_batch_tagged_with_another_job_key(seeded_copy, ticket_task, emulator, capsys,
-                                                                 monkeypatch):
+def test_jobs_adopt_refuses_a_batch_tagged_with_another_job_key(
+    seeded_copy, ticket_task, emulator, capsys, monkeypatch
+):
     monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
@@ -494,16 +564,28 @@ def test_jobs_adopt_refuses_a_batch_tagged_with_another_job_key(seeded_copy, tic
     (shard_id,) = shard_ids(wh)
     job_key = f"{shard_id}:job1"
     with wh.connect() as conn:  # an intent a crashed run left behind (its lease already over)
-        assert claim_new_intent(conn, job_key, "ticket_triage_20261120", shard_id, "openai", "/v1/chat/completions",
-                                "crashed-run", lease_s=-1)
+        assert claim_new_intent(
+            conn,
+            job_key,
+            "ticket_triage_20261120",
+            shard_id,
+            "openai",
+            "/v1/chat/completions",
+            "crashed-run",
+            lease_s=-1,
+        )
         path = conn.execute("SELECT path FROM ledger.shard").fetchone()[0]
     with openai.OpenAI(api_key=EMULATOR_API_KEY, base_url=emulator.openai_base_url) as client:
         with open(path, "rb") as f:
             file_id = client.files.create(file=("shard.jsonl", f), purpose="batch").id
 
         def batch(tag: str) -> str:
-            return client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
-                                         completion_window="24h", metadata={"batch_assets_job": tag}).id
+            return client.batches.create(
+                input_file_id=file_id,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+                metadata={"batch_assets_job": tag},
+            ).id
 
         theirs, ours = batch("ticket_triage_20261121_a1_s0000:job1"), batch(job_key)
     code, _, err = cli(capsys, wh, "jobs", "adopt", job_key, theirs)

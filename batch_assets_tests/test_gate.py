@@ -14,12 +14,11 @@ import pytest
 
 from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.transaction import transaction
-from batch_assets.pipeline.settle.apply import apply_results
-from batch_assets.pipeline.govern.budget import ProjectBudgets, check_budget
-from batch_assets.pipeline.govern.cost import partition_gates
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
-from batch_assets.pipeline.govern.cost import request_overhead_tokens
+from batch_assets.pipeline.govern.budget import ProjectBudgets, check_budget
+from batch_assets.pipeline.govern.cost import partition_gates, request_overhead_tokens
 from batch_assets.pipeline.send.shards import cut_shards
+from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.policy import PolicySpec, find_sensitive
 from batch_assets.policy.model import DetectorActions
 from batch_assets.providers.prices import model_price, price_table
@@ -46,16 +45,22 @@ def with_spec(task, **changes):
 def source_findings(wh, day: str = DAY1) -> list[tuple[str, str, str]]:
     """(ticket_id, detector, value) of every confirmed finding in the day's source tickets."""
     with wh.connect() as conn:
-        conn.execute(f"CREATE TEMP TABLE _t AS SELECT row_number() OVER () AS rid, ticket_id, subject, body "
-                     f"FROM support_tickets WHERE created_date = DATE '{day}'")
+        conn.execute(
+            f"CREATE TEMP TABLE _t AS SELECT row_number() OVER () AS rid, ticket_id, subject, body "
+            f"FROM support_tickets WHERE created_date = DATE '{day}'"
+        )
         table = find_sensitive(conn, "_t", "rid", ["subject", "body"])
-        return conn.execute(f"SELECT t.ticket_id, f.detector, f.value FROM {table} f JOIN _t t ON t.rid = f.id").fetchall()
+        return conn.execute(
+            f"SELECT t.ticket_id, f.detector, f.value FROM {table} f JOIN _t t ON t.rid = f.id"
+        ).fetchall()
 
 
 def prompts(wh) -> dict[str, str]:
     """business_id -> prompt_text of the partition's current manifest Parquet."""
     (uri,) = [r["manifest_uri"] for r in q(wh, "SELECT manifest_uri FROM ledger.batch_task")]
-    return {r["business_id"]: r["prompt_text"] for r in q(wh, f"SELECT business_id, prompt_text FROM read_parquet('{uri}')")}
+    return {
+        r["business_id"]: r["prompt_text"] for r in q(wh, f"SELECT business_id, prompt_text FROM read_parquet('{uri}')")
+    }
 
 
 def shard_text(wh) -> str:
@@ -64,12 +69,15 @@ def shard_text(wh) -> str:
 
 def add_ticket(wh, ticket_id: str, body: str, day: str = DAY1) -> None:
     with wh.connect() as conn:
-        conn.execute("""
+        conn.execute(
+            """
             INSERT INTO support_tickets (ticket_id, created_date, created_at, channel, language, customer_name,
                                          customer_email, subject, body)
             SELECT ?, CAST(? AS DATE), created_at, channel, language, customer_name, customer_email, subject, ?
             FROM support_tickets LIMIT 1
-        """, [ticket_id, day, body])
+        """,
+            [ticket_id, day, body],
+        )
 
 
 def test_block_and_redact_on_real_shard_files(seeded_copy, ticket_task):
@@ -86,13 +94,24 @@ def test_block_and_redact_on_real_shard_files(seeded_copy, ticket_task):
     quarantine = json.dumps(q(wh, "SELECT * FROM ledger.quarantine"), default=str)
     metadata = json.dumps(summary.pii.as_metadata())
     for _, detector, value in findings:
-        for text, where in ((sent, "shard"), (parquet_text, "manifest"), (quarantine, "quarantine"), (metadata, "metadata")):
+        for text, where in (
+            (sent, "shard"),
+            (parquet_text, "manifest"),
+            (quarantine, "quarantine"),
+            (metadata, "metadata"),
+        ):
             assert value not in text, f"a {detector} value is in the {where}"
     # card (block): quarantined with detector and column named; email/phone (redact): sent with placeholders.
     carded = {i for i, d, _ in findings if d == "card"}
-    blocked = {r["business_id"]: r["reason"] for r in q(wh, """
+    blocked = {
+        r["business_id"]: r["reason"]
+        for r in q(
+            wh,
+            """
         SELECT m.business_id, q.reason FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
-        WHERE q.reason_code = 'blocked_by_policy'""")}
+        WHERE q.reason_code = 'blocked_by_policy'""",
+        )
+    }
     assert set(blocked) == carded and len(carded) == 3
     assert all("card in column body" in r for r in blocked.values())
     redacted = {i for i, d, _ in findings if d in ("email", "phone")} - carded
@@ -104,8 +123,11 @@ def test_block_and_redact_on_real_shard_files(seeded_copy, ticket_task):
     assert (summary.pii.redacted_items, summary.pii.blocked_items) == (len(redacted), 3)
     assert summary.pii.by_detector["card"] == {"action": "block", "findings": 3, "items": 3}
     # The values are kept locally, by custom_id, for redacted (not blocked) items only.
-    mapping = q(wh, "SELECT m.business_id, p.placeholder, p.value FROM ledger.pii_mapping p "
-                    "JOIN ledger.manifest_item m USING (custom_id)")
+    mapping = q(
+        wh,
+        "SELECT m.business_id, p.placeholder, p.value FROM ledger.pii_mapping p "
+        "JOIN ledger.manifest_item m USING (custom_id)",
+    )
     assert {r["business_id"] for r in mapping} == redacted
     assert {(i, v) for i, d, v in findings if i in redacted} == {(r["business_id"], r["value"]) for r in mapping}
     with wh.connect() as conn:
@@ -115,33 +137,51 @@ def test_block_and_redact_on_real_shard_files(seeded_copy, ticket_task):
 
 def test_placeholders_stable_and_input_hash_taken_over_the_redacted_text(seeded_copy, ticket_task):
     wh = seeded_copy
-    add_ticket(wh, "PII-1", "Mail me at jane.doe@example.com or jane.doe@example.com, or call +86 138 1234 5678. "
-                            "Second address: bob@example.org")
+    add_ticket(
+        wh,
+        "PII-1",
+        "Mail me at jane.doe@example.com or jane.doe@example.com, or call +86 138 1234 5678. "
+        "Second address: bob@example.org",
+    )
     freeze_manifest(wh, ticket_task, DAY1)
     (item,) = q(wh, "SELECT custom_id, input_hash FROM ledger.manifest_item WHERE business_id = 'PII-1'")
     assert "Mail me at [EMAIL_1] or [EMAIL_1], or call [PHONE_1]. Second address: [EMAIL_2]" in prompts(wh)["PII-1"]
     # A refreeze of the same source: same text, same hashes, same custom_ids, nothing new.
     again = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert (again.new_items, again.superseded_items) == (0, 0)
-    (same,) = q(wh, "SELECT custom_id, input_hash FROM ledger.manifest_item WHERE business_id = 'PII-1' "
-                    "AND superseded_at IS NULL")
+    (same,) = q(
+        wh,
+        "SELECT custom_id, input_hash FROM ledger.manifest_item WHERE business_id = 'PII-1' AND superseded_at IS NULL",
+    )
     assert same == item
     # With the detectors allowed, the text sent is the original one: another hash.
-    allow = with_spec(ticket_task, policy=PolicySpec(detectors=DetectorActions(
-        email="allow", phone="allow", card="allow", cn_id="allow", iban="allow")))
+    allow = with_spec(
+        ticket_task,
+        policy=PolicySpec(
+            detectors=DetectorActions(email="allow", phone="allow", card="allow", cn_id="allow", iban="allow")
+        ),
+    )
     freeze_manifest(wh, allow, DAY1, refreeze=True)
-    (plain,) = q(wh, "SELECT input_hash FROM ledger.manifest_item WHERE business_id = 'PII-1' AND superseded_at IS NULL")
+    (plain,) = q(
+        wh, "SELECT input_hash FROM ledger.manifest_item WHERE business_id = 'PII-1' AND superseded_at IS NULL"
+    )
     assert plain["input_hash"] != item["input_hash"]
 
 
 def test_a_luhn_invalid_look_alike_is_not_blocked(seeded_copy, ticket_task):
     wh = seeded_copy
     add_ticket(wh, "LOOK-1", "My order number is 4111 1111 1111 1112, please check it.")  # fails Luhn
-    add_ticket(wh, "CARD-1", "Charge my card 4111 1111 1111 1111 again.")                  # passes Luhn
+    add_ticket(wh, "CARD-1", "Charge my card 4111 1111 1111 1111 again.")  # passes Luhn
     freeze_manifest(wh, ticket_task, DAY1)
     cut_shards(wh, ticket_task, DAY1)
-    blocked = {r["business_id"] for r in q(wh, "SELECT m.business_id FROM ledger.quarantine q "
-                                               "JOIN ledger.manifest_item m USING (custom_id) WHERE reason_code = 'blocked_by_policy'")}
+    blocked = {
+        r["business_id"]
+        for r in q(
+            wh,
+            "SELECT m.business_id FROM ledger.quarantine q "
+            "JOIN ledger.manifest_item m USING (custom_id) WHERE reason_code = 'blocked_by_policy'",
+        )
+    }
     assert "CARD-1" in blocked and "LOOK-1" not in blocked
     sent = shard_text(wh)
     assert "4111 1111 1111 1112" in sent and "4111 1111 1111 1111" not in sent
@@ -159,20 +199,26 @@ def _fake_answers(wh, task, answers: dict[str, str]) -> None:
     """parsed_result rows as if the provider had answered (custom_id -> output JSON)."""
     values = ", ".join(f"('{cid}', '{out}')" for cid, out in answers.items())
     with wh.connect() as conn, transaction(conn):
-        insert_parsed_results(conn, task.task_id(DAY1), f"""
+        insert_parsed_results(
+            conn,
+            task.task_id(DAY1),
+            f"""
             SELECT custom_id, (SELECT item_no FROM ledger.manifest_item m WHERE m.custom_id = v.custom_id) AS item_no,
                    1 AS attempt, 'job-x' AS job_key, true AS provider_succeeded, NULL AS error_class,
                    NULL AS error_code, NULL AS error_message, 200 AS http_status, output_json, 'stop' AS finish_reason,
                    100 AS input_tokens, 20 AS output_tokens, NULL AS provider_request_id,
                    NULL AS thinking_tokens, NULL AS cached_input_tokens
             FROM (VALUES {values}) AS v(custom_id, output_json)
-        """, output_schema_version=task.spec.output.version, from_line=True)
+        """,
+            output_schema_version=task.spec.output.version,
+            from_line=True,
+        )
 
 
 @pytest.mark.parametrize("restore", [True, False])
 def test_restore_on_apply_round_trip(seeded_copy, ticket_task, restore):
     wh = seeded_copy
-    add_ticket(wh, "PII-2", 'Please change my e-mail from old.me@example.com to new.me@example.com, thanks')
+    add_ticket(wh, "PII-2", "Please change my e-mail from old.me@example.com to new.me@example.com, thanks")
     task = with_spec(ticket_task, policy=PolicySpec(restore_on_apply=restore))
     freeze_manifest(wh, task, DAY1)
     (item,) = q(wh, "SELECT custom_id FROM ledger.manifest_item WHERE business_id = 'PII-2'")
@@ -183,8 +229,10 @@ def test_restore_on_apply_round_trip(seeded_copy, ticket_task, restore):
     assert apply_results(wh, task, DAY1).applied == 1  # the stale guard hashes the redacted text too
     (applied,) = q(wh, "SELECT reason FROM ticket_labels WHERE ticket_id = 'PII-2'")
     if restore:
-        mapping = dict((r["placeholder"], r["value"]) for r in q(
-            wh, "SELECT placeholder, value FROM ledger.pii_mapping WHERE custom_id = ?", [item["custom_id"]]))
+        mapping = dict(
+            (r["placeholder"], r["value"])
+            for r in q(wh, "SELECT placeholder, value FROM ledger.pii_mapping WHERE custom_id = ?", [item["custom_id"]])
+        )
         assert applied["reason"] == f"move {mapping['[EMAIL_1]']} to {mapping['[EMAIL_2]']}; [EMAIL_9]"
         assert "new.me@example.com" in applied["reason"]
     else:
@@ -192,6 +240,7 @@ def test_restore_on_apply_round_trip(seeded_copy, ticket_task, restore):
 
 
 # --- cost -------------------------------------------------------------------------------------
+
 
 def test_every_provider_has_a_price_table_for_its_demo_models(ticket_task):
     from batch_assets.spec.resolve import load_all_tasks
@@ -204,24 +253,28 @@ def test_every_provider_has_a_price_table_for_its_demo_models(ticket_task):
 
 
 def test_price_math_with_batch_discount_and_thinking_tokens():
-    p = model_price("openai", "gpt-4o-mini")        # 0.15 in / 0.60 out per 1M, batch 50 % off
+    p = model_price("openai", "gpt-4o-mini")  # 0.15 in / 0.60 out per 1M, batch 50 % off
     assert p.cost(1_000_000, 0) == pytest.approx(0.075)
     assert p.cost(2000, 500) == pytest.approx((2000 * 0.15 + 500 * 0.60) / 1e6 * 0.5)
     with duckdb.connect() as conn:
         assert conn.execute(f"SELECT {p.cost_sql('2000', '500')}").fetchone()[0] == pytest.approx(p.cost(2000, 500))
         # Cached input tokens (part of the input) at the cached-input price (0.075); a NULL count is none cached.
         assert p.cost(2000, 500, 1500) == pytest.approx((500 * 0.15 + 1500 * 0.075 + 500 * 0.60) / 1e6 * 0.5)
-        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', '1500')}").fetchone()[0] == \
-            pytest.approx(p.cost(2000, 500, 1500))
-        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', 'NULL')}").fetchone()[0] == pytest.approx(p.cost(2000, 500))
+        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', '1500')}").fetchone()[0] == pytest.approx(
+            p.cost(2000, 500, 1500)
+        )
+        assert conn.execute(f"SELECT {p.cost_sql('2000', '500', 'NULL')}").fetchone()[0] == pytest.approx(
+            p.cost(2000, 500)
+        )
     # Gemini's thinking tokens are billed as output: its wire format adds thoughtsTokenCount to output_tokens.
     from batch_assets.providers.gemini.formats import _output_tokens_sql
 
-    body = json.dumps({"usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 100,
-                                         "thoughtsTokenCount": 400}})
+    body = json.dumps(
+        {"usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 100, "thoughtsTokenCount": 400}}
+    )
     with duckdb.connect() as conn:
         out = conn.execute(f"SELECT {_output_tokens_sql('r')} FROM (SELECT '{body}'::JSON AS body) r").fetchone()[0]
-    g = model_price("gemini", "gemini-2.5-flash")   # 0.30 in / 2.50 out
+    g = model_price("gemini", "gemini-2.5-flash")  # 0.30 in / 2.50 out
     assert out == 500 and g.cost(1000, out) == pytest.approx((1000 * 0.30 + 500 * 2.50) / 1e6 * 0.5)
 
 
@@ -229,7 +282,7 @@ def test_estimated_cost_per_item_at_freeze(seeded_copy, ticket_task):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
     p = model_price("openai", "gpt-4o-mini")
-    overhead = request_overhead_tokens(ticket_task)    # the system prompt and the chat framing
+    overhead = request_overhead_tokens(ticket_task)  # the system prompt and the chat framing
     assert 40 < overhead < 70
     rows = q(wh, "SELECT est_input_tokens, est_cost FROM ledger.manifest_item")
     assert rows and all(r["est_cost"] == pytest.approx(p.cost(r["est_input_tokens"] + overhead, 200)) for r in rows)
@@ -242,17 +295,20 @@ def test_cost_estimate_against_the_emulator_usage(seeded_copy, ticket_task, adap
     rec = run_partition(wh, ticket_task, DAY1, adapter)
     assert rec.problems() == []
     overhead = request_overhead_tokens(ticket_task)
-    (row,) = q(wh, f"""
+    (row,) = q(
+        wh,
+        f"""
         SELECT sum(m.est_input_tokens + {overhead}) AS est_in, sum(p.input_tokens) AS in_tok, sum(p.output_tokens) AS out_tok,
                sum(p.cost) AS cost, sum(m.est_cost) AS est_cost
-        FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)""")
+        FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)""",
+    )
     print("estimate vs emulator usage:", row)
     assert abs(row["est_in"] - row["in_tok"]) / row["in_tok"] < 0.05, row
     assert row["est_cost"] >= row["cost"] > 0
-    from batch_assets.cli import main
-
     import contextlib
     import io
+
+    from batch_assets.cli import main
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -264,6 +320,7 @@ def test_cost_estimate_against_the_emulator_usage(seeded_copy, ticket_task, adap
 
 
 # --- budgets ------------------------------------------------------------------------------------
+
 
 def test_a_budget_cap_refuses_with_the_numbers_and_an_override_is_recorded(seeded_copy, ticket_task):
     wh = seeded_copy
@@ -284,8 +341,9 @@ def test_a_budget_cap_refuses_with_the_numbers_and_an_override_is_recorded(seede
     assert check_budget(wh, task, DAY1, budgets=ProjectBudgets()).passed  # the recorded override holds
 
 
-def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(seeded_copy, ticket_task, adapter,
-                                                                             tmp_path, monkeypatch):
+def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(
+    seeded_copy, ticket_task, adapter, tmp_path, monkeypatch
+):
     """Spent today counts the lines of every partition with a job created today; the lines of the
     ledger's other partitions are not read (DuckDB's profile: row counts), so the check does not
     grow with the ledger's history."""
@@ -300,22 +358,27 @@ def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(see
     for day in (DAY1, DAY2):
         freeze_manifest(wh, ticket_task, day)
         cut_shards(wh, ticket_task, day)
-    submit_pending(wh, ticket_task, DAY1, adapter)     # DAY1's jobs are created today
+    submit_pending(wh, ticket_task, DAY1, adapter)  # DAY1's jobs are created today
     with wh.connect() as conn:
-        day1_cost = conn.execute("""SELECT sum(m.est_cost) FROM ledger.shard_line sl
+        day1_cost = conn.execute(
+            """SELECT sum(m.est_cost) FROM ledger.shard_line sl
                                     JOIN ledger.manifest_item m USING (custom_id) WHERE sl.task_id = ?""",
-                                 [TASK_ID1]).fetchone()[0]
+            [TASK_ID1],
+        ).fetchone()[0]
         figures = _figures(conn, day2, model)
         assert figures[0] == figures[1] > 0 and day1_cost > 0
         assert figures[2] == pytest.approx(day1_cost) and figures[3] == pytest.approx(day1_cost)
         # More partitions than it scans one by one: one join by (task_id, item_no), the same figures.
         from batch_assets.pipeline.govern import budget
+
         with monkeypatch.context() as m:
             m.setattr(budget, "MAX_PARTITION_SCANS", 1)
             assert _figures(conn, day2, model) == pytest.approx(figures)
-        own = {t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id IN (?, ?)", [TASK_ID1, day2]).fetchone()[0]
-               for t in ("shard_line", "manifest_item")}
-        copy_partition_rows(conn, DAY1, EARLIER_DAYS)   # earlier days' partitions, their jobs created then
+        own = {
+            t: conn.execute(f"SELECT count(*) FROM ledger.{t} WHERE task_id IN (?, ?)", [TASK_ID1, day2]).fetchone()[0]
+            for t in ("shard_line", "manifest_item")
+        }
+        copy_partition_rows(conn, DAY1, EARLIER_DAYS)  # earlier days' partitions, their jobs created then
         found = {}
         scans = ledger_scans(conn, lambda: found.update(f=_figures(conn, day2, model)), tmp_path / "profile.json")
     assert found["f"] == pytest.approx(figures)
@@ -334,17 +397,28 @@ def test_a_shard_whose_job_was_abandoned_counts_as_pending_again(seeded_copy, ti
     freeze_manifest(wh, task, DAY1)
     cut_shards(wh, task, DAY1)
     with wh.connect() as conn:
-        (abandoned, abandoned_cost), (live, live_cost) = conn.execute("""
+        (abandoned, abandoned_cost), (live, live_cost) = conn.execute(
+            """
             SELECT sl.shard_id, sum(m.est_cost) FROM ledger.shard_line sl JOIN ledger.manifest_item m USING (custom_id)
             JOIN ledger.shard s USING (shard_id) WHERE sl.task_id = ? GROUP BY sl.shard_id, s.shard_no
-            ORDER BY s.shard_no LIMIT 2""", [TASK_ID1]).fetchall()
+            ORDER BY s.shard_no LIMIT 2""",
+            [TASK_ID1],
+        ).fetchall()
         for shard_id in (abandoned, live):
-            assert claim_new_intent(conn, job_key_for(shard_id), TASK_ID1, shard_id, "openai", task.spec.endpoint,
-                                    owner="a-run-that-died", lease_s=-1)   # its lease already ran out
+            assert claim_new_intent(
+                conn,
+                job_key_for(shard_id),
+                TASK_ID1,
+                shard_id,
+                "openai",
+                task.spec.endpoint,
+                owner="a-run-that-died",
+                lease_s=-1,
+            )  # its lease already ran out
         abandon_job(conn, job_key_for(abandoned), "the provider has no such batch")
     v = check_budget(wh, task, DAY1, budgets=ProjectBudgets())
     assert abandoned_cost > 0 and live_cost > 0
-    assert v.pending == pytest.approx(v.estimate - live_cost)   # the abandoned shard's lines are pending again
+    assert v.pending == pytest.approx(v.estimate - live_cost)  # the abandoned shard's lines are pending again
     # Both intents were made today: spent today counts both (an abandoned batch may exist and bill).
     assert v.spent_today == pytest.approx(abandoned_cost + live_cost)
 
@@ -373,7 +447,9 @@ def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, mo
         assert again.success
         with dagster_env.connect() as conn:
             assert conn.execute("SELECT count(*) FROM ledger.provider_job").fetchone()[0] > 0
-            (detail,) = conn.execute("SELECT detail FROM ledger.operator_action WHERE action = 'budget_override'").fetchone()
+            (detail,) = conn.execute(
+                "SELECT detail FROM ledger.operator_action WHERE action = 'budget_override'"
+            ).fetchone()
         assert detail.startswith("load test, approved | overrode: all models today")
 
 
@@ -384,8 +460,10 @@ def test_a_redacted_item_keeps_its_other_texts_verbatim(seeded_copy, ticket_task
     add_ticket(wh, "TK-MIXED-1", "Please write to jane.doe@example.com about the refund.")
     add_ticket(wh, "TK-PLAIN-1", "Nothing sensitive in here at all.")
     with wh.connect() as conn:
-        conn.execute("UPDATE support_tickets SET subject = 'Refund request, second try' "
-                     "WHERE ticket_id IN ('TK-MIXED-1', 'TK-PLAIN-1')")
+        conn.execute(
+            "UPDATE support_tickets SET subject = 'Refund request, second try' "
+            "WHERE ticket_id IN ('TK-MIXED-1', 'TK-PLAIN-1')"
+        )
     freeze_manifest(wh, ticket_task, DAY1)
     mixed, plain = prompts(wh)["TK-MIXED-1"], prompts(wh)["TK-PLAIN-1"]
     assert "Subject: Refund request, second try" in mixed and "Subject: Refund request, second try" in plain
@@ -402,10 +480,15 @@ def test_the_gate_scans_each_id_once_and_leaves_repeated_ids_out(seeded_copy, ti
 
     wh = seeded_copy
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
-                     "VALUES (NULL, DATE '2026-11-20', 's', 'b', 'en')")
-        dup = conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND ticket_id IS NOT NULL "
-                           "GROUP BY 1 HAVING count(*) > 1", [DAY1]).fetchall()
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+            "VALUES (NULL, DATE '2026-11-20', 's', 'b', 'en')"
+        )
+        dup = conn.execute(
+            "SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND ticket_id IS NOT NULL "
+            "GROUP BY 1 HAVING count(*) > 1",
+            [DAY1],
+        ).fetchall()
         assert len(dup) == 1
 
         def gate() -> tuple:
@@ -415,6 +498,9 @@ def test_the_gate_scans_each_id_once_and_leaves_repeated_ids_out(seeded_copy, ti
             return counts.redacted_items, repeated
 
         redacted, repeated = gate()
-        conn.execute("UPDATE support_tickets SET body = body || ' Write to ann.lee@example.com.' "
-                     "WHERE rowid = (SELECT min(rowid) FROM support_tickets WHERE ticket_id = ?)", [dup[0][0]])
+        conn.execute(
+            "UPDATE support_tickets SET body = body || ' Write to ann.lee@example.com.' "
+            "WHERE rowid = (SELECT min(rowid) FROM support_tickets WHERE ticket_id = ?)",
+            [dup[0][0]],
+        )
         assert gate() == (redacted, dup) and repeated == dup

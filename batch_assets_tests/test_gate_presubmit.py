@@ -12,8 +12,8 @@ import pytest
 
 from batch_assets.cli import main
 from batch_assets.components.task_defs import build_task_defs
-from batch_assets.pipeline.govern.dry_run import NotFrozenError, render_sample
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.pipeline.govern.dry_run import NotFrozenError, render_sample
 from batch_assets.pipeline.govern.send_gate import check_dry_run, check_model, check_prompt
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.providers.models import allowed_models, matches
@@ -42,7 +42,8 @@ def submit(task, instance, **kwargs):
     """The task's submit job (manifest -> shards -> submissions) over this test's env, one partition."""
     d = dg.Definitions.merge(build_task_defs(task), dg.Definitions(resources=default_resources()))
     return d.resolve_job_def(f"{task.name}__submit").execute_in_process(
-        instance=instance, partition_key=DAY1, raise_on_error=False, **kwargs)
+        instance=instance, partition_key=DAY1, raise_on_error=False, **kwargs
+    )
 
 
 def evaluations(run) -> dict:
@@ -59,6 +60,7 @@ def jobs(wh) -> int:
 
 # --- model allow-list ------------------------------------------------------------------------------
 
+
 def test_every_task_model_is_on_its_providers_allow_list():
     assert all(allowed_models(p) for p in known_providers())
     for task in load_all_tasks().values():
@@ -67,7 +69,7 @@ def test_every_task_model_is_on_its_providers_allow_list():
 
 def test_allow_list_patterns_and_a_task_narrows_it_never_widens_it(ticket_task):
     assert matches("gpt-4o-mini-2024-07-18", allowed_models("openai"))  # gpt-4o-mini*
-    assert not matches("gpt-4o-2024-08-06", allowed_models("openai"))   # gpt-4o is exact
+    assert not matches("gpt-4o-2024-08-06", allowed_models("openai"))  # gpt-4o is exact
     v = check_model(with_spec(ticket_task, model="gpt-5-preview"), DAY1)
     assert not v.passed
     assert "model 'gpt-5-preview' is not on openai's allow-list [gpt-4o-mini*, gpt-4o" in v.reason
@@ -94,19 +96,28 @@ def test_a_model_off_the_allow_list_submits_nothing_in_dagster(dagster_env, emul
 
 # --- prompt and output schema unchanged since freezing ---------------------------------------------
 
+
 def test_hashes_are_recorded_at_freeze_and_a_change_fails_with_the_fix(seeded_copy, ticket_task):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
-    (row,) = q(wh, "SELECT prompt_version, output_schema_version, prompt_hash, output_schema_hash FROM ledger.batch_task")
-    assert row == {"prompt_version": ticket_task.spec.prompt.version,
-                   "output_schema_version": ticket_task.spec.output.version,
-                   "prompt_hash": ticket_task.prompt_hash, "output_schema_hash": ticket_task.output_schema_hash}
+    (row,) = q(
+        wh, "SELECT prompt_version, output_schema_version, prompt_hash, output_schema_hash FROM ledger.batch_task"
+    )
+    assert row == {
+        "prompt_version": ticket_task.spec.prompt.version,
+        "output_schema_version": ticket_task.spec.output.version,
+        "prompt_hash": ticket_task.prompt_hash,
+        "output_schema_hash": ticket_task.output_schema_hash,
+    }
     assert check_prompt(wh, ticket_task, DAY1).passed
 
     edited = dataclasses.replace(ticket_task, template=ticket_task.template + "\nAnswer in French.")
     v = check_prompt(wh, edited, DAY1)
-    assert not v.passed and f"prompt content changed since freezing under the same version " \
-                            f"{ticket_task.spec.prompt.version!r}" in v.reason
+    assert (
+        not v.passed
+        and f"prompt content changed since freezing under the same version {ticket_task.spec.prompt.version!r}"
+        in v.reason
+    )
     assert "refreeze" in v.reason and "restore the task file" in v.reason
     system = with_spec(ticket_task, prompt=ticket_task.spec.prompt.model_copy(update={"system": "Be terse."}))
     assert not check_prompt(wh, system, DAY1).passed  # the system message is part of the prompt
@@ -136,6 +147,7 @@ def test_a_changed_prompt_submits_nothing_until_refrozen_in_dagster(dagster_env,
 
 
 # --- dry run -----------------------------------------------------------------------------------------
+
 
 def test_dry_run_renders_the_lines_as_the_shards_send_them(seeded_copy, ticket_task):
     wh = seeded_copy
@@ -176,8 +188,10 @@ def test_the_demo_e2e_and_soak_partitions_stay_under_the_threshold():
     from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
     from batch_assets.soak import SoakConfig
 
-    per_day = [inspect.signature(f).parameters["per_day"].default
-               for f in (seed_support_tickets, seed_kb_articles, seed_product_reviews)]
+    per_day = [
+        inspect.signature(f).parameters["per_day"].default
+        for f in (seed_support_tickets, seed_kb_articles, seed_product_reviews)
+    ]
     soak = SoakConfig()
     per_day += [soak.tickets_per_day, soak.articles_per_day, soak.reviews_per_day]
     threshold = GateSpec().dry_run_threshold
@@ -192,8 +206,9 @@ def test_dry_run_is_required_above_the_threshold_in_dagster(dagster_env, emulato
     assert not check.passed and meta(check)["items"] == 58 and meta(check)["dry_run"] == "none"
     assert f"run `batch-assets dry-run {TASK_ID1}`" in meta(check)["reason"]
     assert jobs(dagster_env) == 0
-    (shards,) = [m for m in run.get_asset_materialization_events()
-                 if m.asset_key == dg.AssetKey(["ticket_triage", "shards"])]
+    (shards,) = [
+        m for m in run.get_asset_materialization_events() if m.asset_key == dg.AssetKey(["ticket_triage", "shards"])
+    ]
     shown = shards.materialization.metadata
     assert shown["sample_lines"].value.count("```json") == 5  # the UI shows the same sample as the CLI
     sample_hash = shown["sample_estimate"].value["sample_hash"]
@@ -202,14 +217,20 @@ def test_dry_run_is_required_above_the_threshold_in_dagster(dagster_env, emulato
     out, err = capsys.readouterr()
     assert "nothing was sent" in err and jobs(dagster_env) == 0
     (row,) = q(dagster_env, "SELECT task_name, prompt_version, task_id, n, sample_hash FROM ledger.dry_run")
-    assert row == {"task_name": "ticket_triage", "prompt_version": ticket_task.spec.prompt.version,
-                   "task_id": TASK_ID1, "n": 5, "sample_hash": sample_hash}
+    assert row == {
+        "task_name": "ticket_triage",
+        "prompt_version": ticket_task.spec.prompt.version,
+        "task_id": TASK_ID1,
+        "n": 5,
+        "sample_hash": sample_hash,
+    }
     again = submit(task, instance)
     assert again.success and evaluations(again)["dry_run_recorded"].passed and jobs(dagster_env) > 0
     assert "dry run of ticket_triage prompt" in meta(evaluations(again)["dry_run_recorded"])["reason"]
 
 
 # --- the dry-run command ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def frozen_db(seeded_copy, ticket_task, monkeypatch):
@@ -237,15 +258,25 @@ def test_dry_run_command_prints_the_lines_and_the_estimate(capsys, frozen_db, ti
     assert q(frozen_db, "SELECT count(*) AS n FROM ledger.provider_job")[0]["n"] == 0
 
 
-@pytest.mark.parametrize(("argv", "code", "expected"), [
-    (["ticket_triage"], 2, "'ticket_triage' is not a task_id: write <task>_<YYYYMMDD>, e.g. ticket_triage_20261120"),
-    (["ticket_triage_2026-11-20"], 2, "is not a task_id"),
-    (["ticket_triage_20261131"], 2, "20261131 is not a date (YYYYMMDD)"),
-    (["no_such_task_20261120"], 1, "no task 'no_such_task' in batch_assets/defs/tasks (known: "),
-    (["ticket_triage_20261121"], 1, "ticket_triage_20261121 is not frozen: materialize ticket_triage/manifest for "
-                                    "2026-11-21 first"),
-    ([TASK_ID1, "-n", "0"], 2, "-n 0: show at least 1 line"),
-])
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (
+            ["ticket_triage"],
+            2,
+            "'ticket_triage' is not a task_id: write <task>_<YYYYMMDD>, e.g. ticket_triage_20261120",
+        ),
+        (["ticket_triage_2026-11-20"], 2, "is not a task_id"),
+        (["ticket_triage_20261131"], 2, "20261131 is not a date (YYYYMMDD)"),
+        (["no_such_task_20261120"], 1, "no task 'no_such_task' in batch_assets/defs/tasks (known: "),
+        (
+            ["ticket_triage_20261121"],
+            1,
+            "ticket_triage_20261121 is not frozen: materialize ticket_triage/manifest for 2026-11-21 first",
+        ),
+        ([TASK_ID1, "-n", "0"], 2, "-n 0: show at least 1 line"),
+    ],
+)
 def test_dry_run_bad_input_is_one_line_naming_the_fix(capsys, frozen_db, argv, code, expected):
     assert main(["dry-run", *argv, "--database", str(frozen_db.database)]) == code
     out, err = capsys.readouterr()
@@ -266,12 +297,14 @@ def test_dry_run_of_a_changed_prompt_is_refused(capsys, frozen_db, ticket_task, 
 
 # --- parse and apply under each item's output version recorded at freeze ---------------------------
 
+
 def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
-        seeded_copy, ticket_task, adapter, wait_for_jobs):
-    from batch_assets.pipeline.settle.apply import apply_results
+    seeded_copy, ticket_task, adapter, wait_for_jobs
+):
     from batch_assets.pipeline.collect.ingest import collect_raw_results
     from batch_assets.pipeline.collect.parse import parse_results
     from batch_assets.pipeline.send.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
 
     wh = seeded_copy
     v1 = ticket_task.spec.output.version
@@ -296,8 +329,12 @@ def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
     assert not_written.applied == 0 and not_written.refused_version > 0
     with wh.connect() as conn:
         assert conn.execute("SELECT count(*) FROM ledger.applied_result").fetchone()[0] == 0
-        assert conn.execute(f"SELECT count(*) FROM {ticket_task.spec.apply.table} WHERE output_version = 'v2'"
-                            ).fetchone()[0] == 0
+        assert (
+            conn.execute(f"SELECT count(*) FROM {ticket_task.spec.apply.table} WHERE output_version = 'v2'").fetchone()[
+                0
+            ]
+            == 0
+        )
     written = apply_results(wh, ticket_task, DAY1)
     assert written.applied > 0 and written.refused_version == 0
     assert {r["v"] for r in q(wh, f"SELECT DISTINCT output_version AS v FROM {ticket_task.spec.apply.table}")} == {v1}
@@ -315,7 +352,8 @@ def test_retry_command_is_held_by_the_same_gate(capsys, frozen_db, ticket_task, 
 
 
 def test_a_partition_frozen_under_two_output_versions_parses_each_item_under_its_own(
-        seeded_copy, ticket_task, adapter, wait_for_jobs):
+    seeded_copy, ticket_task, adapter, wait_for_jobs
+):
     """Items of one partition can carry different output versions (frozen before and after a version
     change): each answer is parsed only when its own item's version is the task's now."""
     from batch_assets.pipeline.collect.ingest import collect_raw_results
@@ -331,12 +369,21 @@ def test_a_partition_frozen_under_two_output_versions_parses_each_item_under_its
     with wh.connect() as conn:  # a third of the answered items as if frozen under an older version
         conn.execute("""UPDATE ledger.manifest_item SET output_schema_version = 'v0' WHERE custom_id IN
                         (SELECT custom_id FROM ledger.raw_result WHERE status = 'ok' AND hash(custom_id) % 3 = 0)""")
-    older = q(wh, "SELECT count(*) AS n FROM ledger.raw_result r JOIN ledger.manifest_item m USING (custom_id) "
-                  "WHERE r.status = 'ok' AND m.output_schema_version = 'v0'")[0]["n"]
+    older = q(
+        wh,
+        "SELECT count(*) AS n FROM ledger.raw_result r JOIN ledger.manifest_item m USING (custom_id) "
+        "WHERE r.status = 'ok' AND m.output_schema_version = 'v0'",
+    )[0]["n"]
     answers = q(wh, "SELECT count(*) AS n FROM ledger.raw_result WHERE status = 'ok'")[0]["n"]
     assert 0 < older < answers
 
     parsed = parse_results(wh, ticket_task, DAY1)
     assert parsed.parsed == answers - older and parsed.refused_version == older
-    assert q(wh, "SELECT count(*) AS n FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id) "
-                 "WHERE m.output_schema_version = 'v0'")[0]["n"] == 0
+    assert (
+        q(
+            wh,
+            "SELECT count(*) AS n FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id) "
+            "WHERE m.output_schema_version = 'v0'",
+        )[0]["n"]
+        == 0
+    )

@@ -15,17 +15,32 @@ DAGSTER_FREE = ["pipeline", "ledger", "spec", "policy", "providers", "emulator",
 
 # (importer, imported): the importer may not reach the imported package by any chain of imports.
 FORBIDDEN = [
-    ("providers", "pipeline"), ("providers", "ledger"), ("providers", "components"), ("providers", "defs"),
+    ("providers", "pipeline"),
+    ("providers", "ledger"),
+    ("providers", "components"),
+    ("providers", "defs"),
     ("providers", "cli"),
-    ("ledger", "pipeline"), ("ledger", "components"), ("ledger", "defs"), ("ledger", "cli"),
-    ("pipeline", "components"), ("pipeline", "defs"), ("pipeline", "cli"), ("pipeline", "demo"), ("pipeline", "bench"),
-    ("spec", "pipeline"), ("policy", "pipeline"), ("emulator", "pipeline"), ("emulator", "cli"),
+    ("ledger", "pipeline"),
+    ("ledger", "components"),
+    ("ledger", "defs"),
+    ("ledger", "cli"),
+    ("pipeline", "components"),
+    ("pipeline", "defs"),
+    ("pipeline", "cli"),
+    ("pipeline", "demo"),
+    ("pipeline", "bench"),
+    ("spec", "pipeline"),
+    ("policy", "pipeline"),
+    ("emulator", "pipeline"),
+    ("emulator", "cli"),
 ]
 
 
 @functools.cache
 def _graph() -> grimp.ImportGraph:
-    return grimp.build_graph(PACKAGE, include_external_packages=True, exclude_type_checking_imports=True, cache_dir=None)
+    return grimp.build_graph(
+        PACKAGE, include_external_packages=True, exclude_type_checking_imports=True, cache_dir=None
+    )
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -82,8 +97,10 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 def test_the_package_has_no_import_cycle() -> None:
     cycles = _cycles(_graph())
-    assert cycles == [], "import cycles (break them by moving the shared part into a module both import):\n" + \
-        "\n".join(" <-> ".join(c) for c in cycles)
+    assert cycles == [], (
+        "import cycles (break them by moving the shared part into a module both import):\n"
+        + "\n".join(" <-> ".join(c) for c in cycles)
+    )
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -109,6 +126,7 @@ def test_stages_ledger_and_providers_never_import_dagster(layer: str) -> None:
 @pytest.mark.parametrize(("importer", "imported"), FORBIDDEN, ids=[f"{a}-{b}" for a, b in FORBIDDEN])
 def test_lower_layers_never_import_higher_ones(importer: str, imported: str) -> None:
     graph = _graph()
-    chain = graph.find_shortest_chain(importer=f"{PACKAGE}.{importer}", imported=f"{PACKAGE}.{imported}",
-                                      as_packages=True)
+    chain = graph.find_shortest_chain(
+        importer=f"{PACKAGE}.{importer}", imported=f"{PACKAGE}.{imported}", as_packages=True
+    )
     assert chain is None, f"{importer} reaches {imported}: {' -> '.join(chain)}"

@@ -24,15 +24,25 @@ def _write(path: Path, lines: int, rng: random.Random) -> None:
     with open(path, "w") as f:
         for n in range(1, lines + 1):
             body = {"choices": [{"message": {"content": "x" * rng.randint(0, 2500)}}]}
-            f.write(json.dumps({"id": f"{path.stem}/{n}", "custom_id": f"{path.stem}-{n}",
-                                "response": {"status_code": 200, "request_id": "r", "body": body},
-                                "error": None}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"{path.stem}/{n}",
+                        "custom_id": f"{path.stem}-{n}",
+                        "response": {"status_code": 200, "request_id": "r", "body": body},
+                        "error": None,
+                    }
+                )
+                + "\n"
+            )
 
 
 def _stage(conn: duckdb.DuckDBPyConnection, files: list[Path]) -> list[tuple]:
     rows = ", ".join(f"({i}, 'k{i}', 'job{i}', '{p}', 's{i}', 1)" for i, p in enumerate(files))
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
-                 "AS t(ord, file_key, job_key, path, shard_id, attempt)")
+    conn.execute(
+        f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
+        "AS t(ord, file_key, job_key, path, shard_id, attempt)"
+    )
     ingest._stage_batch(conn, [{"path": str(p), "file_key": f"k{i}"} for i, p in enumerate(files)], FMT)
     return conn.execute("SELECT file_key, line_no, line_id, malformed_line FROM _in").fetchall()
 

@@ -24,15 +24,15 @@ import pytest
 
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.settle.apply import apply_results
-from batch_assets.pipeline.faultpoints import ENV as FAULTPOINT_ENV
 from batch_assets.pipeline.collect.ingest import collect_raw_results, download_results, ingest_files
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.parse import parse_results
-from batch_assets.pipeline.settle.reconcile import WARN, settle
-from batch_assets.pipeline.settle.retry_ledger import plan_retries
+from batch_assets.pipeline.faultpoints import ENV as FAULTPOINT_ENV
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import WARN, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries
 from batch_assets.soak import provider_batch_ids
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -40,16 +40,22 @@ from .conftest import DAY1, FAST_EMULATOR
 from .stage_process import LEASE_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-MARKER_TIMEOUT_S = 60.0   # how long the stage may take to reach its point (not a timing assumption)
+MARKER_TIMEOUT_S = 60.0  # how long the stage may take to reach its point (not a timing assumption)
 ROUNDS = 8
-CLAIM_LEASE_S = 3.0       # the killed submit run's claim lease, where submissions are claimed
+CLAIM_LEASE_S = 3.0  # the killed submit run's claim lease, where submissions are claimed
 
 
 @pytest.fixture
 def emulator_knobs():
     # Duplicated and shuffled output lines, and item faults drawn per occurrence so retries can succeed.
-    return {**FAST_EMULATOR, "item_faults_by_occurrence": True, "shuffle_output": True,
-            "duplicate_output_lines": 0.15, "item_error_rate": 0.1, "truncate_rate": 0.05}
+    return {
+        **FAST_EMULATOR,
+        "item_faults_by_occurrence": True,
+        "shuffle_output": True,
+        "duplicate_output_lines": 0.15,
+        "item_error_rate": 0.1,
+        "truncate_rate": 0.05,
+    }
 
 
 def q(wh: Warehouse, sql: str, params=None) -> list[tuple]:
@@ -61,13 +67,23 @@ def _task(ticket_task: ResolvedTask) -> ResolvedTask:
     """Backoff 0 (retries due at once), a tolerance for the injected faults, two batches per attempt."""
     retry = ticket_task.spec.retry.model_copy(update={"backoff_s": 0.0, "max_failed_fraction": 0.5})
     spec = ticket_task.spec.model_copy(update={"retry": retry})
-    return dataclasses.replace(ticket_task, spec=spec,
-                               limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=30))
+    return dataclasses.replace(
+        ticket_task, spec=spec, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=30)
+    )
 
 
 def _stage_cmd(stage: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHandle) -> list[str]:
-    return [sys.executable, "-m", "batch_assets_tests.stage_process", stage, str(wh.database), str(wh.data_dir),
-            str(task.yaml_path), DAY1, emulator.base_url]
+    return [
+        sys.executable,
+        "-m",
+        "batch_assets_tests.stage_process",
+        stage,
+        str(wh.database),
+        str(wh.data_dir),
+        str(task.yaml_path),
+        DAY1,
+        emulator.base_url,
+    ]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -81,8 +97,9 @@ def run_stage(stage: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorH
     """The stage in a fresh process, to its end."""
     log = tmp_path / f"{stage}.restart.log"
     with open(log, "wb") as out:
-        rc = subprocess.run(_stage_cmd(stage, wh, task, emulator), env=_env(), stdout=out, stderr=subprocess.STDOUT,
-                            timeout=120).returncode
+        rc = subprocess.run(
+            _stage_cmd(stage, wh, task, emulator), env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=120
+        ).returncode
     assert rc == 0, log.read_text(errors="replace")
 
 
@@ -90,8 +107,13 @@ def wait_for_claims_to_expire(wh: Warehouse) -> None:
     """Where submissions are claimed with a lease: wait until the killed run's claim has run out
     (it ran with a lease of CLAIM_LEASE_S), as a restart after a crash would find it."""
     with wh.connect() as conn:
-        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
-                                               "WHERE table_schema = 'ledger' AND table_name = 'provider_job'").fetchall()}
+        columns = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = 'ledger' AND table_name = 'provider_job'"
+            ).fetchall()
+        }
     if "claim_expires_at" not in columns:
         return
     deadline = time.monotonic() + CLAIM_LEASE_S + MARKER_TIMEOUT_S
@@ -106,14 +128,15 @@ def kill_at(point: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHan
     marker, log = tmp_path / f"{point}.reached", tmp_path / f"{point}.log"
     with open(log, "wb") as out:
         env = _env(**{FAULTPOINT_ENV: f"{point}={marker}", LEASE_ENV: str(CLAIM_LEASE_S)})
-        proc = subprocess.Popen(_stage_cmd(stage, wh, task, emulator), env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(_stage_cmd(stage, wh, task, emulator), env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + MARKER_TIMEOUT_S
             while not marker.exists():
                 if proc.poll() is not None:
-                    pytest.fail(f"the {stage} process ended (rc {proc.returncode}) before reaching {point}:\n"
-                                + log.read_text(errors="replace"))
+                    pytest.fail(
+                        f"the {stage} process ended (rc {proc.returncode}) before reaching {point}:\n"
+                        + log.read_text(errors="replace")
+                    )
                 assert time.monotonic() < deadline, f"{point} not reached in {MARKER_TIMEOUT_S}s"
                 time.sleep(0.02)
             assert int(marker.read_text()) == proc.pid
@@ -130,10 +153,10 @@ def _after_crash(point: str, wh: Warehouse, task_id: str, emulator: EmulatorHand
     before the record / inside the transaction)."""
     if point == "submit.created":
         assert q(wh, "SELECT count(*), count(provider_batch_id) FROM ledger.provider_job")[0] == (1, 0)
-        assert len(provider_batch_ids(emulator, "openai")) == 1   # created at the provider, unknown to the ledger
+        assert len(provider_batch_ids(emulator, "openai")) == 1  # created at the provider, unknown to the ledger
     elif point == "download.file_written":
         assert q(wh, "SELECT count(*) FROM ledger.raw_file")[0][0] == 0
-        assert any((wh.data_dir / "raw" / task_id).iterdir())     # the file is on disk
+        assert any((wh.data_dir / "raw" / task_id).iterdir())  # the file is on disk
     elif point == "ingest.before_commit":
         assert q(wh, "SELECT count(*) FROM ledger.raw_result")[0][0] == 0
         assert q(wh, "SELECT count(*) FROM ledger.raw_file WHERE ingested_at IS NOT NULL")[0][0] == 0
@@ -167,25 +190,39 @@ def assert_exactly_once(wh: Warehouse, task: ResolvedTask, emulator: EmulatorHan
     assert q(wh, "SELECT count(*) - count(DISTINCT custom_id) FROM ledger.applied_result")[0][0] == 0
     # Result lines: one counted answer per item and attempt (repeats recorded as duplicates), each
     # file line recorded once, each file once, each outcome once per attempt.
-    assert q(wh, "SELECT count(*) FROM (SELECT custom_id, attempt FROM ledger.raw_result WHERE status = 'ok' "
-                 "GROUP BY ALL HAVING count(*) > 1)")[0][0] == 0
+    assert (
+        q(
+            wh,
+            "SELECT count(*) FROM (SELECT custom_id, attempt FROM ledger.raw_result WHERE status = 'ok' "
+            "GROUP BY ALL HAVING count(*) > 1)",
+        )[0][0]
+        == 0
+    )
     assert q(wh, "SELECT count(*) - count(DISTINCT (file_key, line_no)) FROM ledger.raw_result")[0][0] == 0
     assert q(wh, "SELECT count(*) - count(DISTINCT path) FROM ledger.raw_file")[0][0] == 0
     assert q(wh, "SELECT count(*) - count(DISTINCT (custom_id, attempt)) FROM ledger.parsed_result")[0][0] == 0
-    assert rec.duplicate_lines > 0   # the emulator did duplicate lines: they were told apart
+    assert rec.duplicate_lines > 0  # the emulator did duplicate lines: they were told apart
     # Every batch the provider holds is tracked by exactly one job.
     ids = provider_batch_ids(emulator, "openai")
-    jobs = [r[0] for r in q(wh, "SELECT provider_batch_id FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL")]
+    jobs = [
+        r[0] for r in q(wh, "SELECT provider_batch_id FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL")
+    ]
     assert sorted(ids) == sorted(jobs) and len(set(jobs)) == len(jobs)
 
 
-POINTS = ["submit.created", "download.file_written", "ingest.before_commit", "parse.before_commit",
-          "apply.before_commit"]
+POINTS = [
+    "submit.created",
+    "download.file_written",
+    "ingest.before_commit",
+    "parse.before_commit",
+    "apply.before_commit",
+]
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(point, seeded_copy, ticket_task, emulator,
-                                                                      adapter, wait_for_jobs, tmp_path):
+def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(
+    point, seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path
+):
     wh, task = seeded_copy, _task(ticket_task)
     task_id = task.task_id(DAY1)
     stage = point.split(".")[0]
@@ -193,7 +230,7 @@ def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(point, see
     freeze_manifest(wh, task, DAY1)
     cut_shards(wh, task, DAY1)
     # The stages before the killed one, in process.
-    before = order[:order.index(stage)]
+    before = order[: order.index(stage)]
     if "submit" in before:
         submit_pending(wh, task, DAY1, adapter)
         wait_for_jobs(wh, adapter)
@@ -212,7 +249,7 @@ def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(point, see
     # Restart: the same stage in a fresh process, then the rest of the round and further rounds.
     run_stage(stage, wh, task, emulator, tmp_path)
     rec, verdict = drive_to_final(wh, task, adapter, wait_for_jobs)
-    assert rec.applied > 0 and rec.max_attempt >= 2   # retries happened after the restart
+    assert rec.applied > 0 and rec.max_attempt >= 2  # retries happened after the restart
     assert_exactly_once(wh, task, emulator, rec)
     assert verdict.passed, verdict.reasons
 
@@ -221,9 +258,9 @@ def test_faultpoints_are_inert_without_the_variable(monkeypatch, tmp_path):
     from batch_assets.pipeline import faultpoints
 
     monkeypatch.delenv(FAULTPOINT_ENV, raising=False)
-    faultpoints.reached("apply.before_commit")   # returns at once
+    faultpoints.reached("apply.before_commit")  # returns at once
     monkeypatch.setenv(FAULTPOINT_ENV, f"parse.before_commit={tmp_path / 'm'}")
-    faultpoints.reached("apply.before_commit")   # another point: returns at once
+    faultpoints.reached("apply.before_commit")  # another point: returns at once
     assert not (tmp_path / "m").exists()
     monkeypatch.setenv(FAULTPOINT_ENV, "no-marker")
     with pytest.raises(ValueError, match="<point>=<marker file>"):

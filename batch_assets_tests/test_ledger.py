@@ -28,7 +28,9 @@ LEDGER_PACKAGE = PACKAGE / "ledger"
 LEDGER_WRITE = re.compile(
     r"\b(INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE(?:\s+TABLE)?|COPY"
     r"|ALTER\s+TABLE|DROP\s+TABLE(?:\s+IF\s+EXISTS)?|CREATE\s+(?:OR\s+REPLACE\s+)?TABLE(?:\s+IF\s+NOT\s+EXISTS)?)"
-    r"\s+\"?ledger\"?\.", re.IGNORECASE)
+    r"\s+\"?ledger\"?\.",
+    re.IGNORECASE,
+)
 # An INSERT into a ledger table and the first thing after the table name (must open the column list).
 LEDGER_INSERT = re.compile(r"\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+\"?ledger\"?\.[^\s(]+\s*(\S)", re.IGNORECASE)
 HAND_TRANSACTION = re.compile(r"""execute\(\s*f?["']{1,3}\s*(BEGIN|COMMIT|ROLLBACK|ABORT)\b""", re.IGNORECASE)
@@ -44,16 +46,19 @@ def _line(text: str, pos: int) -> int:
 
 # --- one writer ----------------------------------------------------------------------------------
 
+
 def test_only_the_ledger_package_writes_ledger_tables():
     offenders = []
     for path in _sources(".py", ".sql"):
         if LEDGER_PACKAGE in path.parents:
             continue
         text = path.read_text(encoding="utf-8")
-        offenders += [f"{path.relative_to(PACKAGE)}:{_line(text, m.start())}: {m.group(0)}"
-                      for m in LEDGER_WRITE.finditer(text)]
-    assert offenders == [], "ledger writes belong in batch_assets/ledger/ (call its writer functions):\n" + \
-        "\n".join(offenders)
+        offenders += [
+            f"{path.relative_to(PACKAGE)}:{_line(text, m.start())}: {m.group(0)}" for m in LEDGER_WRITE.finditer(text)
+        ]
+    assert offenders == [], "ledger writes belong in batch_assets/ledger/ (call its writer functions):\n" + "\n".join(
+        offenders
+    )
 
 
 def test_every_ledger_insert_names_its_columns():
@@ -95,7 +100,10 @@ def test_no_job_state_is_spelled_out_in_sql():
     offenders = []
     for path in _sources(".py"):
         rel = path.relative_to(PACKAGE)
-        if rel.parts[0] not in ("pipeline", "ledger", "bench", "defs", "components") or path == LEDGER_PACKAGE / "states.py":
+        if (
+            rel.parts[0] not in ("pipeline", "ledger", "bench", "defs", "components")
+            or path == LEDGER_PACKAGE / "states.py"
+        ):
             continue
         text = path.read_text(encoding="utf-8")
         offenders += [f"{rel}:{_line(text, m.start())}: {m.group(0)}" for m in pattern.finditer(text)]
@@ -103,6 +111,7 @@ def test_no_job_state_is_spelled_out_in_sql():
 
 
 # --- transaction() -------------------------------------------------------------------------------
+
 
 def _conn() -> duckdb.DuckDBPyConnection:
     conn = duckdb.connect()
@@ -153,12 +162,17 @@ def test_a_nested_transaction_joins_the_outer_one():
 
 # --- job states ----------------------------------------------------------------------------------
 
+
 def test_state_sql_matches_the_provider_contract():
     conn = duckdb.connect()
     conn.execute("CREATE TABLE j (state VARCHAR, provider_batch_id VARCHAR)")
-    conn.executemany("INSERT INTO j (state, provider_batch_id) VALUES (?, ?)",
-                     [(s.value, b) for s in JobState for b in (None, "batch_1")])
-    terminal = {r[0] for r in conn.execute(f"SELECT DISTINCT state FROM j WHERE state IN {TERMINAL_STATES_SQL}").fetchall()}
+    conn.executemany(
+        "INSERT INTO j (state, provider_batch_id) VALUES (?, ?)",
+        [(s.value, b) for s in JobState for b in (None, "batch_1")],
+    )
+    terminal = {
+        r[0] for r in conn.execute(f"SELECT DISTINCT state FROM j WHERE state IN {TERMINAL_STATES_SQL}").fetchall()
+    }
     assert terminal == {s.value for s in TERMINAL_STATES}
     not_terminal = {r[0] for r in conn.execute(f"SELECT DISTINCT state FROM j WHERE {NOT_TERMINAL_SQL}").fetchall()}
     assert not_terminal == {s.value for s in JobState} - terminal
@@ -170,6 +184,7 @@ def test_state_sql_matches_the_provider_contract():
 
 # --- writer functions ----------------------------------------------------------------------------
 
+
 def _job_row(conn, job_key: str) -> dict:
     cur = conn.execute("SELECT * FROM ledger.provider_job WHERE job_key = ?", [job_key])
     return dict(zip([d[0] for d in cur.description], cur.fetchone()))
@@ -179,8 +194,9 @@ def test_record_snapshot_accepts_batch_errors_and_dicts_and_a_terminal_state_is_
     with warehouse.connect() as conn:
         for key in ("t_1:job1", "t_2:job1"):
             insert_job_intent(conn, key, "t", key.split(":")[0], "openai", "/v1/chat/completions")
-        failed = JobSnapshot("batch_1", "failed", JobState.FAILED,
-                             errors=(BatchError("invalid_request", "bad line", line=3),))
+        failed = JobSnapshot(
+            "batch_1", "failed", JobState.FAILED, errors=(BatchError("invalid_request", "bad line", line=3),)
+        )
         assert record_snapshot(conn, "t_1:job1", failed, submitted=True) is True
         row = _job_row(conn, "t_1:job1")
         assert json.loads(row["provider_errors"]) == [{"code": "invalid_request", "message": "bad line", "line": 3}]
@@ -196,9 +212,15 @@ def test_record_snapshot_accepts_batch_errors_and_dicts_and_a_terminal_state_is_
         assert json.loads(_job_row(conn, "t_2:job1")["provider_errors"]) == [{"code": "x", "message": "y"}]
         request_cancel(conn, "t_2:job1")
         assert _job_row(conn, "t_2:job1")["cancel_requested"] is True
-        events = conn.execute("SELECT job_key, from_state, to_state FROM ledger.status_event ORDER BY 1, observed_at, 3").fetchall()
-    assert events == [("t_1:job1", None, "CREATED"), ("t_1:job1", "CREATED", "FAILED"),
-                      ("t_2:job1", None, "CREATED"), ("t_2:job1", "CREATED", "FAILED")]
+        events = conn.execute(
+            "SELECT job_key, from_state, to_state FROM ledger.status_event ORDER BY 1, observed_at, 3"
+        ).fetchall()
+    assert events == [
+        ("t_1:job1", None, "CREATED"),
+        ("t_1:job1", "CREATED", "FAILED"),
+        ("t_2:job1", None, "CREATED"),
+        ("t_2:job1", "CREATED", "FAILED"),
+    ]
 
 
 def test_record_snapshot_of_an_unknown_job_raises(warehouse: Warehouse):
@@ -208,11 +230,17 @@ def test_record_snapshot_of_an_unknown_job_raises(warehouse: Warehouse):
 
 def test_set_based_writers_read_the_query_by_column_name(warehouse: Warehouse):
     with warehouse.connect() as conn:
-        n = insert_quarantine(conn, "t", """
+        n = insert_quarantine(
+            conn,
+            "t",
+            """
             SELECT 'why' AS reason, 'empty_input' AS reason_code, 't:x:' || i AS custom_id, i AS item_no
-            FROM range(3) r(i)""")
+            FROM range(3) r(i)""",
+        )
         assert n == 3
-        rows = conn.execute("SELECT custom_id, task_id, reason_code, reason FROM ledger.quarantine ORDER BY 1").fetchall()
+        rows = conn.execute(
+            "SELECT custom_id, task_id, reason_code, reason FROM ledger.quarantine ORDER BY 1"
+        ).fetchall()
     assert rows == [(f"t:x:{i}", "t", "empty_input", "why") for i in range(3)]
 
 
@@ -220,11 +248,19 @@ def test_supersede_marks_live_items_not_current_and_skips_a_first_freeze(warehou
     from batch_assets.ledger.manifest import insert_manifest_items, supersede_items_not_in
 
     def items(conn, task_id: str) -> None:
-        insert_manifest_items(conn, task_id, f"""
+        insert_manifest_items(
+            conn,
+            task_id,
+            f"""
             SELECT '{task_id}:x:' || i AS custom_id, i AS item_no, 'b' || i AS business_id, 'h' AS input_hash,
                    1 AS est_input_tokens, 0.1 AS est_cost FROM range(3) r(i)""",
-            item_type="x", prompt_version="v1", model="m", params_json="{}", output_schema_version="v1",
-            manifest_version=1)
+            item_type="x",
+            prompt_version="v1",
+            model="m",
+            params_json="{}",
+            output_schema_version="v1",
+            manifest_version=1,
+        )
 
     with warehouse.connect() as conn:
         items(conn, "t1")
@@ -234,7 +270,9 @@ def test_supersede_marks_live_items_not_current_and_skips_a_first_freeze(warehou
         with pytest.raises(duckdb.CatalogException):
             supersede_items_not_in(conn, "t1", "SELECT custom_id FROM no_such_table")
         assert supersede_items_not_in(conn, "t1", "SELECT 't1:x:' || i AS custom_id FROM range(2) r(i)") == 1
-        live = conn.execute("SELECT custom_id FROM ledger.manifest_item WHERE superseded_at IS NULL ORDER BY 1").fetchall()
+        live = conn.execute(
+            "SELECT custom_id FROM ledger.manifest_item WHERE superseded_at IS NULL ORDER BY 1"
+        ).fetchall()
     assert live == [("t1:x:0",), ("t1:x:1",)]
 
 
@@ -312,8 +350,18 @@ INSERT INTO ledger.applied_result (custom_id, task_id, business_id, outcome, tar
 VALUES ('ticket_triage_20261120:ticket:T0:abcd', 'ticket_triage_20261120', 'T0', 'applied', 'ticket_triage_results',
     'v1', TIMESTAMP '2026-11-21 08:06:00');
 """
-V1_TABLES = ("batch_task", "manifest_item", "shard", "shard_line", "provider_job", "status_event", "raw_file",
-             "raw_result", "parsed_result", "applied_result")
+V1_TABLES = (
+    "batch_task",
+    "manifest_item",
+    "shard",
+    "shard_line",
+    "provider_job",
+    "status_event",
+    "raw_file",
+    "raw_result",
+    "parsed_result",
+    "applied_result",
+)
 
 
 def _table_rows(conn, table: str, columns: list[str]) -> list[tuple]:
@@ -321,9 +369,13 @@ def _table_rows(conn, table: str, columns: list[str]) -> list[tuple]:
 
 
 def _v1_columns(conn, table: str) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
-        [table]).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
+            [table],
+        ).fetchall()
+    ]
 
 
 def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehouse: Warehouse):
@@ -345,26 +397,37 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
         after = {t: _table_rows(conn, t, v1_columns[t]) for t in V1_TABLES}
         from_line = dict(conn.execute("SELECT custom_id, from_line FROM ledger.parsed_result").fetchall())
         deferred = conn.execute("SELECT deferred_at FROM ledger.shard").fetchall()
-        usage_apart = conn.execute("SELECT DISTINCT thinking_tokens, cached_input_tokens FROM ledger.parsed_result").fetchall()
+        usage_apart = conn.execute(
+            "SELECT DISTINCT thinking_tokens, cached_input_tokens FROM ledger.parsed_result"
+        ).fetchall()
         options = conn.execute("SELECT DISTINCT request_options FROM ledger.provider_job").fetchall()
         item_nos = dict(conn.execute("SELECT custom_id, item_no FROM ledger.manifest_item").fetchall())
-        keys = conn.execute("SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'ledger' "
-                            "AND table_name = 'manifest_item' AND constraint_type = 'PRIMARY KEY'").fetchall()
-        with pytest.raises(duckdb.ConstraintException):   # a repeated item: its number repeats with it
-            conn.execute("INSERT INTO ledger.manifest_item SELECT * REPLACE ('again' AS custom_id) "
-                         "FROM ledger.manifest_item LIMIT 1")
-        carried = {t: conn.execute(f"SELECT custom_id, item_no FROM ledger.{t}").fetchall()
-                   for t in ("shard_line", "raw_result", "parsed_result", "applied_result")}
-        body_column = conn.execute("SELECT sql FROM duckdb_tables() WHERE schema_name = 'ledger' "
-                                   "AND table_name = 'raw_result'").fetchone()[0]
+        keys = conn.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'ledger' "
+            "AND table_name = 'manifest_item' AND constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+        with pytest.raises(duckdb.ConstraintException):  # a repeated item: its number repeats with it
+            conn.execute(
+                "INSERT INTO ledger.manifest_item SELECT * REPLACE ('again' AS custom_id) "
+                "FROM ledger.manifest_item LIMIT 1"
+            )
+        carried = {
+            t: conn.execute(f"SELECT custom_id, item_no FROM ledger.{t}").fetchall()
+            for t in ("shard_line", "raw_result", "parsed_result", "applied_result")
+        }
+        body_column = conn.execute(
+            "SELECT sql FROM duckdb_tables() WHERE schema_name = 'ledger' AND table_name = 'raw_result'"
+        ).fetchone()[0]
         # The upgraded ledger takes new rows through the writer, defaults included.
         insert_job_intent(conn, "later:job1", "ticket_triage_20261120", "later", "openai", "/v1/chat/completions")
         next_seq = conn.execute("SELECT nextval('ledger.terminal_seq')").fetchone()[0]
     assert after == before
     # v2: parsed_result.from_line — false for outcomes taken from the batch's end state, true otherwise.
-    assert from_line == {"ticket_triage_20261120:ticket:T0:abcd": True,
-                         "ticket_triage_20261120:ticket:T1:abcd": False,
-                         "ticket_triage_20261120:ticket:T2:abcd": False}
+    assert from_line == {
+        "ticket_triage_20261120:ticket:T0:abcd": True,
+        "ticket_triage_20261120:ticket:T1:abcd": False,
+        "ticket_triage_20261120:ticket:T2:abcd": False,
+    }
     # v3: shard.deferred_at — NULL (never deferred) for existing shards.
     assert deferred == [(None,)]
     assert next_seq == 2  # the terminal sequence continues where v1 left it
@@ -385,27 +448,39 @@ def test_a_v1_ledger_holding_data_upgrades_to_the_latest_version_intact(warehous
     with warehouse.connect() as conn:
         conn.execute("INSERT INTO ledger.raw_result SELECT * REPLACE (line_no + 1 AS line_no) FROM ledger.raw_result")
         conn.execute("CHECKPOINT")
-        body_storage = {r[0] for r in conn.execute(
-            "SELECT DISTINCT compression FROM pragma_storage_info('ledger.raw_result') WHERE column_name = 'body' "
-            "AND segment_type <> 'VALIDITY'").fetchall()}
+        body_storage = {
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT compression FROM pragma_storage_info('ledger.raw_result') WHERE column_name = 'body' "
+                "AND segment_type <> 'VALIDITY'"
+            ).fetchall()
+        }
     assert "body JSON USING COMPRESSION ZSTD" in body_column and body_storage == {"ZSTD"}
 
 
 def test_a_ledger_newer_than_the_code_is_refused(warehouse: Warehouse):
     with warehouse.connect() as conn:
-        conn.execute("INSERT INTO ledger.schema_version (version, description, applied_at) "
-                     "VALUES (?, 'from a newer release', now()::TIMESTAMP)", [schema.latest_version() + 1])
+        conn.execute(
+            "INSERT INTO ledger.schema_version (version, description, applied_at) "
+            "VALUES (?, 'from a newer release', now()::TIMESTAMP)",
+            [schema.latest_version() + 1],
+        )
     with pytest.raises(RuntimeError, match="newer than this code"):
         with warehouse.connect():
             pass
     with duckdb.connect(str(warehouse.database), read_only=True) as conn:  # left as it was
-        assert conn.execute("SELECT max(version) FROM ledger.schema_version").fetchone()[0] == schema.latest_version() + 1
+        assert (
+            conn.execute("SELECT max(version) FROM ledger.schema_version").fetchone()[0] == schema.latest_version() + 1
+        )
 
 
 def test_a_read_only_open_refuses_a_newer_ledger_too(warehouse: Warehouse):
     with warehouse.connect() as conn:
-        conn.execute("INSERT INTO ledger.schema_version (version, description, applied_at) "
-                     "VALUES (?, 'from a newer release', now()::TIMESTAMP)", [schema.latest_version() + 1])
+        conn.execute(
+            "INSERT INTO ledger.schema_version (version, description, applied_at) "
+            "VALUES (?, 'from a newer release', now()::TIMESTAMP)",
+            [schema.latest_version() + 1],
+        )
     with pytest.raises(RuntimeError, match="newer than this code"):
         with warehouse.connect(read_only=True):
             pass
@@ -422,8 +497,9 @@ def test_a_read_only_open_of_an_older_ledger_upgrades_it_first(warehouse: Wareho
 
 def test_a_failing_migration_is_rolled_back(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch):
     real = schema.migrations()
-    broken = schema.Migration(len(real) + 1, "broken", "ALTER TABLE ledger.shard ADD COLUMN x INTEGER; SELECT nope;",
-                              Path("broken.sql"))
+    broken = schema.Migration(
+        len(real) + 1, "broken", "ALTER TABLE ledger.shard ADD COLUMN x INTEGER; SELECT nope;", Path("broken.sql")
+    )
     monkeypatch.setattr(schema, "migrations", lambda: (*real, broken))
     warehouse.database.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(warehouse.database)) as conn:
@@ -439,9 +515,14 @@ def test_an_item_is_recorded_applied_once_per_partition(warehouse: Warehouse):
     from batch_assets.ledger.results import insert_applied_results
 
     def decide(conn, task_id: str, custom_id: str) -> int:
-        return insert_applied_results(conn, task_id, f"""
+        return insert_applied_results(
+            conn,
+            task_id,
+            f"""
             SELECT '{custom_id}' AS custom_id, 7 AS item_no, 'b7' AS business_id, 'applied' AS outcome""",
-            target_table="t", output_version="v1")
+            target_table="t",
+            output_version="v1",
+        )
 
     with warehouse.connect() as conn:
         assert decide(conn, "t_20261120", "t_20261120:x:b7:aaaa") == 1

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.poll import poll_jobs
-from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.providers.contract import JobRef
 from batch_assets.resources import default_resources
 from batch_assets.spec.resolve import load_all_tasks
@@ -32,8 +32,12 @@ from batch_assets.spec.resolve import load_all_tasks
 pytestmark = pytest.mark.live
 
 # One small task per provider, as declared in the project (its model can be overridden per env).
-LIVE_TASKS = {"openai": ("ticket_triage", "support_tickets"), "anthropic": ("ticket_summary", "support_tickets"),
-              "gemini": ("kb_embeddings", "kb_articles"), "dashscope": ("review_sentiment", "product_reviews")}
+LIVE_TASKS = {
+    "openai": ("ticket_triage", "support_tickets"),
+    "anthropic": ("ticket_summary", "support_tickets"),
+    "gemini": ("kb_embeddings", "kb_articles"),
+    "dashscope": ("review_sentiment", "product_reviews"),
+}
 PARTITION = "2026-11-20"
 TIMEOUT_S = float(os.environ.get("BATCH_ASSETS_LIVE_TIMEOUT_S", "900"))
 
@@ -79,23 +83,29 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path, monkeypatch: pytest.
     while time.monotonic() < deadline:
         poll_jobs(wh, lambda _p: adapter, task_id=task_id)
         with wh.connect() as conn:
-            open_jobs = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND terminal_at IS NULL",
-                                     [task_id]).fetchone()[0]
+            open_jobs = conn.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND terminal_at IS NULL", [task_id]
+            ).fetchone()[0]
         if not open_jobs:
             break
         time.sleep(15)
     else:
         with wh.connect() as conn:
-            batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?", [task_id]).fetchone()[0]
+            batch_id = conn.execute(
+                "SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?", [task_id]
+            ).fetchone()[0]
         snap = adapter.cancel(JobRef(batch_id))
         assert snap.cancel_requested or snap.terminal
-        pytest.skip(f"{provider} batch {batch_id} not done within {TIMEOUT_S:.0f}s; cancelled it (raise BATCH_ASSETS_LIVE_TIMEOUT_S)")
+        pytest.skip(
+            f"{provider} batch {batch_id} not done within {TIMEOUT_S:.0f}s; cancelled it (raise BATCH_ASSETS_LIVE_TIMEOUT_S)"
+        )
     collect_raw_results(wh, task, PARTITION, adapter)
     parse_results(wh, task, PARTITION)
     apply_results(wh, task, PARTITION)
     recon = reconcile(wh, task_id)
     assert recon.problems() == []
     with wh.connect() as conn:  # where the job went (host only)
-        assert conn.execute("SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?",
-                            [task_id]).fetchall() == [("live", providers.endpoint_of(provider)[1])]
+        assert conn.execute(
+            "SELECT endpoint_mode, endpoint_url FROM ledger.provider_job WHERE task_id = ?", [task_id]
+        ).fetchall() == [("live", providers.endpoint_of(provider)[1])]
     assert recon.succeeded + recon.failed_total + recon.expired + recon.canceled == 2

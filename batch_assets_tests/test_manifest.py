@@ -12,8 +12,8 @@ import pytest
 from batch_assets.pipeline.errors import SourceQueryError
 from batch_assets.pipeline.freeze.frozen import frozen_item_no_sql
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
-from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.pipeline.send.shards import cut_shards, verify_shards
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.spec.model import SourceSpec
 
 from .conftest import DAY1, DAY2
@@ -28,7 +28,9 @@ def manifest_rows(wh, task_id: str = TASK_ID1, current_only: bool = True) -> dic
     with wh.connect() as conn:
         cur = conn.execute(
             "SELECT * FROM ledger.manifest_item WHERE task_id = ?"
-            + (" AND superseded_at IS NULL" if current_only else ""), [task_id])
+            + (" AND superseded_at IS NULL" if current_only else ""),
+            [task_id],
+        )
         cols = [d[0] for d in cur.description]
         rows = [dict(zip(cols, r)) for r in cur.fetchall()]
     return {r["business_id"]: r for r in rows} if current_only else rows
@@ -43,8 +45,9 @@ def parquet_rows(path: str) -> dict[str, dict]:
 
 def duplicated_id(wh, day: str = DAY1) -> str:
     with wh.connect() as conn:
-        return conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
-                            "GROUP BY 1 HAVING count(*) > 1", [day]).fetchone()[0]
+        return conn.execute(
+            "SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE GROUP BY 1 HAVING count(*) > 1", [day]
+        ).fetchone()[0]
 
 
 def with_spec(task, **changes):
@@ -53,17 +56,25 @@ def with_spec(task, **changes):
 
 # --- freezing -------------------------------------------------------------------------------------------
 
+
 def test_freeze_writes_ledger_rows_and_parquet(seeded_copy, ticket_task):
     wh = seeded_copy
     s = freeze_manifest(wh, ticket_task, DAY1)
-    assert (s.task_id, s.manifest_version, s.items, s.new_items, s.reused) == (TASK_ID1, 1, ITEMS_PER_DAY, ITEMS_PER_DAY, False)
+    assert (s.task_id, s.manifest_version, s.items, s.new_items, s.reused) == (
+        TASK_ID1,
+        1,
+        ITEMS_PER_DAY,
+        ITEMS_PER_DAY,
+        False,
+    )
     rows = manifest_rows(wh)
     assert len(rows) == ITEMS_PER_DAY
     # The Parquet file at manifest_uri holds the same items with their rendered prompts.
     with wh.connect() as conn:
         uri, status, total, version = conn.execute(
             "SELECT manifest_uri, status, total_items, manifest_version FROM ledger.batch_task WHERE task_id = ?",
-            [TASK_ID1]).fetchone()
+            [TASK_ID1],
+        ).fetchone()
     assert uri == s.manifest_uri and uri.endswith(".parquet") and uri.startswith(str(wh.data_dir))
     assert (status, total, version) == ("FROZEN", ITEMS_PER_DAY, 1)
     pq = parquet_rows(uri)
@@ -71,8 +82,9 @@ def test_freeze_writes_ledger_rows_and_parquet(seeded_copy, ticket_task):
     some = rows["TK-20261120-000001"]
     assert pq[some["custom_id"]]["input_hash"] == some["input_hash"]
     with wh.connect() as conn:
-        subject, body, lang = conn.execute("SELECT subject, body, language FROM support_tickets "
-                                           "WHERE ticket_id = 'TK-20261120-000001'").fetchone()
+        subject, body, lang = conn.execute(
+            "SELECT subject, body, language FROM support_tickets WHERE ticket_id = 'TK-20261120-000001'"
+        ).fetchone()
     prompt = pq[some["custom_id"]]["prompt_text"]
     assert f"Subject: {subject}" in prompt and body in prompt and f"Ticket language: {lang}" in prompt
     # Only the partition's rows: day 2 is untouched.
@@ -88,12 +100,18 @@ def test_identifiers_follow_spec_section_2(seeded_copy, ticket_task):
         assert re.fullmatch(r"[0-9a-f]{64}", r["input_hash"])
         assert r["custom_id"] == f"{TASK_ID1}:ticket:{bid}:{r['input_hash'][:8]}"
         assert (r["task_id"], r["item_type"], r["prompt_version"], r["model"], r["output_schema_version"]) == (
-            TASK_ID1, "ticket", "v1", "gpt-4o-mini", "v1")
+            TASK_ID1,
+            "ticket",
+            "v1",
+            "gpt-4o-mini",
+            "v1",
+        )
         assert r["params_json"] == ticket_task.params_json
     assert len({r["input_hash"] for r in rows.values()}) == len(rows)
 
 
 # --- reuse, no live re-query ------------------------------------------------------------------------------
+
 
 def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_copy, ticket_task):
     wh = seeded_copy
@@ -104,8 +122,10 @@ def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_copy, tic
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = 'changed' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000002'")
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
-                     "VALUES ('TK-NEW-1', DATE '2026-11-20', 'new', 'a new ticket', 'en')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+            "VALUES ('TK-NEW-1', DATE '2026-11-20', 'new', 'a new ticket', 'en')"
+        )
     again = freeze_manifest(wh, ticket_task, DAY1)
     assert again.reused and again.manifest_version == 1 and again.manifest_uri == first.manifest_uri
     assert (again.items, again.new_items, again.superseded_items) == (ITEMS_PER_DAY, 0, 0)
@@ -116,8 +136,11 @@ def test_refreezing_without_refreeze_reuses_the_frozen_manifest(seeded_copy, tic
 def frozen_numbers(path: str) -> dict[str, int]:
     """custom_id -> item number, as the shards read it from the frozen Parquet."""
     with duckdb.connect() as conn:
-        return dict(conn.execute(f"SELECT custom_id, {frozen_item_no_sql('p')} FROM read_parquet(?, file_row_number = true) p",
-                                 [path]).fetchall())
+        return dict(
+            conn.execute(
+                f"SELECT custom_id, {frozen_item_no_sql('p')} FROM read_parquet(?, file_row_number = true) p", [path]
+            ).fetchall()
+        )
 
 
 def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(seeded_copy, ticket_task):
@@ -126,11 +149,18 @@ def test_refreeze_keeps_unchanged_custom_ids_supersedes_changed_and_adds_new(see
     before = manifest_rows(wh)
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
-                     "VALUES ('TK-NEW-1', DATE '2026-11-20', 'Refund', 'please refund my invoice', 'en')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+            "VALUES ('TK-NEW-1', DATE '2026-11-20', 'Refund', 'please refund my invoice', 'en')"
+        )
     s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert (s.reused, s.manifest_version, s.items, s.new_items, s.superseded_items) == (
-        False, 2, ITEMS_PER_DAY + 1, 2, 1)
+        False,
+        2,
+        ITEMS_PER_DAY + 1,
+        2,
+        1,
+    )
     after = manifest_rows(wh)
     unchanged = set(before) - {"TK-20261120-000001"}
     assert all(after[b]["custom_id"] == before[b]["custom_id"] for b in unchanged)
@@ -162,7 +192,9 @@ def test_an_input_that_changes_back_revives_its_earlier_custom_id(seeded_copy, t
     freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert manifest_rows(wh)["TK-20261120-000001"]["custom_id"] != original
     with wh.connect() as conn:
-        conn.execute("UPDATE support_tickets SET body = replace(body, ' (edited)', '') WHERE ticket_id = 'TK-20261120-000001'")
+        conn.execute(
+            "UPDATE support_tickets SET body = replace(body, ' (edited)', '') WHERE ticket_id = 'TK-20261120-000001'"
+        )
     s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert manifest_rows(wh)["TK-20261120-000001"]["custom_id"] == original
     # The revived item is frozen again under its first number.
@@ -196,23 +228,39 @@ def test_refreeze_with_no_source_change_adds_nothing(seeded_copy, ticket_task):
 
 # --- input_hash: what is sent, and only that ---------------------------------------------------------------
 
+
 def hashes(wh, task) -> dict[str, str]:
     freeze_manifest(wh, task, DAY1, refreeze=True)
     return {b: r["input_hash"] for b, r in manifest_rows(wh).items()}
 
 
-@pytest.mark.parametrize(("label", "change", "changes_hash"), [
-    ("prompt_version", lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"version": "v2"})), True),
-    ("system_prompt", lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"system": "Be brief."})), True),
-    ("model", lambda t: with_spec(t, model="gpt-4o"), True),
-    ("temperature", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"temperature": 0.5})), True),
-    ("max_tokens", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"max_tokens": 300})), True),
-    ("output_schema_version", lambda t: with_spec(t, output=t.spec.output.model_copy(update={"version": "v2"})), True),
-    ("description", lambda t: with_spec(t, description="something else"), False),
-    ("apply_table", lambda t: with_spec(t, apply=t.spec.apply.model_copy(update={"table": "other_labels"})), False),
-    ("max_input_tokens", lambda t: with_spec(t, max_input_tokens=100), False),
-    ("limits", lambda t: dataclasses.replace(t, limits=dataclasses.replace(t.limits, max_requests_per_shard=3)), False),
-])
+@pytest.mark.parametrize(
+    ("label", "change", "changes_hash"),
+    [
+        ("prompt_version", lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"version": "v2"})), True),
+        (
+            "system_prompt",
+            lambda t: with_spec(t, prompt=t.spec.prompt.model_copy(update={"system": "Be brief."})),
+            True,
+        ),
+        ("model", lambda t: with_spec(t, model="gpt-4o"), True),
+        ("temperature", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"temperature": 0.5})), True),
+        ("max_tokens", lambda t: with_spec(t, params=t.spec.params.model_copy(update={"max_tokens": 300})), True),
+        (
+            "output_schema_version",
+            lambda t: with_spec(t, output=t.spec.output.model_copy(update={"version": "v2"})),
+            True,
+        ),
+        ("description", lambda t: with_spec(t, description="something else"), False),
+        ("apply_table", lambda t: with_spec(t, apply=t.spec.apply.model_copy(update={"table": "other_labels"})), False),
+        ("max_input_tokens", lambda t: with_spec(t, max_input_tokens=100), False),
+        (
+            "limits",
+            lambda t: dataclasses.replace(t, limits=dataclasses.replace(t.limits, max_requests_per_shard=3)),
+            False,
+        ),
+    ],
+)
 def test_input_hash_changes_exactly_when_the_request_changes(seeded_copy, ticket_task, label, change, changes_hash):
     wh = seeded_copy
     base = hashes(wh, ticket_task)
@@ -229,8 +277,9 @@ def test_input_hash_changes_with_the_text_of_that_item_only(seeded_copy, ticket_
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET subject = subject || '!' WHERE ticket_id = 'TK-20261120-000003'")
         # A column the prompt does not use is not part of the request.
-        conn.execute("UPDATE support_tickets SET channel = 'phone', customer_name = 'X' "
-                     "WHERE ticket_id = 'TK-20261120-000004'")
+        conn.execute(
+            "UPDATE support_tickets SET channel = 'phone', customer_name = 'X' WHERE ticket_id = 'TK-20261120-000004'"
+        )
     after = hashes(wh, ticket_task)
     changed = {b for b in base if after[b] != base[b]}
     assert changed == {"TK-20261120-000003"}
@@ -238,16 +287,19 @@ def test_input_hash_changes_with_the_text_of_that_item_only(seeded_copy, ticket_
 
 # --- bad source rows -------------------------------------------------------------------------------------
 
+
 def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(seeded_copy, ticket_task):
     wh = seeded_copy
     dup = duplicated_id(wh)
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert s.rejected_business_ids == 1
     with wh.connect() as conn:
-        rejects = conn.execute("SELECT business_id, row_count, reason_code, reason FROM ledger.source_reject "
-                               "WHERE task_id = ?", [TASK_ID1]).fetchall()
-        distinct_ids = conn.execute("SELECT count(DISTINCT ticket_id) FROM support_tickets "
-                                    "WHERE created_date = ?::DATE", [DAY1]).fetchone()[0]
+        rejects = conn.execute(
+            "SELECT business_id, row_count, reason_code, reason FROM ledger.source_reject WHERE task_id = ?", [TASK_ID1]
+        ).fetchall()
+        distinct_ids = conn.execute(
+            "SELECT count(DISTINCT ticket_id) FROM support_tickets WHERE created_date = ?::DATE", [DAY1]
+        ).fetchone()[0]
     assert len(rejects) == 1
     bid, rows, code, reason = rejects[0]
     assert (bid, rows, code) == (dup, 2, "duplicate_business_id")
@@ -260,13 +312,18 @@ def test_duplicate_business_id_is_rejected_with_reason_and_others_unaffected(see
 def test_missing_business_id_is_rejected_and_named(seeded_copy, ticket_task):
     wh = seeded_copy
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
-                     "(NULL, DATE '2026-11-20', 's', 'b', 'en'), ('  ', DATE '2026-11-20', 's', 'b', 'en')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+            "(NULL, DATE '2026-11-20', 's', 'b', 'en'), ('  ', DATE '2026-11-20', 's', 'b', 'en')"
+        )
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert s.items == ITEMS_PER_DAY
     with wh.connect() as conn:
-        rows = conn.execute("SELECT reason_code, sum(row_count), any_value(reason) FROM ledger.source_reject "
-                            "WHERE task_id = ? AND reason_code = 'missing_business_id' GROUP BY 1", [TASK_ID1]).fetchall()
+        rows = conn.execute(
+            "SELECT reason_code, sum(row_count), any_value(reason) FROM ledger.source_reject "
+            "WHERE task_id = ? AND reason_code = 'missing_business_id' GROUP BY 1",
+            [TASK_ID1],
+        ).fetchall()
     assert rows and rows[0][1] == 2, rows
     assert "ticket_id" in rows[0][2] and "fix the source data" in rows[0][2]
 
@@ -274,8 +331,10 @@ def test_missing_business_id_is_rejected_and_named(seeded_copy, ticket_task):
 def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_copy, ticket_task):
     wh = seeded_copy
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
-                     "('工单-7', DATE '2026-11-20', '退款', '请退款 \"引号\" \\ 反斜杠 👨‍👩‍👧', 'zh')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+            "('工单-7', DATE '2026-11-20', '退款', '请退款 \"引号\" \\ 反斜杠 👨‍👩‍👧', 'zh')"
+        )
     freeze_manifest(wh, ticket_task, DAY1)
     row = manifest_rows(wh)["工单-7"]
     assert row["custom_id"] == f"{TASK_ID1}:ticket:工单-7:{row['input_hash'][:8]}"
@@ -286,9 +345,13 @@ def test_unicode_business_ids_and_text_are_frozen_verbatim(seeded_copy, ticket_t
 
 def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded_copy, ticket_task):
     wh = seeded_copy
-    bad = with_spec(ticket_task, source=SourceSpec(
-        sql="SELECT ticket_id, subject, body FROM support_tickets WHERE created_date = $partition_date",
-        business_id="ticket_id"))
+    bad = with_spec(
+        ticket_task,
+        source=SourceSpec(
+            sql="SELECT ticket_id, subject, body FROM support_tickets WHERE created_date = $partition_date",
+            business_id="ticket_id",
+        ),
+    )
     with pytest.raises(SourceQueryError) as info:
         freeze_manifest(wh, bad, DAY1)
     message = str(info.value)
@@ -299,8 +362,12 @@ def test_source_query_missing_a_column_names_the_column_and_the_task_file(seeded
 
 
 def test_failing_source_query_names_the_task_file(seeded_copy, ticket_task):
-    bad = with_spec(ticket_task, source=SourceSpec(
-        sql="SELECT * FROM no_such_table WHERE created_date = $partition_date", business_id="ticket_id"))
+    bad = with_spec(
+        ticket_task,
+        source=SourceSpec(
+            sql="SELECT * FROM no_such_table WHERE created_date = $partition_date", business_id="ticket_id"
+        ),
+    )
     with pytest.raises(SourceQueryError, match=r"source\.sql in .*defs\.yaml.*no_such_table"):
         freeze_manifest(seeded_copy, bad, DAY1)
 
@@ -318,9 +385,11 @@ def test_business_ids_are_kept_exactly_as_the_source_holds_them(seeded_copy, tic
     """'SP' and ' SP ' are two records; '  A  ' is frozen (and would be written back) as '  A  '."""
     wh = seeded_copy
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
-                     "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
-                     "('  A  ', DATE '2026-11-20', 's', 'third', 'en')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+            "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
+            "('  A  ', DATE '2026-11-20', 's', 'third', 'en')"
+        )
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert s.items == ITEMS_PER_DAY + 3 and s.rejected_business_ids == 1  # only the seeded duplicate
     items = manifest_rows(wh)
@@ -329,30 +398,42 @@ def test_business_ids_are_kept_exactly_as_the_source_holds_them(seeded_copy, tic
     assert items["  A  "]["custom_id"].startswith(f"{TASK_ID1}:ticket:  A  :")
 
 
-def test_whitespace_business_ids_reach_the_business_table_unchanged(seeded_warehouse, ticket_task, adapter, run_partition):
+def test_whitespace_business_ids_reach_the_business_table_unchanged(
+    seeded_warehouse, ticket_task, adapter, run_partition
+):
     wh = seeded_warehouse
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
-                     "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
-                     "('  A  ', DATE '2026-11-20', 's', 'third', 'en')")
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) VALUES "
+            "('SP', DATE '2026-11-20', 's', 'first', 'en'), (' SP ', DATE '2026-11-20', 's', 'second', 'en'), "
+            "('  A  ', DATE '2026-11-20', 's', 'third', 'en')"
+        )
     rec = run_partition(wh, ticket_task, DAY1, adapter)
     assert not rec.problems(), rec.problems()
     with wh.connect() as conn:
         keys = {r[0] for r in conn.execute("SELECT ticket_id FROM ticket_labels").fetchall()}
         # Provider-safe request ids were used on the wire (spaces are not allowed there) and mapped back.
-        sent = dict(conn.execute("SELECT m.business_id, l.request_id FROM ledger.shard_line l "
-                                 "JOIN ledger.manifest_item m USING (custom_id) "
-                                 "WHERE m.business_id IN ('SP', ' SP ', '  A  ')").fetchall())
+        sent = dict(
+            conn.execute(
+                "SELECT m.business_id, l.request_id FROM ledger.shard_line l "
+                "JOIN ledger.manifest_item m USING (custom_id) "
+                "WHERE m.business_id IN ('SP', ' SP ', '  A  ')"
+            ).fetchall()
+        )
     assert {"SP", " SP ", "  A  "} <= keys and "A" not in keys
     assert len(set(sent.values())) == 3
 
 
 # Apply's candidates (`_cand`: item number, attempt, 64-bit hashes of business id and input hash),
 # here every manifest item; its `_live` has one row per candidate: is it fresh.
-CANDIDATES = ("CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
-              "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE task_id = ?")
-FRESH_BY_ID = ("SELECT m.business_id, coalesce(l.fresh, false) FROM _live l "
-               "JOIN ledger.manifest_item m ON m.item_no = l.item_no AND m.task_id = '" + TASK_ID1 + "'")
+CANDIDATES = (
+    "CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
+    "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE task_id = ?"
+)
+FRESH_BY_ID = (
+    "SELECT m.business_id, coalesce(l.fresh, false) FROM _live l "
+    "JOIN ledger.manifest_item m ON m.item_no = l.item_no AND m.task_id = '" + TASK_ID1 + "'"
+)
 
 
 @pytest.mark.parametrize("candidates", [1, 10**6], ids=["source_read_for_candidates_only", "whole_source_read"])
@@ -360,33 +441,42 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
     """Apply's stale guard takes the frozen input hash for rows whose source fingerprint is
     unchanged and re-gates/re-hashes the rest; the verdicts equal re-hashing every row (whether
     the source is read for the candidates' ids only, as with few candidates, or whole)."""
-    from batch_assets.pipeline.settle.apply import _stale_guard
-    from batch_assets.pipeline.freeze.source import load_source
     from batch_assets.pipeline.freeze.render import input_hash_sql
+    from batch_assets.pipeline.freeze.source import load_source
+    from batch_assets.pipeline.settle.apply import _stale_guard
 
     wh = seeded_copy
     s = freeze_manifest(wh, ticket_task, DAY1)
     assert "source_fp" in parquet_rows(s.manifest_uri)[next(iter(parquet_rows(s.manifest_uri)))]
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
-        conn.execute("UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'")
+        conn.execute(
+            "UPDATE support_tickets SET body = 'mail me at someone@example.com' WHERE ticket_id = 'TK-20261120-000002'"
+        )
         conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
         conn.execute(CANDIDATES, [TASK_ID1])
         assert _stale_guard(conn, ticket_task, DAY1, candidates) == "by_id"
         fast = dict(conn.execute(FRESH_BY_ID).fetchall())
         load_source(conn, ticket_task, DAY1)
-        full = dict(conn.execute(f"""
+        full = dict(
+            conn.execute(f"""
             SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(ticket_task)}) END
-            FROM _src WHERE business_id IN (SELECT business_id FROM ledger.manifest_item) GROUP BY ALL""").fetchall())
-        frozen = dict(conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
-                                   [TASK_ID1]).fetchall())
+            FROM _src WHERE business_id IN (SELECT business_id FROM ledger.manifest_item) GROUP BY ALL""").fetchall()
+        )
+        frozen = dict(
+            conn.execute(
+                "SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?", [TASK_ID1]
+            ).fetchall()
+        )
     assert fast == {b: full[b] == h for b, h in frozen.items()} and len(fast) == ITEMS_PER_DAY
     changed = {b for b in frozen if not fast[b]}
     assert changed == {"TK-20261120-000001", "TK-20261120-000002", "TK-20261120-000003"}
     assert full["TK-20261120-000003"] is None  # now twice in the source
 
 
-def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_fingerprints(seeded_copy, ticket_task, tmp_path):
+def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_fingerprints(
+    seeded_copy, ticket_task, tmp_path
+):
     """A manifest Parquet without fingerprints and item numbers (frozen by an older version): every
     candidate is gated and hashed again, with the same verdicts."""
     import os
@@ -397,8 +487,10 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
     s = freeze_manifest(wh, ticket_task, DAY1)
     old = tmp_path / "old.parquet"
     with wh.connect() as conn:
-        conn.execute(f"COPY (SELECT * EXCLUDE (source_fp, item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
-                     f"TO '{old}' (FORMAT parquet)")
+        conn.execute(
+            f"COPY (SELECT * EXCLUDE (source_fp, item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
+            f"TO '{old}' (FORMAT parquet)"
+        )
         os.replace(old, s.manifest_uri)
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute(CANDIDATES, [TASK_ID1])
@@ -422,37 +514,51 @@ def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_
     with wh.connect() as conn:
         # Two earlier items of a's id, numbered after every frozen row: one with a's input then (the
         # same as now), one with another input.
-        conn.execute("""INSERT INTO ledger.manifest_item
+        conn.execute(
+            """INSERT INTO ledger.manifest_item
                         SELECT m.* REPLACE (item_no + 1000 + k AS item_no, custom_id || ':earlier' || k AS custom_id,
                                           CASE WHEN k = 1 THEN input_hash ELSE md5('another input') END AS input_hash)
                         FROM ledger.manifest_item m, range(1, 3) r(k) WHERE task_id = $t AND business_id = $a""",
-                     {"t": TASK_ID1, "a": a})
-        conn.execute("CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
-                     "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE custom_id LIKE '%:earlier%'")
+            {"t": TASK_ID1, "a": a},
+        )
+        conn.execute(
+            "CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
+            "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE custom_id LIKE '%:earlier%'"
+        )
         assert _stale_guard(conn, ticket_task, DAY1, candidates=candidates) == how
-        fresh = dict(conn.execute("SELECT m.custom_id, l.fresh FROM _live l JOIN ledger.manifest_item m USING (item_no) "
-                                  "WHERE m.task_id = ?", [TASK_ID1]).fetchall())
+        fresh = dict(
+            conn.execute(
+                "SELECT m.custom_id, l.fresh FROM _live l JOIN ledger.manifest_item m USING (item_no) "
+                "WHERE m.task_id = ?",
+                [TASK_ID1],
+            ).fetchall()
+        )
     assert {k.rsplit(":", 1)[1]: v for k, v in fresh.items()} == {"earlier1": True, "earlier2": False}
 
 
 def _rehashed_verdicts(conn, task) -> dict[str, bool]:
     """Each frozen item's verdict by re-hashing every source row: fresh when its id is in the source
     once and renders to its frozen input hash."""
-    from batch_assets.pipeline.freeze.source import drop_source, load_source
     from batch_assets.pipeline.freeze.render import input_hash_sql
+    from batch_assets.pipeline.freeze.source import drop_source, load_source
 
     load_source(conn, task, DAY1)
-    live = dict(conn.execute(f"""
+    live = dict(
+        conn.execute(f"""
         SELECT business_id, CASE WHEN count(*) = 1 THEN any_value({input_hash_sql(task)}) END
-        FROM _src GROUP BY ALL""").fetchall())
+        FROM _src GROUP BY ALL""").fetchall()
+    )
     drop_source(conn)
-    frozen = conn.execute("SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?",
-                          [TASK_ID1]).fetchall()
+    frozen = conn.execute(
+        "SELECT business_id, input_hash FROM ledger.manifest_item WHERE task_id = ?", [TASK_ID1]
+    ).fetchall()
     return {b: live.get(b) == h for b, h in frozen}
 
 
-SAME_ROWS_MOVED = ("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'; "
-                   "INSERT INTO support_tickets SELECT * FROM _kept")
+SAME_ROWS_MOVED = (
+    "DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'; "
+    "INSERT INTO support_tickets SELECT * FROM _kept"
+)
 SOURCE_CHANGES = {
     "edited": "UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'",
     "removed": "DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000001'",
@@ -464,8 +570,9 @@ SOURCE_CHANGES = {
 
 
 @pytest.mark.parametrize("change", [None, "moved", "blank_id_added"] + list(SOURCE_CHANGES))
-def test_apply_guard_decides_from_the_frozen_rows_only_when_the_source_holds_exactly_them(seeded_copy, ticket_task,
-                                                                                          change):
+def test_apply_guard_decides_from_the_frozen_rows_only_when_the_source_holds_exactly_them(
+    seeded_copy, ticket_task, change
+):
     """With most items as candidates the guard first compares the whole source with the frozen
     Parquet. The same rows (also in another order, or with a row that has no id, which no item
     is) are decided from the frozen rows; any added, removed, repeated or edited row makes the guard
@@ -517,15 +624,21 @@ def test_apply_guard_leaves_out_the_ids_the_freeze_rejected(seeded_copy, ticket_
 def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(seeded_copy, ticket_task, tail):
     from batch_assets.pipeline.settle.apply import _stale_guard
 
-    task = with_spec(ticket_task, source=ticket_task.spec.source.model_copy(
-        update={"sql": ticket_task.spec.source.sql.rstrip() + tail}))
+    task = with_spec(
+        ticket_task,
+        source=ticket_task.spec.source.model_copy(update={"sql": ticket_task.spec.source.sql.rstrip() + tail}),
+    )
     wh = seeded_copy
     freeze_manifest(wh, task, DAY1)
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute(CANDIDATES, [TASK_ID1])
         _stale_guard(conn, task, DAY1, candidates=ITEMS_PER_DAY)
-        changed = [r[0] for r in conn.execute(
-            FRESH_BY_ID.replace("SELECT m.business_id, coalesce(l.fresh, false)", "SELECT m.business_id")
-            + " WHERE NOT coalesce(l.fresh, false)").fetchall()]
+        changed = [
+            r[0]
+            for r in conn.execute(
+                FRESH_BY_ID.replace("SELECT m.business_id, coalesce(l.fresh, false)", "SELECT m.business_id")
+                + " WHERE NOT coalesce(l.fresh, false)"
+            ).fetchall()
+        ]
     assert changed == ["TK-20261120-000001"]

@@ -30,12 +30,14 @@ def _failed_run_id(instance: dg.DagsterInstance) -> str:
 
 def _intents(wh) -> list[tuple]:
     with wh.connect() as conn:
-        return conn.execute("SELECT job_key, claimed_by, provider_batch_id FROM ledger.provider_job "
-                            "ORDER BY job_key").fetchall()
+        return conn.execute(
+            "SELECT job_key, claimed_by, provider_batch_id FROM ledger.provider_job ORDER BY job_key"
+        ).fetchall()
 
 
-def test_a_finished_runs_claim_is_released_and_the_partition_resubmitted_once(defs, sensor_instance, dagster_env,
-                                                                              ticket_task, adapter, emulator):
+def test_a_finished_runs_claim_is_released_and_the_partition_resubmitted_once(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator
+):
     wh, task = dagster_env, limited(ticket_task, 30)
     freeze_manifest(wh, task, DAY1)
     cut_shards(wh, task, DAY1)
@@ -44,25 +46,29 @@ def test_a_finished_runs_claim_is_released_and_the_partition_resubmitted_once(de
         shards = conn.execute("SELECT count(*) FROM ledger.shard").fetchone()[0]
     dead = _failed_run_id(sensor_instance)
     with wh.connect() as conn:  # the run claimed its first intent, then died before the create call
-        assert claim_new_intent(conn, job_key_for(shard_id), task.task_id(DAY1), shard_id, "openai",
-                                task.spec.endpoint, owner=dead)
+        assert claim_new_intent(
+            conn, job_key_for(shard_id), task.task_id(DAY1), shard_id, "openai", task.spec.endpoint, owner=dead
+        )
 
     result = tick(defs, sensor_instance, None)
-    assert _intents(wh) == [(job_key_for(shard_id), None, None)]   # released, not left for 15 minutes
+    assert _intents(wh) == [(job_key_for(shard_id), None, None)]  # released, not left for 15 minutes
     (request,) = [r for r in result.run_requests if r.job_name == "ticket_triage__submit"]
     assert request.partition_key == DAY1 and request.run_key.startswith("resume:ticket_triage:2026-11-20:")
     assert request.asset_selection == [dg.AssetKey(["ticket_triage", "submissions"])]
     assert request.tags["batch_assets/orphaned_intents"] == "1"
     # Asked once: the next tick asks under the same run key (Dagster launches a run key once).
-    assert [r.run_key for r in tick(defs, sensor_instance, result.cursor).run_requests
-            if r.job_name == "ticket_triage__submit"] == [request.run_key]
+    assert [
+        r.run_key
+        for r in tick(defs, sensor_instance, result.cursor).run_requests
+        if r.job_name == "ticket_triage__submit"
+    ] == [request.run_key]
 
     # The submit run takes the intent up (looked up first: absent, so created) and the other shards.
     summary = submit_pending(wh, task, DAY1, adapter)
     assert summary.claimed_elsewhere == []
     rows = _intents(wh)
     assert len(rows) == shards and all(batch for _key, _owner, batch in rows)
-    assert len({batch for _key, _owner, batch in rows}) == shards   # one batch per shard, none twice
+    assert len({batch for _key, _owner, batch in rows}) == shards  # one batch per shard, none twice
     assert not [r for r in tick(defs, sensor_instance, None).run_requests if r.job_name == "ticket_triage__submit"]
 
 
@@ -72,8 +78,15 @@ def test_a_live_claim_is_left_alone(defs, sensor_instance, dagster_env, ticket_t
     cut_shards(wh, ticket_task, DAY1)
     with wh.connect() as conn:
         shard_id = conn.execute("SELECT shard_id FROM ledger.shard ORDER BY shard_no LIMIT 1").fetchone()[0]
-        assert claim_new_intent(conn, job_key_for(shard_id), ticket_task.task_id(DAY1), shard_id, "openai",
-                                ticket_task.spec.endpoint, owner="a-submit-run-still-going")
+        assert claim_new_intent(
+            conn,
+            job_key_for(shard_id),
+            ticket_task.task_id(DAY1),
+            shard_id,
+            "openai",
+            ticket_task.spec.endpoint,
+            owner="a-submit-run-still-going",
+        )
     result = tick(defs, sensor_instance, None)
     assert _intents(wh) == [(job_key_for(shard_id), "a-submit-run-still-going", None)]
     assert not [r for r in result.run_requests if r.job_name == "ticket_triage__submit"]

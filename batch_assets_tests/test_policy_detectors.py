@@ -53,7 +53,7 @@ def found(conn, texts: list[str], detectors=DEFAULT_DETECTORS) -> list[tuple[int
         f"SELECT id, detector, value, start_offset, match_length FROM {table} ORDER BY id, start_offset, detector"
     ).fetchall()
     for i, _det, value, start, length in rows:
-        assert texts[i][start:start + length] == value  # offsets are code points, like Python str
+        assert texts[i][start : start + length] == value  # offsets are code points, like Python str
     return [(i, det, value) for i, det, value, _s, _l in rows]
 
 
@@ -62,6 +62,7 @@ def of(results, detector: str) -> list[str]:
 
 
 # --- true positives -------------------------------------------------------------------------------
+
 
 def test_email_true_positives(conn):
     texts = [
@@ -73,7 +74,10 @@ def test_email_true_positives(conn):
     ]
     r = found(conn, texts)
     assert of(r, "email") == [
-        "zhang.san@example.cn", "a+tag@sub.example.co.uk", "UPPER_case@Example.COM", "li.si@qq.com",
+        "zhang.san@example.cn",
+        "a+tag@sub.example.co.uk",
+        "UPPER_case@Example.COM",
+        "li.si@qq.com",
         "lead.dots@example.org",
     ]
 
@@ -94,24 +98,32 @@ def test_phone_true_positives(conn):
         "US office +1 650-253-0000",
         "London +44 20 7946 0958",
         "0086 138 1234 5678",
-        "new range 16873360984 ok",        # mobile shape; not (yet) in libphonenumber's metadata
+        "new range 16873360984 ok",  # mobile shape; not (yet) in libphonenumber's metadata
     ]
     r = found(conn, texts)
     assert of(r, "phone") == [
-        "13812345678", "+86 138 1234 5678", "86-138-1234-5678", "(+86)13812345678", "13912345678",
-        "010-12345678", "+1 650-253-0000", "+44 20 7946 0958", "0086 138 1234 5678", "16873360984",
+        "13812345678",
+        "+86 138 1234 5678",
+        "86-138-1234-5678",
+        "(+86)13812345678",
+        "13912345678",
+        "010-12345678",
+        "+1 650-253-0000",
+        "+44 20 7946 0958",
+        "0086 138 1234 5678",
+        "16873360984",
     ]
 
 
 def test_phone_look_alikes_not_reported(conn):
     texts = [
-        "order 20240115123045 shipped",       # order number / compact time stamp
-        "at 2024-01-15 12:30:45 UTC",         # time stamp
-        "epoch 1700000000",                    # unix time
-        "only ten 1381234567",                 # one digit short of a mobile
-        "run 913812345678 of digits",          # a mobile inside a longer digit run
+        "order 20240115123045 shipped",  # order number / compact time stamp
+        "at 2024-01-15 12:30:45 UTC",  # time stamp
+        "epoch 1700000000",  # unix time
+        "only ten 1381234567",  # one digit short of a mobile
+        "run 913812345678 of digits",  # a mobile inside a longer digit run
         "date 2024-01-15 12点",
-        "order 2760221213 placed",             # a "valid" Wuhan landline only if the trunk 0 is optional
+        "order 2760221213 placed",  # a "valid" Wuhan landline only if the trunk 0 is optional
     ]
     assert of(found(conn, texts), "phone") == []
 
@@ -135,8 +147,14 @@ def test_card_true_positives(conn):
     ]
     r = found(conn, texts)
     assert of(r, "card") == [
-        "4111 1111 1111 1111", "4111-1111-1111-1111", "5500000000000004", "3782 822463 10005",
-        "6212345678901234569", "2223000048400011", "6011111111111117", "4111111111111111",
+        "4111 1111 1111 1111",
+        "4111-1111-1111-1111",
+        "5500000000000004",
+        "3782 822463 10005",
+        "6212345678901234569",
+        "2223000048400011",
+        "6011111111111117",
+        "4111111111111111",
     ]
 
 
@@ -149,7 +167,7 @@ def test_card_look_alikes_not_reported(conn):
         f"card inside a longer run {longer}",
         f"and on the left 0{inner}",
         "20 digits 4111 1111 1111 1111 1111",
-        "ts 17000000000000004",                   # Luhn-valid by chance but starts with 1
+        "ts 17000000000000004",  # Luhn-valid by chance but starts with 1
     ]
     assert luhn.is_valid("17000000000000004")
     assert of(found(conn, texts), "card") == []
@@ -164,15 +182,18 @@ def test_cn_id_true_positives(conn):
     ]
     r = found(conn, texts)
     assert of(r, "cn_id") == [
-        "11010519491231002X", "320106198510151234", "110105 1949 1231 002x", "440301199001011234",
+        "11010519491231002X",
+        "320106198510151234",
+        "110105 1949 1231 002x",
+        "440301199001011234",
     ]
 
 
 def test_cn_id_look_alikes_not_reported(conn):
     texts = [
         "wrong check digit 110105194912310020",
-        "31 February 110105194902310026",   # right check digit, impossible date
-        "future 110105209901010020",          # right check digit, born in 2099
+        "31 February 110105194902310026",  # right check digit, impossible date
+        "future 110105209901010020",  # right check digit, born in 2099
         "longer run 111010519491231002X",
         "longer run 3201061985101512345",
     ]
@@ -190,15 +211,17 @@ def test_iban_true_positives(conn):
     ]
     r = found(conn, texts)
     assert of(r, "iban") == [
-        "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "FR14 2004 1010 0505 0001 3M02 606",
+        "GB82 WEST 1234 5698 7654 32",
+        "DE89370400440532013000",
+        "FR14 2004 1010 0505 0001 3M02 606",
         "NL91ABNA0417164300",
     ]
 
 
 def test_iban_look_alikes_not_reported():
-    assert confirm_iban("GB83 WEST 1234 5698 7654 32") == []   # checksum
-    assert confirm_iban("NL91ABNA041716430") == []            # one character short for NL
-    assert confirm_iban("XX82WEST12345698765432") == []       # no such country
+    assert confirm_iban("GB83 WEST 1234 5698 7654 32") == []  # checksum
+    assert confirm_iban("NL91ABNA041716430") == []  # one character short for NL
+    assert confirm_iban("XX82WEST12345698765432") == []  # no such country
 
 
 def test_validators_directly():
@@ -212,9 +235,12 @@ def test_phone_fast_paths_agree_with_libphonenumber():
 
     rng = random.Random(11)
     fast, slow = make_confirm_phone(["CN"]), make_confirm_phone(["CN"], fast_paths=False)
-    samples = [str(rng.randrange(10 ** (k - 1), 10 ** k)) for k in range(7, 16) for _ in range(150)]
-    samples += [f"20{rng.randrange(10, 30)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d} "
-                f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:05" for _ in range(100)]
+    samples = [str(rng.randrange(10 ** (k - 1), 10**k)) for k in range(7, 16) for _ in range(150)]
+    samples += [
+        f"20{rng.randrange(10, 30)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d} "
+        f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:05"
+        for _ in range(100)
+    ]
     samples += ["2024-01-15 12", "2024-01-15", "8613812345678", "4008123123", "2760221213"]
     for s in samples:
         assert fast(s) == slow(s), s
@@ -222,10 +248,13 @@ def test_phone_fast_paths_agree_with_libphonenumber():
 
 # --- mixed text, overlaps -------------------------------------------------------------------------
 
+
 def test_mixed_chinese_english(conn):
     r = found(conn, [MIXED])
     assert [(d, v) for _i, d, v in r] == [
-        ("phone", "13812345678"), ("email", "zhang.san@example.cn"), ("card", "4111 1111 1111 1111"),
+        ("phone", "13812345678"),
+        ("email", "zhang.san@example.cn"),
+        ("card", "4111 1111 1111 1111"),
     ]
 
 
@@ -259,7 +288,9 @@ def test_placeholders_stable_per_item(conn):
     assert got[(3, "note")] == "[EMAIL_2] first? no, body came first"
     assert got[(4, "body")] == "ID [CN_ID_1], IBAN [IBAN_1]" and got[(4, "note")] == ""
     assert load_mapping(conn, red.mapping_table, 1) == {
-        "[PHONE_1]": "13812345678", "[PHONE_2]": "138-1234-5678", "[EMAIL_1]": "zhang.san@example.cn",
+        "[PHONE_1]": "13812345678",
+        "[PHONE_2]": "138-1234-5678",
+        "[EMAIL_1]": "zhang.san@example.cn",
         "[CARD_1]": "4111 1111 1111 1111",
     }
 
@@ -294,10 +325,16 @@ def test_restore_leaves_unknown_placeholders():
 
 # --- policy model and evaluate ----------------------------------------------------------------------
 
+
 def test_policy_spec_defaults_and_strictness():
     p = PolicySpec()
-    assert p.detectors.model_dump() == {"email": "redact", "phone": "redact", "card": "block", "cn_id": "block",
-                                        "iban": "block"}
+    assert p.detectors.model_dump() == {
+        "email": "redact",
+        "phone": "redact",
+        "card": "block",
+        "cn_id": "block",
+        "iban": "block",
+    }
     assert p.sensitive_columns == [] and p.sensitive_columns_action == "redact" and p.restore_on_apply is False
     assert p.phone_regions == ["CN"]
     with pytest.raises(pydantic.ValidationError):
@@ -310,13 +347,15 @@ def test_policy_spec_defaults_and_strictness():
         PolicySpec.model_validate({"phone_regions": ["ZZ"]})
     with pytest.raises(pydantic.ValidationError):
         p.restore_on_apply = True  # frozen
-    y = PolicySpec.model_validate(yaml.safe_load("""
+    y = PolicySpec.model_validate(
+        yaml.safe_load("""
         detectors: {phone: allow, email: block}
         sensitive_columns: [customer_name]
         sensitive_columns_action: block
         restore_on_apply: true
         phone_regions: [cn, us]
-    """))
+    """)
+    )
     assert y.detectors.phone == "allow" and y.detectors.card == "block" and y.phone_regions == ["CN", "US"]
 
 
@@ -332,12 +371,16 @@ def test_evaluate_counts_block_and_redact(conn):
     out = evaluate(conn, "t", "id", ["body"], policy)
     counts = {c.detector: (c.action, c.findings, c.items) for c in out.counts}
     assert counts == {
-        "email": ("redact", 2, 2), "phone": ("allow", 2, 2), "card": ("block", 1, 1), "cn_id": ("block", 1, 1),
-        "iban": ("block", 1, 1), "sensitive_column": ("redact", 2, 2),
+        "email": ("redact", 2, 2),
+        "phone": ("allow", 2, 2),
+        "card": ("block", 1, 1),
+        "cn_id": ("block", 1, 1),
+        "iban": ("block", 1, 1),
+        "sensitive_column": ("redact", 2, 2),
     }
     assert out.blocked(conn) == {1: ("card in column body",), 3: ("cn_id in column body", "iban in column body")}
     got = dict(((i, c), t) for i, c, t in conn.execute(f"SELECT * FROM {out.redacted_table}").fetchall())
-    assert got[(1, "body")] == "请联系张三 13812345678 或 [EMAIL_1]，卡号 [CARD_1]"   # phone allowed
+    assert got[(1, "body")] == "请联系张三 13812345678 或 [EMAIL_1]，卡号 [CARD_1]"  # phone allowed
     assert got[(1, "customer_name")] == "[CUSTOMER_NAME_1]"
     assert got[(4, "body")] == "mail [EMAIL_1] or 13912345678" and got[(4, "customer_name")] == "  "
     assert load_mapping(conn, out.mapping_table, 3)["[CUSTOMER_NAME_1]"] == "李四"
@@ -385,6 +428,7 @@ def test_failing_validator_never_quotes_the_value(conn):
 
 # --- set-based over a large partition ---------------------------------------------------------------
 
+
 def test_200k_rows_validate_each_distinct_candidate_once(conn):
     n = 200_000
     conn.execute(f"""
@@ -406,13 +450,15 @@ def test_200k_rows_validate_each_distinct_candidate_once(conn):
         def confirm(candidate: str):
             calls[d.name] = calls.get(d.name, 0) + 1
             return d.confirm(candidate)
+
         return dataclasses.replace(d, confirm=confirm)
 
     table = find_sensitive(conn, "big", "id", ["body", "note"], [counting(d) for d in DEFAULT_DETECTORS])
     distinct = {
         d.name: conn.execute(
             "SELECT count(DISTINCT c) FROM (SELECT unnest(regexp_extract_all(body, ?)) AS c FROM big "
-            "UNION ALL SELECT unnest(regexp_extract_all(note, ?)) FROM big)", [d.pattern, d.pattern]
+            "UNION ALL SELECT unnest(regexp_extract_all(note, ?)) FROM big)",
+            [d.pattern, d.pattern],
         ).fetchone()[0]
         for d in DEFAULT_DETECTORS
     }
@@ -420,7 +466,7 @@ def test_200k_rows_validate_each_distinct_candidate_once(conn):
     assert total_calls <= sum(distinct.values())
     for name, c in calls.items():
         assert c <= distinct[name]
-    assert total_calls < n // 50 + 1000          # far fewer than rows
+    assert total_calls < n // 50 + 1000  # far fewer than rows
     per_det = dict(conn.execute(f"SELECT detector, count(*) FROM {table} GROUP BY detector").fetchall())
     hits = n // 50 // 4
     assert per_det == {"phone": hits, "email": hits, "card": hits, "cn_id": hits}
@@ -441,6 +487,7 @@ def test_candidates_are_confirmed_in_slices_each_once_with_the_same_findings(con
         def confirm(candidate: str):
             calls.append(f"{d.name}:{candidate}")
             return d.confirm(candidate)
+
         return dataclasses.replace(d, confirm=confirm)
 
     def findings() -> list[tuple]:
@@ -455,7 +502,7 @@ def test_candidates_are_confirmed_in_slices_each_once_with_the_same_findings(con
     assert len(calls) == len(set(calls)) >= 37 + 23 + 1
     monkeypatch.setattr(scan, "CONFIRM_BATCH", 4)
     sliced = findings()
-    assert sorted(calls) == confirmed_whole   # 16 slices, every distinct pair confirmed once
+    assert sorted(calls) == confirmed_whole  # 16 slices, every distinct pair confirmed once
     assert sliced == whole
     # Inside a transaction too (the freeze scans in its transaction, where a new table's rowids
     # start at 2^62: slices by rowid never ended).
@@ -463,5 +510,8 @@ def test_candidates_are_confirmed_in_slices_each_once_with_the_same_findings(con
     assert findings() == whole and sorted(calls) == confirmed_whole
     conn.execute("COMMIT")
     assert {d for _, _, _, d, *_ in whole} == {"email", "phone", "card"} and len(whole) >= 300 * 2 + 60
-    assert not [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-                if t.startswith("policy_")]   # no slice or pair table left behind
+    assert not [
+        t
+        for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+        if t.startswith("policy_")
+    ]  # no slice or pair table left behind

@@ -23,8 +23,12 @@ from batch_assets.resources import ProvidersResource
 from .test_provider_contract import ENDPOINT, _adapter, _request, _shard, _wait_terminal
 
 # Where each provider's page size for polling by listing is set (DashScope shares OpenAI's adapter).
-PAGE_SIZE_SETTING = {"openai": "openai.adapter.LIST_PAGE_SIZE", "dashscope": "openai.adapter.LIST_PAGE_SIZE",
-                     "anthropic": "anthropic.adapter.POLL_PAGE_SIZE", "gemini": "gemini.adapter.LIST_PAGE_SIZE"}
+PAGE_SIZE_SETTING = {
+    "openai": "openai.adapter.LIST_PAGE_SIZE",
+    "dashscope": "openai.adapter.LIST_PAGE_SIZE",
+    "anthropic": "anthropic.adapter.POLL_PAGE_SIZE",
+    "gemini": "gemini.adapter.LIST_PAGE_SIZE",
+}
 NO_DEADLINE = float("inf")
 
 
@@ -39,8 +43,10 @@ class Calls:
         sdk = adapter._client
         http = sdk._api_client._httpx_client if adapter.name == "gemini" else sdk._client
         hooks = dict(http.event_hooks)
-        hooks["request"] = [*hooks.get("request", []), lambda request: self.sent.append((request.method,
-                                                                                         request.url.path))]
+        hooks["request"] = [
+            *hooks.get("request", []),
+            lambda request: self.sent.append((request.method, request.url.path)),
+        ]
         http.event_hooks = hooks
         return adapter
 
@@ -67,10 +73,12 @@ def _mixed_batches(adapter, emulator, tmp_path, provider: str) -> dict[str, JobS
     batch id -> the state a ledger would hold for it."""
     ids: dict[str, JobState] = {}
     for i in range(2):
-        ids[_wait_terminal(adapter, _create(adapter, emulator, tmp_path, provider, f"done{i}")).provider_batch_id] = \
+        ids[_wait_terminal(adapter, _create(adapter, emulator, tmp_path, provider, f"done{i}")).provider_batch_id] = (
             JobState.RUNNING
-    failed = _wait_terminal(adapter, _create(adapter, emulator, tmp_path, provider, "failed",
-                                             force_batch_status="failed"))
+        )
+    failed = _wait_terminal(
+        adapter, _create(adapter, emulator, tmp_path, provider, "failed", force_batch_status="failed")
+    )
     # Anthropic has no failed batch: one whose requests all failed has ended (COMPLETED).
     assert failed.state == (JobState.COMPLETED if provider == "anthropic" else JobState.FAILED)
     ids[failed.provider_batch_id] = JobState.RUNNING
@@ -99,16 +107,21 @@ def test_a_listed_batch_gives_the_same_snapshot_as_retrieving_it(provider, emula
         for f in dataclasses.fields(snap):
             assert getattr(listed[bid], f.name) == getattr(snap, f.name), f"{provider} {bid} {f.name}"
     assert sorted(s.state.value for s in retrieved.values() if s.terminal) == [
-        "CANCELLED", "COMPLETED", "COMPLETED", "COMPLETED" if provider == "anthropic" else "FAILED"]
+        "CANCELLED",
+        "COMPLETED",
+        "COMPLETED",
+        "COMPLETED" if provider == "anthropic" else "FAILED",
+    ]
     assert sum(not s.terminal for s in retrieved.values()) == 3
     if provider != "anthropic":
         failed = next(s for s in listed.values() if s.state == JobState.FAILED)
-        assert failed.errors and failed.errors[0].message   # Gemini's from the raw operation, read again
+        assert failed.errors and failed.errors[0].message  # Gemini's from the raw operation, read again
 
 
 @pytest.mark.parametrize("provider", ["openai", "dashscope", "anthropic", "gemini"])
-def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(provider, emulator, tmp_path,
-                                                                              monkeypatch):
+def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(
+    provider, emulator, tmp_path, monkeypatch
+):
     monkeypatch.setattr(f"batch_assets.providers.{PAGE_SIZE_SETTING[provider]}", 2)
     calls = Calls()
     adapter = calls.watch(_adapter(emulator, provider))
@@ -116,7 +129,7 @@ def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(pr
     newest = [(JobRef(bid), JobState.SUBMITTED) for bid in ids[-3:]]
     calls.reset()
     assert set(poll_listed(adapter, newest, 0, NO_DEADLINE)) == set(ids[-3:])
-    assert calls.lists() == 2   # pages of 2, newest first: the 3 newest are on the first two of 4
+    assert calls.lists() == 2  # pages of 2, newest first: the 3 newest are on the first two of 4
     # A batch the listing cannot show (created before the cutoff) is not paged for: the first
     # page already reaches older batches.
     calls.reset()
@@ -131,11 +144,14 @@ def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(pr
 def test_gemini_listing_keeps_the_previous_state_of_a_batch_listed_as_unspecified(emulator, tmp_path):
     adapter = _adapter(emulator, "gemini")
     ids = [_create(adapter, emulator, tmp_path, "gemini", f"h{i}", queue_delay_s=HOLD_S) for i in range(3)]
-    emulator.configure(unspecified_state_reads=2)   # the first two batches listed answer UNSPECIFIED
+    emulator.configure(unspecified_state_reads=2)  # the first two batches listed answer UNSPECIFIED
     listed = poll_listed(adapter, [(JobRef(bid), JobState.RUNNING) for bid in ids], 0, NO_DEADLINE)
     assert emulator.settings.unspecified_state_reads == 0
     assert sorted((s.raw_status, s.state.value) for s in listed.values()) == [
-        ("JOB_STATE_PENDING", "SUBMITTED"), ("JOB_STATE_UNSPECIFIED", "RUNNING"), ("JOB_STATE_UNSPECIFIED", "RUNNING")]
+        ("JOB_STATE_PENDING", "SUBMITTED"),
+        ("JOB_STATE_UNSPECIFIED", "RUNNING"),
+        ("JOB_STATE_UNSPECIFIED", "RUNNING"),
+    ]
 
 
 # --- poll_jobs: listing above the threshold, retrieving what it did not show ---------------------------
@@ -145,7 +161,7 @@ PER_PROVIDER = 8
 
 @pytest.fixture
 def fleet(tmp_path, emulator) -> Warehouse:
-    emulator.configure(queue_delay_s=HOLD_S)   # every batch stays in flight
+    emulator.configure(queue_delay_s=HOLD_S)  # every batch stays in flight
     wh = Warehouse(database=tmp_path / "warehouse.duckdb", data_dir=tmp_path / "data")
     with wh.connect() as conn:
         seed_support_tickets(conn, days=1, per_day=60)
@@ -161,8 +177,7 @@ def _poll_times(wh: Warehouse) -> dict[str, Any]:
         return dict(conn.execute("SELECT job_key, last_polled_at FROM ledger.provider_job").fetchall())
 
 
-def test_poll_jobs_lists_a_provider_with_many_jobs_and_retrieves_what_the_listing_missed(
-        fleet, emulator, monkeypatch):
+def test_poll_jobs_lists_a_provider_with_many_jobs_and_retrieves_what_the_listing_missed(fleet, emulator, monkeypatch):
     calls = Calls()
     providers = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
 
@@ -174,13 +189,23 @@ def test_poll_jobs_lists_a_provider_with_many_jobs_and_retrieves_what_the_listin
     calls.reset()
     result = poll_jobs(fleet, adapter_for)
     assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
-        4 * PER_PROVIDER, 0, 0, 4 * PER_PROVIDER, {})
+        4 * PER_PROVIDER,
+        0,
+        0,
+        4 * PER_PROVIDER,
+        {},
+    )
     # At the threshold: every job from its provider's listing (one page each), none retrieved.
     monkeypatch.setattr(poll, "BULK_POLL_MIN_JOBS", PER_PROVIDER)
     calls.reset()
     result = poll_jobs(fleet, adapter_for)
     assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
-        4 * PER_PROVIDER, 4 * PER_PROVIDER, 4, 0, {})
+        4 * PER_PROVIDER,
+        4 * PER_PROVIDER,
+        4,
+        0,
+        {},
+    )
     after_listing = _poll_times(fleet)
     assert all(after_listing[k] > before[k] for k in before if before[k] is not None)
     assert all(v is not None for v in after_listing.values())
@@ -192,7 +217,12 @@ def test_poll_jobs_lists_a_provider_with_many_jobs_and_retrieves_what_the_listin
     calls.reset()
     result = poll_jobs(fleet, adapter_for)
     assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
-        4 * PER_PROVIDER, 4 * 2, 4, 4 * (PER_PROVIDER - 2), {})
+        4 * PER_PROVIDER,
+        4 * 2,
+        4,
+        4 * (PER_PROVIDER - 2),
+        {},
+    )
     assert all(t > after_listing[k] for k, t in _poll_times(fleet).items())
 
 
@@ -201,14 +231,21 @@ def test_a_failed_listing_falls_back_to_one_retrieve_per_job(provider, fleet, em
     calls = Calls()
     providers = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
     monkeypatch.setattr(poll, "BULK_POLL_MIN_JOBS", PER_PROVIDER)
-    with fleet.connect() as conn:   # one provider's jobs (one task each): its listing is the first request
-        (task_id,) = conn.execute("SELECT DISTINCT task_id FROM ledger.provider_job WHERE provider = ?",
-                                  [provider]).fetchone()
+    with fleet.connect() as conn:  # one provider's jobs (one task each): its listing is the first request
+        (task_id,) = conn.execute(
+            "SELECT DISTINCT task_id FROM ledger.provider_job WHERE provider = ?", [provider]
+        ).fetchone()
     emulator.configure(fail_next_requests=1, fail_status=400)
     result = poll_jobs(fleet, lambda name: calls.watch(providers.adapter(name)), task_id=task_id)
     assert list(result.listing_errors) == [provider] and "400" in result.listing_errors[provider]
     assert (result.polled, result.listed, calls.lists(), calls.retrieves(), result.errors) == (
-        PER_PROVIDER, 0, 1, PER_PROVIDER, {})
+        PER_PROVIDER,
+        0,
+        1,
+        PER_PROVIDER,
+        {},
+    )
     with fleet.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND last_polled_at IS NULL",
-                            [task_id]).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND last_polled_at IS NULL", [task_id]
+        ).fetchone() == (0,)

@@ -17,8 +17,19 @@ import batch_assets.providers as providers_pkg
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.providers import registry
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, BatchError, ClientSettings, CreateOutcome, CreateRequest, FindHints, FindOutcome, InputKind,
-    JobRef, JobState, PreparedInput, ProviderDefinition, create_outcome_for_status,
+    JOB_KEY_METADATA,
+    BatchError,
+    ClientSettings,
+    CreateOutcome,
+    CreateRequest,
+    FindHints,
+    FindOutcome,
+    InputKind,
+    JobRef,
+    JobState,
+    PreparedInput,
+    ProviderDefinition,
+    create_outcome_for_status,
 )
 from batch_assets.providers.gemini.adapter import snapshot_from_job
 from batch_assets.providers.limits import ProviderLimits
@@ -26,16 +37,29 @@ from batch_assets.providers.wire import WireFormat
 from batch_assets.resources import EMULATOR_API_KEY, ProviderConnection, ProvidersResource
 
 PROVIDERS_DIR = Path(providers_pkg.__file__).parent
-MODEL = {"openai": "gpt-4o-mini", "dashscope": "qwen-plus", "anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}
-ENDPOINT = {"openai": "/v1/chat/completions", "dashscope": "/v1/chat/completions", "anthropic": "/v1/messages",
-            "gemini": "generateContent"}
+MODEL = {
+    "openai": "gpt-4o-mini",
+    "dashscope": "qwen-plus",
+    "anthropic": "claude-haiku-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+ENDPOINT = {
+    "openai": "/v1/chat/completions",
+    "dashscope": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "gemini": "generateContent",
+}
 
 
 # --- registry: one folder per provider -------------------------------------------------------------
 
+
 def test_the_registry_finds_each_provider_in_its_own_folder():
-    folders = {p.parent.name for p in PROVIDERS_DIR.glob("*/__init__.py")
-               if "PROVIDER = ProviderDefinition(" in p.read_text(encoding="utf-8")}
+    folders = {
+        p.parent.name
+        for p in PROVIDERS_DIR.glob("*/__init__.py")
+        if "PROVIDER = ProviderDefinition(" in p.read_text(encoding="utf-8")
+    }
     assert folders == set(registry.PROVIDERS) == {"openai", "dashscope", "anthropic", "gemini"}
     assert registry.known_providers() == registry.PROVIDERS
     for name in registry.PROVIDERS:
@@ -53,24 +77,33 @@ def test_the_registry_finds_each_provider_in_its_own_folder():
         assert adapter.name == name
     # Limits keep their values (per provider, from its own file).
     assert registry.provider_limits("openai").max_requests_per_shard == 50_000
-    assert registry.provider_limits("gemini").max_inline_bytes == 0   # file jobs unless a task opts in
+    assert registry.provider_limits("gemini").max_inline_bytes == 0  # file jobs unless a task opts in
     assert registry.provider_limits("dashscope").max_concurrent_jobs == 1000
     assert registry.provider_limits("anthropic").request_id_pattern == "^[a-zA-Z0-9_-]{1,64}$"
     # Where each lives on the emulator, and its live default.
     assert {n: registry.provider_definition(n).emulator_path for n in registry.PROVIDERS} == {
-        "openai": "/v1", "dashscope": "/compatible-mode/v1", "anthropic": "", "gemini": ""}
+        "openai": "/v1",
+        "dashscope": "/compatible-mode/v1",
+        "anthropic": "",
+        "gemini": "",
+    }
     assert registry.provider_definition("dashscope").live_base_url.startswith("https://dashscope")
 
 
-@pytest.mark.parametrize("call", [
-    lambda: registry.provider_definition("mistral"),
-    lambda: registry.build_adapter("mistral", ClientSettings("k")),
-    lambda: registry.wire_format("mistral", "/v1/chat/completions"),
-    lambda: registry.provider_limits("mistral"),
-    lambda: ProvidersResource().settings_for("mistral"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: registry.provider_definition("mistral"),
+        lambda: registry.build_adapter("mistral", ClientSettings("k")),
+        lambda: registry.wire_format("mistral", "/v1/chat/completions"),
+        lambda: registry.provider_limits("mistral"),
+        lambda: ProvidersResource().settings_for("mistral"),
+    ],
+)
 def test_an_unknown_provider_is_refused_naming_the_known_ones(call):
-    with pytest.raises(ValueError, match="unknown provider 'mistral'; known providers: openai, dashscope, anthropic, gemini"):
+    with pytest.raises(
+        ValueError, match="unknown provider 'mistral'; known providers: openai, dashscope, anthropic, gemini"
+    ):
         call()
 
 
@@ -92,8 +125,10 @@ def test_each_provider_classifies_its_own_error_codes():
     conn = duckdb.connect()
 
     def classify(sql: str, status, code) -> str:
-        return conn.execute(f"SELECT {sql} FROM (SELECT {'NULL' if status is None else status}::INTEGER AS status_code, "
-                          f"{'NULL' if code is None else repr(code)}::VARCHAR AS error_code)").fetchone()[0]
+        return conn.execute(
+            f"SELECT {sql} FROM (SELECT {'NULL' if status is None else status}::INTEGER AS status_code, "
+            f"{'NULL' if code is None else repr(code)}::VARCHAR AS error_code)"
+        ).fetchone()[0]
 
     assert classify(anthropic_sql, 529, "overloaded_error") == "rate_or_capacity_error"
     assert classify(gemini_sql, 400, "SAFETY") == "content_policy_error"
@@ -106,25 +141,42 @@ def test_each_provider_classifies_its_own_error_codes():
 
 # --- contract helpers ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("status", "outcome"), [
-    (400, CreateOutcome.FAILED), (401, CreateOutcome.FAILED), (404, CreateOutcome.FAILED), (413, CreateOutcome.FAILED),
-    (408, CreateOutcome.UNKNOWN), (409, CreateOutcome.UNKNOWN), (429, CreateOutcome.UNKNOWN),
-    (500, CreateOutcome.UNKNOWN), (503, CreateOutcome.UNKNOWN), (529, CreateOutcome.UNKNOWN),
-])
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (400, CreateOutcome.FAILED),
+        (401, CreateOutcome.FAILED),
+        (404, CreateOutcome.FAILED),
+        (413, CreateOutcome.FAILED),
+        (408, CreateOutcome.UNKNOWN),
+        (409, CreateOutcome.UNKNOWN),
+        (429, CreateOutcome.UNKNOWN),
+        (500, CreateOutcome.UNKNOWN),
+        (503, CreateOutcome.UNKNOWN),
+        (529, CreateOutcome.UNKNOWN),
+    ],
+)
 def test_what_an_http_error_to_a_create_call_means(status, outcome):
     assert create_outcome_for_status(status) == outcome
 
 
 def test_batch_errors_serialize_without_empty_fields():
     assert BatchError("token_limit_exceeded", "too many", line=3).as_dict() == {
-        "code": "token_limit_exceeded", "message": "too many", "line": 3}
+        "code": "token_limit_exceeded",
+        "message": "too many",
+        "line": 3,
+    }
 
 
 def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr():
-    res = ProvidersResource(emulator_url="http://127.0.0.1:1234/",
-                            connections={"dashscope": ProviderConnection(mode="live", api_key="sk-very-secret"),
-                                         "openai": ProviderConnection(api_key="sk-not-live",
-                                                                      base_url="http://proxy.example/v1")})
+    res = ProvidersResource(
+        emulator_url="http://127.0.0.1:1234/",
+        connections={
+            "dashscope": ProviderConnection(mode="live", api_key="sk-very-secret"),
+            "openai": ProviderConnection(api_key="sk-not-live", base_url="http://proxy.example/v1"),
+        },
+    )
     assert res.is_live("dashscope") and not res.is_live("openai") and not res.is_live("gemini")
     live = res.settings_for("dashscope")
     assert (live.api_key, live.base_url) == ("sk-very-secret", registry.provider_definition("dashscope").live_base_url)
@@ -137,16 +189,27 @@ def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr()
 
 # --- adapters against the emulator -----------------------------------------------------------------
 
+
 def _shard(tmp_path: Path, provider: str, n: int = 2, tag: str = "") -> Path:
     lines = []
     for i in range(n):
         rid = f"r{tag}{i}"
         if provider in ("openai", "dashscope"):
-            line = {"custom_id": rid, "method": "POST", "url": ENDPOINT[provider],
-                    "body": {"model": MODEL[provider], "messages": [{"role": "user", "content": f"hello {i}"}]}}
+            line = {
+                "custom_id": rid,
+                "method": "POST",
+                "url": ENDPOINT[provider],
+                "body": {"model": MODEL[provider], "messages": [{"role": "user", "content": f"hello {i}"}]},
+            }
         elif provider == "anthropic":
-            line = {"custom_id": rid, "params": {"model": MODEL[provider], "max_tokens": 16,
-                                                 "messages": [{"role": "user", "content": f"hello {i}"}]}}
+            line = {
+                "custom_id": rid,
+                "params": {
+                    "model": MODEL[provider],
+                    "max_tokens": 16,
+                    "messages": [{"role": "user", "content": f"hello {i}"}],
+                },
+            }
         else:
             line = {"key": rid, "request": {"contents": [{"role": "user", "parts": [{"text": f"hello {i}"}]}]}}
         lines.append(json.dumps(line))
@@ -160,8 +223,14 @@ def _adapter(emulator: EmulatorHandle, provider: str, max_retries: int = 2):
 
 
 def _request(provider: str, job_key: str, line_count: int = 2) -> CreateRequest:
-    return CreateRequest(job_key=job_key, endpoint=ENDPOINT[provider], model=MODEL[provider], completion_window="24h",
-                         line_count=line_count, metadata={JOB_KEY_METADATA: job_key, "task_id": "t", "shard_id": "s"})
+    return CreateRequest(
+        job_key=job_key,
+        endpoint=ENDPOINT[provider],
+        model=MODEL[provider],
+        completion_window="24h",
+        line_count=line_count,
+        metadata={JOB_KEY_METADATA: job_key, "task_id": "t", "shard_id": "s"},
+    )
 
 
 def _wait_terminal(adapter, batch_id: str, timeout_s: float = 20.0):
@@ -178,11 +247,15 @@ def _wait_terminal(adapter, batch_id: str, timeout_s: float = 20.0):
 
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the_sdk(provider, emulator, tmp_path):
-    adapter = _adapter(emulator, provider, max_retries=3)   # the SDK would retry 5xx/429 3 times ...
+    adapter = _adapter(emulator, provider, max_retries=3)  # the SDK would retry 5xx/429 3 times ...
     path = _shard(tmp_path, provider)
     prepared = adapter.prepare_input(path, "job-1", ENDPOINT[provider], inline_max_bytes=0)
-    for status, outcome in ((503, CreateOutcome.UNKNOWN), (500, CreateOutcome.UNKNOWN), (429, CreateOutcome.UNKNOWN),
-                            (400, CreateOutcome.FAILED)):
+    for status, outcome in (
+        (503, CreateOutcome.UNKNOWN),
+        (500, CreateOutcome.UNKNOWN),
+        (429, CreateOutcome.UNKNOWN),
+        (400, CreateOutcome.FAILED),
+    ):
         emulator.configure(fail_next_requests=2, fail_status=status)
         result = adapter.create(_request(provider, "job-1"), prepared)
         # ... but the create was tried exactly once: one injected failure is left.
@@ -191,7 +264,9 @@ def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the
         assert (result.outcome, result.status_code, result.snapshot) == (outcome, status, None)
         assert result.error is not None and result.error.message
     assert adapter.find_job("job-1", FindHints(created_after_unix=0, line_count=2)).outcome in (
-        FindOutcome.ABSENT, FindOutcome.CANNOT_TELL)
+        FindOutcome.ABSENT,
+        FindOutcome.CANNOT_TELL,
+    )
     created = adapter.create(_request(provider, "job-1"), prepared)
     assert created.outcome == CreateOutcome.CREATED and created.snapshot.provider_batch_id
     assert not created.snapshot.terminal and not created.snapshot.results_ready
@@ -216,9 +291,15 @@ def test_anthropic_create_sends_the_shard_lines_as_they_are(emulator, tmp_path):
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_create_on_a_dropped_connection_is_unknown(provider, tmp_path):
     adapter = registry.build_adapter(provider, ClientSettings("k", "http://127.0.0.1:9", max_retries=0, timeout_s=2))
-    prepared = PreparedInput(InputKind.REQUEST_BODY if provider == "anthropic" else
-                             InputKind.INLINE if provider == "gemini" else InputKind.FILE,
-                             _shard(tmp_path, provider), None if provider in ("anthropic", "gemini") else "file-x")
+    prepared = PreparedInput(
+        InputKind.REQUEST_BODY
+        if provider == "anthropic"
+        else InputKind.INLINE
+        if provider == "gemini"
+        else InputKind.FILE,
+        _shard(tmp_path, provider),
+        None if provider in ("anthropic", "gemini") else "file-x",
+    )
     result = adapter.create(_request(provider, "job-1"), prepared)
     assert result.outcome == CreateOutcome.UNKNOWN and result.status_code is None and result.error
 
@@ -239,7 +320,9 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
     if provider != "anthropic":  # found by its job key at once
         found = adapter.find_job("job-life", hints)
         assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
-        assert adapter.find_job("job-other", FindHints(created_after_unix=0, line_count=3)).outcome == FindOutcome.ABSENT
+        assert (
+            adapter.find_job("job-other", FindHints(created_after_unix=0, line_count=3)).outcome == FindOutcome.ABSENT
+        )
     snap = _wait_terminal(adapter, batch_id)
     if provider == "anthropic":  # found by the request ids in its results, once it has ended
         found = adapter.find_job("job-life", hints)
@@ -247,8 +330,9 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
     assert snap.state == JobState.COMPLETED and snap.results_ready and not snap.results_pending
     for file_id in (snap.output_file_id, snap.error_file_id):
         assert file_id is None or not file_id.startswith(("local:", "inline:"))
-    job = JobRef(batch_id, output_file_id=snap.output_file_id, error_file_id=snap.error_file_id,
-                 input_file_id=prepared.file_id)
+    job = JobRef(
+        batch_id, output_file_id=snap.output_file_id, error_file_id=snap.error_file_id, input_file_id=prepared.file_id
+    )
     files = adapter.stream_results(job, tmp_path / "raw", "job-life")
     assert [f.kind for f in files] == ["output"]
     (out,) = files
@@ -288,15 +372,19 @@ def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
         for previous in (JobState.RUNNING, JobState.SUBMITTED, JobState.FINALIZING):
             snap = snapshot_from_job(job, previous)
             assert snap.state == previous and not snap.results_ready
-    done = genai_types.BatchJob(name="batches/b1", state="JOB_STATE_SUCCEEDED",
-                                dest=genai_types.BatchJobDestination(file_name="files/out"))
+    done = genai_types.BatchJob(
+        name="batches/b1", state="JOB_STATE_SUCCEEDED", dest=genai_types.BatchJobDestination(file_name="files/out")
+    )
     snap = snapshot_from_job(done, JobState.RUNNING)
     assert (snap.state, snap.output_file_id, snap.results_ready) == (JobState.COMPLETED, "files/out", True)
     # Terminal, but nothing to fetch yet: results pending.
     empty = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_SUCCEEDED"), JobState.RUNNING)
     assert empty.terminal and not empty.results_ready and empty.results_pending
-    failed = snapshot_from_job(genai_types.BatchJob(name="batches/b1", state="JOB_STATE_FAILED",
-                                                    error=genai_types.JobError(code=3, message="bad input")))
+    failed = snapshot_from_job(
+        genai_types.BatchJob(
+            name="batches/b1", state="JOB_STATE_FAILED", error=genai_types.JobError(code=3, message="bad input")
+        )
+    )
     assert failed.errors == (BatchError("INVALID_ARGUMENT", "bad input"),) and not failed.results_pending
 
 
@@ -313,16 +401,17 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
     since = int(time.time()) - 5
     shard_a, shard_b = _shard(tmp_path, "anthropic", tag="a"), _shard(tmp_path, "anthropic", tag="b")
     hints_a = FindHints(created_after_unix=since, line_count=2, shard_path=shard_a)
-    assert adapter.find_job("job-a", hints_a).outcome == FindOutcome.ABSENT   # no candidate at all
+    assert adapter.find_job("job-a", hints_a).outcome == FindOutcome.ABSENT  # no candidate at all
     emulator.configure(queue_delay_s=3600)  # batches created from here on run until cancelled
 
     def create(tag: str, path, n: int = 2) -> str:
-        made = adapter.create(_request("anthropic", f"job-{tag}", n), adapter.prepare_input(path, f"job-{tag}",
-                                                                                          "/v1/messages", 0))
+        made = adapter.create(
+            _request("anthropic", f"job-{tag}", n), adapter.prepare_input(path, f"job-{tag}", "/v1/messages", 0)
+        )
         return made.snapshot.provider_batch_id
 
     a, b = create("a", shard_a), create("b", shard_b)
-    create("x", _shard(tmp_path, "anthropic", n=3, tag="x"), 3)   # another size: never a candidate
+    create("x", _shard(tmp_path, "anthropic", n=3, tag="x"), 3)  # another size: never a candidate
     waiting = adapter.find_job("job-a", hints_a)
     assert (waiting.outcome, waiting.snapshot) == (FindOutcome.CANNOT_TELL, None)
     assert set(waiting.candidates) == {a, b} and waiting.reason.startswith("waiting for candidate batches")
@@ -333,7 +422,10 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
     _end_by_cancel(adapter, b)
     found = adapter.find_job("job-a", hints_a)
     assert (found.outcome, found.snapshot.provider_batch_id, found.reason) == (
-        FindOutcome.FOUND, a, "matched by the request ids in its results")
+        FindOutcome.FOUND,
+        a,
+        "matched by the request ids in its results",
+    )
     assert adapter.find_job("job-b", dataclasses.replace(hints_a, shard_path=shard_b)).snapshot.provider_batch_id == b
     # A shard of the same size none of whose ids were sent: confirmed absent.
     absent = adapter.find_job("job-c", dataclasses.replace(hints_a, shard_path=_shard(tmp_path, "anthropic", tag="c")))
@@ -357,8 +449,9 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
 def test_anthropic_results_are_streamed_only_once_they_are_there(emulator, tmp_path):
     adapter = _adapter(emulator, "anthropic")
     emulator.configure(force_batch_status="stuck")
-    created = adapter.create(_request("anthropic", "job-s"),
-                             adapter.prepare_input(_shard(tmp_path, "anthropic"), "job-s", "/v1/messages", 0))
+    created = adapter.create(
+        _request("anthropic", "job-s"), adapter.prepare_input(_shard(tmp_path, "anthropic"), "job-s", "/v1/messages", 0)
+    )
     batch_id = created.snapshot.provider_batch_id
     assert adapter.stream_results(JobRef(batch_id), tmp_path / "raw", "s") == []
     assert adapter.cancel(JobRef(batch_id)).cancel_requested
@@ -395,6 +488,8 @@ def test_find_job_pages_through_the_providers_batch_list(provider, emulator, tmp
         _wait_terminal(adapter, batch_id)
     found = adapter.find_job("job-old", FindHints(created_after_unix=since, line_count=2, shard_path=paths["old"]))
     assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, ids["old"])
-    absent = adapter.find_job("job-none", FindHints(created_after_unix=since, line_count=5,
-                                                    shard_path=_shard(tmp_path, provider, n=5, tag="none")))
+    absent = adapter.find_job(
+        "job-none",
+        FindHints(created_after_unix=since, line_count=5, shard_path=_shard(tmp_path, provider, n=5, tag="none")),
+    )
     assert absent.outcome == FindOutcome.ABSENT

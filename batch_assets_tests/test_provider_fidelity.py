@@ -15,7 +15,12 @@ import pytest
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.pipeline.collect.ingest import stage_result_file
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, CreateOutcome, CreateRequest, InputKind, JobRef, JobState,
+    JOB_KEY_METADATA,
+    CreateOutcome,
+    CreateRequest,
+    InputKind,
+    JobRef,
+    JobState,
 )
 from batch_assets.providers.registry import wire_format
 from batch_assets.resources import ProvidersResource
@@ -47,7 +52,7 @@ def normalize(path: Path, provider: str, endpoint: str) -> list[dict[str, Any]]:
     cur = conn.execute(f"""
         SELECT a.*, CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL
                          ELSE {fmt.failure_class_sql} END AS failure_class
-        FROM (SELECT r.line_no, r.request_id, r.status_code, r.error, {fmt.answer_sql('r')} FROM _in r) a
+        FROM (SELECT r.line_no, r.request_id, r.status_code, r.error, {fmt.answer_sql("r")} FROM _in r) a
         ORDER BY line_no
     """)
     cols = [d[0] for d in cur.description]
@@ -63,8 +68,10 @@ def write_shard(tmp_path: Path, provider: str, requests: list[dict[str, Any]]) -
 def create(adapter, provider: str, shard: Path, job_key: str, inline_max_bytes: int = 0, model: str | None = None):
     prepared = adapter.prepare_input(shard, job_key, ENDPOINT[provider], inline_max_bytes)
     lines = sum(1 for line in shard.read_text(encoding="utf-8").splitlines() if line.strip())
-    result = adapter.create(CreateRequest(job_key, ENDPOINT[provider], model or MODEL[provider], "24h", lines,
-                                          {JOB_KEY_METADATA: job_key}), prepared)
+    result = adapter.create(
+        CreateRequest(job_key, ENDPOINT[provider], model or MODEL[provider], "24h", lines, {JOB_KEY_METADATA: job_key}),
+        prepared,
+    )
     assert result.outcome == CreateOutcome.CREATED, result
     return result.snapshot, prepared
 
@@ -77,22 +84,41 @@ def gemini_line(key: str, text: str, **request: Any) -> dict[str, Any]:
 
 
 def test_anthropic_cut_off_stop_reasons_read_as_length_and_refusal_as_content_filter(
-        emulator: EmulatorHandle, tmp_path: Path) -> None:
-    emulator.configure(anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25,
-                       anthropic_refusal_rate=0.25)
+    emulator: EmulatorHandle, tmp_path: Path
+) -> None:
+    emulator.configure(
+        anthropic_context_window_exceeded_rate=0.25, anthropic_pause_turn_rate=0.25, anthropic_refusal_rate=0.25
+    )
     adapter = adapter_for(emulator, "anthropic")
-    shard = write_shard(tmp_path, "anthropic", [
-        {"custom_id": f"r{i}", "params": {"model": MODEL["anthropic"], "max_tokens": 64,
-                                          "messages": [{"role": "user", "content": f"Ticket {i}"}]}}
-        for i in range(40)])
+    shard = write_shard(
+        tmp_path,
+        "anthropic",
+        [
+            {
+                "custom_id": f"r{i}",
+                "params": {
+                    "model": MODEL["anthropic"],
+                    "max_tokens": 64,
+                    "messages": [{"role": "user", "content": f"Ticket {i}"}],
+                },
+            }
+            for i in range(40)
+        ],
+    )
     snap, _ = create(adapter, "anthropic", shard, "job-a")
     assert snap.terminal and snap.results_ready
     (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "a")
-    reasons = {json.loads(line)["custom_id"]: json.loads(line)["result"]["message"]["stop_reason"]
-               for line in out.path.read_text(encoding="utf-8").splitlines()}
+    reasons = {
+        json.loads(line)["custom_id"]: json.loads(line)["result"]["message"]["stop_reason"]
+        for line in out.path.read_text(encoding="utf-8").splitlines()
+    }
     rows = {r["request_id"]: r for r in normalize(out.path, "anthropic", "/v1/messages")}
-    expected = {"end_turn": "stop", "model_context_window_exceeded": "length", "pause_turn": "length",
-                "refusal": "content_filter"}
+    expected = {
+        "end_turn": "stop",
+        "model_context_window_exceeded": "length",
+        "pause_turn": "length",
+        "refusal": "content_filter",
+    }
     assert set(reasons.values()) == set(expected)
     for custom_id, reason in reasons.items():
         row = rows[custom_id]
@@ -105,22 +131,55 @@ def test_anthropic_cut_off_stop_reasons_read_as_length_and_refusal_as_content_fi
 
 def test_dashscope_error_lines_in_the_openai_shape_and_with_error_code_and_error_msg(tmp_path: Path) -> None:
     lines = [
-        {"id": "l1", "custom_id": "a", "response": None,
-         "error": {"code": "Throttling", "message": "Requests throttled"}},
-        {"id": "l2", "custom_id": "b", "response": {"status_code": 400, "request_id": "q2",
-                                                    "body": {"error": {"code": "DataInspectionFailed",
-                                                                       "message": "inappropriate content"}}},
-         "error": None},
+        {
+            "id": "l1",
+            "custom_id": "a",
+            "response": None,
+            "error": {"code": "Throttling", "message": "Requests throttled"},
+        },
+        {
+            "id": "l2",
+            "custom_id": "b",
+            "response": {
+                "status_code": 400,
+                "request_id": "q2",
+                "body": {"error": {"code": "DataInspectionFailed", "message": "inappropriate content"}},
+            },
+            "error": None,
+        },
         {"id": "l3", "custom_id": "c", "response": None, "error_code": "Arrearage", "error_msg": "account in arrears"},
-        {"id": "l4", "custom_id": "d", "response": None,
-         "error": {"error_code": "InvalidParameter", "error_msg": "messages must not be empty"}},
-        {"id": "l5", "custom_id": "e", "response": {"status_code": 400, "request_id": "q5",
-                                                    "body": {"code": "data_inspection_failed",
-                                                             "message": "Input data may contain inappropriate content.",
-                                                             "request_id": "q5"}}},
-        {"id": "l6", "custom_id": "f", "response": {"status_code": 200, "request_id": "q6", "body": {
-            "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}}, "error": None},
+        {
+            "id": "l4",
+            "custom_id": "d",
+            "response": None,
+            "error": {"error_code": "InvalidParameter", "error_msg": "messages must not be empty"},
+        },
+        {
+            "id": "l5",
+            "custom_id": "e",
+            "response": {
+                "status_code": 400,
+                "request_id": "q5",
+                "body": {
+                    "code": "data_inspection_failed",
+                    "message": "Input data may contain inappropriate content.",
+                    "request_id": "q5",
+                },
+            },
+        },
+        {
+            "id": "l6",
+            "custom_id": "f",
+            "response": {
+                "status_code": 200,
+                "request_id": "q6",
+                "body": {
+                    "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+                },
+            },
+            "error": None,
+        },
     ]
     path = tmp_path / "dashscope-errors.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
@@ -146,16 +205,23 @@ def test_dashscope_error_lines_in_the_openai_shape_and_with_error_code_and_error
 def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path: Path) -> None:
     emulator.configure(gemini_thinking_models=["gemini-2.5-*"], gemini_cached_token_fraction=0.5)
     adapter = adapter_for(emulator, "gemini")
-    shard = write_shard(tmp_path, "gemini", [
-        gemini_line("think", "Ticket 1"),
-        gemini_line("plain", "Ticket 2", generationConfig={"thinkingConfig": {"thinkingBudget": 0}}),
-    ])
+    shard = write_shard(
+        tmp_path,
+        "gemini",
+        [
+            gemini_line("think", "Ticket 1"),
+            gemini_line("plain", "Ticket 2", generationConfig={"thinkingConfig": {"thinkingBudget": 0}}),
+        ],
+    )
     snap, prepared = create(adapter, "gemini", shard, "job-g")
     assert prepared.kind == InputKind.FILE and snap.results_ready
-    (out,) = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
-                                    tmp_path / "raw", "g")
-    usage = {json.loads(line)["key"]: json.loads(line)["response"]["usageMetadata"]
-             for line in out.path.read_text(encoding="utf-8").splitlines()}
+    (out,) = adapter.stream_results(
+        JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id), tmp_path / "raw", "g"
+    )
+    usage = {
+        json.loads(line)["key"]: json.loads(line)["response"]["usageMetadata"]
+        for line in out.path.read_text(encoding="utf-8").splitlines()
+    }
     rows = {r["request_id"]: r for r in normalize(out.path, "gemini", "generateContent")}
     think = usage["think"]
     assert think["thoughtsTokenCount"] > 0
@@ -172,20 +238,27 @@ def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path:
 
 
 @pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/responses"])
-def test_openai_reasoning_tokens_are_kept_apart_inside_output(emulator: EmulatorHandle, tmp_path: Path,
-                                                             endpoint: str) -> None:
+def test_openai_reasoning_tokens_are_kept_apart_inside_output(
+    emulator: EmulatorHandle, tmp_path: Path, endpoint: str
+) -> None:
     adapter = adapter_for(emulator, "openai")
     chat = endpoint == "/v1/chat/completions"
 
     def run(model: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """One single-line batch (a batch holds one model) -> (normalized row, the line's usage)."""
-        body = ({"model": model, "messages": [{"role": "user", "content": "Ticket 1"}], "max_completion_tokens": 2000}
-                if chat else {"model": model, "input": "Ticket 1", "max_output_tokens": 2000})
-        shard = write_shard(tmp_path, f"openai-{model}", [{"custom_id": model, "method": "POST", "url": endpoint,
-                                                            "body": body}])
+        body = (
+            {"model": model, "messages": [{"role": "user", "content": "Ticket 1"}], "max_completion_tokens": 2000}
+            if chat
+            else {"model": model, "input": "Ticket 1", "max_output_tokens": 2000}
+        )
+        shard = write_shard(
+            tmp_path, f"openai-{model}", [{"custom_id": model, "method": "POST", "url": endpoint, "body": body}]
+        )
         job_key = f"job-{model}"
         prepared = adapter.prepare_input(shard, job_key, endpoint, 0)
-        result = adapter.create(CreateRequest(job_key, endpoint, model, "24h", 1, {JOB_KEY_METADATA: job_key}), prepared)
+        result = adapter.create(
+            CreateRequest(job_key, endpoint, model, "24h", 1, {JOB_KEY_METADATA: job_key}), prepared
+        )
         assert result.outcome == CreateOutcome.CREATED, result
         snap = result.snapshot
         for _ in range(200):
@@ -193,8 +266,9 @@ def test_openai_reasoning_tokens_are_kept_apart_inside_output(emulator: Emulator
                 break
             snap = adapter.poll(JobRef(snap.provider_batch_id), snap.state)
         assert snap.results_ready, snap
-        files = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
-                                       tmp_path / "raw", model)
+        files = adapter.stream_results(
+            JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id), tmp_path / "raw", model
+        )
         (out,) = [f for f in files if f.kind == "output"]
         (row,) = normalize(out.path, "openai", endpoint)
         (line,) = out.path.read_text(encoding="utf-8").splitlines()
@@ -203,7 +277,7 @@ def test_openai_reasoning_tokens_are_kept_apart_inside_output(emulator: Emulator
     row, usage = run("o3-mini")
     reasoning = usage["completion_tokens_details" if chat else "output_tokens_details"]["reasoning_tokens"]
     assert reasoning > 0 and row["thinking_tokens"] == reasoning
-    assert row["output_tokens"] > reasoning   # billed output includes the reasoning
+    assert row["output_tokens"] > reasoning  # billed output includes the reasoning
     assert row["cached_input_tokens"] == 0
     plain, _ = run("gpt-4o-mini")
     assert (plain["thinking_tokens"], plain["cached_input_tokens"]) == (0, 0)
@@ -221,7 +295,7 @@ def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: Emul
     assert snap.state == JobState.FAILED and not snap.results_pending
     [error] = snap.errors
     assert error.code == "RESOURCE_EXHAUSTED" and "Enqueued token limit" in error.message
-    assert error.code in CAPACITY_CODES   # parse classes the batch's items as rate_or_capacity_error
+    assert error.code in CAPACITY_CODES  # parse classes the batch's items as rate_or_capacity_error
     polled = adapter.poll(JobRef(snap.provider_batch_id), JobState.SUBMITTED)
     assert polled.errors == snap.errors
 
@@ -237,7 +311,8 @@ def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: Emul
 
 
 def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
-        emulator: EmulatorHandle, tmp_path: Path) -> None:
+    emulator: EmulatorHandle, tmp_path: Path
+) -> None:
     from batch_assets.providers.gemini.adapter import UnkeyedInlineResponses
     from batch_assets.providers.registry import provider_limits
 
@@ -272,13 +347,14 @@ def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
 
 
 def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
-        emulator: EmulatorHandle, warehouse, tmp_path: Path) -> None:
+    emulator: EmulatorHandle, warehouse, tmp_path: Path
+) -> None:
     from batch_assets.demo import seed_kb_articles
     from batch_assets.ledger.warehouse import fetch_dicts
     from batch_assets.pipeline.collect.ingest import collect_raw_results
-    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.collect.parse import parse_results
     from batch_assets.pipeline.collect.poll import poll_jobs
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.send.shards import cut_shards
     from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.spec.resolve import load_all_tasks
@@ -298,8 +374,9 @@ def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
     def job() -> dict:
         with warehouse.connect() as conn:
             [row] = fetch_dicts(conn, "SELECT * FROM ledger.provider_job WHERE task_id = ?", [task_id])
-            row["raw_files"] = conn.execute("SELECT count(*) FROM ledger.raw_file WHERE job_key = ?",
-                                            [row["job_key"]]).fetchone()[0]
+            row["raw_files"] = conn.execute(
+                "SELECT count(*) FROM ledger.raw_file WHERE job_key = ?", [row["job_key"]]
+            ).fetchone()[0]
         return row
 
     first = job()
@@ -308,17 +385,18 @@ def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
     assert summary.downloaded_files == 0
     still = job()
     assert still["downloaded_at"] is None and still["raw_files"] == 0 and still["results_ready"] is False
-    assert parse_results(warehouse, task, day).parsed == 0   # nothing frozen as done with nothing
+    assert parse_results(warehouse, task, day).parsed == 0  # nothing frozen as done with nothing
 
-    emulator.configure(succeeded_before_results_s=0)   # the results file appears
+    emulator.configure(succeeded_before_results_s=0)  # the results file appears
     summary = collect_raw_results(warehouse, task, day, adapter)
     done = job()
     assert summary.downloaded_files == 1 and done["downloaded_at"] is not None and done["results_ready"] is True
-    assert done["output_file_id"] and done["terminal_seq"] == first["terminal_seq"]   # still the same end
+    assert done["output_file_id"] and done["terminal_seq"] == first["terminal_seq"]  # still the same end
     assert summary.lines > 0 and summary.by_status.get("ok", 0) > 0
     with warehouse.connect() as conn:
-        events = conn.execute("SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at",
-                              [done["job_key"]]).fetchall()
+        events = conn.execute(
+            "SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at", [done["job_key"]]
+        ).fetchall()
     assert [e for (e,) in events].count("COMPLETED") == 1
 
 
@@ -360,24 +438,37 @@ def test_live_mode_globally_or_per_provider(clean_provider_env: pytest.MonkeyPat
     for name in ("openai", "anthropic", "gemini", "dashscope"):
         env.setenv(f"{name.upper()}_API_KEY", f"key-{name}")
     env.setenv("BATCH_ASSETS_PROVIDER_MODE", "live")
-    env.setenv("BATCH_ASSETS_GEMINI_MODE", "emulator")   # a provider's own mode wins
+    env.setenv("BATCH_ASSETS_GEMINI_MODE", "emulator")  # a provider's own mode wins
     env.setenv("DASHSCOPE_BASE_URL", "https://user:pw@dashscope.aliyuncs.com/compatible-mode/v1?x=1")
     providers = default_resources()["providers"]
     assert [p for p in ("openai", "anthropic", "gemini", "dashscope") if providers.is_live(p)] == [
-        "openai", "anthropic", "dashscope"]
-    assert providers.endpoint_of("dashscope") == ("live", "https://dashscope.aliyuncs.com")   # host only
+        "openai",
+        "anthropic",
+        "dashscope",
+    ]
+    assert providers.endpoint_of("dashscope") == ("live", "https://dashscope.aliyuncs.com")  # host only
     assert providers.endpoint_of("anthropic") == ("live", "https://api.anthropic.com")
     assert "key-" not in repr(providers)
 
 
-@pytest.mark.parametrize(("variables", "message"), [
-    ({"BATCH_ASSETS_PROVIDER_MODE": "live"}, "'openai' is in live mode but OPENAI_API_KEY is not set. Fix: set "
-                                             "OPENAI_API_KEY, or run it against the emulator"),
-    ({"BATCH_ASSETS_GEMINI_MODE": "live", "OPENAI_API_KEY": "k"}, "GEMINI_API_KEY is not set"),
-    ({"BATCH_ASSETS_PROVIDER_MODE": "production"}, "BATCH_ASSETS_PROVIDER_MODE='production' is not a provider mode"),
-])
-def test_live_mode_without_a_key_refuses_to_load(clean_provider_env: pytest.MonkeyPatch, variables: dict[str, str],
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"BATCH_ASSETS_PROVIDER_MODE": "live"},
+            "'openai' is in live mode but OPENAI_API_KEY is not set. Fix: set "
+            "OPENAI_API_KEY, or run it against the emulator",
+        ),
+        ({"BATCH_ASSETS_GEMINI_MODE": "live", "OPENAI_API_KEY": "k"}, "GEMINI_API_KEY is not set"),
+        (
+            {"BATCH_ASSETS_PROVIDER_MODE": "production"},
+            "BATCH_ASSETS_PROVIDER_MODE='production' is not a provider mode",
+        ),
+    ],
+)
+def test_live_mode_without_a_key_refuses_to_load(
+    clean_provider_env: pytest.MonkeyPatch, variables: dict[str, str], message: str
+) -> None:
     from batch_assets.definitions import defs
     from batch_assets.resources import ProviderConfigurationError, ProvidersResource
 
@@ -403,23 +494,54 @@ def test_the_ledger_records_where_each_job_went(warehouse) -> None:
     from batch_assets.providers.registry import job_endpoint
 
     with warehouse.connect() as conn:
-        insert_job_intent(conn, "j1", "t_1", "s1", "openai", "/v1/chat/completions",
-                          endpoint_mode="live", endpoint_url="https://api.openai.com/v1?key=secret",
-                          request_options={"response_format": "json_schema"})
-        insert_job_intent(conn, "j2", "t_1", "s2", "openai", "/v1/chat/completions",
-                          *job_endpoint("openai", ClientSettings("k", "http://127.0.0.1:8765/v1")), request_options={})
+        insert_job_intent(
+            conn,
+            "j1",
+            "t_1",
+            "s1",
+            "openai",
+            "/v1/chat/completions",
+            endpoint_mode="live",
+            endpoint_url="https://api.openai.com/v1?key=secret",
+            request_options={"response_format": "json_schema"},
+        )
+        insert_job_intent(
+            conn,
+            "j2",
+            "t_1",
+            "s2",
+            "openai",
+            "/v1/chat/completions",
+            *job_endpoint("openai", ClientSettings("k", "http://127.0.0.1:8765/v1")),
+            request_options={},
+        )
         # Live without a base URL: the SDK's default host; never the credentials of a URL.
-        assert job_endpoint("gemini", ClientSettings("k", mode="live")) == ("live", "https://generativelanguage.googleapis.com")
-        assert claim_new_intent(conn, "j3", "t_1", "s3", "gemini", "generateContent", "run-1", endpoint_mode="live",
-                                endpoint_url="https://user:pw@generativelanguage.googleapis.com/v1beta",
-                                request_options={"structured_output": "response_schema"})
-        rows = conn.execute("SELECT job_key, endpoint_mode, endpoint_url, request_options FROM ledger.provider_job "
-                            "ORDER BY 1").fetchall()
+        assert job_endpoint("gemini", ClientSettings("k", mode="live")) == (
+            "live",
+            "https://generativelanguage.googleapis.com",
+        )
+        assert claim_new_intent(
+            conn,
+            "j3",
+            "t_1",
+            "s3",
+            "gemini",
+            "generateContent",
+            "run-1",
+            endpoint_mode="live",
+            endpoint_url="https://user:pw@generativelanguage.googleapis.com/v1beta",
+            request_options={"structured_output": "response_schema"},
+        )
+        rows = conn.execute(
+            "SELECT job_key, endpoint_mode, endpoint_url, request_options FROM ledger.provider_job ORDER BY 1"
+        ).fetchall()
         with pytest.raises(ValueError, match="endpoint_mode"):
             insert_job_intent(conn, "j4", "t_1", "s4", "openai", "/v1/chat/completions", endpoint_mode="production")
-    assert rows == [("j1", "live", "https://api.openai.com", '{"response_format": "json_schema"}'),
-                    ("j2", "emulator", "http://127.0.0.1:8765", "{}"),
-                    ("j3", "live", "https://generativelanguage.googleapis.com", '{"structured_output": "response_schema"}')]
+    assert rows == [
+        ("j1", "live", "https://api.openai.com", '{"response_format": "json_schema"}'),
+        ("j2", "emulator", "http://127.0.0.1:8765", "{}"),
+        ("j3", "live", "https://generativelanguage.googleapis.com", '{"structured_output": "response_schema"}'),
+    ]
 
 
 # --- Gemini: request lines exactly per the REST requests -----------------------------------------------
@@ -433,19 +555,28 @@ def _as_gemini(task, schema_field: str = "response_json_schema"):
     from batch_assets.spec.model import ProviderOptionsSpec
 
     embedding = task.spec.output.kind == "embedding"
-    spec = task.spec.model_copy(update={
-        "provider": "gemini", "endpoint": "embedContent" if embedding else "generateContent",
-        "model": "gemini-embedding-001" if embedding else MODEL["gemini"],
-        "provider_options": ProviderOptionsSpec(gemini_schema_field=schema_field)})
+    spec = task.spec.model_copy(
+        update={
+            "provider": "gemini",
+            "endpoint": "embedContent" if embedding else "generateContent",
+            "model": "gemini-embedding-001" if embedding else MODEL["gemini"],
+            "provider_options": ProviderOptionsSpec(gemini_schema_field=schema_field),
+        }
+    )
     return replace(task, spec=spec, limits=provider_limits("gemini"))
 
 
 def _rendered_lines(task, n: int = 3) -> list[dict[str, Any]]:
     from batch_assets.pipeline.freeze.render import request_line_sql
 
-    rows = duckdb.connect().execute(
-        f"SELECT {request_line_sql(task)} FROM (SELECT 'r' || i AS request_id, 'Prompt ' || i || ' \"quoted\"' "
-        f"AS prompt_text FROM range({n}) t(i))").fetchall()
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT {request_line_sql(task)} FROM (SELECT 'r' || i AS request_id, 'Prompt ' || i || ' \"quoted\"' "
+            f"AS prompt_text FROM range({n}) t(i))"
+        )
+        .fetchall()
+    )
     return [json.loads(line) for (line,) in rows]
 
 
@@ -470,10 +601,13 @@ def test_every_demo_task_renders_gemini_lines_with_only_known_fields(schema_fiel
             kinds.add(task.spec.output.kind)
             if task.spec.output.kind == "json":
                 config = request["generationConfig"]
-                wanted, other = (("responseSchema", "responseJsonSchema") if schema_field == "response_schema"
-                                 else ("responseJsonSchema", "responseSchema"))
+                wanted, other = (
+                    ("responseSchema", "responseJsonSchema")
+                    if schema_field == "response_schema"
+                    else ("responseJsonSchema", "responseSchema")
+                )
                 assert wanted in config and other not in config
-                if schema_field == "response_schema":   # a valid Schema in the SDK's own model
+                if schema_field == "response_schema":  # a valid Schema in the SDK's own model
                     types.Schema.model_validate(config["responseSchema"])
                     assert config["responseSchema"]["type"] == "OBJECT"
                 else:
@@ -483,7 +617,8 @@ def test_every_demo_task_renders_gemini_lines_with_only_known_fields(schema_fiel
 
 @pytest.mark.parametrize("schema_field", ["response_json_schema", "response_schema"])
 def test_gemini_structured_output_in_either_schema_field_runs_on_the_strict_emulator(
-        schema_field: str, emulator: EmulatorHandle, tmp_path: Path) -> None:
+    schema_field: str, emulator: EmulatorHandle, tmp_path: Path
+) -> None:
     from batch_assets.spec.resolve import load_all_tasks
 
     assert emulator.settings.gemini_strict_request_fields
@@ -494,8 +629,9 @@ def test_gemini_structured_output_in_either_schema_field_runs_on_the_strict_emul
         snap, prepared = create(adapter, "gemini", shard, job_key, inline_max_bytes=inline)
         assert prepared.kind == (InputKind.INLINE if inline else InputKind.FILE)
         assert snap.state == JobState.COMPLETED and not snap.errors, snap
-        (out,) = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id),
-                                        tmp_path / "raw", job_key)
+        (out,) = adapter.stream_results(
+            JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id), tmp_path / "raw", job_key
+        )
         rows = normalize(out.path, "gemini", "generateContent")
         assert len(rows) == 4 and all(r["status_code"] == 200 and json.loads(r["content"]) for r in rows)
 
@@ -514,20 +650,24 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
     default = _as_gemini(task)
     assert default.spec.provider_options.non_default() == {}
     assert input_hash_sql(_as_gemini(task, "response_schema")) != input_hash_sql(default)
-    assert "gemini_schema_field" not in input_hash_sql(task)   # tasks on the defaults keep their hashes
+    assert "gemini_schema_field" not in input_hash_sql(task)  # tasks on the defaults keep their hashes
 
 
-@pytest.mark.parametrize(("knobs", "code", "failure_class"), [
-    ({"enqueued_token_limit": {"gemini-embedding-001": 1}}, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"),
-    # The service's own fault (google.rpc INTERNAL, code 13): retried with backoff, not a bad input.
-    ({"force_batch_status": "failed"}, "INTERNAL", "internal_error"),
-])
+@pytest.mark.parametrize(
+    ("knobs", "code", "failure_class"),
+    [
+        ({"enqueued_token_limit": {"gemini-embedding-001": 1}}, "RESOURCE_EXHAUSTED", "rate_or_capacity_error"),
+        # The service's own fault (google.rpc INTERNAL, code 13): retried with backoff, not a bad input.
+        ({"force_batch_status": "failed"}, "INTERNAL", "internal_error"),
+    ],
+)
 def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
-        emulator: EmulatorHandle, warehouse, knobs: dict, code: str, failure_class: str) -> None:
+    emulator: EmulatorHandle, warehouse, knobs: dict, code: str, failure_class: str
+) -> None:
     from batch_assets.demo import seed_kb_articles
     from batch_assets.pipeline.collect.ingest import collect_raw_results
-    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.send.shards import cut_shards
     from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.spec.resolve import load_all_tasks
@@ -559,29 +699,39 @@ def test_openai_reasoning_models_refuse_max_tokens_and_temperature(emulator: Emu
     adapter = adapter_for(emulator, "openai")
     endpoint = "/v1/chat/completions"
     messages = [{"role": "user", "content": "Ticket 1"}]
-    bodies = {"old": {"model": "o3-mini", "messages": messages, "max_tokens": 500, "temperature": 0.2},
-              "temp": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500, "temperature": 0},
-              "new": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500}}
-    shard = write_shard(tmp_path, "openai-o3", [{"custom_id": k, "method": "POST", "url": endpoint, "body": b}
-                                                for k, b in bodies.items()])
+    bodies = {
+        "old": {"model": "o3-mini", "messages": messages, "max_tokens": 500, "temperature": 0.2},
+        "temp": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500, "temperature": 0},
+        "new": {"model": "o3-mini", "messages": messages, "max_completion_tokens": 500},
+    }
+    shard = write_shard(
+        tmp_path,
+        "openai-o3",
+        [{"custom_id": k, "method": "POST", "url": endpoint, "body": b} for k, b in bodies.items()],
+    )
     prepared = adapter.prepare_input(shard, "job-o3", endpoint, 0)
-    result = adapter.create(CreateRequest("job-o3", endpoint, "o3-mini", "24h", 3, {JOB_KEY_METADATA: "job-o3"}),
-                            prepared)
+    result = adapter.create(
+        CreateRequest("job-o3", endpoint, "o3-mini", "24h", 3, {JOB_KEY_METADATA: "job-o3"}), prepared
+    )
     snap = result.snapshot
     for _ in range(200):
         if snap.results_ready or snap.terminal:
             break
         snap = adapter.poll(JobRef(snap.provider_batch_id), snap.state)
-    files = adapter.stream_results(JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id,
-                                          error_file_id=snap.error_file_id), tmp_path / "raw", "o3")
+    files = adapter.stream_results(
+        JobRef(snap.provider_batch_id, output_file_id=snap.output_file_id, error_file_id=snap.error_file_id),
+        tmp_path / "raw",
+        "o3",
+    )
     rows = {r["request_id"]: r for f in files for r in normalize(f.path, "openai", endpoint)}
     assert rows["old"]["status_code"] == 400 and rows["old"]["error_code"] == "unsupported_parameter"
     assert rows["temp"]["status_code"] == 400 and rows["temp"]["error_code"] == "unsupported_value"
     assert rows["new"]["status_code"] == 200
 
 
-def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(seeded_copy, ticket_task, adapter,
-                                                                         run_partition) -> None:
+def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(
+    seeded_copy, ticket_task, adapter, run_partition
+) -> None:
     """ticket_triage on o3-mini: lines carry max_completion_tokens and no temperature, so every item is
     answered; the job records that the temperature was left out."""
     import dataclasses
@@ -589,10 +739,13 @@ def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(seeded_c
     task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(update={"model": "o3-mini"}))
     r = run_partition(seeded_copy, task, "2026-11-20", adapter)
     with seeded_copy.connect() as conn:
-        classes = conn.execute("SELECT error_code, count(*) FROM ledger.parsed_result "
-                               "WHERE error_class IS NOT NULL GROUP BY 1").fetchall()
-        options = {json.loads(o)["temperature"] for (o,) in conn.execute(
-            "SELECT request_options FROM ledger.provider_job").fetchall()}
+        classes = conn.execute(
+            "SELECT error_code, count(*) FROM ledger.parsed_result WHERE error_class IS NOT NULL GROUP BY 1"
+        ).fetchall()
+        options = {
+            json.loads(o)["temperature"]
+            for (o,) in conn.execute("SELECT request_options FROM ledger.provider_job").fetchall()
+        }
         shard_path = conn.execute("SELECT path FROM ledger.shard LIMIT 1").fetchone()[0]
     body = json.loads(Path(shard_path).read_text(encoding="utf-8").splitlines()[0])["body"]
     assert "temperature" not in body and "max_tokens" not in body and body["max_completion_tokens"] > 0
@@ -606,13 +759,14 @@ def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(seeded_c
 
 @pytest.mark.parametrize("previous", [JobState.SUBMITTED, JobState.RUNNING, JobState.FINALIZING])
 def test_gemini_unspecified_state_read_through_the_sdk_keeps_the_previous_state(
-        emulator: EmulatorHandle, tmp_path: Path, previous: JobState) -> None:
+    emulator: EmulatorHandle, tmp_path: Path, previous: JobState
+) -> None:
     """A read answering BATCH_STATE_UNSPECIFIED says nothing about the batch: the snapshot keeps the
     state known before (not SUBMITTED by default), offers no results, and the next read moves on."""
     adapter = adapter_for(emulator, "gemini")
     shard = write_shard(tmp_path, "gemini", [gemini_line("a", "Ticket 1"), gemini_line("b", "Ticket 2")])
     snap, _ = create(adapter, "gemini", shard, "job-unspecified")
-    assert snap.results_ready   # the instant emulator has finished it already
+    assert snap.results_ready  # the instant emulator has finished it already
     emulator.configure(unspecified_state_reads=1)
     held = adapter.poll(JobRef(snap.provider_batch_id), previous)
     assert (held.state, held.results_ready, held.terminal) == (previous, False, False)

@@ -16,21 +16,25 @@ import pytest
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.poll import poll_jobs
-from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.providers.contract import TERMINAL_STATES, JobRef
 from batch_assets.resources import ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 DAY = "2026-11-20"
-TASK_OF = {"openai": "ticket_triage", "anthropic": "ticket_summary", "gemini": "kb_embeddings",
-           "dashscope": "review_sentiment"}
+TASK_OF = {
+    "openai": "ticket_triage",
+    "anthropic": "ticket_summary",
+    "gemini": "kb_embeddings",
+    "dashscope": "review_sentiment",
+}
 
 
 @pytest.fixture
@@ -78,7 +82,11 @@ def _assert_only_real_file_ids(wh: Warehouse) -> None:
             SELECT input_file_id AS id FROM ledger.provider_job UNION ALL SELECT output_file_id FROM ledger.provider_job
             UNION ALL SELECT error_file_id FROM ledger.provider_job UNION ALL SELECT provider_file_id FROM ledger.raw_file
         """).fetchall()
-    bad = [i for (i,) in ids if i is not None and (i.startswith(("local:", "inline:")) or "/" in i and not i.startswith("files/"))]
+    bad = [
+        i
+        for (i,) in ids
+        if i is not None and (i.startswith(("local:", "inline:")) or "/" in i and not i.startswith("files/"))
+    ]
     assert bad == []
 
 
@@ -93,8 +101,12 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
     else:
         assert jobs[0]["input_file_id"] and jobs[0]["output_file_id"]
     with all_seeded.connect() as conn:
-        states = [r[0] for r in conn.execute(
-            "SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at", [jobs[0]["job_key"]]).fetchall()]
+        states = [
+            r[0]
+            for r in conn.execute(
+                "SELECT to_state FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at", [jobs[0]["job_key"]]
+            ).fetchall()
+        ]
     assert states[0] == "CREATED" and states[-1] == "COMPLETED"
     recon = _collect(all_seeded, task, adapter)
     assert recon.problems() == []
@@ -107,14 +119,22 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
             assert dims == [(task.spec.output.dimensions,)]
 
 
-@pytest.mark.parametrize(("provider", "forced", "state", "item_class"), [
-    ("openai", "failed", "FAILED", "rate_or_capacity_error"),  # the emulator fails it with token_limit_exceeded
-    ("openai", "expired", "EXPIRED", "expired"),
-    ("dashscope", "expired", "EXPIRED", "expired"),
-    ("gemini", "failed", "FAILED", "internal_error"),  # forced failures are google.rpc INTERNAL: the service's fault
-    ("gemini", "expired", "EXPIRED", "expired"),
-    ("anthropic", "expired", "COMPLETED", "expired"),  # Anthropic: ended with some requests expired
-])
+@pytest.mark.parametrize(
+    ("provider", "forced", "state", "item_class"),
+    [
+        ("openai", "failed", "FAILED", "rate_or_capacity_error"),  # the emulator fails it with token_limit_exceeded
+        ("openai", "expired", "EXPIRED", "expired"),
+        ("dashscope", "expired", "EXPIRED", "expired"),
+        (
+            "gemini",
+            "failed",
+            "FAILED",
+            "internal_error",
+        ),  # forced failures are google.rpc INTERNAL: the service's fault
+        ("gemini", "expired", "EXPIRED", "expired"),
+        ("anthropic", "expired", "COMPLETED", "expired"),  # Anthropic: ended with some requests expired
+    ],
+)
 def test_terminal_failure_states_account_for_every_item(provider, forced, state, item_class, all_seeded, emulator):
     task = load_all_tasks()[TASK_OF[provider]]
     adapter = _adapter(emulator, provider)
@@ -123,7 +143,11 @@ def test_terminal_failure_states_account_for_every_item(provider, forced, state,
     assert [j["state"] for j in jobs] == [state]
     recon = _collect(all_seeded, task, adapter)
     assert recon.problems() == []
-    outcomes = {item_class: getattr(recon, item_class) if item_class in ("expired", "canceled") else recon.failed.get(item_class, 0)}
+    outcomes = {
+        item_class: getattr(recon, item_class)
+        if item_class in ("expired", "canceled")
+        else recon.failed.get(item_class, 0)
+    }
     assert outcomes[item_class] > 0
     assert recon.missing == 0
 
@@ -137,8 +161,9 @@ def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded,
     cut_shards(all_seeded, task, DAY)
     submit_pending(all_seeded, task, DAY, adapter)
     with all_seeded.connect() as conn:
-        batch_id = conn.execute("SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?",
-                                [task.task_id(DAY)]).fetchone()[0]
+        batch_id = conn.execute(
+            "SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?", [task.task_id(DAY)]
+        ).fetchone()[0]
     assert adapter.cancel(JobRef(batch_id)).cancel_requested or provider == "gemini"
     jobs = _run(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == ["CANCELLED"]
@@ -186,13 +211,16 @@ def _wait_provider_batches_ended(emulator: EmulatorHandle, timeout_s: float = 20
 def _count_provider_batches(emulator: EmulatorHandle, provider: str) -> int:
     if provider in ("openai", "dashscope"):
         import openai
+
         base = emulator.openai_base_url if provider == "openai" else emulator.dashscope_base_url
         return sum(1 for _ in openai.OpenAI(api_key="k", base_url=base).batches.list())
     if provider == "anthropic":
         import anthropic
+
         return sum(1 for _ in anthropic.Anthropic(api_key="k", base_url=emulator.base_url).messages.batches.list())
     from google import genai
     from google.genai import types
+
     client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emulator.base_url))
     return sum(1 for _ in client.batches.list())
 
@@ -201,14 +229,17 @@ def test_ids_a_provider_forbids_are_mapped_and_map_back(all_seeded, emulator):
     """Business ids with ':' and '/' and long enough that custom_id passes 64 characters, on Anthropic
     ([a-zA-Z0-9_-]{1,64}): each line goes out under a safe id and every result comes back to its item."""
     with all_seeded.connect() as conn:
-        conn.execute("UPDATE support_tickets SET ticket_id = ticket_id || ':legacy/crm-export-batch-2026-11-20-region-emea'")
+        conn.execute(
+            "UPDATE support_tickets SET ticket_id = ticket_id || ':legacy/crm-export-batch-2026-11-20-region-emea'"
+        )
     task = load_all_tasks()["ticket_summary"]
     adapter = _adapter(emulator, "anthropic")
     _run(all_seeded, task, adapter)
     with all_seeded.connect() as conn:
         lines = fetch_dicts(conn, "SELECT custom_id, request_id FROM ledger.shard_line")
-    assert lines and all(len(r["custom_id"]) > 64 and r["request_id"].startswith("bx_") and len(r["request_id"]) <= 64
-                         for r in lines)
+    assert lines and all(
+        len(r["custom_id"]) > 64 and r["request_id"].startswith("bx_") and len(r["request_id"]) <= 64 for r in lines
+    )
     assert len({r["request_id"] for r in lines}) == len(lines)
     recon = _collect(all_seeded, task, adapter)
     assert recon.problems() == [] and recon.succeeded + recon.failed_total == len(lines)
@@ -223,11 +254,24 @@ def test_ids_a_provider_forbids_are_mapped_and_map_back(all_seeded, emulator):
 def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulator):
     """Gemini generateContent: shards under the inline limit are sent inline, others uploaded."""
     base = load_all_tasks()["ticket_triage"]
-    spec = base.spec.model_copy(update={"provider": "gemini", "endpoint": "generateContent",
-                                        "model": "gemini-2.5-flash", "name": "triage_gemini"})
-    inline_task = replace(base, spec=spec, limits=replace(base.limits, max_inline_bytes=20_000_000,
-                                                          request_id_pattern="^[A-Za-z0-9_:.-]{1,128}$",
-                                                          request_id_max_len=128))
+    spec = base.spec.model_copy(
+        update={
+            "provider": "gemini",
+            "endpoint": "generateContent",
+            "model": "gemini-2.5-flash",
+            "name": "triage_gemini",
+        }
+    )
+    inline_task = replace(
+        base,
+        spec=spec,
+        limits=replace(
+            base.limits,
+            max_inline_bytes=20_000_000,
+            request_id_pattern="^[A-Za-z0-9_:.-]{1,128}$",
+            request_id_max_len=128,
+        ),
+    )
     adapter = _adapter(emulator, "gemini")
     _run(all_seeded, inline_task, adapter)
     with all_seeded.connect() as conn:
@@ -256,6 +300,8 @@ def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_s
         sent += 1
         assert sent < 10
     with all_seeded.connect() as conn:
-        jobs = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL").fetchone()[0]
+        jobs = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL").fetchone()[
+            0
+        ]
         shards = conn.execute("SELECT count(*) FROM ledger.shard").fetchone()[0]
     assert jobs == shards == first.waiting_for_capacity + 1

@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, reconcile
 from batch_assets.pipeline.report.partition_report import (
     build_report,
     cost_figures,
@@ -18,6 +17,7 @@ from batch_assets.pipeline.report.partition_report import (
     report_path,
     write_report,
 )
+from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, reconcile
 
 from .conftest import DAY1
 
@@ -37,22 +37,28 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     rec = reconcile(wh, task_id)
     with wh.connect() as conn:
         r = build_report(conn, task_id)
-        tokens = conn.execute("SELECT sum(input_tokens), sum(output_tokens) FROM ledger.parsed_result "
-                              "WHERE task_id = ?", [task_id]).fetchone()
+        tokens = conn.execute(
+            "SELECT sum(input_tokens), sum(output_tokens) FROM ledger.parsed_result WHERE task_id = ?", [task_id]
+        ).fetchone()
     assert r.done and r.verdict.final_status == "COMPLETED" and r.eta_s is None
     # every item counted once, in the reconciliation's terms
     assert sum(r.outcomes().values()) == r.items == rec.manifest_items == 58
     n = report_numbers(r)
-    assert (n["items"], n["applied"], n["quarantined"], n["final_failed"], n["unresolved"]) == \
-           (rec.manifest_items, rec.applied, rec.quarantined, rec.final_failed_total, rec.unresolved) == (58, 50, 8, 0, 0)
+    assert (
+        (n["items"], n["applied"], n["quarantined"], n["final_failed"], n["unresolved"])
+        == (rec.manifest_items, rec.applied, rec.quarantined, rec.final_failed_total, rec.unresolved)
+        == (58, 50, 8, 0, 0)
+    )
     assert all(n[f"final_failed_{c}"] == rec.final_failed.get(c, 0) for c in FAILURE_CLASSES)
     assert n["completion_rate"] == 1.0 and n["applied_rate"] == pytest.approx(50 / 58)
     assert (n["input_tokens"], n["output_tokens"]) == tokens and n["input_tokens"] > 0
     # Usage kept apart, carried from the lines through parse: gpt-4o-mini reports 0 reasoning and 0 cached tokens.
     with wh.connect() as conn:
-        apart = conn.execute("SELECT count(*), count(thinking_tokens), sum(thinking_tokens), sum(cached_input_tokens) "
-                             "FROM ledger.parsed_result WHERE task_id = ? AND input_tokens IS NOT NULL",
-                             [task_id]).fetchone()
+        apart = conn.execute(
+            "SELECT count(*), count(thinking_tokens), sum(thinking_tokens), sum(cached_input_tokens) "
+            "FROM ledger.parsed_result WHERE task_id = ? AND input_tokens IS NOT NULL",
+            [task_id],
+        ).fetchone()
     assert apart[0] > 0 and apart[1:] == (apart[0], 0, 0)
     assert (n["thinking_tokens"], n["cached_input_tokens"]) == (0, 0)
     # times: one job, from its intent to its end
@@ -105,28 +111,43 @@ def test_an_unfinished_partition_shows_what_is_open_and_no_end(seeded_copy, tick
 
 def _ledger_rows(conn, task_id="t_20261120"):
     """A partition with one 10-line job: created 01:00, submitted 01:01, running 01:05, done 01:15."""
-    conn.execute("""INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model,
+    conn.execute(
+        """INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model,
                         endpoint, prompt_version, output_schema_version, status, created_at, updated_at)
                     VALUES (?, 't', DATE '2026-11-20', 'x', 'openai', 'm', '/v1/chat/completions', 'v1', 'v1',
-                            'SUBMITTED', ?, ?)""", [task_id, T0, T0])
-    conn.execute("""INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
+                            'SUBMITTED', ?, ?)""",
+        [task_id, T0, T0],
+    )
+    conn.execute(
+        """INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
                         line_count, byte_count, est_tokens, created_at)
-                    VALUES ('s0', ?, 'openai', '/v1/chat/completions', 'm', 1, 0, 'x', 10, 1, 1, ?)""", [task_id, T0])
-    conn.execute("""INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id,
+                    VALUES ('s0', ?, 'openai', '/v1/chat/completions', 'm', 1, 0, 'x', 10, 1, 1, ?)""",
+        [task_id, T0],
+    )
+    conn.execute(
+        """INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id,
                         state, request_total, request_completed, request_failed, created_at, submitted_at,
                         state_changed_at, terminal_at)
                     VALUES ('j1', ?, 's0', 'openai', '/v1/chat/completions', 'b1', ?, 10, ?, 0, ?, ?, ?, ?)""",
-                 [task_id, "RUNNING", 4, T0, T0 + dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=5), None])
+        [task_id, "RUNNING", 4, T0, T0 + dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=5), None],
+    )
     for i in range(10):  # its ten items, sent in the job's shard
-        conn.execute("""INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
+        conn.execute(
+            """INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
                             prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at)
-                        VALUES (?, ?, ?, ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?)""", [f"m{i}", i, task_id, f"b{i}", T0])
-        conn.execute("""INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, item_no, request_id, task_id, attempt,
+                        VALUES (?, ?, ?, ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?)""",
+            [f"m{i}", i, task_id, f"b{i}", T0],
+        )
+        conn.execute(
+            """INSERT INTO ledger.shard_line (shard_id, line_no, custom_id, item_no, request_id, task_id, attempt,
                             line_bytes, est_tokens) VALUES ('s0', ?, ?, ?, ?, ?, 1, 1, 1)""",
-                     [i, f"m{i}", i, f"m{i}", task_id])
+            [i, f"m{i}", i, f"m{i}", task_id],
+        )
     for state, minute in [("CREATED", 0), ("VALIDATING", 1), ("VALIDATING", 2), ("RUNNING", 5)]:
-        conn.execute("INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
-                     "VALUES ('j1', NULL, ?, ?)", [state, T0 + dt.timedelta(minutes=minute)])
+        conn.execute(
+            "INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) VALUES ('j1', NULL, ?, ?)",
+            [state, T0 + dt.timedelta(minutes=minute)],
+        )
 
 
 def test_queue_run_total_time_in_state_and_eta_from_the_ledger(warehouse):
@@ -141,14 +162,22 @@ def test_queue_run_total_time_in_state_and_eta_from_the_ledger(warehouse):
         n = report_numbers(r)
         assert (n["time_in_created_s"], n["time_in_validating_s"], n["time_in_running_s"]) == (60.0, 240.0, 240.0)
         assert n["eta_s"] == pytest.approx(360.0)
-        conn.execute("UPDATE ledger.provider_job SET state = 'COMPLETED', request_completed = 10, terminal_at = ?",
-                     [T0 + dt.timedelta(minutes=15)])
-        conn.execute("INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
-                     "VALUES ('j1', 'RUNNING', 'COMPLETED', ?)", [T0 + dt.timedelta(minutes=15)])
+        conn.execute(
+            "UPDATE ledger.provider_job SET state = 'COMPLETED', request_completed = 10, terminal_at = ?",
+            [T0 + dt.timedelta(minutes=15)],
+        )
+        conn.execute(
+            "INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
+            "VALUES ('j1', 'RUNNING', 'COMPLETED', ?)",
+            [T0 + dt.timedelta(minutes=15)],
+        )
         r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(hours=2))
         (job,) = r.jobs
-        assert (job.queue_s(r.generated_at), job.run_s(r.generated_at), job.total_s(r.generated_at)) == \
-               (240.0, 600.0, 900.0)
+        assert (job.queue_s(r.generated_at), job.run_s(r.generated_at), job.total_s(r.generated_at)) == (
+            240.0,
+            600.0,
+            900.0,
+        )
         assert r.time_in_state_s()["RUNNING"] == 600.0  # the terminal state adds no time
 
 
@@ -160,24 +189,28 @@ def test_an_abandoned_intent_ends_when_it_was_abandoned_and_is_not_counted_as_re
 
     with warehouse.connect() as conn:
         _ledger_rows(conn)
-        conn.execute("""INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
+        conn.execute(
+            """INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
                             line_count, byte_count, est_tokens, created_at)
                         VALUES ('s1', 't_20261120', 'openai', '/v1/chat/completions', 'm', 1, 1, 'x', 6, 1, 1, ?)""",
-                     [T0])
-        assert claim_new_intent(conn, "s1:job1", "t_20261120", "s1", "openai", "/v1/chat/completions",
-                                owner="a-run-that-died", lease_s=-1)
+            [T0],
+        )
+        assert claim_new_intent(
+            conn, "s1:job1", "t_20261120", "s1", "openai", "/v1/chat/completions", owner="a-run-that-died", lease_s=-1
+        )
         abandon_job(conn, "s1:job1", "the provider has no such batch")
-        abandoned_at = conn.execute("SELECT acted_at FROM ledger.operator_action WHERE action = 'abandon'").fetchone()[0]
+        abandoned_at = conn.execute("SELECT acted_at FROM ledger.operator_action WHERE action = 'abandon'").fetchone()[
+            0
+        ]
         now = abandoned_at + dt.timedelta(hours=3)
         r = build_report(conn, "t_20261120", now=now)
         job = next(j for j in r.jobs if j.job_key == "s1:job1")
         assert job.state == "ABANDONED" and job.terminal_at == abandoned_at
-        assert job.total_s(now) == (abandoned_at - job.created_at).total_seconds()   # not the 3 hours since
+        assert job.total_s(now) == (abandoned_at - job.created_at).total_seconds()  # not the 3 hours since
         assert all(end <= abandoned_at for _, _, end in job.segments)
         assert r.waiting_lines == 6
         # j1: 4 of 10 done in the 4 minutes since it ran (1 a minute); left: its 6 and the 6 waiting, not 6 more
-        assert r.eta_s == pytest.approx(
-            12 / (4 / (now - (T0 + dt.timedelta(minutes=5))).total_seconds()))
+        assert r.eta_s == pytest.approx(12 / (4 / (now - (T0 + dt.timedelta(minutes=5))).total_seconds()))
         assert "ABANDONED" in render_html(r) and "s1:job1" in report_markdown(r)
 
 
@@ -194,13 +227,17 @@ def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
         conn.execute("ALTER TABLE ledger.batch_task ADD COLUMN IF NOT EXISTS currency VARCHAR")
         conn.execute("UPDATE ledger.batch_task SET currency = 'USD'")
         for i, cost in enumerate((0.25, 0.5)):
-            conn.execute("""INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
+            conn.execute(
+                """INSERT INTO ledger.manifest_item (custom_id, item_no, task_id, business_id, item_type, input_hash,
                                 prompt_version, model, params_json, output_schema_version, manifest_version, frozen_at,
                                 est_cost) VALUES (?, ?, 't_20261120', ?, 'x', 'h', 'v1', 'm', '{}', 'v1', 1, ?, ?)""",
-                         [f"c{i}", 100 + i, f"b{i}", T0, cost])
-        conn.execute("""INSERT INTO ledger.parsed_result (custom_id, item_no, attempt, task_id, job_key, provider_succeeded,
+                [f"c{i}", 100 + i, f"b{i}", T0, cost],
+            )
+        conn.execute(
+            """INSERT INTO ledger.parsed_result (custom_id, item_no, attempt, task_id, job_key, provider_succeeded,
                             output_schema_version, parsed_at, cost) VALUES ('c0', 100, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
-                     [T0])
+            [T0],
+        )
         cost = cost_figures(conn, "t_20261120")
         assert (cost.estimated, cost.actual, cost.currency) == (0.75, 0.2, "USD")
         n = report_numbers(build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9)))

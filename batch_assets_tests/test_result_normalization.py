@@ -18,7 +18,6 @@ from batch_assets.providers.registry import wire_format
 from .conftest import SAMPLES, shared_file
 
 
-
 def normalized(tmp_path: Path, sample: str, provider: str, endpoint: str) -> list[dict]:
     shared_file(SAMPLES / sample)
     path = tmp_path / sample
@@ -29,7 +28,7 @@ def normalized(tmp_path: Path, sample: str, provider: str, endpoint: str) -> lis
     cur = conn.execute(f"""
         SELECT line_no, request_id, status_code, malformed_line, a.*,
                CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL ELSE {fmt.failure_class_sql} END AS failure_class
-        FROM (SELECT r.line_no, r.request_id, r.status_code, r.malformed_line, {fmt.answer_sql('r')} FROM _in r) a
+        FROM (SELECT r.line_no, r.request_id, r.status_code, r.malformed_line, {fmt.answer_sql("r")} FROM _in r) a
         ORDER BY line_no
     """)
     cols = [d[0] for d in cur.description]
@@ -56,8 +55,11 @@ def test_openai_output_lines_all_give_text_or_vector_and_usage(tmp_path: Path) -
     # The responses-API and embeddings lines are read with their own formats.
     responses = normalized(tmp_path, "openai_output.jsonl", "openai", "/v1/responses")
     assert sum(1 for r in responses if r["content"]) == 3
-    assert all(r["input_tokens"] > 0 and (r["thinking_tokens"], r["cached_input_tokens"]) == (0, 0)
-               for r in responses if r["content"])
+    assert all(
+        r["input_tokens"] > 0 and (r["thinking_tokens"], r["cached_input_tokens"]) == (0, 0)
+        for r in responses
+        if r["content"]
+    )
     vectors = normalized(tmp_path, "openai_output.jsonl", "openai", "/v1/embeddings")
     assert sum(1 for r in vectors if r["vector"] is not None) == 1
 
@@ -95,8 +97,10 @@ def test_dashscope_output_lines(tmp_path: Path) -> None:
 
 def test_gemini_response_and_embedding_lines(tmp_path: Path) -> None:
     rows = normalized(tmp_path, "gemini_responses.jsonl", "gemini", "generateContent")
-    assert all(r["status_code"] == 200 and r["content"] and r["finish_reason"] == "stop" and r["input_tokens"] > 0
-               for r in rows)
+    assert all(
+        r["status_code"] == 200 and r["content"] and r["finish_reason"] == "stop" and r["input_tokens"] > 0
+        for r in rows
+    )
     # Thoughts are billed output: counted in output_tokens and kept apart; a count the service
     # leaves out (proto3 omits zeros) is 0 where the response reports usage.
     by_id = {r["request_id"]: r for r in rows}
@@ -120,5 +124,6 @@ def test_a_truncated_file_keeps_every_good_line(tmp_path: Path) -> None:
     conn = duckdb.connect()
     stage_result_file(conn, str(broken), wire_format("openai", "/v1/chat/completions"))
     good, bad = conn.execute(
-        "SELECT count(*) FILTER (malformed_line IS NULL), count(*) FILTER (malformed_line IS NOT NULL) FROM _in").fetchone()
+        "SELECT count(*) FILTER (malformed_line IS NULL), count(*) FILTER (malformed_line IS NOT NULL) FROM _in"
+    ).fetchone()
     assert (good, bad) == (24, 1)

@@ -19,13 +19,13 @@ from batch_assets.cli import main as cli_main
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.pipeline.govern.retention import (
     delete_remote_files,
     parse_age,
     pending_remote_deletions,
     purge_local,
 )
+from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.spec.model import RetentionSpec
 from batch_assets.spec.resolve import load_all_tasks
 from batch_assets_tests.test_providers_pipeline import DAY, TASK_OF, _adapter, _collect, _run, all_seeded  # noqa: F401
@@ -47,8 +47,9 @@ def _gone(adapter, provider: str, file_id: str) -> bool:
 
 
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
-def test_provider_files_are_deleted_after_download(provider: str, all_seeded: Warehouse,
-                                                   emulator: EmulatorHandle) -> None:
+def test_provider_files_are_deleted_after_download(
+    provider: str, all_seeded: Warehouse, emulator: EmulatorHandle
+) -> None:
     task = load_all_tasks()[TASK_OF[provider]]
     adapter = _adapter(emulator, provider)
     jobs = _run(all_seeded, task, adapter)
@@ -58,8 +59,9 @@ def test_provider_files_are_deleted_after_download(provider: str, all_seeded: Wa
     rec = _collect(all_seeded, task, adapter)
     assert rec.applied > 0
     with all_seeded.connect() as conn:
-        rows = fetch_dicts(conn, "SELECT file_id, outcome FROM ledger.remote_file_deletion WHERE task_id = ?",
-                           [task.task_id(DAY)])
+        rows = fetch_dicts(
+            conn, "SELECT file_id, outcome FROM ledger.remote_file_deletion WHERE task_id = ?", [task.task_id(DAY)]
+        )
         left = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE remote_deleted_at IS NULL").fetchone()[0]
     assert left == 0
     if provider == "anthropic":  # no user files: the batch's results go with the batch
@@ -88,8 +90,9 @@ def _jobs_remote(wh: Warehouse) -> list[tuple[str, str | None]]:
     return [(j["remote_files"], j["remote_delete_error"]) for j in json.loads(out.getvalue())]
 
 
-def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded: Warehouse,
-                                                                    emulator: EmulatorHandle) -> None:
+def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(
+    all_seeded: Warehouse, emulator: EmulatorHandle
+) -> None:
     task = load_all_tasks()["ticket_triage"]
     keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
     adapter = _adapter(emulator, "openai")
@@ -106,7 +109,7 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded:
     # The operator sees it in `batch-assets jobs`.
     assert _jobs_remote(all_seeded) == [("delete failed x1 (retried)", pending[0]["last_error"])]
 
-    summary = collect_raw_results(all_seeded, task, DAY, adapter)   # the next collect tries again
+    summary = collect_raw_results(all_seeded, task, DAY, adapter)  # the next collect tries again
     assert summary.remote_deletions_failed == 0 and summary.remote_files_deleted >= 2
     assert pending_remote_deletions(all_seeded) == []
     assert _gone(adapter, "openai", jobs[0]["input_file_id"]) and _gone(adapter, "openai", jobs[0]["output_file_id"])
@@ -116,8 +119,9 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(all_seeded:
     assert outcomes["failed"] == 1 and outcomes["deleted"] >= 2
 
 
-def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(all_seeded: Warehouse,
-                                                                       emulator: EmulatorHandle) -> None:
+def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(
+    all_seeded: Warehouse, emulator: EmulatorHandle
+) -> None:
     task = load_all_tasks()["ticket_triage"]
     adapter = _adapter(emulator, "openai")
     _run(all_seeded, task, adapter)
@@ -128,13 +132,15 @@ def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(all_seede
     rec, verdict = settle(all_seeded, task_id)
     assert verdict.final_status is not None
     with all_seeded.connect() as conn:
-        before = {t: conn.execute(f"SELECT count(*) FROM ledger.{t}").fetchone()[0]
-                  for t in ("shard", "raw_file", "raw_result", "parsed_result", "applied_result")}
+        before = {
+            t: conn.execute(f"SELECT count(*) FROM ledger.{t}").fetchone()[0]
+            for t in ("shard", "raw_file", "raw_result", "parsed_result", "applied_result")
+        }
         shards = fetch_dicts(conn, "SELECT path, sha256 FROM ledger.shard WHERE task_id = ?", [task_id])
         raws = fetch_dicts(conn, "SELECT path, sha256 FROM ledger.raw_file WHERE task_id = ?", [task_id])
     originals = {r["path"]: Path(r["path"]).read_bytes() for r in raws}
 
-    assert purge_local(all_seeded, dt.timedelta(days=30)).shards == []   # finished just now: inside the window
+    assert purge_local(all_seeded, dt.timedelta(days=30)).shards == []  # finished just now: inside the window
     dry = purge_local(all_seeded, dt.timedelta(0), dry_run=True)
     assert sorted(dry.shards) == sorted(s["path"] for s in shards) and len(dry.raw_files) == len(raws)
     assert all(Path(s["path"]).is_file() for s in shards) and all(Path(r["path"]).is_file() for r in raws)
@@ -142,12 +148,15 @@ def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(all_seede
     done = purge_local(all_seeded, dt.timedelta(0))
     assert len(done.shards) == len(shards) and len(done.raw_files) == len(raws)
     assert not any(Path(s["path"]).exists() for s in shards)
-    for path, content in originals.items():   # the only verbatim copy stays, compressed
+    for path, content in originals.items():  # the only verbatim copy stays, compressed
         assert not Path(path).exists()
         assert gzip.decompress(Path(path + ".gz").read_bytes()) == content
     with all_seeded.connect() as conn:
         after = {t: conn.execute(f"SELECT count(*) FROM ledger.{t}").fetchone()[0] for t in before}
-        assert conn.execute("SELECT count(*) FROM ledger.shard WHERE purged_at IS NULL OR sha256 IS NULL").fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM ledger.shard WHERE purged_at IS NULL OR sha256 IS NULL").fetchone()[0]
+            == 0
+        )
         assert conn.execute("SELECT count(*) FROM ledger.raw_file WHERE archived_path IS NULL").fetchone()[0] == 0
     assert after == before
     again = purge_local(all_seeded, dt.timedelta(0))
@@ -155,8 +164,9 @@ def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(all_seede
     assert settle(all_seeded, task_id)[1].passed
 
 
-@pytest.mark.parametrize("text,expected", [("30d", dt.timedelta(days=30)), ("12h", dt.timedelta(hours=12)),
-                                           ("0h", dt.timedelta(0))])
+@pytest.mark.parametrize(
+    "text,expected", [("30d", dt.timedelta(days=30)), ("12h", dt.timedelta(hours=12)), ("0h", dt.timedelta(0))]
+)
 def test_parse_age(text: str, expected: dt.timedelta) -> None:
     assert parse_age(text) == expected
 
@@ -180,18 +190,23 @@ def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehou
     keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
     collect_raw_results(all_seeded, keep, DAY, adapter)
     assert len(pending_remote_deletions(all_seeded)) == 1
-    result = dg.materialize([retention], resources={
-        "warehouse": WarehouseResource(database=str(all_seeded.database), data_dir=str(all_seeded.data_dir)),
-        "providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=2)})
+    result = dg.materialize(
+        [retention],
+        resources={
+            "warehouse": WarehouseResource(database=str(all_seeded.database), data_dir=str(all_seeded.data_dir)),
+            "providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=2),
+        },
+    )
     assert result.success
     meta = result.asset_materializations_for_node("retention")[0].metadata
     assert meta["remote_files_deleted"].value == 2 and meta["remote_deletions_pending"].value == 0
-    assert meta["shards_purged"].value == 0   # finished just now: inside the 30-day window
+    assert meta["shards_purged"].value == 0  # finished just now: inside the 30-day window
     assert _gone(adapter, "openai", jobs[0]["input_file_id"])
 
 
-def test_sensor_tick_retries_a_failed_deletion(dagster_env: Warehouse, emulator: EmulatorHandle, adapter,
-                                               run_partition) -> None:
+def test_sensor_tick_retries_a_failed_deletion(
+    dagster_env: Warehouse, emulator: EmulatorHandle, adapter, run_partition
+) -> None:
     """A deletion that failed is tried again by the provider status sensor's next tick."""
     import dagster as dg
 

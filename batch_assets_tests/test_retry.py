@@ -28,13 +28,24 @@ class Flaky:
         return self.result
 
 
-@pytest.mark.parametrize("exc, transient", [
-    (status_error(429), True), (status_error(500), True), (status_error(503), True), (status_error(408), True),
-    (status_error(400), False), (status_error(404), False), (status_error(401), False),
-    (openai.APITimeoutError(REQUEST), True), (openai.APIConnectionError(request=REQUEST), True),
-    (httpx.ConnectError("refused"), True), (httpx.ReadTimeout("slow"), True), (TimeoutError(), True),
-    (ValueError("a bug"), False),
-])
+@pytest.mark.parametrize(
+    "exc, transient",
+    [
+        (status_error(429), True),
+        (status_error(500), True),
+        (status_error(503), True),
+        (status_error(408), True),
+        (status_error(400), False),
+        (status_error(404), False),
+        (status_error(401), False),
+        (openai.APITimeoutError(REQUEST), True),
+        (openai.APIConnectionError(request=REQUEST), True),
+        (httpx.ConnectError("refused"), True),
+        (httpx.ReadTimeout("slow"), True),
+        (TimeoutError(), True),
+        (ValueError("a bug"), False),
+    ],
+)
 def test_is_transient_classifies_sdk_errors(exc, transient):
     assert is_transient(exc) is transient
 
@@ -52,10 +63,14 @@ def test_other_sdks_errors_are_classified_by_their_status():
 def test_transient_errors_are_retried_with_exponential_backoff():
     waits, told = [], []
     fn = Flaky(status_error(429), status_error(502), openai.APITimeoutError(REQUEST))
-    result = call_with_retry(fn, backoff=Backoff(attempts=5, base_s=1.0, max_s=3.0, jitter=0.0), sleep=waits.append,
-                             on_retry=lambda n, exc, delay: told.append((n, type(exc).__name__, delay)))
+    result = call_with_retry(
+        fn,
+        backoff=Backoff(attempts=5, base_s=1.0, max_s=3.0, jitter=0.0),
+        sleep=waits.append,
+        on_retry=lambda n, exc, delay: told.append((n, type(exc).__name__, delay)),
+    )
     assert result == "ok" and fn.calls == 4
-    assert waits == [1.0, 2.0, 3.0]            # doubled each time, capped at max_s
+    assert waits == [1.0, 2.0, 3.0]  # doubled each time, capped at max_s
     assert [t[0] for t in told] == [1, 2, 3] and told[0][1] == "APIStatusError"
 
 
@@ -90,17 +105,19 @@ def test_the_local_stages_load_no_provider_sdk():
     import sys
 
     sdks = "sorted(m for m in ('openai', 'anthropic', 'google.genai', 'dagster') if m in sys.modules)"
-    code = ("import sys\n"
-            "import batch_assets.pipeline.freeze.manifest, batch_assets.pipeline.send.shards, batch_assets.pipeline.collect.ingest\n"
-            "import batch_assets.pipeline.collect.parse, batch_assets.pipeline.settle.apply, batch_assets.pipeline.settle.reconcile\n"
-            "from batch_assets.providers import registry\n"
-            "from batch_assets.providers.contract import ClientSettings\n"
-            "from batch_assets.spec.resolve import load_all_tasks\n"
-            "tasks = load_all_tasks()\n"
-            "assert {t.spec.provider for t in tasks.values()} == set(registry.PROVIDERS), tasks\n"
-            "for t in tasks.values(): registry.wire_format(t.spec.provider, t.spec.endpoint)\n"
-            f"print({sdks})\n"
-            "registry.build_adapter('anthropic', ClientSettings('k', 'http://127.0.0.1:9'))\n"
-            f"print({sdks})\n")
+    code = (
+        "import sys\n"
+        "import batch_assets.pipeline.freeze.manifest, batch_assets.pipeline.send.shards, batch_assets.pipeline.collect.ingest\n"
+        "import batch_assets.pipeline.collect.parse, batch_assets.pipeline.settle.apply, batch_assets.pipeline.settle.reconcile\n"
+        "from batch_assets.providers import registry\n"
+        "from batch_assets.providers.contract import ClientSettings\n"
+        "from batch_assets.spec.resolve import load_all_tasks\n"
+        "tasks = load_all_tasks()\n"
+        "assert {t.spec.provider for t in tasks.values()} == set(registry.PROVIDERS), tasks\n"
+        "for t in tasks.values(): registry.wire_format(t.spec.provider, t.spec.endpoint)\n"
+        f"print({sdks})\n"
+        "registry.build_adapter('anthropic', ClientSettings('k', 'http://127.0.0.1:9'))\n"
+        f"print({sdks})\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "['anthropic']"]

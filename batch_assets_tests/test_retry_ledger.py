@@ -11,14 +11,14 @@ import dataclasses
 
 import pytest
 
-from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.parse import parse_results
-from batch_assets.pipeline.settle.reconcile import FAILED, PASSED, WARN, reconcile, settle
-from batch_assets.pipeline.settle.retry_ledger import plan_retries, reopen_for_operator
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import FAILED, PASSED, WARN, reconcile, settle
+from batch_assets.pipeline.settle.retry_ledger import plan_retries, reopen_for_operator
 
 from .conftest import DAY1, FAST_EMULATOR
 
@@ -67,29 +67,50 @@ def emulator_knobs():
     return {**FAST_EMULATOR, "item_faults_by_occurrence": True, "shuffle_output": True}
 
 
-def test_every_failure_class_gets_its_action_until_every_item_is_final(seeded_copy, ticket_task, emulator, adapter,
-                                                                        wait_for_jobs):
+def test_every_failure_class_gets_its_action_until_every_item_is_final(
+    seeded_copy, ticket_task, emulator, adapter, wait_for_jobs
+):
     wh = seeded_copy
     emulator.configure(item_error_rate=0.3, truncate_rate=0.15, content_filter_rate=0.1)
     task = with_retry(ticket_task, max_failed_fraction=0.5)
     rec, verdict = drive(wh, task, adapter, wait_for_jobs)
 
     # The first attempt's outcomes, by class, and what the ledger decided for each.
-    first = {(r["error_class"], r["action"], r["charged"]): r["n"] for r in q(wh, """
+    first = {
+        (r["error_class"], r["action"], r["charged"]): r["n"]
+        for r in q(
+            wh,
+            """
         SELECT error_class, action, charged, count(*) AS n FROM ledger.retry_decision
-        WHERE task_id = ? AND attempt = 1 GROUP BY ALL""", [TASK_ID])}
+        WHERE task_id = ? AND attempt = 1 GROUP BY ALL""",
+            [TASK_ID],
+        )
+    }
     classes = {c for c, _, _ in first}
-    assert {"rate_or_capacity_error", "internal_error", "validation_error", "parse_error",
-            "content_policy_error"} <= classes, first
+    assert {
+        "rate_or_capacity_error",
+        "internal_error",
+        "validation_error",
+        "parse_error",
+        "content_policy_error",
+    } <= classes, first
     for (cls, action, charged), _ in first.items():
-        expected = {"rate_or_capacity_error": "retry", "internal_error": "retry", "parse_error": "retry",
-                    "validation_error": "await_operator", "content_policy_error": "compliance_hold"}[cls]
+        expected = {
+            "rate_or_capacity_error": "retry",
+            "internal_error": "retry",
+            "parse_error": "retry",
+            "validation_error": "await_operator",
+            "content_policy_error": "compliance_hold",
+        }[cls]
         assert (action, charged) == (expected, True), (cls, action, charged)
 
     # Retried items were sent again, and many succeeded at a later attempt.
     assert rec.retried > 0 and rec.max_attempt >= 2
-    recovered = q(wh, """SELECT count(*) AS n FROM ledger.applied_result a
-                         JOIN ledger.parsed_result p USING (custom_id) WHERE p.attempt > 1 AND p.error_class IS NULL""")
+    recovered = q(
+        wh,
+        """SELECT count(*) AS n FROM ledger.applied_result a
+                         JOIN ledger.parsed_result p USING (custom_id) WHERE p.attempt > 1 AND p.error_class IS NULL""",
+    )
     assert recovered[0]["n"] > 0
     # Nothing is left open, and nothing went over the attempt limit.
     assert (rec.unresolved, rec.in_flight, rec.retry_pending) == (0, 0, 0)
@@ -97,24 +118,31 @@ def test_every_failure_class_gets_its_action_until_every_item_is_final(seeded_co
     assert rec.problems() == []
     assert verdict.status == PASSED and rec.final_status == "COMPLETED_WITH_FAILURES"
     # Every final outcome adds up to the items.
-    assert (rec.applied + rec.stale + rec.quarantined + rec.final_failed_total + rec.compliance_held
-            + rec.operator_canceled) == ITEMS
+    assert (
+        rec.applied + rec.stale + rec.quarantined + rec.final_failed_total + rec.compliance_held + rec.operator_canceled
+    ) == ITEMS
     # Content-policy refusals are in the compliance queue with the provider's reason, never resent.
     held = q(wh, "SELECT custom_id, attempt, provider_reason FROM ledger.compliance_hold WHERE task_id = ?", [TASK_ID])
     assert len(held) == rec.compliance_held >= first[("content_policy_error", "compliance_hold", True)]
     assert all(h["provider_reason"] for h in held)
-    assert not q(wh, "SELECT 1 FROM ledger.shard_line sl JOIN ledger.compliance_hold h USING (custom_id) "
-                     "WHERE sl.attempt > h.attempt")
+    assert not q(
+        wh,
+        "SELECT 1 FROM ledger.shard_line sl JOIN ledger.compliance_hold h USING (custom_id) "
+        "WHERE sl.attempt > h.attempt",
+    )
     # Validation errors wait for an operator: final-failed with their class.
     awaiting = q(wh, "SELECT count(*) AS n FROM ledger.retry_decision WHERE action = 'await_operator'")[0]["n"]
-    assert rec.final_failed.get("validation_error", 0) == awaiting >= first[("validation_error", "await_operator", True)]
+    assert (
+        rec.final_failed.get("validation_error", 0) == awaiting >= first[("validation_error", "await_operator", True)]
+    )
     # Each business row written once.
     (dupes,) = q(wh, "SELECT count(*) - count(DISTINCT ticket_id) AS n FROM ticket_labels")
     assert dupes["n"] == 0 and q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == rec.applied
 
 
-def test_max_attempts_ends_in_final_failed_and_the_check_fails_over_tolerance(seeded_copy, ticket_task, emulator,
-                                                                             adapter, wait_for_jobs):
+def test_max_attempts_ends_in_final_failed_and_the_check_fails_over_tolerance(
+    seeded_copy, ticket_task, emulator, adapter, wait_for_jobs
+):
     wh = seeded_copy
     # Every request fails on every attempt (rate 1.0 draws a fault for each occurrence).
     emulator.configure(item_error_rate=1.0)
@@ -141,11 +169,12 @@ def test_a_batch_failed_as_a_whole_never_passes(seeded_copy, ticket_task, emulat
     assert any("provider failed batch" in r and "too_many_tasks" in r for r in verdict.reasons), verdict.reasons
 
 
-def test_a_batch_rejected_for_capacity_is_requeued_without_charging_an_attempt(seeded_copy, ticket_task, emulator,
-                                                                              adapter, wait_for_jobs):
+def test_a_batch_rejected_for_capacity_is_requeued_without_charging_an_attempt(
+    seeded_copy, ticket_task, emulator, adapter, wait_for_jobs
+):
     wh = seeded_copy
-    emulator.configure(enqueued_token_limit=10)   # the whole batch is over the limit
-    task = with_retry(ticket_task, max_attempts=1)   # a charged failure would be final at once
+    emulator.configure(enqueued_token_limit=10)  # the whole batch is over the limit
+    task = with_retry(ticket_task, max_attempts=1)  # a charged failure would be final at once
     freeze_manifest(wh, task, DAY1)
     rec, verdict = one_round(wh, task, adapter, wait_for_jobs)
     assert verdict.status == WARN and rec.retry_pending == ITEMS - QUARANTINED
@@ -165,7 +194,9 @@ def test_expired_remainders_are_resent_in_smaller_shards(seeded_copy, ticket_tas
     task = dataclasses.replace(task, limits=dataclasses.replace(task.limits, max_requests_per_shard=20))
     rec, verdict = drive(wh, task, adapter, wait_for_jobs)
     assert verdict.status == PASSED and rec.applied == ITEMS - QUARANTINED
-    expired = q(wh, "SELECT count(*) AS n FROM ledger.retry_decision WHERE error_class = 'expired' AND action = 'retry'")
+    expired = q(
+        wh, "SELECT count(*) AS n FROM ledger.retry_decision WHERE error_class = 'expired' AND action = 'retry'"
+    )
     assert expired[0]["n"] > 0
     # Only the unfinished items were sent again, in shards half the size of the first attempt's.
     retry_shards = q(wh, "SELECT line_count FROM ledger.shard WHERE attempt = 2")
@@ -173,8 +204,9 @@ def test_expired_remainders_are_resent_in_smaller_shards(seeded_copy, ticket_tas
     assert sum(s["line_count"] for s in retry_shards) == expired[0]["n"]
 
 
-def test_the_check_warns_while_in_flight_and_fails_on_an_unresolved_item(seeded_copy, ticket_task, emulator, adapter,
-                                                                         wait_for_jobs):
+def test_the_check_warns_while_in_flight_and_fails_on_an_unresolved_item(
+    seeded_copy, ticket_task, emulator, adapter, wait_for_jobs
+):
     wh = seeded_copy
     task = with_retry(ticket_task)
     freeze_manifest(wh, task, DAY1)
@@ -203,16 +235,17 @@ def test_an_operator_retry_reopens_final_validation_errors(seeded_copy, ticket_t
     assert invalid > 0
     assert reopen_for_operator(wh, TASK_ID, ("validation_error",), dry_run=True) == {"validation_error": invalid}
     assert reconcile(wh, TASK_ID).final_failed.get("validation_error") == invalid  # dry run changed nothing
-    emulator.configure(item_error_rate=0.0)   # "after a fix"
+    emulator.configure(item_error_rate=0.0)  # "after a fix"
     assert reopen_for_operator(wh, TASK_ID, ("validation_error",)) == {"validation_error": invalid}
-    assert reconcile(wh, TASK_ID).final_status is None   # pending again
+    assert reconcile(wh, TASK_ID).final_status is None  # pending again
     rec, verdict = one_round(wh, task, adapter, wait_for_jobs)
     assert rec.final_failed.get("validation_error", 0) == 0 and verdict.status == PASSED
     assert q(wh, "SELECT action FROM ledger.operator_action") == [{"action": "retry"}]
 
 
 def test_pending_retries_are_found_per_partition_without_reading_the_ledgers_history(
-        seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path):
+    seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path
+):
     """A retry is pending while its attempt is the item's latest line. With nine other partitions
     (their resends all cut) in the ledger, the search yields exactly the open ones, and its scans of
     shard_line yield only the open partition's lines (DuckDB's profile: row counts), not every line
@@ -227,19 +260,27 @@ def test_pending_retries_are_found_per_partition_without_reading_the_ledgers_his
     rec, verdict = drive(wh, with_retry(ticket_task, max_failed_fraction=0.5), adapter, wait_for_jobs)
     assert rec.retried > 0 and pending_retries(wh) == []
     with wh.connect() as conn:
-        copy_partition_rows(conn, DAY1, EARLIER_DAYS)   # earlier partitions, every resend cut
+        copy_partition_rows(conn, DAY1, EARLIER_DAYS)  # earlier partitions, every resend cut
         # Two items' resends are taken back in this partition: their attempt-1 decisions are open again.
-        reopened = [r[0] for r in conn.execute("""
+        reopened = [
+            r[0]
+            for r in conn.execute(
+                """
             SELECT d.custom_id FROM ledger.retry_decision d JOIN ledger.shard_line sl
               ON sl.custom_id = d.custom_id AND sl.attempt = 2
-            WHERE d.task_id = ? AND d.attempt = 1 AND d.action = 'retry' ORDER BY 1 LIMIT 2""", [TASK_ID]).fetchall()]
+            WHERE d.task_id = ? AND d.attempt = 1 AND d.action = 'retry' ORDER BY 1 LIMIT 2""",
+                [TASK_ID],
+            ).fetchall()
+        ]
         assert len(reopened) == 2
-        conn.execute("DELETE FROM ledger.shard_line WHERE attempt > 1 AND custom_id IN (SELECT unnest(?::VARCHAR[]))",
-                     [reopened])
+        conn.execute(
+            "DELETE FROM ledger.shard_line WHERE attempt > 1 AND custom_id IN (SELECT unnest(?::VARCHAR[]))", [reopened]
+        )
         own_lines = conn.execute("SELECT count(*) FROM ledger.shard_line WHERE task_id = ?", [TASK_ID]).fetchone()[0]
         all_lines = conn.execute("SELECT count(*) FROM ledger.shard_line").fetchone()[0]
         scans = ledger_scans(conn, lambda: pending_retries_conn(conn), tmp_path / "profile.json")
     assert [(r["task_id"], r["pending"], r["due"], r["next_attempt"]) for r in pending_retries(wh)] == [
-        (TASK_ID, 2, 2, 2)]
+        (TASK_ID, 2, 2, 2)
+    ]
     # its last statement: the open partition's lines (the later-lines scan before it reads attempt > 1 only)
     assert scans["shard_line"] and sum(scans["shard_line"]) <= own_lines < all_lines // 5, (scans, own_lines)

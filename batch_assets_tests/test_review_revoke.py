@@ -11,9 +11,9 @@ import pytest
 
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
-from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.pipeline.govern.review import ReviewError, decide, list_review_items
 from batch_assets.pipeline.govern.revoke import RevokeError, revoke
+from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.spec.model import ReviewSpec
 from batch_assets.spec.resolve import TaskSpecError, resolve_task
 from batch_assets_tests.conftest import DAY1
@@ -23,8 +23,12 @@ RATE = 0.2
 
 @pytest.fixture
 def review_task(ticket_task):
-    return replace(ticket_task, spec=ticket_task.spec.model_copy(
-        update={"review": ReviewSpec(sample_rate=RATE, always_if="category = 'billing'")}))
+    return replace(
+        ticket_task,
+        spec=ticket_task.spec.model_copy(
+            update={"review": ReviewSpec(sample_rate=RATE, always_if="category = 'billing'")}
+        ),
+    )
 
 
 def _labels(wh: Warehouse) -> dict[str, dict]:
@@ -36,8 +40,9 @@ def _picked(custom_id: str) -> bool:
     return int(hashlib.md5(custom_id.encode()).hexdigest()[:8], 16) < RATE * 2**32
 
 
-def test_review_and_revoke_round_trip(seeded_copy: Warehouse, review_task, adapter, run_partition,
-                                      wait_for_jobs) -> None:
+def test_review_and_revoke_round_trip(
+    seeded_copy: Warehouse, review_task, adapter, run_partition, wait_for_jobs
+) -> None:
     wh, task, task_id = seeded_copy, review_task, review_task.task_id(DAY1)
     rec = run_partition(wh, task, DAY1, adapter)
     labels = _labels(wh)
@@ -55,7 +60,7 @@ def test_review_and_revoke_round_trip(seeded_copy: Warehouse, review_task, adapt
     result = decide(wh, [reject], "rejected", reason="wrong category")
     assert result.decided == 1 and result.revoked.by_action == {"removed": 1}
     rejected_key = next(k for k, r in labels.items() if r["custom_id"] == reject)
-    assert rejected_key not in _labels(wh)   # no earlier answer: the value is removed
+    assert rejected_key not in _labels(wh)  # no earlier answer: the value is removed
     states = {i["custom_id"]: (i["state"], i["reason"]) for i in list_review_items(wh)}
     assert states[approve] == ("approved", None) and states[reject] == ("rejected", "wrong category")
 
@@ -83,13 +88,18 @@ def test_review_and_revoke_round_trip(seeded_copy: Warehouse, review_task, adapt
     summary = revoke(wh, task_name=task.name, business_ids=[key], reason="bad batch")
     assert summary.by_action == {"restored": 1}
     assert _labels(wh)[key] == before
-    assert revoke(wh, task_name=task.name, business_ids=[key]).revoked == 0   # the older one stays
+    assert revoke(wh, task_name=task.name, business_ids=[key]).revoked == 0  # the older one stays
     assert _labels(wh)[key] == before
     with wh.connect() as conn:
-        rows = fetch_dicts(conn, "SELECT custom_id, action, restored_custom_id, reason FROM ledger.revocation "
-                                 "ORDER BY revoked_at")
-    assert rows[-1] == {"custom_id": newer["custom_id"], "action": "restored",
-                        "restored_custom_id": before["custom_id"], "reason": "bad batch"}
+        rows = fetch_dicts(
+            conn, "SELECT custom_id, action, restored_custom_id, reason FROM ledger.revocation ORDER BY revoked_at"
+        )
+    assert rows[-1] == {
+        "custom_id": newer["custom_id"],
+        "action": "restored",
+        "restored_custom_id": before["custom_id"],
+        "reason": "bad batch",
+    }
     rec, verdict = settle(wh, task_id)
     assert verdict.passed, verdict.reasons
     assert rec.revoked == 2 and not rec.problems()
@@ -110,12 +120,17 @@ def test_revoke_a_whole_partition_twice(seeded_copy: Warehouse, ticket_task, ada
 
 
 def test_always_if_is_checked_against_the_output_fields(ticket_task) -> None:
-    for bad, problem in (("confidnce < 0.5", "confidnce"), ("confidence <", "syntax"),
-                         ("true); DROP TABLE x; SELECT (1", "")):
+    for bad, problem in (
+        ("confidnce < 0.5", "confidnce"),
+        ("confidence <", "syntax"),
+        ("true); DROP TABLE x; SELECT (1", ""),
+    ):
         spec = ticket_task.spec.model_copy(update={"review": ReviewSpec(always_if=bad)})
         with pytest.raises(TaskSpecError, match="field 'review.always_if'") as err:
             resolve_task(spec, ticket_task.yaml_path)
-        assert problem.lower() in str(err.value).lower() and "Fix: write a SQL condition over: category" in str(err.value)
+        assert problem.lower() in str(err.value).lower() and "Fix: write a SQL condition over: category" in str(
+            err.value
+        )
     ok = ticket_task.spec.model_copy(update={"review": ReviewSpec(always_if="confidence < 0.5 OR reason IS NULL")})
     assert resolve_task(ok, ticket_task.yaml_path).spec.review.always_if
 
@@ -126,7 +141,8 @@ def test_review_rate_out_of_range_is_refused() -> None:
 
 
 def test_revoking_an_answer_over_a_revoked_one_walks_back_to_the_answer_before(
-        seeded_copy: Warehouse, ticket_task, adapter, run_partition) -> None:
+    seeded_copy: Warehouse, ticket_task, adapter, run_partition
+) -> None:
     """Three answers for one key, each applied over the one before. The middle one is revoked while
     the newest holds the table (nothing to change then); revoking the newest afterwards puts back
     the first, the nearest earlier answer still standing, instead of emptying the key."""
@@ -149,8 +165,9 @@ def test_revoking_an_answer_over_a_revoked_one_walks_back_to_the_answer_before(
     assert summary.by_action == {"restored": 1}
     assert _labels(wh)[key] == first
     with wh.connect() as conn:
-        restored = conn.execute("SELECT restored_custom_id FROM ledger.revocation WHERE custom_id = ?",
-                                [newest["custom_id"]]).fetchone()[0]
+        restored = conn.execute(
+            "SELECT restored_custom_id FROM ledger.revocation WHERE custom_id = ?", [newest["custom_id"]]
+        ).fetchone()[0]
     assert restored == first["custom_id"]
     # Revoking the first too leaves nothing standing: the key is emptied.
     assert revoke(wh, custom_ids=[first["custom_id"]]).by_action == {"removed": 1}

@@ -20,14 +20,14 @@ import pytest
 
 from batch_assets.components.wiring import collect_asset_keys
 from batch_assets.emulator import clock as emulator_clock
-from batch_assets.pipeline.settle.apply import apply_results
-from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
-from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.collect_runs import plan_collection
-from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.pipeline.collect.ingest import collect_raw_results
+from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.apply import apply_results
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.resources import EMULATOR_API_KEY, default_resources
 
 from .conftest import DAY1, DAY2
@@ -79,19 +79,25 @@ def wait_provider_terminal(emulator, timeout_s: float = 15.0) -> None:
 
 def jobs_by_partition(wh) -> dict[str, list[str]]:
     with wh.connect() as conn:
-        rows = conn.execute("SELECT strftime(t.partition_date, '%Y-%m-%d'), list(j.job_key ORDER BY j.job_key) "
-                            "FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id) GROUP BY 1").fetchall()
+        rows = conn.execute(
+            "SELECT strftime(t.partition_date, '%Y-%m-%d'), list(j.job_key ORDER BY j.job_key) "
+            "FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id) GROUP BY 1"
+        ).fetchall()
     return {day: keys for day, keys in rows}
 
 
 def events(wh, job_key: str) -> list[tuple]:
     with wh.connect() as conn:
-        return conn.execute("SELECT from_state, to_state, raw_status, request_completed, observed_at "
-                            "FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at, to_state", [job_key]).fetchall()
+        return conn.execute(
+            "SELECT from_state, to_state, raw_status, request_completed, observed_at "
+            "FROM ledger.status_event WHERE job_key = ? ORDER BY observed_at, to_state",
+            [job_key],
+        ).fetchall()
 
 
-def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, sensor_instance, dagster_env, ticket_task,
-                                                                         adapter, emulator):
+def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator
+):
     wh = dagster_env
     submit(wh, limited(ticket_task, 30), adapter, DAY1, DAY2)  # two jobs per partition
     wait_provider_terminal(emulator)
@@ -102,43 +108,61 @@ def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(defs, se
     requests = sorted(result.run_requests, key=lambda r: r.partition_key)
     assert [r.partition_key for r in requests] == [DAY1, DAY2]
     collect_job = defs.resolve_job_def("ticket_triage__collect")
-    assert sorted(collect_job.asset_layer.executable_asset_keys) == sorted(COLLECT_KEYS) == sorted(
-        collect_asset_keys("ticket_triage"))
+    assert (
+        sorted(collect_job.asset_layer.executable_asset_keys)
+        == sorted(COLLECT_KEYS)
+        == sorted(collect_asset_keys("ticket_triage"))
+    )
     for r, day in zip(requests, (DAY1, DAY2)):
         assert r.job_name == "ticket_triage__collect" and r.asset_selection is None
         assert r.run_key.startswith(f"collect:ticket_triage:{day}:")
         assert r.tags["batch_assets/jobs"] == ",".join(jobs[day])
         assert (r.tags["batch_assets/task"], r.tags["batch_assets/partition"], r.tags["batch_assets/attempt"]) == (
-            "ticket_triage", day, "1")
+            "ticket_triage",
+            day,
+            "1",
+        )
     assert len({r.run_key for r in requests}) == 2
     # Every job's transitions were recorded, with their times.
     with wh.connect() as conn:
-        lines = dict(conn.execute("SELECT j.job_key, s.line_count FROM ledger.provider_job j "
-                                  "JOIN ledger.shard s USING (shard_id)").fetchall())
+        lines = dict(
+            conn.execute(
+                "SELECT j.job_key, s.line_count FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)"
+            ).fetchall()
+        )
     for day in (DAY1, DAY2):
         for job_key in jobs[day]:
             ev = events(wh, job_key)
-            assert [(e[0], e[1]) for e in ev] == [(None, "CREATED"), ("CREATED", "VALIDATING"),
-                                                  ("VALIDATING", "COMPLETED")]
+            assert [(e[0], e[1]) for e in ev] == [
+                (None, "CREATED"),
+                ("CREATED", "VALIDATING"),
+                ("VALIDATING", "COMPLETED"),
+            ]
             assert (ev[-1][2], ev[-1][3]) == ("completed", lines[job_key])
             assert all(a[4] <= b[4] for a, b in zip(ev, ev[1:]))
     with wh.connect() as conn:
-        assert conn.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL "
-                            "OR terminal_seq IS NULL").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL OR terminal_seq IS NULL"
+            ).fetchone()[0]
+            == 0
+        )
 
     # Until a collect run starts, every tick asks for the same runs under the same keys (Dagster
     # launches a run key once); a re-evaluation without the cursor too.
     assert json.loads(result.cursor)["terminal_seq"] == 4
     for again in (tick(defs, sensor_instance, result.cursor), tick(defs, sensor_instance, None)):
         assert sorted((r.partition_key, r.run_key) for r in again.run_requests) == [
-            (r.partition_key, r.run_key) for r in requests]
+            (r.partition_key, r.run_key) for r in requests
+        ]
     # Once collected, a partition is asked for no more.
     collect_partition(wh, ticket_task, DAY1, adapter)
     assert [r.partition_key for r in tick(defs, sensor_instance, result.cursor).run_requests] == [DAY2]
 
 
 def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_partition(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch
+):
     wh = dagster_env
     # The emulator's clock is held by the test: every phase is observed by a tick, whatever the load.
     fake = {"now": time.time()}
@@ -156,17 +180,26 @@ def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_p
     assert [r.partition_key for r in requests] == [DAY1]
     ev = events(wh, job_key)
     assert [(e[0], e[1]) for e in ev if e[0] != e[1]] == [
-        (None, "CREATED"), ("CREATED", "VALIDATING"), ("VALIDATING", "RUNNING"), ("RUNNING", "FINALIZING"),
-        ("FINALIZING", "COMPLETED")]
+        (None, "CREATED"),
+        ("CREATED", "VALIDATING"),
+        ("VALIDATING", "RUNNING"),
+        ("RUNNING", "FINALIZING"),
+        ("FINALIZING", "COMPLETED"),
+    ]
     times = [e[4] for e in ev]
     assert times == sorted(times) and times[-1] > times[0]
     raw = {e[1]: e[2] for e in ev}
     assert (raw["VALIDATING"], raw["RUNNING"], raw["FINALIZING"], raw["COMPLETED"]) == (
-        "validating", "in_progress", "finalizing", "completed")
+        "validating",
+        "in_progress",
+        "finalizing",
+        "completed",
+    )
     assert ev[-1][3] == 50
     with wh.connect() as conn:
         created, submitted, changed, terminal = conn.execute(
-            "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job").fetchone()
+            "SELECT created_at, submitted_at, state_changed_at, terminal_at FROM ledger.provider_job"
+        ).fetchone()
     assert created <= submitted <= terminal and changed == terminal
 
     # A job that finishes later is requested on its own.
@@ -182,6 +215,7 @@ def test_transitions_are_recorded_with_times_and_later_jobs_request_only_their_p
 
 
 # --- overlap: nothing lost, nothing twice -------------------------------------------------------------
+
 
 def collect_partition(wh, task, day, adapter):
     collect_raw_results(wh, task, day, adapter)
@@ -205,8 +239,9 @@ def assert_consistent(wh, requested_job_keys: list[str]):
         assert r.problems() == [] and r.succeeded == r.applied == 50 and r.jobs == r.jobs_terminal
 
 
-def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, sensor_instance, dagster_env, ticket_task,
-                                                                          adapter, emulator):
+def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator
+):
     wh, task = dagster_env, limited(ticket_task, 20)
     submit(wh, task, adapter, DAY1)
     freeze_manifest(wh, task, DAY2)
@@ -233,8 +268,8 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, se
     try:
         time.sleep(0.05)
         work_started = time.monotonic()
-        submit_pending(wh, task, DAY2, adapter)             # a submit run ...
-        collect_partition(wh, task, DAY1, adapter)          # ... and a collect run, while the sensor ticks
+        submit_pending(wh, task, DAY2, adapter)  # a submit run ...
+        collect_partition(wh, task, DAY1, adapter)  # ... and a collect run, while the sensor ticks
         work_ended = time.monotonic()
         wait_provider_terminal(emulator)
         deadline = time.monotonic() + 20
@@ -253,7 +288,9 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(defs, se
     by_key = {}
     for r in requested:
         assert by_key.setdefault(r.run_key, (r.partition_key, r.tags["batch_assets/jobs"])) == (
-            r.partition_key, r.tags["batch_assets/jobs"])
+            r.partition_key,
+            r.tags["batch_assets/jobs"],
+        )
     assert_consistent(wh, keys)
     assert tick(defs, sensor_instance, None).run_requests == []  # all collected: nothing asked for
 
@@ -329,8 +366,12 @@ def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_
     freeze_manifest(wh, task, DAY2)
     cut_shards(wh, task, DAY2)
     wait_provider_terminal(emulator)
-    proc = subprocess.Popen([sys.executable, "-c", SENSOR_PROCESS, str(wh.database), str(wh.data_dir),
-                             emulator.openai_base_url, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SENSOR_PROCESS, str(wh.database), str(wh.data_dir), emulator.openai_base_url, "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = _stdout_lines(proc)
         with wh.connect() as held:  # the file lock: the sensor process cannot open the file until this closes
@@ -340,7 +381,10 @@ def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_
             # Runs of this process overlap the waiting tick (same process: they share the open database).
             submit_pending(wh, task, DAY2, adapter)
             collect_partition(wh, task, DAY1, adapter)
-            assert held.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_seq IS NOT NULL").fetchone()[0] == 3
+            assert (
+                held.execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_seq IS NOT NULL").fetchone()[0]
+                == 3
+            )
             assert lines.empty(), "the sensor process got past the lock while it was held"
         deadline = time.monotonic() + 90
         messages = []
@@ -367,4 +411,4 @@ def test_a_sensor_tick_in_another_process_overlapping_runs_loses_nothing(seeded_
     collect_partition(wh, task, DAY1, adapter)
     collect_partition(wh, task, DAY2, adapter)
     assert_consistent(wh, handed + day1_jobs)
-    assert plan_collection(wh).requests == []   # all collected: nothing asked for
+    assert plan_collection(wh).requests == []  # all collected: nothing asked for

@@ -15,9 +15,9 @@ import pytest
 from batch_assets.ledger.jobs import record_snapshot
 from batch_assets.pipeline.collect import ingest
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
-from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.providers.contract import JobSnapshot, JobState
 from batch_assets.resources import EMULATOR_API_KEY, ProvidersResource, default_resources
 from batch_assets.spec.model import StuckSpec
@@ -49,7 +49,7 @@ def no_download_waits(monkeypatch) -> list[float]:
     return waits
 
 
-TICK_LOG: list[logging.Handler] = []   # where the ticks' log lines go as well (see the caplog fixture)
+TICK_LOG: list[logging.Handler] = []  # where the ticks' log lines go as well (see the caplog fixture)
 
 
 def tick(defs, instance) -> dg.SensorResult:
@@ -64,10 +64,13 @@ def run(defs, instance, request: dg.RunRequest, emulator) -> dg.ExecuteInProcess
     """Launch the requested run as the daemon would: its job, partition, tags and run key. The SDK's
     own retries are off, so the project's download retry is the only one (and never sleeps here)."""
     return defs.resolve_job_def(request.job_name).execute_in_process(
-        instance=instance, partition_key=request.partition_key, raise_on_error=False,
+        instance=instance,
+        partition_key=request.partition_key,
+        raise_on_error=False,
         asset_selection=list(request.asset_selection) if request.asset_selection else None,
         tags={**request.tags, "dagster/run_key": request.run_key},
-        resources={"providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=0)})
+        resources={"providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=0)},
+    )
 
 
 def submit_day1(wh, task, adapter) -> str:
@@ -132,8 +135,10 @@ def infos(log) -> list[str]:
 
 # --- state-driven collection ------------------------------------------------------------------------
 
+
 def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_partition_ends_collected(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, caplog):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, caplog
+):
     wh = dagster_env
     job_key = submit_day1(wh, ticket_task, adapter)
     wait_provider_terminal(emulator)
@@ -147,13 +152,14 @@ def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_par
     emulator.configure(fail_next_requests=ingest.DOWNLOAD_BACKOFF.attempts, fail_status=503)
     failed = run(defs, sensor_instance, first, emulator)
     assert not failed.success
-    assert len(no_download_waits) == ingest.DOWNLOAD_BACKOFF.attempts - 1   # retried with backoff, not slept
+    assert len(no_download_waits) == ingest.DOWNLOAD_BACKOFF.attempts - 1  # retried with backoff, not slept
     assert no_download_waits == sorted(no_download_waits)
     row = job_row(wh, job_key)
     assert row["downloaded_at"] is None and row["collect_attempts"] == 1
     assert "503" in row["collect_error"] and "download failed" in row["collect_error"]
-    runs = sensor_instance.get_runs(filters=dg.RunsFilter(job_name="ticket_triage__collect",
-                                                          tags={"batch_assets/partition": DAY1}))
+    runs = sensor_instance.get_runs(
+        filters=dg.RunsFilter(job_name="ticket_triage__collect", tags={"batch_assets/partition": DAY1})
+    )
     assert [r.status for r in runs] == [dg.DagsterRunStatus.FAILURE]
 
     # The next tick asks again, under a new run key, and says why at WARNING.
@@ -176,7 +182,8 @@ def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_par
 
 
 def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits
+):
     """Downloaded but not ingested, ingested but not parsed, parsed but not applied: each asks for a run."""
     from batch_assets.pipeline.collect.ingest import download_results, ingest_files
     from batch_assets.pipeline.collect.parse import parse_results
@@ -186,8 +193,11 @@ def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
     wait_provider_terminal(emulator)
     tick(defs, sensor_instance)  # records the terminal state
     keys = []
-    for step in (lambda: download_results(wh, TASK_ID, adapter), lambda: ingest_files(wh, TASK_ID),
-                 lambda: parse_results(wh, ticket_task, DAY1)):
+    for step in (
+        lambda: download_results(wh, TASK_ID, adapter),
+        lambda: ingest_files(wh, TASK_ID),
+        lambda: parse_results(wh, ticket_task, DAY1),
+    ):
         step()
         (request,) = collect_requests(tick(defs, sensor_instance))
         assert request.partition_key == DAY1
@@ -199,8 +209,8 @@ def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
 
 
 def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog,
-        capsys):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog, capsys
+):
     from batch_assets.cli import main as cli_main
     from batch_assets.defs import sensors
 
@@ -212,11 +222,11 @@ def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
     for _ in range(2):
         (request,) = collect_requests(tick(defs, sensor_instance))
         keys.append(request.run_key)
-        emulator.configure(fail_next_requests=1000, fail_status=500)   # every download fails
+        emulator.configure(fail_next_requests=1000, fail_status=500)  # every download fails
         assert not run(defs, sensor_instance, request, emulator).success
     assert len(set(keys)) == 2
     caplog.clear()
-    assert collect_requests(tick(defs, sensor_instance)) == []   # the bound: no third run
+    assert collect_requests(tick(defs, sensor_instance)) == []  # the bound: no third run
     (gave_up,) = [w for w in warnings(caplog) if "no longer requested" in w]
     assert job_key in gave_up and "after 2 collect runs" in gave_up and "500" in gave_up
     row = job_row(wh, job_key)
@@ -227,6 +237,7 @@ def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
     capsys.readouterr()
     assert cli_main(["--database", str(wh.database), "jobs", "--format", "json"]) == 0
     import json
+
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["collect_attempts"] == 2 and listed["collect_error"].startswith("gave up after 2")
     assert cli_main(["--database", str(wh.database), "jobs"]) == 0
@@ -235,7 +246,8 @@ def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
 
 
 def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_they_do(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog
+):
     from batch_assets.defs import sensors
 
     wh = dagster_env
@@ -244,8 +256,9 @@ def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_th
     batch_id = job_row(wh, job_key)["provider_batch_id"]
     # The provider says completed, but names no results file yet.
     with wh.connect() as conn:
-        record_snapshot(conn, job_key, JobSnapshot(batch_id, "completed", JobState.COMPLETED, 50, 50, 0,
-                                                   results_ready=False))
+        record_snapshot(
+            conn, job_key, JobSnapshot(batch_id, "completed", JobState.COMPLETED, 50, 50, 0, results_ready=False)
+        )
     row = job_row(wh, job_key)
     assert row["state"] == "COMPLETED" and row["results_ready"] is False and row["output_file_id"] is None
 
@@ -260,8 +273,10 @@ def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_th
     assert row["results_ready"] is False and "results not ready" in row["collect_error"]
     # A collect run started by hand does not download it either.
     manual = defs.resolve_job_def("ticket_triage__collect").execute_in_process(
-        instance=sensor_instance, partition_key=DAY1,
-        resources={"providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=0)})
+        instance=sensor_instance,
+        partition_key=DAY1,
+        resources={"providers": ProvidersResource(emulator_url=emulator.base_url, max_retries=0)},
+    )
     assert manual.success
     row = job_row(wh, job_key)
     assert row["downloaded_at"] is None and row["collect_attempts"] == 0
@@ -279,12 +294,14 @@ def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_th
 
 # --- stuck jobs -------------------------------------------------------------------------------------
 
+
 def with_stuck(monkeypatch, ticket_task, **stuck) -> None:
     """The sensor sees ticket_triage with this `stuck:` section in its defs.yaml."""
     from batch_assets.defs import sensors
 
-    task = ticket_task.__class__(**{**ticket_task.__dict__,
-                                    "spec": ticket_task.spec.model_copy(update={"stuck": StuckSpec(**stuck)})})
+    task = ticket_task.__class__(
+        **{**ticket_task.__dict__, "spec": ticket_task.spec.model_copy(update={"stuck": StuckSpec(**stuck)})}
+    )
     monkeypatch.setattr(sensors, "load_all_tasks", lambda: {"ticket_triage": task})
 
 
@@ -292,8 +309,9 @@ def stuck_check(defs, instance):
     """Execute the submissions asset's stuck-jobs check on its own (a check-only subset of the task's
     submit job, as the UI's "Execute" on the check does)."""
     check_key = dg.AssetCheckKey(dg.AssetKey(["ticket_triage", "submissions"]), "no_stuck_jobs")
-    job = defs.resolve_job_def("ticket_triage__submit").get_subset(asset_selection=set(),
-                                                                   asset_check_selection={check_key})
+    job = defs.resolve_job_def("ticket_triage__submit").get_subset(
+        asset_selection=set(), asset_check_selection={check_key}
+    )
     result = job.execute_in_process(instance=instance, partition_key=DAY1)
     (evaluation,) = result.get_asset_check_evaluations()
     assert evaluation.check_name == "no_stuck_jobs"
@@ -301,7 +319,8 @@ def stuck_check(defs, instance):
 
 
 def test_a_stuck_job_is_marked_warned_by_the_check_then_cancelled(
-        defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch, caplog):
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch, caplog
+):
     with_stuck(monkeypatch, ticket_task, sla={"VALIDATING": 0, "RUNNING": 0}, act_after=0)
     wh = dagster_env
     emulator.configure(force_batch_status="stuck")
@@ -333,13 +352,14 @@ def test_a_stuck_job_is_marked_warned_by_the_check_then_cancelled(
         assert time.monotonic() < deadline, "the stuck job was not cancelled"
         result = tick(defs, sensor_instance)
         time.sleep(0.05)
-    assert job_row(wh, job_key)["stuck_action"] == "cancel_requested"   # cancelled once, by this system
+    assert job_row(wh, job_key)["stuck_action"] == "cancel_requested"  # cancelled once, by this system
     assert [r.partition_key for r in collect_requests(tick(defs, sensor_instance))] == [DAY1]
     assert stuck_check(defs, sensor_instance).passed
 
 
-def test_notify_policy_only_marks_and_logs(defs, sensor_instance, dagster_env, ticket_task, adapter, emulator,
-                                           monkeypatch, caplog):
+def test_notify_policy_only_marks_and_logs(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch, caplog
+):
     with_stuck(monkeypatch, ticket_task, sla={"VALIDATING": 0, "RUNNING": 0}, policy="notify", act_after=0)
     wh = dagster_env
     emulator.configure(force_batch_status="stuck")
@@ -349,7 +369,7 @@ def test_notify_policy_only_marks_and_logs(defs, sensor_instance, dagster_env, t
     row = job_row(wh, job_key)
     assert row["stuck_at"] is not None and row["stuck_action"] == "notified" and not row["cancel_requested"]
     assert row["state"] not in ("CANCELLED",)
-    assert sum("over its SLA" in w for w in warnings(caplog)) == 1   # flagged once
+    assert sum("over its SLA" in w for w in warnings(caplog)) == 1  # flagged once
     assert not stuck_check(defs, sensor_instance).passed
 
 
@@ -361,8 +381,9 @@ def test_the_default_slas_do_not_flag_a_fresh_job(defs, sensor_instance, dagster
     assert job_row(wh, job_key)["stuck_at"] is None
 
 
-def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance, dagster_env, ticket_task, adapter,
-                                                          emulator, caplog):
+def test_a_collect_run_in_progress_is_not_requested_twice(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, caplog
+):
     from batch_assets.pipeline.collect.collect_runs import start_collect_run
 
     wh = dagster_env
@@ -371,8 +392,10 @@ def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance,
     (first,) = collect_requests(tick(defs, sensor_instance))
     # The launched run has started (it counted its try) and is still going: no second run.
     started = sensor_instance.create_run_for_job(
-        defs.resolve_job_def("ticket_triage__collect"), tags={**first.tags, "dagster/partition": DAY1},
-        status=dg.DagsterRunStatus.STARTED)
+        defs.resolve_job_def("ticket_triage__collect"),
+        tags={**first.tags, "dagster/partition": DAY1},
+        status=dg.DagsterRunStatus.STARTED,
+    )
     start_collect_run(wh, TASK_ID)
     assert collect_requests(tick(defs, sensor_instance)) == []
     assert any("a collect run is in progress" in m for m in infos(caplog))
@@ -384,23 +407,28 @@ def test_a_collect_run_in_progress_is_not_requested_twice(defs, sensor_instance,
 
 # --- stuck configuration ----------------------------------------------------------------------------
 
+
 def test_stuck_slas_default_per_provider_and_are_overridden_per_task(ticket_task):
     from pydantic import ValidationError
 
-    from batch_assets.pipeline.collect.stuck import resolve_policy
     from batch_assets.formatting import parse_duration
+    from batch_assets.pipeline.collect.stuck import resolve_policy
     from batch_assets.providers.registry import provider_limits
 
     openai_limits, gemini_limits = provider_limits("openai"), provider_limits("gemini")
     base = resolve_policy(openai_limits.completion_window, openai_limits.stuck)
     assert dict(base.sla_s) == {"VALIDATING": 3600, "SUBMITTED": 86400, "RUNNING": 86400 + 86400, "FINALIZING": 7200}
-    assert base.policy == "cancel_and_retry" and base.act_after_for("RUNNING") == 172800   # the SLA again
+    assert base.policy == "cancel_and_retry" and base.act_after_for("RUNNING") == 172800  # the SLA again
     gemini = resolve_policy(gemini_limits.completion_window, gemini_limits.stuck)
-    assert gemini.sla_for("RUNNING") == 86400 + 48 * 3600                                 # its 48 h window
+    assert gemini.sla_for("RUNNING") == 86400 + 48 * 3600  # its 48 h window
 
     task = StuckSpec(sla={"RUNNING": "30m", "VALIDATING": 90}, policy="notify", act_after="2h")
     layered = resolve_policy(openai_limits.completion_window, openai_limits.stuck, task)
-    assert (layered.sla_for("RUNNING"), layered.sla_for("VALIDATING"), layered.sla_for("FINALIZING")) == (1800, 90, 7200)
+    assert (layered.sla_for("RUNNING"), layered.sla_for("VALIDATING"), layered.sla_for("FINALIZING")) == (
+        1800,
+        90,
+        7200,
+    )
     assert layered.policy == "notify" and layered.act_after_for("RUNNING") == 7200
     assert [parse_duration(v) for v in ("45s", "2d", 12, "1.5h")] == [45, 172800, 12, 5400]
     with pytest.raises(ValidationError, match="not a duration"):
@@ -409,17 +437,18 @@ def test_stuck_slas_default_per_provider_and_are_overridden_per_task(ticket_task
         StuckSpec(sla={"CREATED": "1h"})
     with pytest.raises(ValidationError):
         StuckSpec(policy="ignore")
-    assert ticket_task.spec.stuck == StuckSpec()   # the demo tasks keep the provider defaults
+    assert ticket_task.spec.stuck == StuckSpec()  # the demo tasks keep the provider defaults
 
 
-def test_a_provider_batch_failure_is_logged_with_its_reason(defs, sensor_instance, dagster_env, ticket_task, adapter,
-                                                            emulator, caplog):
+def test_a_provider_batch_failure_is_logged_with_its_reason(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, caplog
+):
     wh = dagster_env
-    emulator.configure(enqueued_token_limit=1)   # the batch is refused for its tokens
+    emulator.configure(enqueued_token_limit=1)  # the batch is refused for its tokens
     job_key = submit_day1(wh, ticket_task, adapter)
     wait_provider_terminal(emulator)
     result = tick(defs, sensor_instance)
     (failure,) = [w for w in warnings(caplog) if "provider batch ended" in w]
     assert failure.startswith(f"{job_key}: provider batch ended FAILED (failed): token_limit_exceeded: ")
     assert any("transitions 1, collect requests 1" in m for m in infos(caplog))
-    assert [r.partition_key for r in collect_requests(result)] == [DAY1]   # its items get their outcome
+    assert [r.partition_key for r in collect_requests(result)] == [DAY1]  # its items get their outcome

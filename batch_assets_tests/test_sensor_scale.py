@@ -19,8 +19,8 @@ from batch_assets.defs import sensors
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.ledger.states import IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.collect.poll import poll_jobs
+from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import ProvidersResource, default_resources
@@ -49,8 +49,13 @@ def fleet(tmp_path, emulator, monkeypatch) -> Warehouse:
     monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(wh.database))
     monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(wh.data_dir))
     monkeypatch.setenv("BATCH_ASSETS_EMULATOR_URL", emulator.base_url)
-    for key in ("BATCH_ASSETS_PROVIDER_MODE", "BATCH_ASSETS_OPENAI_MODE", "BATCH_ASSETS_DASHSCOPE_MODE",
-                "BATCH_ASSETS_ANTHROPIC_MODE", "BATCH_ASSETS_GEMINI_MODE"):
+    for key in (
+        "BATCH_ASSETS_PROVIDER_MODE",
+        "BATCH_ASSETS_OPENAI_MODE",
+        "BATCH_ASSETS_DASHSCOPE_MODE",
+        "BATCH_ASSETS_ANTHROPIC_MODE",
+        "BATCH_ASSETS_GEMINI_MODE",
+    ):
         monkeypatch.delenv(key, raising=False)
     wh.statements.clear()
     return wh
@@ -58,8 +63,9 @@ def fleet(tmp_path, emulator, monkeypatch) -> Warehouse:
 
 def poll_times(wh: Warehouse) -> dict[str, Any]:
     with wh.connect() as conn:
-        return dict(conn.execute(f"SELECT job_key, last_polled_at FROM ledger.provider_job WHERE {IN_FLIGHT_SQL}")
-                    .fetchall())
+        return dict(
+            conn.execute(f"SELECT job_key, last_polled_at FROM ledger.provider_job WHERE {IN_FLIGHT_SQL}").fetchall()
+        )
 
 
 def writes(wh: ProfilingWarehouse, prefix: str) -> int:
@@ -78,8 +84,11 @@ def test_every_job_is_polled_within_two_ticks_and_each_tick_is_recorded_in_one_b
         # The jobs submit_pending created were recorded (polled) by it; the rest never were.
         cursor, seen, tick_times = None, [poll_times(wh)], []
         for _ in range(4):
-            result = sensor.evaluate_tick(dg.build_sensor_context(
-                instance=instance, cursor=cursor, definitions=definitions, resources=default_resources()))
+            result = sensor.evaluate_tick(
+                dg.build_sensor_context(
+                    instance=instance, cursor=cursor, definitions=definitions, resources=default_resources()
+                )
+            )
             cursor = result.cursor
             seen.append(poll_times(wh))
             polled_now = {k for k, t in seen[-1].items() if t != seen[-2][k]}
@@ -118,8 +127,9 @@ def test_shards_held_back_for_the_job_cap_are_recorded_with_one_statement(tmp_pa
     wh = ProfilingWarehouse(database=tmp_path / "warehouse.duckdb", data_dir=tmp_path / "data")
     with wh.connect() as conn:
         seed_support_tickets(conn, days=1, per_day=60)
-    task = dataclasses.replace(ticket_task, limits=dataclasses.replace(
-        ticket_task.limits, max_requests_per_shard=5, max_concurrent_jobs=2))
+    task = dataclasses.replace(
+        ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=5, max_concurrent_jobs=2)
+    )
     freeze_manifest(wh, task, PARTITION)
     shards = cut_shards(wh, task, PARTITION).total_shards
     adapter = ProvidersResource(emulator_url=emulator.base_url, max_retries=2).adapter("openai")
@@ -141,7 +151,10 @@ def test_a_batch_of_poll_results_keeps_the_rules_of_one(warehouse):
 
     states = {"a": JobState.VALIDATING, "b": JobState.RUNNING, "c": JobState.COMPLETED, "d": JobState.RUNNING}
     with warehouse.connect() as conn:
-        insert_jobs(conn, "t_20261120", """
+        insert_jobs(
+            conn,
+            "t_20261120",
+            """
             SELECT 'job_' || k AS job_key, 's' AS shard_id, 'openai' AS provider, '/v1/chat/completions' AS endpoint,
                    'batch_' || k AS provider_batch_id, NULL AS input_file_id, NULL AS output_file_id,
                    NULL AS error_file_id, lower(state) AS raw_status, state, false AS cancel_requested,
@@ -150,28 +163,38 @@ def test_a_batch_of_poll_results_keeps_the_rules_of_one(warehouse):
                    now()::TIMESTAMP AS state_changed_at, NULL AS terminal_at, NULL AS last_polled_at,
                    NULL AS downloaded_at
             FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]) AS state)""",
-                    [list(states), [s.value for s in states.values()]])
+            [list(states), [s.value for s in states.values()]],
+        )
         seq_before = conn.execute("SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job").fetchone()[0]
         snaps = {
             "job_a": JobSnapshot("batch_a", "in_progress", JobState.RUNNING, 10, 3, 0),
-            "job_b": JobSnapshot("batch_b", "completed", JobState.COMPLETED, 10, 10, 0, output_file_id="file-out",
-                                 results_ready=True),
-            "job_c": JobSnapshot("batch_c", "failed", JobState.FAILED, 10, 0, 10, output_file_id="file-late",
-                                 results_ready=True),
+            "job_b": JobSnapshot(
+                "batch_b", "completed", JobState.COMPLETED, 10, 10, 0, output_file_id="file-out", results_ready=True
+            ),
+            "job_c": JobSnapshot(
+                "batch_c", "failed", JobState.FAILED, 10, 0, 10, output_file_id="file-late", results_ready=True
+            ),
             "job_d": JobSnapshot("batch_d", "in_progress", JobState.RUNNING, 10, 5, 0),  # raw status changed only
         }
         changed = record_snapshots(conn, snapshot_columns(snaps))
-        rows = {r[0]: r[1:] for r in conn.execute("""
+        rows = {
+            r[0]: r[1:]
+            for r in conn.execute("""
             SELECT job_key, state, raw_status, request_completed, output_file_id, results_ready,
-                   terminal_seq IS NOT NULL, last_polled_at IS NOT NULL FROM ledger.provider_job""").fetchall()}
-        events = sorted(conn.execute("SELECT job_key, from_state, to_state, raw_status FROM ledger.status_event")
-                        .fetchall())
+                   terminal_seq IS NOT NULL, last_polled_at IS NOT NULL FROM ledger.provider_job""").fetchall()
+        }
+        events = sorted(
+            conn.execute("SELECT job_key, from_state, to_state, raw_status FROM ledger.status_event").fetchall()
+        )
         seq_after = conn.execute("SELECT max(terminal_seq) FROM ledger.provider_job").fetchone()[0]
     assert changed == [("job_a", "VALIDATING", "RUNNING"), ("job_b", "RUNNING", "COMPLETED")]
     assert rows["job_a"] == ("RUNNING", "in_progress", 3, None, False, False, True)
     assert rows["job_b"] == ("COMPLETED", "completed", 10, "file-out", True, True, True)
     # Terminal already: its state, raw status and counts stay; it learns the results file and readiness.
     assert rows["job_c"][:3] == ("COMPLETED", "completed", 0) and rows["job_c"][3:5] == ("file-late", True)
-    assert events == [("job_a", "VALIDATING", "RUNNING", "in_progress"), ("job_b", "RUNNING", "COMPLETED", "completed"),
-                      ("job_d", "RUNNING", "RUNNING", "in_progress")]
+    assert events == [
+        ("job_a", "VALIDATING", "RUNNING", "in_progress"),
+        ("job_b", "RUNNING", "COMPLETED", "completed"),
+        ("job_d", "RUNNING", "RUNNING", "in_progress"),
+    ]
     assert seq_after == seq_before + 1

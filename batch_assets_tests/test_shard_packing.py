@@ -35,8 +35,9 @@ def test_chunked_packing_equals_the_line_by_line_definition(seed):
     max_bytes, max_tokens, max_requests = rng.randint(50, 400), rng.randint(20, 200), rng.randint(1, 12)
     n = rng.randint(0, 300)
     # every line fits on its own (the quarantine guarantees it); some lines fill a shard alone
-    sizes = [(rng.choice([rng.randint(1, 40), max_bytes]), rng.choice([rng.randint(0, 15), max_tokens]))
-             for _ in range(n)]
+    sizes = [
+        (rng.choice([rng.randint(1, 40), max_bytes]), rng.choice([rng.randint(0, 15), max_tokens])) for _ in range(n)
+    ]
     expected = _greedy(sizes, max_bytes, max_tokens, max_requests)
     for chunk in (1, 2, 3, 7, 64, 1000):
         assert shard_starts(_chunks(sizes, chunk), max_bytes, max_tokens, max_requests) == expected, chunk

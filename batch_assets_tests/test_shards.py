@@ -21,7 +21,10 @@ from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 from .conftest import DAY1, DAY2
 
 TASK_ID1 = "ticket_triage_20261120"
-ITEMS, QUARANTINED = 58, 8  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget, 3 card numbers blocked by the policy
+ITEMS, QUARANTINED = (
+    58,
+    8,
+)  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget, 3 card numbers blocked by the policy
 
 
 def limited(task, **limits):
@@ -38,8 +41,11 @@ def copy_of(wh: Warehouse, path: Path) -> Warehouse:
 
 def add_ticket(wh, ticket_id: str, body: str, day: str = DAY1, subject: str = "Help") -> None:
     with wh.connect() as conn:
-        conn.execute("INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
-                     "VALUES (?, ?::DATE, ?, ?, 'en')", [ticket_id, day, subject, body])
+        conn.execute(
+            "INSERT INTO support_tickets (ticket_id, created_date, subject, body, language) "
+            "VALUES (?, ?::DATE, ?, ?, 'en')",
+            [ticket_id, day, subject, body],
+        )
 
 
 def freeze_and_cut(wh, task, day: str = DAY1):
@@ -67,12 +73,20 @@ def file_lines(path: str) -> list[bytes]:
 def assert_partition_accounted(wh, task_id: str = TASK_ID1) -> None:
     """Every current manifest item is in exactly one place: a shard line or the quarantine."""
     with wh.connect() as conn:
-        items = {r[0] for r in conn.execute("SELECT custom_id FROM ledger.manifest_item WHERE task_id = ? "
-                                            "AND superseded_at IS NULL", [task_id]).fetchall()}
-        lines = [r[0] for r in conn.execute("SELECT custom_id FROM ledger.shard_line WHERE task_id = ?",
-                                            [task_id]).fetchall()]
-        quarantined = {r[0] for r in conn.execute("SELECT custom_id FROM ledger.quarantine WHERE task_id = ?",
-                                                  [task_id]).fetchall()}
+        items = {
+            r[0]
+            for r in conn.execute(
+                "SELECT custom_id FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
+            ).fetchall()
+        }
+        lines = [
+            r[0]
+            for r in conn.execute("SELECT custom_id FROM ledger.shard_line WHERE task_id = ?", [task_id]).fetchall()
+        ]
+        quarantined = {
+            r[0]
+            for r in conn.execute("SELECT custom_id FROM ledger.quarantine WHERE task_id = ?", [task_id]).fetchall()
+        }
     assert len(lines) == len(set(lines)), "an item is in two shard lines"
     assert not set(lines) & quarantined
     assert set(lines) | quarantined == items
@@ -80,22 +94,43 @@ def assert_partition_accounted(wh, task_id: str = TASK_ID1) -> None:
 
 # --- line validation and quarantine ------------------------------------------------------------------
 
+
 def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_copy, ticket_task):
     wh = seeded_copy
     add_ticket(wh, "BIG-1", "please look at this " + "x" * 5000)  # ~1,300 tokens: within budget, a long line
-    task = limited(ticket_task, max_line_bytes=4000)               # normal lines are ~1.2-1.7 kB
+    task = limited(ticket_task, max_line_bytes=4000)  # normal lines are ~1.2-1.7 kB
     s = freeze_and_cut(wh, task)
     assert (s.lines, s.quarantined) == (ITEMS + 1 - QUARANTINED - 1, QUARANTINED + 1)
-    q = {r["business_id"]: r for r in rows(wh, """
+    q = {
+        r["business_id"]: r
+        for r in rows(
+            wh,
+            """
         SELECT m.business_id, q.reason_code, q.reason FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
-        WHERE q.task_id = ?""", [TASK_ID1])}
+        WHERE q.task_id = ?""",
+            [TASK_ID1],
+        )
+    }
     with wh.connect() as conn:
-        blank = {r[0] for r in conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
-                                            "AND trim(coalesce(body, '')) = ''", [DAY1]).fetchall()}
-        null_body = {r[0] for r in conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
-                                                "AND body IS NULL", [DAY1]).fetchall()}
-        long = {r[0] for r in conn.execute("SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE "
-                                           "AND length(body) > 40000", [DAY1]).fetchall()}
+        blank = {
+            r[0]
+            for r in conn.execute(
+                "SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND trim(coalesce(body, '')) = ''",
+                [DAY1],
+            ).fetchall()
+        }
+        null_body = {
+            r[0]
+            for r in conn.execute(
+                "SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND body IS NULL", [DAY1]
+            ).fetchall()
+        }
+        long = {
+            r[0]
+            for r in conn.execute(
+                "SELECT ticket_id FROM support_tickets WHERE created_date = ?::DATE AND length(body) > 40000", [DAY1]
+            ).fetchall()
+        }
     assert len(blank) == 3 and len(null_body) == 1 and len(long) == 2
     blocked = {b for b, r in q.items() if r["reason_code"] == "blocked_by_policy"}
     assert len(blocked) == 3 and all("card in column body" in q[b]["reason"] for b in blocked)
@@ -120,8 +155,13 @@ def test_line_exactly_at_max_line_bytes_is_accepted_one_byte_over_is_quarantined
         add_ticket(seeded_copy, "BIG-1", "please look at this " + "x" * 5000, day=day)
     probe = copy_of(seeded_copy, tmp_path / "probe")
     freeze_and_cut(probe, ticket_task, DAY1)
-    (size,) = [r["line_bytes"] for r in rows(probe, "SELECT line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")]
-    normal_max = rows(probe, "SELECT max(line_bytes) AS m FROM ledger.shard_line WHERE custom_id NOT LIKE '%:BIG-1:%'")[0]["m"]
+    (size,) = [
+        r["line_bytes"]
+        for r in rows(probe, "SELECT line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")
+    ]
+    normal_max = rows(probe, "SELECT max(line_bytes) AS m FROM ledger.shard_line WHERE custom_id NOT LIKE '%:BIG-1:%'")[
+        0
+    ]["m"]
     assert size > normal_max
 
     wh = seeded_copy
@@ -131,12 +171,16 @@ def test_line_exactly_at_max_line_bytes_is_accepted_one_byte_over_is_quarantined
     assert (over.lines, over.quarantined) == (ITEMS - QUARANTINED, QUARANTINED + 1)
     got = rows(wh, "SELECT task_id, line_bytes FROM ledger.shard_line WHERE custom_id LIKE '%:BIG-1:%'")
     assert [(r["task_id"], r["line_bytes"]) for r in got] == [(TASK_ID1, size)]
-    q = rows(wh, "SELECT reason_code FROM ledger.quarantine WHERE task_id = 'ticket_triage_20261121' "
-                 "AND custom_id LIKE '%:BIG-1:%'")
+    q = rows(
+        wh,
+        "SELECT reason_code FROM ledger.quarantine WHERE task_id = 'ticket_triage_20261121' "
+        "AND custom_id LIKE '%:BIG-1:%'",
+    )
     assert q == [{"reason_code": "line_too_large"}]
 
 
 # --- shard limits ------------------------------------------------------------------------------------
+
 
 def test_shards_respect_max_requests_per_shard(seeded_copy, ticket_task):
     wh = seeded_copy
@@ -204,13 +248,19 @@ def test_recutting_adds_nothing(seeded_copy, ticket_task):
     wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=10)
     first = freeze_and_cut(wh, task)
-    before = (shard_rows(wh), rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
-              rows(wh, "SELECT * FROM ledger.quarantine ORDER BY custom_id"))
+    before = (
+        shard_rows(wh),
+        rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
+        rows(wh, "SELECT * FROM ledger.quarantine ORDER BY custom_id"),
+    )
     files = {sh["path"]: Path(sh["path"]).read_bytes() for sh in before[0]}
     again = cut_shards(wh, task, DAY1)
     assert (again.new_shards, again.lines, again.quarantined, again.total_shards) == ([], 0, 0, first.total_shards)
-    after = (shard_rows(wh), rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
-             rows(wh, "SELECT * FROM ledger.quarantine ORDER BY custom_id"))
+    after = (
+        shard_rows(wh),
+        rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
+        rows(wh, "SELECT * FROM ledger.quarantine ORDER BY custom_id"),
+    )
     assert after == before
     assert {p: Path(p).read_bytes() for p in files} == files
     assert len(list(Path(before[0][0]["path"]).parent.iterdir())) == len(files)
@@ -218,9 +268,12 @@ def test_recutting_adds_nothing(seeded_copy, ticket_task):
 
 def _cut_snapshot(wh) -> tuple:
     shards = [{k: v for k, v in sh.items() if k != "created_at"} for sh in shard_rows(wh)]
-    return (shards, rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
-            rows(wh, "SELECT custom_id, reason_code, reason FROM ledger.quarantine ORDER BY custom_id"),
-            {Path(sh["path"]).name: Path(sh["path"]).read_bytes() for sh in shards})
+    return (
+        shards,
+        rows(wh, "SELECT * FROM ledger.shard_line ORDER BY shard_id, line_no"),
+        rows(wh, "SELECT custom_id, reason_code, reason FROM ledger.quarantine ORDER BY custom_id"),
+        {Path(sh["path"]).name: Path(sh["path"]).read_bytes() for sh in shards},
+    )
 
 
 def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path, ticket_task, monkeypatch):
@@ -246,17 +299,22 @@ def test_the_cut_is_the_same_however_the_lines_are_batched(seeded_copy, tmp_path
         # Stored shard after shard in the cut's order: a shard's lines are one run of the table,
         # which ingest reads by row range (_line_spans).
         stored = rows(wh, "SELECT shard_id, line_no FROM ledger.shard_line ORDER BY rowid")
-        assert stored == rows(wh, """SELECT l.shard_id, l.line_no FROM ledger.shard_line l JOIN ledger.shard s USING (shard_id)
-                                     ORDER BY s.attempt, s.shard_no, l.line_no"""), batch
+        assert stored == rows(
+            wh,
+            """SELECT l.shard_id, l.line_no FROM ledger.shard_line l JOIN ledger.shard s USING (shard_id)
+                                     ORDER BY s.attempt, s.shard_no, l.line_no""",
+        ), batch
     assert len(snapshots[1][0]) > 10
     for batch, snapshot in snapshots.items():
         # the shard paths differ by folder only; everything else is identical
-        assert [{**sh, "path": Path(sh["path"]).name} for sh in snapshot[0]] == \
-               [{**sh, "path": Path(sh["path"]).name} for sh in snapshots[1][0]], batch
+        assert [{**sh, "path": Path(sh["path"]).name} for sh in snapshot[0]] == [
+            {**sh, "path": Path(sh["path"]).name} for sh in snapshots[1][0]
+        ], batch
         assert snapshot[1:] == snapshots[1][1:], batch
 
 
 # --- the line format ---------------------------------------------------------------------------------
+
 
 def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
     """A batch of streamed lines costs several times its bytes outside DuckDB's pool, so its line
@@ -267,13 +325,17 @@ def test_lines_stream_in_batches_of_about_a_fixed_size_in_bytes(tmp_path):
     def batch_rows(prompt: str, items: int = 200) -> int:
         path = tmp_path / "m.parquet"
         with duckdb.connect() as conn:
-            conn.execute(f"COPY (SELECT 'c' || i AS custom_id, {prompt} AS prompt_text FROM range({items}) t(i)) "
-                         f"TO '{path}' (FORMAT parquet)")
+            conn.execute(
+                f"COPY (SELECT 'c' || i AS custom_id, {prompt} AS prompt_text FROM range({items}) t(i)) "
+                f"TO '{path}' (FORMAT parquet)"
+            )
             return shards_module.stream_batch_rows(conn, str(path))
 
     target, envelope = shards_module.STREAM_BATCH_BYTES, shards_module.LINE_ENVELOPE_BYTES
     assert batch_rows("repeat('x', 100000)") == target // (100_000 + envelope)
-    assert batch_rows("repeat('é', 450) || lpad(i::VARCHAR, 3, '0')") == target // (900 + 3 + envelope)  # bytes, not characters
+    assert batch_rows("repeat('é', 450) || lpad(i::VARCHAR, 3, '0')") == target // (
+        900 + 3 + envelope
+    )  # bytes, not characters
     assert batch_rows("repeat('x', 900)") < shards_module.STREAM_BATCH_ROWS
     assert batch_rows("repeat('x', 20000000)", items=2) == shards_module.MIN_STREAM_BATCH_ROWS  # a floor
     assert batch_rows("''") == min(shards_module.STREAM_BATCH_ROWS, target // envelope)
@@ -325,8 +387,10 @@ def test_every_line_is_an_openai_batch_request(seeded_copy, ticket_task):
             system, user = body["messages"]
             assert system == {"role": "system", "content": ticket_task.spec.prompt.system}
             assert user == {"role": "user", "content": prompts[rec["custom_id"]]}
-            assert body["response_format"] == {"type": "json_schema", "json_schema": {
-                "name": "ticket_triage", "strict": True, "schema": ticket_task.output_schema}}
+            assert body["response_format"] == {
+                "type": "json_schema",
+                "json_schema": {"name": "ticket_triage", "strict": True, "schema": ticket_task.output_schema},
+            }
             seen += 1
     assert seen == ITEMS - QUARANTINED
 
@@ -345,6 +409,7 @@ def test_json_hazards_in_the_source_survive_rendering(seeded_copy, ticket_task):
 
 # --- tamper detection --------------------------------------------------------------------------------
 
+
 def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_copy, ticket_task):
     wh = seeded_copy
     task = limited(ticket_task, max_requests_per_shard=20)
@@ -359,8 +424,13 @@ def test_verify_detects_a_tampered_and_a_deleted_shard(seeded_copy, ticket_task)
     assert any(first["shard_id"] in p and "sha256 mismatch" in p for p in problems), problems
     assert any(second["shard_id"] in p and "is missing" in p for p in problems), problems
     assert not any(third["shard_id"] in p for p in problems)
-    assert counts == {"manifest_items": ITEMS, "shard_lines": ITEMS - QUARANTINED, "quarantined": QUARANTINED,
-                      "shards": 3, "retry_lines": 0}
+    assert counts == {
+        "manifest_items": ITEMS,
+        "shard_lines": ITEMS - QUARANTINED,
+        "quarantined": QUARANTINED,
+        "shards": 3,
+        "retry_lines": 0,
+    }
 
 
 def test_verify_detects_a_truncated_shard(seeded_copy, ticket_task):
@@ -376,22 +446,30 @@ def test_verify_detects_a_truncated_shard(seeded_copy, ticket_task):
 
 # --- provider-safe request ids -------------------------------------------------------------------------
 
+
 def test_custom_ids_the_provider_rejects_get_a_stored_safe_request_id(seeded_copy, ticket_task):
     wh = seeded_copy
-    prefix_len = len(f"{TASK_ID1}:ticket:") + len(":12345678")      # custom_id = prefix + business id + hash
+    prefix_len = len(f"{TASK_ID1}:ticket:") + len(":12345678")  # custom_id = prefix + business id + hash
     fits, too_long = "F" * (64 - prefix_len), "L" * (65 - prefix_len)
     for bid in (fits, too_long, "工单-7", "tab\there"):
         add_ticket(wh, bid, f"ticket {bid} cannot log in")
     freeze_and_cut(wh, ticket_task)
-    got = {r["business_id"]: r for r in rows(wh, """
+    got = {
+        r["business_id"]: r
+        for r in rows(
+            wh,
+            """
         SELECT m.business_id, sl.custom_id, sl.request_id, sl.shard_id, sl.line_no
-        FROM ledger.shard_line sl JOIN ledger.manifest_item m USING (custom_id) WHERE sl.task_id = ?""", [TASK_ID1])}
+        FROM ledger.shard_line sl JOIN ledger.manifest_item m USING (custom_id) WHERE sl.task_id = ?""",
+            [TASK_ID1],
+        )
+    }
     assert len(got[fits]["custom_id"]) == 64 and got[fits]["request_id"] == got[fits]["custom_id"]
     assert len(got[too_long]["custom_id"]) == 65
     for bid in (too_long, "工单-7", "tab\there"):
         rid = got[bid]["request_id"]
         assert re.fullmatch(r"bx_[0-9a-f]{40}", rid), rid
-        assert got[bid]["custom_id"].split(":")[2] == bid       # the mapping keeps the business id
+        assert got[bid]["custom_id"].split(":")[2] == bid  # the mapping keeps the business id
     mapped = [got[b]["request_id"] for b in (too_long, "工单-7", "tab\there")]
     assert len(set(mapped)) == 3
     ordinary = [r for b, r in got.items() if b.startswith("TK-")]
@@ -403,8 +481,9 @@ def test_custom_ids_the_provider_rejects_get_a_stored_safe_request_id(seeded_cop
     assert all(len(x) <= 64 and re.fullmatch(r"[\x20-\x7e]+", x) for x in sent)
 
 
-def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(seeded_copy, tmp_path, ticket_task,
-                                                                        monkeypatch):
+def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(
+    seeded_copy, tmp_path, ticket_task, monkeypatch
+):
     """The files are written on a background thread while the lines stream: a write that fails there
     fails the cut, nothing of it reaches the ledger (the partition stays FROZEN, no spool is left
     behind) and running it again cuts exactly what an undisturbed cut does."""
@@ -429,17 +508,20 @@ def test_a_failed_shard_write_records_nothing_and_a_rerun_cuts_the_same(seeded_c
     monkeypatch.setattr(shards_module._ShardFiles, "_write", failing_write)
     with pytest.raises(OSError, match="No space left"):
         cut_shards(wh, task, DAY1)
-    assert rows(wh, "SELECT (SELECT count(*) FROM ledger.shard) AS shards, (SELECT count(*) FROM ledger.shard_line) "
-                    "AS lines, (SELECT count(*) FROM ledger.quarantine) AS quarantined, "
-                    "(SELECT status FROM ledger.batch_task) AS status") == [
-        {"shards": 0, "lines": 0, "quarantined": 0, "status": "FROZEN"}]
+    assert rows(
+        wh,
+        "SELECT (SELECT count(*) FROM ledger.shard) AS shards, (SELECT count(*) FROM ledger.shard_line) "
+        "AS lines, (SELECT count(*) FROM ledger.quarantine) AS quarantined, "
+        "(SELECT status FROM ledger.batch_task) AS status",
+    ) == [{"shards": 0, "lines": 0, "quarantined": 0, "status": "FROZEN"}]
     assert not any((wh.data_dir / "tmp").iterdir())
 
     monkeypatch.setattr(shards_module._ShardFiles, "_write", real_write)
     cut_shards(wh, task, DAY1)
     again = _cut_snapshot(wh)
-    assert [{**sh, "path": Path(sh["path"]).name} for sh in again[0]] == \
-           [{**sh, "path": Path(sh["path"]).name} for sh in expected[0]]
+    assert [{**sh, "path": Path(sh["path"]).name} for sh in again[0]] == [
+        {**sh, "path": Path(sh["path"]).name} for sh in expected[0]
+    ]
     assert again[1:] == expected[1:]
     assert verify_shards(wh, task, DAY1)[0] == []
 
@@ -451,7 +533,7 @@ def test_a_cut_sweeps_the_spool_of_a_killed_cut_and_leaves_a_live_one(seeded_cop
 
     wh = seeded_copy
     tmp = wh.data_dir / "tmp"
-    dead = tmp / "cut-4194305-0123abcd"     # above Linux's largest pid (2**22): no such process
+    dead = tmp / "cut-4194305-0123abcd"  # above Linux's largest pid (2**22): no such process
     live = tmp / f"cut-{os.getppid()}-4567ef01"
     for folder in (dead, live):
         folder.mkdir(parents=True)
@@ -470,8 +552,10 @@ def test_lines_carry_their_items_numbers_also_from_a_manifest_frozen_before_item
     s = freeze_manifest(wh, ticket_task, DAY1)
     with duckdb.connect() as conn:  # the Parquet as an older freeze wrote it
         old = s.manifest_uri + ".old"
-        conn.execute(f"COPY (SELECT * EXCLUDE (item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
-                     f"TO '{old}' (FORMAT parquet)")
+        conn.execute(
+            f"COPY (SELECT * EXCLUDE (item_no_base, earlier_no) FROM read_parquet('{s.manifest_uri}')) "
+            f"TO '{old}' (FORMAT parquet)"
+        )
     Path(old).replace(s.manifest_uri)
     cut = cut_shards(wh, ticket_task, DAY1)
     assert cut.lines > 0 and cut.quarantined > 0  # the seed's own quarantined items and the empty one
@@ -505,17 +589,26 @@ def test_a_refrozen_manifest_is_cut_by_item_number_each_item_once_with_its_own_t
     add_ticket(wh, "TK-NEW-7", "my parcel never arrived, order 7")
     s = freeze_manifest(wh, ticket_task, DAY1, refreeze=True)
     assert s.manifest_version == 2 and s.new_items == 2
-    with duckdb.connect() as conn:   # the Parquet mixes kept numbers and numbers after the base
+    with duckdb.connect() as conn:  # the Parquet mixes kept numbers and numbers after the base
         kept, numbered_after_base = conn.execute(
-            f"SELECT count(earlier_no), count(*) - count(earlier_no) FROM read_parquet('{s.manifest_uri}')").fetchone()
+            f"SELECT count(earlier_no), count(*) - count(earlier_no) FROM read_parquet('{s.manifest_uri}')"
+        ).fetchone()
     assert kept > 0 and numbered_after_base == 2
     cut = cut_shards(wh, ticket_task, DAY1)
-    current = rows(wh, """SELECT custom_id, item_no, business_id FROM ledger.manifest_item
+    current = rows(
+        wh,
+        """SELECT custom_id, item_no, business_id FROM ledger.manifest_item
                           WHERE task_id = ? AND superseded_at IS NULL
-                            AND custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)""", [TASK_ID1])
-    lines = rows(wh, "SELECT custom_id, item_no, request_id, shard_id FROM ledger.shard_line WHERE task_id = ?", [TASK_ID1])
+                            AND custom_id NOT IN (SELECT custom_id FROM ledger.quarantine)""",
+        [TASK_ID1],
+    )
+    lines = rows(
+        wh, "SELECT custom_id, item_no, request_id, shard_id FROM ledger.shard_line WHERE task_id = ?", [TASK_ID1]
+    )
     assert cut.lines == len(lines) == len(current)
-    assert sorted((r["custom_id"], r["item_no"]) for r in lines) == sorted((r["custom_id"], r["item_no"]) for r in current)
+    assert sorted((r["custom_id"], r["item_no"]) for r in lines) == sorted(
+        (r["custom_id"], r["item_no"]) for r in current
+    )
     sent = {}
     for shard in shard_rows(wh):
         for raw in Path(shard["path"]).read_text(encoding="utf-8").splitlines():

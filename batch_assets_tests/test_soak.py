@@ -13,19 +13,40 @@ from batch_assets.soak import SoakConfig, format_report, main, observed_item_fau
 
 def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path, capsys) -> None:
     # Twice the default fault rate; every round-level fault kind is injected at least once anyway.
-    config = SoakConfig(days=1, providers=("openai", "gemini"), fault_rate=0.1, seed=3, tickets_per_day=50,
-                        articles_per_day=10, reviews_per_day=20, max_requests_per_shard=20)
+    config = SoakConfig(
+        days=1,
+        providers=("openai", "gemini"),
+        fault_rate=0.1,
+        seed=3,
+        tickets_per_day=50,
+        articles_per_day=10,
+        reviews_per_day=20,
+        max_requests_per_shard=20,
+    )
     result = run_soak(tmp_path, config, say=lambda _msg: None)
     report = format_report(result, observed_item_faults(Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)))
     assert result.ok, report
     assert [r["task_id"] for r in result.rows] == ["ticket_triage_20261120", "kb_embeddings_20261120"]
     assert all(r["unresolved"] == 0 and r["written_twice"] == 0 and r["balanced"] for r in result.rows), report
-    assert all(p["untracked"] == 0 and p["created_twice"] == 0 and p["batches_at_provider"] == p["ledger_jobs"] > 0
-               for p in result.provider_rows), report
+    assert all(
+        p["untracked"] == 0 and p["created_twice"] == 0 and p["batches_at_provider"] == p["ledger_jobs"] > 0
+        for p in result.provider_rows
+    ), report
     # Retries happened (faults were really injected) and the table names every figure.
     assert sum(r["retried"] for r in result.rows) > 0 and result.faults, report
-    for column in ("items", "applied", "retried", "final_failed", "held", "unresolved", "batches@provider",
-                   "ledger_jobs", "written_twice", "faults injected by the soak", "PASS: 2 partitions"):
+    for column in (
+        "items",
+        "applied",
+        "retried",
+        "final_failed",
+        "held",
+        "unresolved",
+        "batches@provider",
+        "ledger_jobs",
+        "written_twice",
+        "faults injected by the soak",
+        "PASS: 2 partitions",
+    ):
         assert column in report
 
 

@@ -25,8 +25,14 @@ REAL_TASK_DIR = tasks_dir() / "ticket_triage"
 
 # --- helpers ---------------------------------------------------------------------------------------
 
-def write_task(folder: Path, mutate: Callable[[dict], None] | None = None, *, template: str | None = None,
-               schema: str | dict | None = None) -> Path:
+
+def write_task(
+    folder: Path,
+    mutate: Callable[[dict], None] | None = None,
+    *,
+    template: str | None = None,
+    schema: str | dict | None = None,
+) -> Path:
     """A copy of the real ticket_triage task folder with `mutate` applied to its `attributes:`."""
     folder.mkdir(parents=True, exist_ok=True)
     for f in REAL_TASK_DIR.iterdir():
@@ -51,6 +57,7 @@ def setter(path: str, value) -> Callable[[dict], None]:
         for p in parents:
             node = node[p]
         node[last] = value
+
     return mutate
 
 
@@ -72,6 +79,7 @@ def error_chain_text(exc: BaseException) -> str:
 
 
 # --- the real task ----------------------------------------------------------------------------------
+
 
 def test_real_task_loads(ticket_task):
     spec = ticket_task.spec
@@ -98,61 +106,159 @@ def test_task_limits_override_only_the_given_fields(tmp_path):
 # --- invalid specs: file, field and fix ---------------------------------------------------------------
 
 NOT_A_SCHEMA = {"type": "object", "properties": {"category": {"type": "strng"}}}
-ONE_OF = {"type": "object", "properties": {"category": {"oneOf": [{"type": "string"}, {"type": "number"}]}},
-          "required": ["category"]}
+ONE_OF = {
+    "type": "object",
+    "properties": {"category": {"oneOf": [{"type": "string"}, {"type": "number"}]}},
+    "required": ["category"],
+}
 ARRAY_ROOT = {"type": "array", "items": {"type": "string"}}
-ARRAY_OF_OBJECTS = {"type": "object", "properties": {"category": {"type": "string"},
-                                                     "tags": {"type": "array", "items": {"type": "object"}}}}
+ARRAY_OF_OBJECTS = {
+    "type": "object",
+    "properties": {"category": {"type": "string"}, "tags": {"type": "array", "items": {"type": "object"}}},
+}
 
 INVALID_SPECS = [
     # id, mutate, template, schema, fragments the message must contain
-    ("unknown_provider", setter("provider", "acme_ai"), None, None,
-     ["provider", "unknown provider 'acme_ai'", "use one of:", "openai"]),
-    ("unsupported_endpoint", setter("endpoint", "/v1/images/generations"), None, None,
-     ["endpoint '/v1/images/generations' is not supported", "use one of:", "/v1/chat/completions"]),
-    ("missing_prompt_file", setter("prompt.template", "prompt.v9.txt"), None, None,
-     ["field 'prompt.template'", "prompt.v9.txt not found", "Fix: create the template file"]),
-    ("template_without_placeholders", None, "Classify this ticket.\n", None,
-     ["field 'prompt.template'", "no {{ column }} placeholder", "Fix: reference at least one column"]),
-    ("malformed_placeholder", None, "Subject: {{ subject }}\nBody: {{ body\n", None,
-     ["field 'prompt.template'", "malformed placeholder", "Fix: write placeholders as {{ column_name }}"]),
-    ("schema_not_json", None, None, '{"type": "object", "properties": {',
-     ["field 'output.schema_file'", "is not valid JSON", "Fix: fix the JSON syntax"]),
-    ("schema_not_a_json_schema", None, None, NOT_A_SCHEMA,
-     ["field 'output.schema_file'", "is not a valid JSON Schema", "Fix:", "draft 2020-12"]),
-    ("schema_oneOf", None, None, ONE_OF,
-     ["field 'output.schema_file'", "['oneOf']", "property 'category'", "not supported",
-      "Fix: use the structured-output subset"]),
-    ("schema_array_root", None, None, ARRAY_ROOT,
-     ["field 'output.schema_file'", "the root must be", "Fix: use the structured-output subset"]),
-    ("schema_array_of_objects", None, None, ARRAY_OF_OBJECTS,
-     ["field 'output.schema_file'", "arrays of arrays/objects", "Fix:"]),
-    ("apply_column_not_in_schema", setter("apply.columns", {"category": "label"}), None, None,
-     ["field 'apply.columns.category'", "output field 'label'", "Fix: map to one of: category, confidence, reason"]),
-    ("sql_without_partition_date", setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
-     None, None, ["source.sql", "$partition_date", "WHERE created_date = $partition_date"]),
-    ("sql_not_a_select", setter("source.sql", "DELETE FROM support_tickets WHERE created_date = $partition_date"),
-     None, None, ["source.sql", "must be exactly one SELECT", "DELETE"]),
-    ("sql_two_statements", setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets "
-                                  "WHERE created_date = $partition_date; CREATE TABLE pwned AS SELECT 1"),
-     None, None, ["source.sql", "must be exactly one SELECT", "2 statement(s): SELECT, CREATE"]),
-    ("sql_copy_out", setter("source.sql", "COPY (SELECT * FROM support_tickets WHERE created_date = $partition_date) "
-                            "TO '/tmp/leak.csv'"),
-     None, None, ["source.sql", "must be exactly one SELECT", "COPY"]),
-    ("sql_unparsable", setter("source.sql", "SELEC ticket_id FROM support_tickets WHERE created_date = $partition_date"),
-     None, None, ["source.sql", "is not valid DuckDB SQL"]),
-    ("bad_task_name", setter("name", "Ticket-Triage"), None, None,
-     ["name", "use lower-case letters, digits and '_'"]),
-    ("bad_item_type", setter("item_type", "Support Ticket"), None, None,
-     ["item_type", "use lower-case letters"]),
+    (
+        "unknown_provider",
+        setter("provider", "acme_ai"),
+        None,
+        None,
+        ["provider", "unknown provider 'acme_ai'", "use one of:", "openai"],
+    ),
+    (
+        "unsupported_endpoint",
+        setter("endpoint", "/v1/images/generations"),
+        None,
+        None,
+        ["endpoint '/v1/images/generations' is not supported", "use one of:", "/v1/chat/completions"],
+    ),
+    (
+        "missing_prompt_file",
+        setter("prompt.template", "prompt.v9.txt"),
+        None,
+        None,
+        ["field 'prompt.template'", "prompt.v9.txt not found", "Fix: create the template file"],
+    ),
+    (
+        "template_without_placeholders",
+        None,
+        "Classify this ticket.\n",
+        None,
+        ["field 'prompt.template'", "no {{ column }} placeholder", "Fix: reference at least one column"],
+    ),
+    (
+        "malformed_placeholder",
+        None,
+        "Subject: {{ subject }}\nBody: {{ body\n",
+        None,
+        ["field 'prompt.template'", "malformed placeholder", "Fix: write placeholders as {{ column_name }}"],
+    ),
+    (
+        "schema_not_json",
+        None,
+        None,
+        '{"type": "object", "properties": {',
+        ["field 'output.schema_file'", "is not valid JSON", "Fix: fix the JSON syntax"],
+    ),
+    (
+        "schema_not_a_json_schema",
+        None,
+        None,
+        NOT_A_SCHEMA,
+        ["field 'output.schema_file'", "is not a valid JSON Schema", "Fix:", "draft 2020-12"],
+    ),
+    (
+        "schema_oneOf",
+        None,
+        None,
+        ONE_OF,
+        [
+            "field 'output.schema_file'",
+            "['oneOf']",
+            "property 'category'",
+            "not supported",
+            "Fix: use the structured-output subset",
+        ],
+    ),
+    (
+        "schema_array_root",
+        None,
+        None,
+        ARRAY_ROOT,
+        ["field 'output.schema_file'", "the root must be", "Fix: use the structured-output subset"],
+    ),
+    (
+        "schema_array_of_objects",
+        None,
+        None,
+        ARRAY_OF_OBJECTS,
+        ["field 'output.schema_file'", "arrays of arrays/objects", "Fix:"],
+    ),
+    (
+        "apply_column_not_in_schema",
+        setter("apply.columns", {"category": "label"}),
+        None,
+        None,
+        ["field 'apply.columns.category'", "output field 'label'", "Fix: map to one of: category, confidence, reason"],
+    ),
+    (
+        "sql_without_partition_date",
+        setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
+        None,
+        None,
+        ["source.sql", "$partition_date", "WHERE created_date = $partition_date"],
+    ),
+    (
+        "sql_not_a_select",
+        setter("source.sql", "DELETE FROM support_tickets WHERE created_date = $partition_date"),
+        None,
+        None,
+        ["source.sql", "must be exactly one SELECT", "DELETE"],
+    ),
+    (
+        "sql_two_statements",
+        setter(
+            "source.sql",
+            "SELECT ticket_id, subject, body, language FROM support_tickets "
+            "WHERE created_date = $partition_date; CREATE TABLE pwned AS SELECT 1",
+        ),
+        None,
+        None,
+        ["source.sql", "must be exactly one SELECT", "2 statement(s): SELECT, CREATE"],
+    ),
+    (
+        "sql_copy_out",
+        setter(
+            "source.sql", "COPY (SELECT * FROM support_tickets WHERE created_date = $partition_date) TO '/tmp/leak.csv'"
+        ),
+        None,
+        None,
+        ["source.sql", "must be exactly one SELECT", "COPY"],
+    ),
+    (
+        "sql_unparsable",
+        setter("source.sql", "SELEC ticket_id FROM support_tickets WHERE created_date = $partition_date"),
+        None,
+        None,
+        ["source.sql", "is not valid DuckDB SQL"],
+    ),
+    ("bad_task_name", setter("name", "Ticket-Triage"), None, None, ["name", "use lower-case letters, digits and '_'"]),
+    ("bad_item_type", setter("item_type", "Support Ticket"), None, None, ["item_type", "use lower-case letters"]),
     ("unknown_field", setter("modle", "gpt-4o-mini"), None, None, ["modle", "Extra inputs are not permitted"]),
-    ("bad_apply_table", setter("apply.table", "ticket labels"), None, None,
-     ["apply.table", "not a plain SQL identifier"]),
+    (
+        "bad_apply_table",
+        setter("apply.table", "ticket labels"),
+        None,
+        None,
+        ["apply.table", "not a plain SQL identifier"],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("mutate", "template", "schema", "fragments"),
-                         [pytest.param(*case[1:], id=case[0]) for case in INVALID_SPECS])
+@pytest.mark.parametrize(
+    ("mutate", "template", "schema", "fragments"), [pytest.param(*case[1:], id=case[0]) for case in INVALID_SPECS]
+)
 def test_invalid_spec_names_file_field_and_fix(tmp_path, mutate, template, schema, fragments):
     yaml_path = write_task(tmp_path / "task", mutate, template=template, schema=schema)
     with pytest.raises(TaskSpecError) as info:
@@ -182,6 +288,7 @@ def test_two_tasks_with_the_same_name_are_rejected(tmp_path):
 
 # --- loading through Dagster (the BatchTask component in a defs folder) ---------------------------------
 
+
 @pytest.fixture
 def dg_project(tmp_path, monkeypatch):
     """A throwaway dg project under tmp_path; returns (project_root, task_folder_maker)."""
@@ -189,7 +296,8 @@ def dg_project(tmp_path, monkeypatch):
     root = tmp_path / "proj"
     (root / module / "defs" / "tasks").mkdir(parents=True)
     (root / "pyproject.toml").write_text(
-        f'[tool.dg]\ndirectory_type = "project"\n[tool.dg.project]\nroot_module = "{module}"\n')
+        f'[tool.dg]\ndirectory_type = "project"\n[tool.dg.project]\nroot_module = "{module}"\n'
+    )
     (root / module / "__init__.py").write_text("")
     (root / module / "defs" / "__init__.py").write_text("")
     # The project's shared resources, as the real defs folder provides them.
@@ -210,25 +318,40 @@ def test_dagster_loads_a_task_folder_as_its_asset_group(dg_project):
     defs = load_project(root)
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     # The source table the manifest reads shows as an (external) asset even without the project's defs/tables.py.
-    assert keys == {f"other_triage/{s}" for s in
-                    ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
-                    } | {"warehouse/support_tickets"}
+    assert keys == {
+        f"other_triage/{s}"
+        for s in ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
+    } | {"warehouse/support_tickets"}
     assert defs.resolve_job_def("other_triage__submit") is not None
 
 
-@pytest.mark.parametrize(("mutate", "line_key", "fragment"), [
-    pytest.param(setter("provider", "acme_ai"), "provider:", "unknown provider 'acme_ai'", id="provider"),
-    pytest.param(setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
-                 "sql:", "$partition_date", id="source_sql"),
-    pytest.param(setter("name", "Ticket-Triage"), "name: Ticket-Triage", "lower-case", id="name"),
-    pytest.param(setter("params", {"temperature": 5.0, "max_tokens": 200}), "temperature:", "less than or equal to 2",
-                 id="params_temperature"),
-    pytest.param(setter("endpoint", "/v1/images/generations"), "endpoint:",
-                 "endpoint '/v1/images/generations' is not supported",
-                 id="endpoint"),
-    pytest.param(setter("owners", ["support ops"]), "owners:", "are not owners", id="owners"),
-    pytest.param(setter("tags", {"cost center": "x"}), "tags:", "are not valid tags", id="tags"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "line_key", "fragment"),
+    [
+        pytest.param(setter("provider", "acme_ai"), "provider:", "unknown provider 'acme_ai'", id="provider"),
+        pytest.param(
+            setter("source.sql", "SELECT ticket_id, subject, body, language FROM support_tickets"),
+            "sql:",
+            "$partition_date",
+            id="source_sql",
+        ),
+        pytest.param(setter("name", "Ticket-Triage"), "name: Ticket-Triage", "lower-case", id="name"),
+        pytest.param(
+            setter("params", {"temperature": 5.0, "max_tokens": 200}),
+            "temperature:",
+            "less than or equal to 2",
+            id="params_temperature",
+        ),
+        pytest.param(
+            setter("endpoint", "/v1/images/generations"),
+            "endpoint:",
+            "endpoint '/v1/images/generations' is not supported",
+            id="endpoint",
+        ),
+        pytest.param(setter("owners", ["support ops"]), "owners:", "are not owners", id="owners"),
+        pytest.param(setter("tags", {"cost center": "x"}), "tags:", "are not valid tags", id="tags"),
+    ],
+)
 def test_dagster_reports_yaml_file_and_line(dg_project, mutate, line_key, fragment):
     root, make_task = dg_project
     yaml_path = make_task("bad", mutate)
@@ -263,8 +386,12 @@ SCHEMA = {
         "scores": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}},
         "level": {"type": "integer", "enum": [1, 2, 3]},
         "note": {"type": ["string", "null"], "maxLength": 5},
-        "customer": {"type": "object", "properties": {"tier": {"type": "string", "enum": ["free", "pro"]}},
-                     "required": ["tier"], "additionalProperties": False},
+        "customer": {
+            "type": "object",
+            "properties": {"tier": {"type": "string", "enum": ["free", "pro"]}},
+            "required": ["tier"],
+            "additionalProperties": False,
+        },
     },
     "required": ["category", "confidence", "priority"],
     "additionalProperties": False,
@@ -287,7 +414,7 @@ GOOD = {
     "nullable_null": {**BASE, "note": None},
     "nullable_value": {**BASE, "note": "abc"},
     "nested_object": {**BASE, "customer": {"tier": "pro"}},
-    "quote_in_string": {**BASE, "reason": "it's \"ok\""},
+    "quote_in_string": {**BASE, "reason": 'it\'s "ok"'},
 }
 BAD = {
     "enum": ({**BASE, "category": "shipping"}, "answer.category: not one of"),
@@ -318,15 +445,15 @@ BAD = {
     "nested_enum": ({**BASE, "customer": {"tier": "vip"}}, "answer.customer.tier: not one of"),
     "not_an_object": (["billing"], "answer is not a JSON object"),
     "a_bare_string": ("billing", "answer is not a JSON object"),
-    "huge_integer_not_in_enum": pytest.param(
-        {**BASE, "level": 10**20}, "answer.level: not one of"),
+    "huge_integer_not_in_enum": pytest.param({**BASE, "level": 10**20}, "answer.level: not one of"),
 }
 
 
 def violation(schema: dict, answer) -> str | None:
     with duckdb.connect() as conn:
-        return conn.execute(f"SELECT {schema_violation_sql(schema, 'answer')} FROM (SELECT ?::JSON AS answer)",
-                            [json.dumps(answer)]).fetchone()[0]
+        return conn.execute(
+            f"SELECT {schema_violation_sql(schema, 'answer')} FROM (SELECT ?::JSON AS answer)", [json.dumps(answer)]
+        ).fetchone()[0]
 
 
 def test_the_test_schema_is_supported():
@@ -340,8 +467,7 @@ def test_schema_sql_accepts_valid_answers(answer):
     assert violation(SCHEMA, answer) is None
 
 
-@pytest.mark.parametrize(("answer", "message"),
-                         list(BAD.values()), ids=list(BAD))
+@pytest.mark.parametrize(("answer", "message"), list(BAD.values()), ids=list(BAD))
 def test_schema_sql_rejects_invalid_answers_with_the_field(answer, message):
     assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(answer), "test case itself must be invalid"
     found = violation(SCHEMA, answer)
@@ -352,10 +478,14 @@ def test_schema_sql_checks_many_answers_in_one_query_without_mixing_them_up():
     """Set-based: one query over a column of answers gives each row its own verdict."""
     answers = [BASE, {**BASE, "category": "x"}, {**BASE, "tags": []}, GOOD["nested_object"], {"confidence": 1}]
     with duckdb.connect() as conn:
-        got = [r[0] for r in conn.execute(
-            f"SELECT {schema_violation_sql(SCHEMA, 'answer')} FROM (SELECT unnest(?::JSON[]) AS answer, "
-            "generate_subscripts(?::JSON[], 1) AS i) ORDER BY i",
-            [[json.dumps(a) for a in answers]] * 2).fetchall()]
+        got = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT {schema_violation_sql(SCHEMA, 'answer')} FROM (SELECT unnest(?::JSON[]) AS answer, "
+                "generate_subscripts(?::JSON[], 1) AS i) ORDER BY i",
+                [[json.dumps(a) for a in answers]] * 2,
+            ).fetchall()
+        ]
     assert [g is None for g in got] == [True, False, False, True, False]
     assert "answer.category: not one of" in got[1] and "fewer than 1 items" in got[2]
 
@@ -377,13 +507,20 @@ def test_real_task_schema_sql_matches_jsonschema(ticket_task):
 
 # --- owners, tags and source tables: what the Dagster assets show ----------------------------------
 
+
 def test_owners_and_tags_default_to_none_and_take_emails_and_teams(tmp_path):
     from batch_assets.spec.model import TaskSpec
 
     bare = load_task_file(write_task(tmp_path / "a", lambda a: (a.pop("owners"), a.pop("tags"))))
     assert bare.spec.owners == [] and bare.spec.tags == {}
-    spec = load_task_file(write_task(tmp_path / "b", lambda a: a.update(
-        owners=["team:support_ops", "ana@example.com"], tags={"domain": "support", "batch_assets/tier": "gold"}))).spec
+    spec = load_task_file(
+        write_task(
+            tmp_path / "b",
+            lambda a: a.update(
+                owners=["team:support_ops", "ana@example.com"], tags={"domain": "support", "batch_assets/tier": "gold"}
+            ),
+        )
+    ).spec
     assert spec.owners == ["team:support_ops", "ana@example.com"]
     assert spec.tags == {"domain": "support", "batch_assets/tier": "gold"}
     assert "owners" in TaskSpec.model_fields and "tags" in TaskSpec.model_fields
@@ -392,8 +529,10 @@ def test_owners_and_tags_default_to_none_and_take_emails_and_teams(tmp_path):
 def test_source_tables_are_found_in_the_query_unless_declared(tmp_path):
     from batch_assets.pipeline.report.table_stats import source_tables
 
-    sql = ("WITH recent AS (SELECT * FROM support_tickets t JOIN customers c USING (customer_id) "
-           "WHERE created_date = $partition_date) SELECT ticket_id, subject, body, language FROM recent")
+    sql = (
+        "WITH recent AS (SELECT * FROM support_tickets t JOIN customers c USING (customer_id) "
+        "WHERE created_date = $partition_date) SELECT ticket_id, subject, body, language FROM recent"
+    )
     found = load_task_file(write_task(tmp_path / "a", setter("source.sql", sql))).spec
     assert source_tables(found) == ["customers", "support_tickets"]  # the CTE is not a table
     declared = load_task_file(write_task(tmp_path / "b", setter("source.tables", ["tickets_view"]))).spec

@@ -8,13 +8,13 @@ import dataclasses
 import duckdb
 import pytest
 
-from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.pipeline.freeze import source as source_stage
 from batch_assets.pipeline.freeze import stable_source
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
+from batch_assets.spec.resolve import load_all_tasks
 
 from .conftest import DAY1
 
@@ -103,7 +103,9 @@ def test_every_shipped_task_source_is_read_again(warehouse):
 def _frozen(wh, task) -> tuple[list, list, str]:
     summary = freeze_manifest(wh, task, DAY1)
     with wh.connect() as c:
-        parquet = c.execute(f"SELECT * EXCLUDE (item_no_base) FROM read_parquet('{summary.manifest_uri}') ORDER BY custom_id").fetchall()
+        parquet = c.execute(
+            f"SELECT * EXCLUDE (item_no_base) FROM read_parquet('{summary.manifest_uri}') ORDER BY custom_id"
+        ).fetchall()
         items = c.execute("SELECT * EXCLUDE (frozen_at) FROM ledger.manifest_item ORDER BY custom_id").fetchall()
     return parquet, items, summary.source_read
 
@@ -123,7 +125,9 @@ def test_the_freeze_over_a_view_equals_the_freeze_over_a_copy(seeded_copy, tmp_p
     gate = source_stage.gate_loaded_source
 
     def seen(conn, task, columns):
-        kinds.append(conn.execute("SELECT table_type FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0])
+        kinds.append(
+            conn.execute("SELECT table_type FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0]
+        )
         return gate(conn, task, columns)
 
     monkeypatch.setattr(source_stage, "gate_loaded_source", seen)
@@ -135,18 +139,22 @@ def test_the_freeze_over_a_view_equals_the_freeze_over_a_copy(seeded_copy, tmp_p
     # What the manifest asset's metadata shows of each.
     assert (over_view[2], over_copy[2]) == ("view", "copy: not read as a view")
     with seeded_copy.connect() as c:
-        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0] == 0
+        assert (
+            c.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = '_raw_src'").fetchone()[0] == 0
+        )
 
 
 def test_a_source_that_is_not_pure_is_still_frozen_from_one_copy(seeded_copy, ticket_task):
     """A source whose rows change from one read to the next (here: a random subset) freezes what
     one read returned: every item in the ledger is in the Parquet and the other way round."""
     sql = ticket_task.spec.source.sql.rstrip().rstrip(";") + " AND random() < 0.5"
-    task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(
-        update={"source": ticket_task.spec.source.model_copy(update={"sql": sql})}))
+    task = dataclasses.replace(
+        ticket_task,
+        spec=ticket_task.spec.model_copy(update={"source": ticket_task.spec.source.model_copy(update={"sql": sql})}),
+    )
     summary = freeze_manifest(seeded_copy, task, DAY1)
     assert summary.source_read == "copy: the query calls random (not a consistent scalar function)"
-    assert freeze_manifest(seeded_copy, task, DAY1).source_read is None   # reused: nothing read
+    assert freeze_manifest(seeded_copy, task, DAY1).source_read is None  # reused: nothing read
     with seeded_copy.connect() as c:
         in_file = {r[0] for r in c.execute(f"SELECT custom_id FROM read_parquet('{summary.manifest_uri}')").fetchall()}
         in_ledger = {r[0] for r in c.execute("SELECT custom_id FROM ledger.manifest_item").fetchall()}

@@ -8,7 +8,6 @@ import dataclasses
 import time
 
 import httpx
-
 import openai
 import pytest
 
@@ -42,8 +41,10 @@ def provider_batches(emulator) -> list:
 
 def jobs(wh, task_id: str | None = None) -> list[dict]:
     with wh.connect() as conn:
-        cur = conn.execute("SELECT * FROM ledger.provider_job" + (" WHERE task_id = ?" if task_id else "")
-                           + " ORDER BY job_key", [task_id] if task_id else [])
+        cur = conn.execute(
+            "SELECT * FROM ledger.provider_job" + (" WHERE task_id = ?" if task_id else "") + " ORDER BY job_key",
+            [task_id] if task_id else [],
+        )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
@@ -69,14 +70,16 @@ def crash_once_after_create(monkeypatch):
 
 # --- one batch per shard, ids recorded ---------------------------------------------------------------
 
+
 def test_submit_creates_one_batch_per_shard_and_records_every_id(seeded_copy, ticket_task, adapter, emulator):
     wh, task = seeded_copy, limited(ticket_task, max_requests_per_shard=20)
     prepare(wh, task, DAY1)
     s = submit_pending(wh, task, DAY1, adapter)
     with wh.connect() as conn:
         shards = dict(conn.execute("SELECT shard_id, path FROM ledger.shard WHERE task_id = ?", [TASK_ID1]).fetchall())
-        events = conn.execute("SELECT job_key, from_state, to_state FROM ledger.status_event "
-                              "ORDER BY job_key, observed_at").fetchall()
+        events = conn.execute(
+            "SELECT job_key, from_state, to_state FROM ledger.status_event ORDER BY job_key, observed_at"
+        ).fetchall()
         status = conn.execute("SELECT status FROM ledger.batch_task WHERE task_id = ?", [TASK_ID1]).fetchone()[0]
     assert len(shards) == 3
     assert sorted(s.submitted) == sorted(f"{sid}:job1" for sid in shards)
@@ -105,8 +108,10 @@ def test_submit_creates_one_batch_per_shard_and_records_every_id(seeded_copy, ti
     # submit_pending itself records, with each intent, where the job went (host only, no key) and how
     # its lines were rendered.
     with wh.connect() as conn:
-        sent = conn.execute("SELECT DISTINCT endpoint_mode, endpoint_url, request_options FROM ledger.provider_job "
-                            "WHERE task_id = ?", [TASK_ID1]).fetchall()
+        sent = conn.execute(
+            "SELECT DISTINCT endpoint_mode, endpoint_url, request_options FROM ledger.provider_job WHERE task_id = ?",
+            [TASK_ID1],
+        ).fetchall()
     assert sent == [("emulator", emulator.base_url.rstrip("/"), '{"response_format": "json_schema"}')]
 
 
@@ -144,8 +149,9 @@ def fault_on_create(monkeypatch, adapter, emulator, status: int) -> None:
 
 
 @pytest.mark.parametrize("status", [503, 429])
-def test_a_create_without_answer_is_looked_up_then_tried_again_once(seeded_copy, ticket_task, adapter, emulator,
-                                                                     monkeypatch, status):
+def test_a_create_without_answer_is_looked_up_then_tried_again_once(
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch, status
+):
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1)
     monkeypatch.setattr(submit_mod, "CREATE_BACKOFF_S", 0.0)
@@ -156,8 +162,9 @@ def test_a_create_without_answer_is_looked_up_then_tried_again_once(seeded_copy,
     assert jobs(wh)[0]["provider_batch_id"] == batch.id
 
 
-def test_a_create_whose_answer_was_lost_is_found_and_adopted_not_created_twice(seeded_copy, ticket_task, adapter,
-                                                                                emulator, monkeypatch):
+def test_a_create_whose_answer_was_lost_is_found_and_adopted_not_created_twice(
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch
+):
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1)
     real_create = adapter.create
@@ -169,17 +176,20 @@ def test_a_create_whose_answer_was_lost_is_found_and_adopted_not_created_twice(s
     monkeypatch.setattr(adapter, "create", answer_lost)
     s = submit_pending(wh, ticket_task, DAY1, adapter)
     assert len(s.submitted) == 1
-    (batch,) = provider_batches(emulator)                            # ... once
+    (batch,) = provider_batches(emulator)  # ... once
     assert jobs(wh)[0]["provider_batch_id"] == batch.id
 
 
-def test_a_refused_create_fails_the_run_naming_shard_job_and_error(seeded_copy, ticket_task, adapter, emulator,
-                                                                    monkeypatch):
+def test_a_refused_create_fails_the_run_naming_shard_job_and_error(
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch
+):
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1)
     fault_on_create(monkeypatch, adapter, emulator, 400)
-    with pytest.raises(submit_mod.SubmissionRefused,
-                       match=r"openai refused the batch for shard \S+ \(job \S+:job1\): HTTP 400 \{'code'"):
+    with pytest.raises(
+        submit_mod.SubmissionRefused,
+        match=r"openai refused the batch for shard \S+ \(job \S+:job1\): HTTP 400 \{'code'",
+    ):
         submit_pending(wh, ticket_task, DAY1, adapter)
     assert provider_batches(emulator) == []
     assert [j["state"] for j in jobs(wh)] == ["CREATED"]
@@ -187,23 +197,25 @@ def test_a_refused_create_fails_the_run_naming_shard_job_and_error(seeded_copy, 
 
 # --- crash recovery ----------------------------------------------------------------------------------
 
+
 def test_crash_between_create_and_record_finds_the_batch_instead_of_creating_another(
-        seeded_copy, ticket_task, adapter, emulator, monkeypatch, wait_for_jobs):
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch, wait_for_jobs
+):
     wh, task = seeded_copy, limited(ticket_task, max_requests_per_shard=20)
     prepare(wh, task, DAY1)
     crash = crash_once_after_create(monkeypatch)
     with pytest.raises(SimulatedCrash, match="simulated crash"):
         submit_pending(wh, task, DAY1, adapter)
     assert crash["crashed"]
-    (orphan,) = provider_batches(emulator)                        # the provider has it ...
-    (intent,) = jobs(wh)                                           # ... the ledger only the intent
+    (orphan,) = provider_batches(emulator)  # the provider has it ...
+    (intent,) = jobs(wh)  # ... the ledger only the intent
     assert (intent["state"], intent["provider_batch_id"]) == ("CREATED", None)
     assert intent["input_file_id"] == orphan.input_file_id
     assert orphan.metadata["batch_assets_job"] == intent["job_key"]
 
-    s = submit_pending(wh, task, DAY1, adapter)                    # the restarted run
+    s = submit_pending(wh, task, DAY1, adapter)  # the restarted run
     assert s.recovered == [intent["job_key"]]
-    assert len(s.submitted) == 2                                   # the two shards never reached
+    assert len(s.submitted) == 2  # the two shards never reached
     batches = provider_batches(emulator)
     assert len(batches) == 3, "a crashed submission was created a second time (duplicate billing)"
     recorded = {j["job_key"]: j for j in jobs(wh)}
@@ -215,7 +227,8 @@ def test_crash_between_create_and_record_finds_the_batch_instead_of_creating_ano
 
 
 def test_create_calls_that_never_reach_the_provider_create_exactly_one_batch(
-        seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+    seeded_copy, ticket_task, adapter, emulator, monkeypatch
+):
     """The network is down for every create: each try ends UNKNOWN, the batch is looked for (absent),
     tried again a bounded number of times, then the run fails; the next run creates it once."""
     wh = seeded_copy
@@ -268,18 +281,23 @@ def timezone(request, monkeypatch):
     time.tzset()
 
 
-@pytest.mark.parametrize("timezone", [
-    "UTC",
-    pytest.param("Asia/Shanghai"),
-], indirect=True)
+@pytest.mark.parametrize(
+    "timezone",
+    [
+        "UTC",
+        pytest.param("Asia/Shanghai"),
+    ],
+    indirect=True,
+)
 def test_crash_recovery_still_finds_the_batch_after_newer_batches(
-        timezone, seeded_copy, ticket_task, adapter, emulator, monkeypatch):
+    timezone, seeded_copy, ticket_task, adapter, emulator, monkeypatch
+):
     wh = seeded_copy
     prepare(wh, ticket_task, DAY1, DAY2)
     crash_once_after_create(monkeypatch)
     with pytest.raises(SimulatedCrash):
         submit_pending(wh, ticket_task, DAY1, adapter)
-    submit_pending(wh, ticket_task, DAY2, adapter)                # a newer batch, listed first
+    submit_pending(wh, ticket_task, DAY2, adapter)  # a newer batch, listed first
     s = submit_pending(wh, ticket_task, DAY1, adapter)
     assert len(provider_batches(emulator)) == 2, "the crashed DAY1 submission was created twice"
     assert len(s.recovered) == 1 and s.submitted == []
@@ -287,7 +305,10 @@ def test_crash_recovery_still_finds_the_batch_after_newer_batches(
 
 # --- capacity ----------------------------------------------------------------------------------------
 
-def test_at_most_max_concurrent_jobs_in_flight_the_rest_wait(seeded_copy, ticket_task, adapter, emulator, wait_for_jobs):
+
+def test_at_most_max_concurrent_jobs_in_flight_the_rest_wait(
+    seeded_copy, ticket_task, adapter, emulator, wait_for_jobs
+):
     wh, task = seeded_copy, limited(ticket_task, max_requests_per_shard=20, max_concurrent_jobs=1)
     prepare(wh, task, DAY1, DAY2)
     first = submit_pending(wh, task, DAY1, adapter)
@@ -313,8 +334,9 @@ def test_at_most_max_concurrent_jobs_in_flight_the_rest_wait(seeded_copy, ticket
     assert [j["state"] for j in jobs(wh, TASK_ID1)] == ["COMPLETED"] * 3
 
 
-def test_enqueued_tokens_are_limited_per_model_across_batches_the_rest_wait(seeded_copy, ticket_task, adapter, emulator,
-                                                                           wait_for_jobs):
+def test_enqueued_tokens_are_limited_per_model_across_batches_the_rest_wait(
+    seeded_copy, ticket_task, adapter, emulator, wait_for_jobs
+):
     """The enqueued-token limit is per provider and model across every queued batch (OpenAI's
     per-organization limit), not per shard: a shard that would go over it waits for room."""
     wh = seeded_copy

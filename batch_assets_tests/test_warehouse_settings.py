@@ -59,4 +59,7 @@ def test_memory_an_eviction_frees_goes_back_to_the_os_at_a_quarter_of_the_pool(t
         applied = conn.execute("SELECT current_setting('allocator_bulk_deallocation_flush_threshold')").fetchone()[0]
     assert applied == threshold
     with Warehouse.at(tmp_path / "w.duckdb", memory_limit=pool).connect(read_only=True) as conn:
-        assert conn.execute("SELECT current_setting('allocator_bulk_deallocation_flush_threshold')").fetchone()[0] == threshold
+        assert (
+            conn.execute("SELECT current_setting('allocator_bulk_deallocation_flush_threshold')").fetchone()[0]
+            == threshold
+        )

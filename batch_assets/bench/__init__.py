@@ -8,8 +8,8 @@ Each stage runs through the product's own function in a fresh child process (pea
 there), beside the plain DuckDB statement that does the same work ("floor"), in the same run.
 """
 
-from batch_assets.bench.report import BenchReport, StageResult
 from batch_assets.bench.command import main
+from batch_assets.bench.report import BenchReport, StageResult
 from batch_assets.bench.runner import BenchmarkError, run_benchmark
 
 __all__ = ["BenchReport", "BenchmarkError", "StageResult", "main", "run_benchmark"]

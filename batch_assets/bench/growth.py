@@ -34,13 +34,13 @@ LINEAR_SLACK = 1.1  # a stage may grow 10 % more than its items
 @dataclass(frozen=True)
 class GrowthRow:
     stage: str
-    small_s: tuple[float, float]         # the S-item runs before and after the large one
+    small_s: tuple[float, float]  # the S-item runs before and after the large one
     large_s: float
     small_floor_s: tuple[float, float]
     large_floor_s: float
-    small_peak_mb: float                 # the higher of the two S-item runs
+    small_peak_mb: float  # the higher of the two S-item runs
     large_peak_mb: float
-    inside: str | None = None            # runs inside another stage (not in the total)
+    inside: str | None = None  # runs inside another stage (not in the total)
     # user+sys of the stage process: less moved than wall time by the host's IO and other load. Wall
     # growth above cpu growth is time not spent computing (waiting on reads, fewer threads busy).
     small_cpu_s: tuple[float, float] | None = None
@@ -80,19 +80,39 @@ def growth_rows(before: BenchReport, large: BenchReport, after: BenchReport) -> 
     for s in large.stages:
         b, a = before.stage(s.stage), after.stage(s.stage)
         small_read = [m for m in (b.disk_read_mb, a.disk_read_mb) if m is not None]
-        rows.append(GrowthRow(s.stage, (b.wall_s, a.wall_s), s.wall_s, (b.floor_wall_s, a.floor_wall_s),
-                              s.floor_wall_s, max(b.peak_rss_mb, a.peak_rss_mb), s.peak_rss_mb, s.inside,
-                              (b.cpu_s, a.cpu_s), s.cpu_s, max(small_read) if small_read else None, s.disk_read_mb))
+        rows.append(
+            GrowthRow(
+                s.stage,
+                (b.wall_s, a.wall_s),
+                s.wall_s,
+                (b.floor_wall_s, a.floor_wall_s),
+                s.floor_wall_s,
+                max(b.peak_rss_mb, a.peak_rss_mb),
+                s.peak_rss_mb,
+                s.inside,
+                (b.cpu_s, a.cpu_s),
+                s.cpu_s,
+                max(small_read) if small_read else None,
+                s.disk_read_mb,
+            )
+        )
     outer = [r for r in rows if r.inside is None]
-    rows.append(GrowthRow("total", tuple(sum(r.small_s[i] for r in outer) for i in (0, 1)),
-                          sum(r.large_s for r in outer),
-                          tuple(sum(r.small_floor_s[i] for r in outer) for i in (0, 1)),
-                          sum(r.large_floor_s for r in outer),
-                          max(r.small_peak_mb for r in outer), max(r.large_peak_mb for r in outer), None,
-                          tuple(sum(r.small_cpu_s[i] for r in outer) for i in (0, 1)),
-                          sum(r.large_cpu_s for r in outer),
-                          _sum_known([r.small_disk_read_mb for r in outer]),
-                          _sum_known([r.large_disk_read_mb for r in outer])))
+    rows.append(
+        GrowthRow(
+            "total",
+            tuple(sum(r.small_s[i] for r in outer) for i in (0, 1)),
+            sum(r.large_s for r in outer),
+            tuple(sum(r.small_floor_s[i] for r in outer) for i in (0, 1)),
+            sum(r.large_floor_s for r in outer),
+            max(r.small_peak_mb for r in outer),
+            max(r.large_peak_mb for r in outer),
+            None,
+            tuple(sum(r.small_cpu_s[i] for r in outer) for i in (0, 1)),
+            sum(r.large_cpu_s for r in outer),
+            _sum_known([r.small_disk_read_mb for r in outer]),
+            _sum_known([r.large_disk_read_mb for r in outer]),
+        )
+    )
     return rows
 
 
@@ -102,8 +122,8 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class GrowthVerdict:
-    limit: float                 # the largest growth allowed (1.1 x L/S)
-    slow_stages: list[str]       # stages that grew more
+    limit: float  # the largest growth allowed (1.1 x L/S)
+    slow_stages: list[str]  # stages that grew more
     small_peak_mb: float
     large_peak_mb: float
 
@@ -123,8 +143,12 @@ class GrowthVerdict:
 def verdict(rows: list[GrowthRow], small: int, large: int) -> GrowthVerdict:
     limit = LINEAR_SLACK * large / small
     stages = [r for r in rows if r.stage != "total"]
-    return GrowthVerdict(limit, [r.stage for r in stages if r.growth > limit],
-                         max(r.small_peak_mb for r in stages), max(r.large_peak_mb for r in stages))
+    return GrowthVerdict(
+        limit,
+        [r.stage for r in stages if r.growth > limit],
+        max(r.small_peak_mb for r in stages),
+        max(r.large_peak_mb for r in stages),
+    )
 
 
 def _mb(value: float | None) -> str:
@@ -134,9 +158,11 @@ def _mb(value: float | None) -> str:
 def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
     v = verdict(rows, small, large)
     s, big = f"{small:,}", f"{large:,}"
-    lines = [f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | cpu growth | "
-             f"floor growth | disk read MB ({s} / {big}) | {s} peak MB | {big} peak MB | verdict |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"| stage | {s} s (before) | {big} s | {s} s (after) | growth | {s} runs apart | cpu growth | "
+        f"floor growth | disk read MB ({s} / {big}) | {s} peak MB | {big} peak MB | verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         if r.stage == "total":
             mark = ""
@@ -144,24 +170,30 @@ def markdown(rows: list[GrowthRow], small: int, large: int) -> str:
             mark = "PASS" if r.growth <= v.limit else f"FAIL (> {v.limit:.1f}x)"
             if r.inside:
                 mark += f" (runs inside {r.inside}; not in the total)"
-        lines.append(f"| {r.stage} | {r.small_s[0]:.2f} | {r.large_s:.2f} | {r.small_s[1]:.2f} | {r.growth:.2f}x | "
-                     f"{r.small_spread:.0%} | {'-' if r.cpu_growth is None else f'{r.cpu_growth:.2f}x'} | "
-                     f"{r.floor_growth:.2f}x | {_mb(r.small_disk_read_mb)} / {_mb(r.large_disk_read_mb)} | "
-                     f"{r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
-                     f"{mark} |")
-    lines += ["", f"Growth = the {big}-item time over the mean of the two {s}-item runs (one before it, one "
-                  f"after); \"runs apart\" = how far those two differ (the noise of the figure); cpu growth = the same "
-                  f"for the stage process's user+sys time (wall growth above it is time not spent computing); disk read "
-                  f"= what the stage process read from storage, not from the page cache (the higher {s} run / the "
-                  f"{big} run); the floors are plain DuckDB doing the same work in the same runs.",
-              f"Every stage <= {v.limit:.1f}x: {'PASS' if v.time_ok else 'FAIL (' + ', '.join(v.slow_stages) + ')'}; "
-              f"highest peak at {big} ({v.large_peak_mb:,.0f} MB) <= at {s} ({v.small_peak_mb:,.0f} MB): "
-              f"{'PASS' if v.peak_ok else 'FAIL'}"]
+        lines.append(
+            f"| {r.stage} | {r.small_s[0]:.2f} | {r.large_s:.2f} | {r.small_s[1]:.2f} | {r.growth:.2f}x | "
+            f"{r.small_spread:.0%} | {'-' if r.cpu_growth is None else f'{r.cpu_growth:.2f}x'} | "
+            f"{r.floor_growth:.2f}x | {_mb(r.small_disk_read_mb)} / {_mb(r.large_disk_read_mb)} | "
+            f"{r.small_peak_mb:,.0f} | {r.large_peak_mb:,.0f} | "
+            f"{mark} |"
+        )
+    lines += [
+        "",
+        f"Growth = the {big}-item time over the mean of the two {s}-item runs (one before it, one "
+        f'after); "runs apart" = how far those two differ (the noise of the figure); cpu growth = the same '
+        f"for the stage process's user+sys time (wall growth above it is time not spent computing); disk read "
+        f"= what the stage process read from storage, not from the page cache (the higher {s} run / the "
+        f"{big} run); the floors are plain DuckDB doing the same work in the same runs.",
+        f"Every stage <= {v.limit:.1f}x: {'PASS' if v.time_ok else 'FAIL (' + ', '.join(v.slow_stages) + ')'}; "
+        f"highest peak at {big} ({v.large_peak_mb:,.0f} MB) <= at {s} ({v.small_peak_mb:,.0f} MB): "
+        f"{'PASS' if v.peak_ok else 'FAIL'}",
+    ]
     return "\n".join(lines)
 
 
-def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = False, profile: bool = False,
-                         log: Callable[[str], None] = print) -> tuple[list[GrowthRow], list[BenchReport]]:
+def run_growth_benchmark(
+    small: int, large: int, workdir: Path, keep: bool = False, profile: bool = False, log: Callable[[str], None] = print
+) -> tuple[list[GrowthRow], list[BenchReport]]:
     from batch_assets.bench.runner import DISK_BYTES_PER_ITEM, check_disk
 
     if not 1 <= small < large:
@@ -169,23 +201,36 @@ def run_growth_benchmark(small: int, large: int, workdir: Path, keep: bool = Fal
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     # The three runs' files exist side by side: checked up front, not half an hour into the command.
-    check_disk(workdir, (large + 2 * small) * DISK_BYTES_PER_ITEM,
-               f"the growth benchmark ({large:,} items and twice {small:,}, side by side)")
+    check_disk(
+        workdir,
+        (large + 2 * small) * DISK_BYTES_PER_ITEM,
+        f"the growth benchmark ({large:,} items and twice {small:,}, side by side)",
+    )
     reports = lockstep([(small, "before"), (large, "large"), (small, "after")], workdir, keep, profile, log)
     rows = growth_rows(*reports)
     v = verdict(rows, small, large)
-    (workdir / "growth_report.json").write_text(json.dumps(
-        {"small": small, "large": large, "rows": [asdict(r) | {"growth": r.growth, "cpu_growth": r.cpu_growth,
-                                                              "floor_growth": r.floor_growth}
-                                                 for r in rows],
-         "verdict": asdict(v) | {"ok": v.ok},
-         "reports": [r.report_path for r in reports]}, indent=2))
+    (workdir / "growth_report.json").write_text(
+        json.dumps(
+            {
+                "small": small,
+                "large": large,
+                "rows": [
+                    asdict(r) | {"growth": r.growth, "cpu_growth": r.cpu_growth, "floor_growth": r.floor_growth}
+                    for r in rows
+                ],
+                "verdict": asdict(v) | {"ok": v.ok},
+                "reports": [r.report_path for r in reports],
+            },
+            indent=2,
+        )
+    )
     (workdir / "growth_report.md").write_text(markdown(rows, small, large) + "\n")
     return rows, reports
 
 
-def lockstep(runs: list[tuple[int, str]], workdir: Path, keep: bool, profile: bool,
-             log: Callable[[str], None]) -> list[BenchReport]:
+def lockstep(
+    runs: list[tuple[int, str]], workdir: Path, keep: bool, profile: bool, log: Callable[[str], None]
+) -> list[BenchReport]:
     """The benchmark at each (items, name) of `runs`, in `workdir/<name>-<items>`, advanced stage by
     stage: every run's setup for a stage, then the stage (its floor and it) in each run in turn.
     Returns the reports in the order of `runs`; a run that fails stops them all (each removes its
@@ -195,8 +240,9 @@ def lockstep(runs: list[tuple[int, str]], workdir: Path, keep: bool, profile: bo
     with contextlib.ExitStack() as stack:
         steps = []
         for items, name in runs:
-            bar = stack.enter_context(progress.task(f"benchmark: {items:,} items ({name})", total=step_count(),
-                                                    unit="steps", keep=True))
+            bar = stack.enter_context(
+                progress.task(f"benchmark: {items:,} items ({name})", total=step_count(), unit="steps", keep=True)
+            )
             gen = benchmark_steps(items, workdir / f"{name}-{items}", keep, log, profile, bar, tag=f"[{name}] ")
             stack.callback(gen.close)  # a run left behind by another's failure removes its files too
             steps.append(gen)
@@ -205,8 +251,11 @@ def lockstep(runs: list[tuple[int, str]], workdir: Path, keep: bool, profile: bo
             if all(kind == "report" for kind, _ in ready):
                 return [report for _, report in ready]
             measured = [_advance(gen) for gen in steps]
-            if len({stage for _, stage in ready}) != 1 or {kind for kind, _ in ready} != {"ready"} \
-                    or [stage for _, stage in measured] != [stage for _, stage in ready]:
+            if (
+                len({stage for _, stage in ready}) != 1
+                or {kind for kind, _ in ready} != {"ready"}
+                or [stage for _, stage in measured] != [stage for _, stage in ready]
+            ):
                 raise RuntimeError(f"the growth runs fell out of step: {ready} then {measured}")
 
 
@@ -225,8 +274,9 @@ def main(args) -> int:
 
     workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
     try:
-        rows, reports = run_growth_benchmark(args.growth_from, args.items, workdir, args.keep, args.profile,
-                                             log=lambda m: print(m, flush=True))
+        rows, reports = run_growth_benchmark(
+            args.growth_from, args.items, workdir, args.keep, args.profile, log=lambda m: print(m, flush=True)
+        )
     except (BenchmarkError, ChildFailed, NotEnoughDisk, ValueError) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2

@@ -36,15 +36,15 @@ from batch_assets.bench.work import TASK_NAME
 from batch_assets.ledger.history import copy_partition_rows, shifted_copy_sql, shifted_sql
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.settle.business_table import ensure_target_table
-from batch_assets.pipeline.govern.budget import check_budget
 from batch_assets.pipeline.collect.collect_runs import pending_jobs
+from batch_assets.pipeline.govern.budget import check_budget
+from batch_assets.pipeline.settle.business_table import ensure_target_table
 from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
 from batch_assets.sqltext import quote_ident, sql_literal
 
-SOURCE_TABLE = "support_tickets"   # the benchmark's source (bench.synth)
+SOURCE_TABLE = "support_tickets"  # the benchmark's source (bench.synth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,14 +80,20 @@ def _copy_main_rows(conn: duckdb.DuckDBPyConnection, day: str, days: list[str]) 
     """The finished partition's business-table rows and source rows again under each of `days`, ids
     rewritten like the ledger's (ledger.history) and the source's dates moved to the day."""
     task = load_all_tasks()[TASK_NAME]
-    ensure_target_table(conn, task)   # apply creates it: the partition may not have been applied here
+    ensure_target_table(conn, task)  # apply creates it: the partition may not have been applied here
     for table in (task.spec.apply.table, SOURCE_TABLE):
-        cols = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'finished' "
-                            "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [table]).fetchall()
-        dates = {c: f"CAST({shifted_sql(c, day)} AS {t})" for c, t in cols
-                 if table == SOURCE_TABLE and t in ("DATE", "TIMESTAMP")}
+        cols = conn.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'finished' "
+            "AND schema_name = 'main' AND table_name = ? ORDER BY column_index",
+            [table],
+        ).fetchall()
+        dates = {
+            c: f"CAST({shifted_sql(c, day)} AS {t})"
+            for c, t in cols
+            if table == SOURCE_TABLE and t in ("DATE", "TIMESTAMP")
+        }
         sql = shifted_copy_sql(f"main.{quote_ident(table)}", f"finished.main.{quote_ident(table)}", cols, day, dates)
-        for other in days:   # a statement per day: each commit stays within the memory limit
+        for other in days:  # a statement per day: each commit stays within the memory limit
             conn.execute(sql, [other])
 
 
@@ -113,7 +119,7 @@ def _checks(wh: Warehouse) -> dict[str, Callable[[], object]]:
     task_id = task.task_id(synth.PARTITION_DATE)
 
     def collections():
-        with wh.connect() as conn:   # from scratch: the partition's jobs as if never found collected
+        with wh.connect() as conn:  # from scratch: the partition's jobs as if never found collected
             unmark_collected(conn, task_id)
             return [(j.job_key, j.reason) for j in pending_jobs(wh, conn=conn)]
 
@@ -129,8 +135,9 @@ def _checks(wh: Warehouse) -> dict[str, Callable[[], object]]:
     }
 
 
-def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool = False,
-                          log: Callable[[str], None] = print) -> tuple[list[HistoryRow], dict[str, int]]:
+def run_history_benchmark(
+    items: int, partitions: int, workdir: Path, keep: bool = False, log: Callable[[str], None] = print
+) -> tuple[list[HistoryRow], dict[str, int]]:
     if partitions < 2:
         raise ValueError(f"--history must be at least 2 (the partition and one earlier), got {partitions}")
     workdir = Path(workdir).resolve()
@@ -141,11 +148,13 @@ def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool
     before_apply = snapshot_path(workdir, "apply")
     rows = []
     try:
-        shutil.copy(before_apply, many.database)   # the partition as apply found it, then the history beside it
+        shutil.copy(before_apply, many.database)  # the partition as apply found it, then the history beside it
         t0 = time.perf_counter()
         counts = add_history(many.database, partitions, finished=one.database)
-        log(f"history: {partitions - 1} earlier partitions added in {time.perf_counter() - t0:.1f} s "
-            f"({counts.get('shard_line', 0):,} shard lines, {counts.get('raw_result', 0):,} result lines)")
+        log(
+            f"history: {partitions - 1} earlier partitions added in {time.perf_counter() - t0:.1f} s "
+            f"({counts.get('shard_line', 0):,} shard lines, {counts.get('raw_result', 0):,} result lines)"
+        )
         row = _apply_row(workdir, before_apply, many.database)
         rows.append(row)
         log(f"  {row.check:50s} {row.one_s:7.3f} s  {row.history_s:7.3f} s  {row.ratio:6.2f}x")
@@ -159,15 +168,17 @@ def run_history_benchmark(items: int, partitions: int, workdir: Path, keep: bool
         if not keep:
             from batch_assets.bench.proc import remove_paths
             from batch_assets.bench.runner import _OWNED
+
             remove_paths(many.database, *(workdir / p for p in _OWNED))
     return rows, counts
 
 
 def report_markdown(rows: list[HistoryRow], items: int, partitions: int) -> str:
-    lines = [f"| check | 1 partition s | {partitions} partitions s | ratio | same answer |",
-             "|---|---:|---:|---:|---|"]
-    lines += [f"| {r.check} | {r.one_s:.3f} | {r.history_s:.3f} | {r.ratio:.2f}x | {'yes' if r.same_answer else 'NO'} |"
-              for r in rows]
+    lines = [f"| check | 1 partition s | {partitions} partitions s | ratio | same answer |", "|---|---:|---:|---:|---|"]
+    lines += [
+        f"| {r.check} | {r.one_s:.3f} | {r.history_s:.3f} | {r.ratio:.2f}x | {'yes' if r.same_answer else 'NO'} |"
+        for r in rows
+    ]
     return "\n".join(lines) + f"\n\n({items:,} items per partition)"
 
 
@@ -178,7 +189,9 @@ def main(args) -> int:
 
     workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
     try:
-        rows, _ = run_history_benchmark(args.items, args.history, workdir, args.keep, log=lambda m: print(m, flush=True))
+        rows, _ = run_history_benchmark(
+            args.items, args.history, workdir, args.keep, log=lambda m: print(m, flush=True)
+        )
     except (BenchmarkError, ChildFailed, NotEnoughDisk, ValueError) as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2

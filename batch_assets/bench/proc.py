@@ -32,8 +32,10 @@ from typing import Any
 
 from batch_assets.bench.probe import Probe
 
-RSS_METHOD = ("fresh forkserver child process per stage/floor; VmHWM reset via /proc/self/clear_refs=5 "
-              "just before the measured section, peak = VmHWM from /proc/self/status right after it")
+RSS_METHOD = (
+    "fresh forkserver child process per stage/floor; VmHWM reset via /proc/self/clear_refs=5 "
+    "just before the measured section, peak = VmHWM from /proc/self/status right after it"
+)
 _PRELOAD = ["batch_assets.bench.work"]
 
 
@@ -41,14 +43,14 @@ _PRELOAD = ["batch_assets.bench.work"]
 class Measured:
     name: str
     result: Any
-    wall_s: float | None       # None when the work did not use probe.measure()
+    wall_s: float | None  # None when the work did not use probe.measure()
     cpu_s: float | None
     base_rss_mb: float | None
     peak_rss_mb: float | None
     peak_reset: bool
-    load_avg: float | None     # 1-minute load average when the section started (shared machines)
-    process_s: float           # whole child, fork to exit (for the log)
-    disk_read_mb: float | None = None    # read from storage during the section (page-cache misses)
+    load_avg: float | None  # 1-minute load average when the section started (shared machines)
+    process_s: float  # whole child, fork to exit (for the log)
+    disk_read_mb: float | None = None  # read from storage during the section (page-cache misses)
     disk_write_mb: float | None = None
 
 
@@ -66,8 +68,22 @@ def _child_main(conn, fn_name: str, kwargs: dict) -> None:
 
         probe = Probe()
         result = getattr(work, fn_name)(probe, **kwargs)
-        conn.send(("ok", (result, probe.wall_s, probe.cpu_s, probe.base_rss_mb, probe.peak_rss_mb, probe.peak_reset,
-                          probe.load_avg, probe.disk_read_mb, probe.disk_write_mb)))
+        conn.send(
+            (
+                "ok",
+                (
+                    result,
+                    probe.wall_s,
+                    probe.cpu_s,
+                    probe.base_rss_mb,
+                    probe.peak_rss_mb,
+                    probe.peak_reset,
+                    probe.load_avg,
+                    probe.disk_read_mb,
+                    probe.disk_write_mb,
+                ),
+            )
+        )
     except BaseException:  # everything goes back to the parent, which raises it
         conn.send(("error", traceback.format_exc()))
     finally:
@@ -106,8 +122,10 @@ def run_child(fn_name: str, **kwargs: Any) -> Measured:
     elapsed = time.perf_counter() - t0
     recv.close()
     if message is None:
-        raise ChildFailed(f"benchmark step {fn_name!r} died without a result (exit code {proc.exitcode}; "
-                          "a negative code is the signal, e.g. -9 = killed, often out of memory)")
+        raise ChildFailed(
+            f"benchmark step {fn_name!r} died without a result (exit code {proc.exitcode}; "
+            "a negative code is the signal, e.g. -9 = killed, often out of memory)"
+        )
     status, payload = message
     if status != "ok":
         raise ChildFailed(f"benchmark step {fn_name!r} failed:\n{payload}")

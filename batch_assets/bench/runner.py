@@ -63,8 +63,10 @@ def check_disk(root: Path, needed: int, what: str) -> None:
     runs on the machine (a 10M run with three snapshots filled one)."""
     free = free_bytes(root)
     if free < needed:
-        raise NotEnoughDisk(f"{what} needs about {needed / 1e9:,.1f} GB free in {root}, which has {free / 1e9:,.1f} GB. "
-                            "Fix: free space there, take fewer snapshots, or pass --workdir on a larger disk")
+        raise NotEnoughDisk(
+            f"{what} needs about {needed / 1e9:,.1f} GB free in {root}, which has {free / 1e9:,.1f} GB. "
+            "Fix: free space there, take fewer snapshots, or pass --workdir on a larger disk"
+        )
 
 
 def _environment() -> dict:
@@ -72,8 +74,13 @@ def _environment() -> dict:
 
     import duckdb
 
-    return {"cpus": os.cpu_count(), "duckdb": duckdb.__version__, "python": platform.python_version(),
-            "platform": platform.platform(), "load_avg_at_end": os.getloadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "duckdb": duckdb.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_avg_at_end": os.getloadavg(),
+    }
 
 
 def snapshot_path(workdir: Path, stage: str) -> Path:
@@ -81,9 +88,15 @@ def snapshot_path(workdir: Path, stage: str) -> Path:
     return Path(workdir) / f"before_{stage}.duckdb"
 
 
-def run_benchmark(items: int = DEFAULT_ITEMS, workdir: Path | None = None, keep: bool = False,
-                  log: Callable[[str], None] | None = None, profile: bool = False,
-                  snapshot_before: str | Collection[str] | None = None, repeat: int = 1) -> BenchReport:
+def run_benchmark(
+    items: int = DEFAULT_ITEMS,
+    workdir: Path | None = None,
+    keep: bool = False,
+    log: Callable[[str], None] | None = None,
+    profile: bool = False,
+    snapshot_before: str | Collection[str] | None = None,
+    repeat: int = 1,
+) -> BenchReport:
     """Measure the local pipeline (manifest → shards → ingest → parse → apply → reconcile) at `items`.
 
     Everything is offline: synthetic source rows and synthetic provider output files in the OpenAI
@@ -139,10 +152,15 @@ def _sync() -> None:
 def _median_run(runs: list[tuple[Measured, Measured]]) -> tuple[Measured, Measured]:
     """The floors' and the stages' runs each folded into one: median wall and CPU time, the highest
     peak (the rest from the run with the median wall time). A single run comes back as it was."""
+
     def median_of(ms: list[Measured]) -> Measured:
         return dataclasses.replace(
-            sorted(ms, key=lambda m: m.wall_s)[(len(ms) - 1) // 2], wall_s=statistics.median(m.wall_s for m in ms),
-            cpu_s=statistics.median(m.cpu_s for m in ms), peak_rss_mb=max(m.peak_rss_mb for m in ms))
+            sorted(ms, key=lambda m: m.wall_s)[(len(ms) - 1) // 2],
+            wall_s=statistics.median(m.wall_s for m in ms),
+            cpu_s=statistics.median(m.cpu_s for m in ms),
+            peak_rss_mb=max(m.peak_rss_mb for m in ms),
+        )
+
     return median_of([f for f, _ in runs]), median_of([s for _, s in runs])
 
 
@@ -162,13 +180,23 @@ def _same_results(stage: str, runs: list[Measured]) -> None:
     statement timings aside)."""
     answers = [_comparable({k: v for k, v in (m.result or {}).items() if k != "statements"}) for m in runs]
     if any(a != answers[0] for a in answers[1:]):
-        raise BenchmarkError(f"the {stage} stage answered differently on repeats of the same input: "
-                             + " / ".join(repr(a) for a in answers))
+        raise BenchmarkError(
+            f"the {stage} stage answered differently on repeats of the same input: "
+            + " / ".join(repr(a) for a in answers)
+        )
 
 
-def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[[str], None] | None, profile: bool,
-                    bar: progress.Bar, snapshots: frozenset[str] = frozenset(), repeat: int = 1,
-                    tag: str = "") -> Generator[tuple[str, str], None, BenchReport]:
+def benchmark_steps(
+    items: int,
+    workdir: Path | None,
+    keep: bool,
+    log: Callable[[str], None] | None,
+    profile: bool,
+    bar: progress.Bar,
+    snapshots: frozenset[str] = frozenset(),
+    repeat: int = 1,
+    tag: str = "",
+) -> Generator[tuple[str, str], None, BenchReport]:
     """run_benchmark's work, stage by stage: yields ("ready", stage) once the stage's input is in
     place (the setup before it done) and ("measured", stage) once its floor and it ran; returns the
     report. So several runs can be advanced side by side (bench/growth.py measures a stage in each
@@ -180,8 +208,11 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
     root.mkdir(parents=True, exist_ok=True)
     remove_paths(*(root / p for p in _OWNED))
     copies = len(snapshots) + (1 if repeat > 1 else 0)
-    check_disk(root, items * (DISK_BYTES_PER_ITEM + copies * SNAPSHOT_BYTES_PER_ITEM),
-               f"the benchmark at {items:,} items" + (f" with {copies} warehouse snapshot(s)" if copies else ""))
+    check_disk(
+        root,
+        items * (DISK_BYTES_PER_ITEM + copies * SNAPSHOT_BYTES_PER_ITEM),
+        f"the benchmark at {items:,} items" + (f" with {copies} warehouse snapshot(s)" if copies else ""),
+    )
     wd = str(root)
 
     def step(label: str, fn: str, **kwargs) -> Measured:
@@ -193,8 +224,11 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
         m = run_child(fn, **kwargs)
         bar.advance()
         rss = f", peak RSS {m.peak_rss_mb:,.0f} MB" if m.peak_rss_mb else ""
-        disk = (f", disk read {m.disk_read_mb:,.0f} MB, written {m.disk_write_mb:,.0f} MB"
-                if m.disk_read_mb is not None else "")
+        disk = (
+            f", disk read {m.disk_read_mb:,.0f} MB, written {m.disk_write_mb:,.0f} MB"
+            if m.disk_read_mb is not None
+            else ""
+        )
         say(f"  {tag}{label:<28} {m.wall_s:8.2f} s (cpu {m.cpu_s:.1f} s){rss}{disk}, load {m.load_avg:.1f}")
         return m
 
@@ -212,15 +246,18 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
             runs: list[tuple[Measured, Measured]] = []
             for r in range(repeat):
                 suffix = f" ({r + 1}/{repeat})" if repeat > 1 else ""
-                if r > 0:                 # the warehouse as the first run found it
+                if r > 0:  # the warehouse as the first run found it
                     _copy_synced(snapshot, root / "warehouse.duckdb")
                 floor = step(f"floor: {stage}{suffix}", floor_fn, workdir=wd)
                 if r == 0 and (repeat > 1 or stage in snapshots):
                     # Room for the copy and for the stages after it (their writes and spill files),
                     # in case the estimate up front was low.
                     size = (root / "warehouse.duckdb").stat().st_size
-                    check_disk(root, size + items * DISK_BYTES_PER_ITEM // 4,
-                               f"the snapshot of the warehouse before {stage} ({size / 1e9:,.1f} GB) and the stages after it")
+                    check_disk(
+                        root,
+                        size + items * DISK_BYTES_PER_ITEM // 4,
+                        f"the snapshot of the warehouse before {stage} ({size / 1e9:,.1f} GB) and the stages after it",
+                    )
                     # every child has closed (and checkpointed) the warehouse; the floor wrote only
                     # its own schema, which the next repeat's floor replaces
                     _copy_synced(root / "warehouse.duckdb", snapshot)
@@ -231,32 +268,55 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
             floor, measured = _median_run(runs)
             floor_of[stage] = floor
             inner = [floor_of[s] for s, outer in INSIDE.items() if outer == stage and s in floor_of]
-            stages.append(StageResult(
-                stage=stage, function=f"batch_assets.{function}", wall_s=measured.wall_s, cpu_s=measured.cpu_s,
-                items_per_s=items / measured.wall_s if measured.wall_s else 0.0,
-                peak_rss_mb=measured.peak_rss_mb, base_rss_mb=measured.base_rss_mb,
-                floor=" + ".join([FLOOR_SQL[stage]] + [f"the {s} floor" for s, o in INSIDE.items() if o == stage]),
-                floor_wall_s=floor.wall_s + sum(f.wall_s for f in inner),
-                floor_peak_rss_mb=max([floor.peak_rss_mb] + [f.peak_rss_mb for f in inner]),
-                load_avg=measured.load_avg, result=measured.result, inside=INSIDE.get(stage),
-                floor_cpu_s=floor.cpu_s + sum(f.cpu_s for f in inner), disk_read_mb=measured.disk_read_mb,
-                runs=[{"wall_s": round(m.wall_s, 3), "floor_wall_s": round(f.wall_s, 3)} for f, m in runs],
-            ))
+            stages.append(
+                StageResult(
+                    stage=stage,
+                    function=f"batch_assets.{function}",
+                    wall_s=measured.wall_s,
+                    cpu_s=measured.cpu_s,
+                    items_per_s=items / measured.wall_s if measured.wall_s else 0.0,
+                    peak_rss_mb=measured.peak_rss_mb,
+                    base_rss_mb=measured.base_rss_mb,
+                    floor=" + ".join([FLOOR_SQL[stage]] + [f"the {s} floor" for s, o in INSIDE.items() if o == stage]),
+                    floor_wall_s=floor.wall_s + sum(f.wall_s for f in inner),
+                    floor_peak_rss_mb=max([floor.peak_rss_mb] + [f.peak_rss_mb for f in inner]),
+                    load_avg=measured.load_avg,
+                    result=measured.result,
+                    inside=INSIDE.get(stage),
+                    floor_cpu_s=floor.cpu_s + sum(f.cpu_s for f in inner),
+                    disk_read_mb=measured.disk_read_mb,
+                    runs=[{"wall_s": round(m.wall_s, 3), "floor_wall_s": round(f.wall_s, 3)} for f, m in runs],
+                )
+            )
             yield "measured", stage
             if stage in _SETUP_AFTER:
                 gen = step("setup: provider outputs", _SETUP_AFTER[stage], workdir=wd)
-                setup["provider_outputs"] = {"wall_s": round(gen.wall_s, 3), "files": len(gen.result["files"]),
-                                             "bytes": gen.result["bytes"], "jobs": gen.result["jobs"]}
+                setup["provider_outputs"] = {
+                    "wall_s": round(gen.wall_s, 3),
+                    "files": len(gen.result["files"]),
+                    "bytes": gen.result["bytes"],
+                    "jobs": gen.result["jobs"],
+                }
                 outputs = gen.result
-        expected = {"rows": src.result["rows"], "empty_bodies": src.result["empty_bodies"],
-                    "redacted_items": src.result["addressed_rows"],
-                    "error_lines": outputs["error_lines"],
-                    "bad_answers": outputs["schema_breaks"] + outputs["length_cuts"]}
+        expected = {
+            "rows": src.result["rows"],
+            "empty_bodies": src.result["empty_bodies"],
+            "redacted_items": src.result["addressed_rows"],
+            "error_lines": outputs["error_lines"],
+            "bad_answers": outputs["schema_breaks"] + outputs["length_cuts"],
+        }
         checked = run_child("verify", workdir=wd, expected=expected).result
         bar.advance()
         report = BenchReport(
-            items=items, workdir=wd, environment=_environment(), rss_method=RSS_METHOD, setup=setup, stages=stages,
-            outputs=outputs, reconciliation=checked["reconciliation"], checks=checked["checks"],
+            items=items,
+            workdir=wd,
+            environment=_environment(),
+            rss_method=RSS_METHOD,
+            setup=setup,
+            stages=stages,
+            outputs=outputs,
+            reconciliation=checked["reconciliation"],
+            checks=checked["checks"],
         )
         report.write(root)
     finally:
@@ -264,8 +324,9 @@ def benchmark_steps(items: int, workdir: Path | None, keep: bool, log: Callable[
             remove_paths(*(root / p for p in _OWNED))
     if not report.correct:
         failed = [f"{c['check']}: {c['detail']}" for c in report.checks if not c["ok"]]
-        raise BenchmarkError("the benchmark run is wrong, so its timings mean nothing:\n  " + "\n  ".join(failed)
-                             + f"\n(report: {report.report_path})")
+        raise BenchmarkError(
+            "the benchmark run is wrong, so its timings mean nothing:\n  "
+            + "\n  ".join(failed)
+            + f"\n(report: {report.report_path})"
+        )
     return report
-
-

@@ -50,16 +50,25 @@ TICK_TARGET_S = 30.0
 MEMORY_GROWTH_LIMIT_MB = 64.0
 PARTITION = "2026-11-20"
 # One demo task per provider (the demo seed fills their sources for PARTITION).
-TASK_OF = {"openai": "ticket_triage", "dashscope": "review_sentiment", "anthropic": "ticket_summary",
-           "gemini": "kb_embeddings"}
+TASK_OF = {
+    "openai": "ticket_triage",
+    "dashscope": "review_sentiment",
+    "anthropic": "ticket_summary",
+    "gemini": "kb_embeddings",
+}
 # Requests per shard of the really submitted jobs: a few jobs per provider from the demo rows.
 SHARD_REQUESTS = 5
 # Every batch stays in `validating` this long (simulated seconds at speed 1): all in flight.
 HOLD_S = 86_400.0
 CREATE_WORKERS = 8
 _ENV = ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_EMULATOR_URL")
-_MODE_ENV = ("BATCH_ASSETS_PROVIDER_MODE", "BATCH_ASSETS_OPENAI_MODE", "BATCH_ASSETS_DASHSCOPE_MODE",
-             "BATCH_ASSETS_ANTHROPIC_MODE", "BATCH_ASSETS_GEMINI_MODE")
+_MODE_ENV = (
+    "BATCH_ASSETS_PROVIDER_MODE",
+    "BATCH_ASSETS_OPENAI_MODE",
+    "BATCH_ASSETS_DASHSCOPE_MODE",
+    "BATCH_ASSETS_ANTHROPIC_MODE",
+    "BATCH_ASSETS_GEMINI_MODE",
+)
 
 
 class SensorBenchmarkError(AssertionError):
@@ -70,9 +79,9 @@ class SensorBenchmarkError(AssertionError):
 class Tick:
     number: int
     seconds: float
-    polled: int | None       # the sensor's own count (its poll_jobs result)
-    poll_s: float            # of the tick's seconds: polling and recording the results (poll_jobs)
-    recorded: int            # jobs whose last_polled_at moved during the tick
+    polled: int | None  # the sensor's own count (its poll_jobs result)
+    poll_s: float  # of the tick's seconds: polling and recording the results (poll_jobs)
+    recorded: int  # jobs whose last_polled_at moved during the tick
     peak_rss_mb: float
     rss_mb: float
     not_polled_in_two_ticks: int | None  # from tick 2 on: in-flight jobs not polled in this tick or the one before
@@ -107,19 +116,25 @@ class SensorReport:
         return self.fast_enough and self.within_two_ticks
 
     def text(self) -> str:
-        lines = [f"sensor benchmark: {self.jobs:,} in-flight jobs "
-                 f"({', '.join(f'{p} {n:,}' for p, n in self.registered.items())}; "
-                 f"{self.submitted_for_real} through submit_pending), registered in {self.register_s:.1f} s",
-                 f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'listed':>7} {'recorded':>8} {'peak RSS MB':>11} "
-                 f"{'RSS MB':>7} {'not polled in 2 ticks':>21} {'oldest poll (ticks ago)':>23}"]
+        lines = [
+            f"sensor benchmark: {self.jobs:,} in-flight jobs "
+            f"({', '.join(f'{p} {n:,}' for p, n in self.registered.items())}; "
+            f"{self.submitted_for_real} through submit_pending), registered in {self.register_s:.1f} s",
+            f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'listed':>7} {'recorded':>8} {'peak RSS MB':>11} "
+            f"{'RSS MB':>7} {'not polled in 2 ticks':>21} {'oldest poll (ticks ago)':>23}",
+        ]
         for t in self.ticks:
             gap = "-" if t.not_polled_in_two_ticks is None else str(t.not_polled_in_two_ticks)
-            lines.append(f"{t.number:>4} {t.seconds:>8.2f} {t.poll_s:>8.2f} {t.polled if t.polled is not None else '?':>7} "
-                         f"{t.listed if t.listed is not None else '?':>7} {t.recorded:>8} {t.peak_rss_mb:>11.0f} {t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}")
-        lines.append(f"target: every tick <= {TICK_TARGET_S:.0f} s: {'met' if self.fast_enough else 'MISSED'} "
-                     f"(slowest {max((t.seconds for t in self.ticks), default=0):.2f} s); every job polled within "
-                     f"2 ticks: {'met' if self.within_two_ticks else 'MISSED'}; "
-                     f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+            lines.append(
+                f"{t.number:>4} {t.seconds:>8.2f} {t.poll_s:>8.2f} {t.polled if t.polled is not None else '?':>7} "
+                f"{t.listed if t.listed is not None else '?':>7} {t.recorded:>8} {t.peak_rss_mb:>11.0f} {t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}"
+            )
+        lines.append(
+            f"target: every tick <= {TICK_TARGET_S:.0f} s: {'met' if self.fast_enough else 'MISSED'} "
+            f"(slowest {max((t.seconds for t in self.ticks), default=0):.2f} s); every job polled within "
+            f"2 ticks: {'met' if self.within_two_ticks else 'MISSED'}; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus"
+        )
         lines += [f"  [{'ok' if ok else 'FAILED'}] {name}: {detail}" for name, ok, detail in self.checks]
         return "\n".join(lines)
 
@@ -179,8 +194,9 @@ def _shares(jobs: int, providers: tuple[str, ...]) -> dict[str, int]:
     return {p: base + (1 if i < extra else 0) for i, p in enumerate(providers)}
 
 
-def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] = lambda _m: None
-                  ) -> tuple[dict[str, int], int]:
+def register_jobs(
+    wh, emulator_url: str, jobs: int, log: Callable[[str], None] = lambda _m: None
+) -> tuple[dict[str, int], int]:
     """Register `jobs` in-flight jobs spread over the four providers (see the module docstring).
     The warehouse must hold the demo rows of PARTITION. Returns (jobs per provider, how many went
     through submit_pending)."""
@@ -204,15 +220,22 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
             continue
         task = tasks[TASK_OF[provider]]
         # The benchmark's configuration: the cap raised so that every job may be in flight.
-        task = dataclasses.replace(task, limits=dataclasses.replace(
-            task.limits, max_requests_per_shard=SHARD_REQUESTS, max_concurrent_jobs=max(jobs, 1)))
+        task = dataclasses.replace(
+            task,
+            limits=dataclasses.replace(
+                task.limits, max_requests_per_shard=SHARD_REQUESTS, max_concurrent_jobs=max(jobs, 1)
+            ),
+        )
         task_id = task.task_id(PARTITION)
         adapter = providers.adapter(provider)
         freeze_manifest(wh, task, PARTITION)
         cut_shards(wh, task, PARTITION)
         with wh.connect() as conn:
-            shards = fetch_dicts(conn, "SELECT shard_id, path, line_count FROM ledger.shard WHERE task_id = ? "
-                                       "ORDER BY shard_no", [task_id])
+            shards = fetch_dicts(
+                conn,
+                "SELECT shard_id, path, line_count FROM ledger.shard WHERE task_id = ? ORDER BY shard_no",
+                [task_id],
+            )
         # The real path when its shards fit this provider's share (else they stay unsubmitted).
         summary = submit_pending(wh, task, PARTITION, adapter) if len(shards) <= share else None
         real = len(summary.submitted) if summary else 0
@@ -221,17 +244,27 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
         if rest <= 0:
             continue
         first = shards[0]
-        prepared = adapter.prepare_input(Path(first["path"]), f"{first['shard_id']}:bench", task.spec.endpoint,
-                                         task.limits.max_inline_bytes)
+        prepared = adapter.prepare_input(
+            Path(first["path"]), f"{first['shard_id']}:bench", task.spec.endpoint, task.limits.max_inline_bytes
+        )
         keys = [f"{first['shard_id']}:bench{i}" for i in range(rest)]
 
-        def create(job_key: str, provider=provider, task=task, task_id=task_id, first=first, adapter=adapter,
-                   prepared=prepared):
-            request = CreateRequest(job_key=job_key, endpoint=task.spec.endpoint, model=task.spec.model,
-                                    completion_window=task.limits.completion_window,
-                                    line_count=int(first["line_count"]),
-                                    metadata={JOB_KEY_METADATA: job_key, "task_id": task_id,
-                                              "shard_id": first["shard_id"], "lines": str(first["line_count"])})
+        def create(
+            job_key: str, provider=provider, task=task, task_id=task_id, first=first, adapter=adapter, prepared=prepared
+        ):
+            request = CreateRequest(
+                job_key=job_key,
+                endpoint=task.spec.endpoint,
+                model=task.spec.model,
+                completion_window=task.limits.completion_window,
+                line_count=int(first["line_count"]),
+                metadata={
+                    JOB_KEY_METADATA: job_key,
+                    "task_id": task_id,
+                    "shard_id": first["shard_id"],
+                    "lines": str(first["line_count"]),
+                },
+            )
             result = adapter.create(request, prepared)
             if result.outcome != CreateOutcome.CREATED:
                 raise SensorBenchmarkError(f"creating {provider} batch {job_key} failed: {result.error}")
@@ -241,30 +274,46 @@ def register_jobs(wh, emulator_url: str, jobs: int, log: Callable[[str], None] =
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             snaps = list(pool.map(create, keys))
         # What each create answered, one list per column, into the ledger in one statement.
-        params = [keys, [s.provider_batch_id for s in snaps], [s.raw_status for s in snaps],
-                  [s.state.value for s in snaps], [s.request_total for s in snaps]]
+        params = [
+            keys,
+            [s.provider_batch_id for s in snaps],
+            [s.raw_status for s in snaps],
+            [s.state.value for s in snaps],
+            [s.request_total for s in snaps],
+        ]
         rows = """SELECT unnest(?::VARCHAR[]) AS job_key, unnest(?::VARCHAR[]) AS provider_batch_id,
                          unnest(?::VARCHAR[]) AS raw_status, unnest(?::VARCHAR[]) AS state,
                          unnest(?::BIGINT[]) AS request_total"""
         with wh.connect() as conn, transaction(conn):
-            insert_jobs(conn, task_id, f"""
-                SELECT job_key, {_lit(first['shard_id'])} AS shard_id, {_lit(provider)} AS provider,
+            insert_jobs(
+                conn,
+                task_id,
+                f"""
+                SELECT job_key, {_lit(first["shard_id"])} AS shard_id, {_lit(provider)} AS provider,
                        {_lit(task.spec.endpoint)} AS endpoint, provider_batch_id,
                        {_lit(prepared.file_id)} AS input_file_id, NULL AS output_file_id, NULL AS error_file_id,
                        raw_status, state, false AS cancel_requested, request_total, 0 AS request_completed,
                        0 AS request_failed, NULL AS provider_errors, now()::TIMESTAMP AS created_at,
                        now()::TIMESTAMP AS submitted_at, now()::TIMESTAMP AS state_changed_at,
                        NULL AS terminal_at, NULL AS last_polled_at, NULL AS downloaded_at
-                FROM ({rows})""", params)
-            insert_status_events(conn, f"""
+                FROM ({rows})""",
+                params,
+            )
+            insert_status_events(
+                conn,
+                f"""
                 SELECT job_key, from_state, to_state, raw_status, request_total, 0 AS request_completed,
                        0 AS request_failed, now()::TIMESTAMP AS observed_at
                 FROM (SELECT job_key, NULL AS from_state, {_lit(created)} AS to_state, NULL AS raw_status,
                              NULL::BIGINT AS request_total FROM ({rows})
                       UNION ALL
-                      SELECT job_key, {_lit(created)}, state, raw_status, request_total FROM ({rows}))""", params * 2)
-        log(f"  {provider}: {real} jobs through submit_pending, {rest:,} created in "
-            f"{time.perf_counter() - started:.1f} s and recorded set-based")
+                      SELECT job_key, {_lit(created)}, state, raw_status, request_total FROM ({rows}))""",
+                params * 2,
+            )
+        log(
+            f"  {provider}: {real} jobs through submit_pending, {rest:,} created in "
+            f"{time.perf_counter() - started:.1f} s and recorded set-based"
+        )
     return shares, real_total
 
 
@@ -304,8 +353,8 @@ def measure_ticks(wh, ticks: int, log: Callable[[str], None] = lambda _m: None) 
     """Evaluate the real sensor `ticks` times (cursor carried over) and measure each tick."""
     import dagster as dg
 
-    from batch_assets.defs.sensors import SENSOR_NAME
     from batch_assets.definitions import defs as load_definitions
+    from batch_assets.defs.sensors import SENSOR_NAME
     from batch_assets.ledger.states import IN_FLIGHT_SQL
     from batch_assets.ledger.warehouse import scalar
     from batch_assets.resources import default_resources
@@ -321,63 +370,118 @@ def measure_ticks(wh, ticks: int, log: Callable[[str], None] = lambda _m: None) 
                 starts.append(scalar(conn, "SELECT now()::TIMESTAMP"))
             polls.clear()
             started = time.perf_counter()
-            context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions,
-                                              resources=default_resources())
+            context = dg.build_sensor_context(
+                instance=instance, cursor=cursor, definitions=definitions, resources=default_resources()
+            )
             result = sensor.evaluate_tick(context)
             seconds = time.perf_counter() - started
             cursor = result.cursor
             rss, peak = _rss_mb()
             with wh.connect() as conn:
-                recorded = int(scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE last_polled_at >= ?",
-                                      [starts[-1]]))
-                gap = None if number < 2 else int(scalar(conn, f"""
+                recorded = int(
+                    scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE last_polled_at >= ?", [starts[-1]])
+                )
+                gap = (
+                    None
+                    if number < 2
+                    else int(
+                        scalar(
+                            conn,
+                            f"""
                     SELECT count(*) FROM ledger.provider_job WHERE {IN_FLIGHT_SQL}
-                      AND (last_polled_at IS NULL OR last_polled_at < ?)""", [starts[-2]]))
-                oldest = scalar(conn, f"""SELECT CASE WHEN count(last_polled_at) < count(*) THEN NULL
+                      AND (last_polled_at IS NULL OR last_polled_at < ?)""",
+                            [starts[-2]],
+                        )
+                    )
+                )
+                oldest = scalar(
+                    conn,
+                    f"""SELECT CASE WHEN count(last_polled_at) < count(*) THEN NULL
                                                       ELSE min(last_polled_at) END
-                                           FROM ledger.provider_job WHERE {IN_FLIGHT_SQL}""")
-            polled_in = max((i for i, start in enumerate(starts, 1) if oldest is not None and start <= oldest),
-                            default=0)
-            tick = Tick(number, seconds, polls[-1][0].polled if polls else None, polls[-1][1] if polls else 0.0,
-                        recorded, peak, rss, gap, number - polled_in + 1, polls[-1][0].listed if polls else None)
+                                           FROM ledger.provider_job WHERE {IN_FLIGHT_SQL}""",
+                )
+            polled_in = max(
+                (i for i, start in enumerate(starts, 1) if oldest is not None and start <= oldest), default=0
+            )
+            tick = Tick(
+                number,
+                seconds,
+                polls[-1][0].polled if polls else None,
+                polls[-1][1] if polls else 0.0,
+                recorded,
+                peak,
+                rss,
+                gap,
+                number - polled_in + 1,
+                polls[-1][0].listed if polls else None,
+            )
             measured.append(tick)
-            log(f"  tick {number}: {seconds:6.2f} s (poll_jobs {tick.poll_s:.2f} s), polled {tick.polled} "
+            log(
+                f"  tick {number}: {seconds:6.2f} s (poll_jobs {tick.poll_s:.2f} s), polled {tick.polled} "
                 f"({tick.listed} from listings), "
                 f"recorded {recorded:,}, "
                 f"peak RSS {peak:,.0f} MB, RSS {rss:,.0f} MB"
                 + ("" if gap is None else f", in flight and not polled in 2 ticks: {gap}")
-                + f", oldest poll {tick.staleness} ticks ago")
+                + f", oldest poll {tick.staleness} ticks ago"
+            )
     return measured
 
 
 def check(report: SensorReport, in_flight: int) -> None:
     """The correctness checks (see the module docstring), appended to `report.checks`."""
     add = report.checks.append
-    add(("registered", in_flight == report.jobs and sum(report.registered.values()) == report.jobs,
-         f"{in_flight:,} jobs in flight, {report.jobs:,} asked for"))
+    add(
+        (
+            "registered",
+            in_flight == report.jobs and sum(report.registered.values()) == report.jobs,
+            f"{in_flight:,} jobs in flight, {report.jobs:,} asked for",
+        )
+    )
     unrecorded = [t.number for t in report.ticks if t.polled is None or t.polled != t.recorded]
-    add(("every poll recorded", not unrecorded,
-         "each tick recorded a snapshot for every job it polled" if not unrecorded
-         else f"ticks {unrecorded}: polled and recorded differ (or the sensor's count was not seen)"))
+    add(
+        (
+            "every poll recorded",
+            not unrecorded,
+            "each tick recorded a snapshot for every job it polled"
+            if not unrecorded
+            else f"ticks {unrecorded}: polled and recorded differ (or the sensor's count was not seen)",
+        )
+    )
     # Round robin, whatever the machine's speed: least recently polled first, so no job waits
     # longer than it takes the slowest tick's pace to get through all of them once.
     fewest = min((t.polled or 0 for t in report.ticks), default=0)
     bound = max(2, -(-in_flight // fewest)) if fewest else None
     starved = [(t.number, t.staleness) for t in report.ticks if bound is None or t.staleness > bound]
-    add(("least recently polled first", not starved,
-         f"the least recently polled job was polled at most {max(t.staleness for t in report.ticks)} ticks ago "
-         f"(at the slowest tick's pace of {fewest:,} polls, {bound} ticks reach every job)" if not starved
-         else f"(tick, ticks since the least recently polled job was polled): {starved}, more than {bound}"))
+    add(
+        (
+            "least recently polled first",
+            not starved,
+            f"the least recently polled job was polled at most {max(t.staleness for t in report.ticks)} ticks ago "
+            f"(at the slowest tick's pace of {fewest:,} polls, {bound} ticks reach every job)"
+            if not starved
+            else f"(tick, ticks since the least recently polled job was polled): {starved}, more than {bound}",
+        )
+    )
     if len(report.ticks) >= 3:
         growth = report.ticks[-1].rss_mb - report.ticks[1].rss_mb
-        add(("memory flat", growth <= MEMORY_GROWTH_LIMIT_MB,
-             f"RSS {report.ticks[1].rss_mb:,.0f} MB after tick 2, {report.ticks[-1].rss_mb:,.0f} MB after tick "
-             f"{report.ticks[-1].number} (growth {growth:+.0f} MB, limit {MEMORY_GROWTH_LIMIT_MB:.0f})"))
+        add(
+            (
+                "memory flat",
+                growth <= MEMORY_GROWTH_LIMIT_MB,
+                f"RSS {report.ticks[1].rss_mb:,.0f} MB after tick 2, {report.ticks[-1].rss_mb:,.0f} MB after tick "
+                f"{report.ticks[-1].number} (growth {growth:+.0f} MB, limit {MEMORY_GROWTH_LIMIT_MB:.0f})",
+            )
+        )
 
 
-def run_sensor_benchmark(jobs: int, ticks: int = DEFAULT_TICKS, workdir: Path | None = None, keep: bool = False,
-                         log: Callable[[str], None] = lambda _m: None,
-                         emulator_process: bool = False) -> SensorReport:
+def run_sensor_benchmark(
+    jobs: int,
+    ticks: int = DEFAULT_TICKS,
+    workdir: Path | None = None,
+    keep: bool = False,
+    log: Callable[[str], None] = lambda _m: None,
+    emulator_process: bool = False,
+) -> SensorReport:
     """Register `jobs` in-flight jobs against the emulator (in this process, or its own with
     `emulator_process`) and time `ticks` real sensor evaluations. Raises SensorBenchmarkError when
     a correctness check fails."""
@@ -391,8 +495,10 @@ def run_sensor_benchmark(jobs: int, ticks: int = DEFAULT_TICKS, workdir: Path | 
     root.mkdir(parents=True)
     wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
     try:
-        with _emulator(root / "emulator", emulator_process) as (emulator_url, wait_idle), \
-                _environment(wh.database, wh.data_dir, emulator_url):
+        with (
+            _emulator(root / "emulator", emulator_process) as (emulator_url, wait_idle),
+            _environment(wh.database, wh.data_dir, emulator_url),
+        ):
             with wh.connect() as conn:
                 seed_support_tickets(conn, days=1, per_day=60)
                 seed_kb_articles(conn, days=1, per_day=10)
@@ -414,21 +520,39 @@ def run_sensor_benchmark(jobs: int, ticks: int = DEFAULT_TICKS, workdir: Path | 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sensor-jobs", type=int, default=None, metavar="N",
-                   help="instead of the pipeline stages: time real provider status sensor ticks at N in-flight "
-                        "jobs across the four providers (an in-process emulator)")
-    p.add_argument("--emulator-process", action="store_true",
-                   help="with --sensor-jobs: run the emulator in its own process instead of this one")
-    p.add_argument("--ticks", type=int, default=DEFAULT_TICKS,
-                   help=f"with --sensor-jobs: how many sensor ticks to time (default {DEFAULT_TICKS})")
+    p.add_argument(
+        "--sensor-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of the pipeline stages: time real provider status sensor ticks at N in-flight "
+        "jobs across the four providers (an in-process emulator)",
+    )
+    p.add_argument(
+        "--emulator-process",
+        action="store_true",
+        help="with --sensor-jobs: run the emulator in its own process instead of this one",
+    )
+    p.add_argument(
+        "--ticks",
+        type=int,
+        default=DEFAULT_TICKS,
+        help=f"with --sensor-jobs: how many sensor ticks to time (default {DEFAULT_TICKS})",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """`batch-assets bench --sensor-jobs N [--ticks K] [--emulator-process] [--workdir D] [--keep] [--strict]`."""
     workdir = args.workdir if args.workdir is not None else DEFAULT_WORKDIR
     try:
-        report = run_sensor_benchmark(args.sensor_jobs, args.ticks, workdir, args.keep,
-                                      log=lambda m: print(m, flush=True), emulator_process=args.emulator_process)
+        report = run_sensor_benchmark(
+            args.sensor_jobs,
+            args.ticks,
+            workdir,
+            args.keep,
+            log=lambda m: print(m, flush=True),
+            emulator_process=args.emulator_process,
+        )
     except SensorBenchmarkError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return 2

@@ -31,20 +31,20 @@ from batch_assets.ledger.states import JobState, TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline.files import file_sha256
 from batch_assets.pipeline.send.submit import job_key_for
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 PARTITION_DATE = "2026-11-20"
-EMPTY_BODY_EVERY = 20_000      # row i with i % 20000 == 3 has an empty body (50 per million, 1 at 3,000)
-ZH_PERCENT = 35                # share of Chinese tickets
+EMPTY_BODY_EVERY = 20_000  # row i with i % 20000 == 3 has an empty body (50 per million, 1 at 3,000)
+ZH_PERCENT = 35  # share of Chinese tickets
 # Outcome buckets over hash(custom_id) % 10_000 (per 10,000 lines).
-ERR_429_BELOW = 30             # 0.30 % HTTP 429 (error file)
-ERR_500_BELOW = 50             # 0.20 % HTTP 500 (error file)
-BAD_SCHEMA_BELOW = 70          # 0.20 % answer violates the output schema -> parse_error
-LENGTH_BELOW = 80              # 0.10 % finish_reason length, answer cut off -> parse_error
-LOW_CONFIDENCE_PERCENT = 4      # answers with confidence < 0.5 (ticket_triage reviews them all)
+ERR_429_BELOW = 30  # 0.30 % HTTP 429 (error file)
+ERR_500_BELOW = 50  # 0.20 % HTTP 500 (error file)
+BAD_SCHEMA_BELOW = 70  # 0.20 % answer violates the output schema -> parse_error
+LENGTH_BELOW = 80  # 0.10 % finish_reason length, answer cut off -> parse_error
+LOW_CONFIDENCE_PERCENT = 4  # answers with confidence < 0.5 (ticket_triage reviews them all)
 MODEL_SNAPSHOT = "gpt-4o-mini-2024-07-18"
 CREATED_UNIX = 1_763_600_000
 
@@ -113,15 +113,32 @@ EN_ADDRESS = "Please answer to it-helpdesk@example.com, the shared inbox of our 
 ZH_ADDRESS = "请回复到 kefu-team@example.cn 这个邮箱。"
 ADDRESS_MARK = "@example."
 EN_SUBJECTS = (
-    "Charged twice this month", "Invoice shows the wrong seat count", "Refund request: trial cancelled",
-    "App crashes when opening shared folder", "Sync stuck at 99%", "CSV export times out",
-    "Webhook events not delivered", "Cannot log in after changing phone", "Change account e-mail",
-    "Password reset link expired", "SSO login broken", "Please delete my account",
+    "Charged twice this month",
+    "Invoice shows the wrong seat count",
+    "Refund request: trial cancelled",
+    "App crashes when opening shared folder",
+    "Sync stuck at 99%",
+    "CSV export times out",
+    "Webhook events not delivered",
+    "Cannot log in after changing phone",
+    "Change account e-mail",
+    "Password reset link expired",
+    "SSO login broken",
+    "Please delete my account",
 )
 ZH_SUBJECTS = (
-    "本月被重复扣费", "发票席位数量不对", "申请退款：试用已取消", "打开共享文件夹闪退", "同步卡在99%",
-    "导出 CSV 超时", "Webhook 收不到事件", "换手机后无法登录", "修改账号邮箱", "密码重置链接过期",
-    "单点登录失效", "申请注销账号",
+    "本月被重复扣费",
+    "发票席位数量不对",
+    "申请退款：试用已取消",
+    "打开共享文件夹闪退",
+    "同步卡在99%",
+    "导出 CSV 超时",
+    "Webhook 收不到事件",
+    "换手机后无法登录",
+    "修改账号邮箱",
+    "密码重置链接过期",
+    "单点登录失效",
+    "申请注销账号",
 )
 REASONS = (
     "The customer reports a duplicate charge on the card.",
@@ -184,9 +201,10 @@ def expected_empty_bodies(items: int) -> int:
 
 # --- provider output files ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class OutputFiles:
-    files: list[dict]          # job_key, kind, path, lines, bytes, sha256
+    files: list[dict]  # job_key, kind, path, lines, bytes, sha256
     output_lines: int
     error_lines: int
     schema_breaks: int
@@ -205,14 +223,15 @@ def _safe_name(job_key: str) -> str:
 def _result_lines_sql(task_id: str, max_tokens: int) -> str:
     """One row per submitted shard line: (file, id, custom_id, response, error), shuffled."""
     cats, reasons = _list_sql(CATEGORIES), _list_sql(REASONS)
-    answer = (f"json_object('category', {cats}[1 + CAST(hash(custom_id, 'cat') % 3 AS BIGINT)], "
-              # Mostly confident, as classifiers are: LOW_CONFIDENCE_PERCENT of the answers below 0.5
-              # (the task's review `always_if`), the rest between 0.5 and 1.
-              f"'confidence', round(CASE WHEN hash(custom_id, 'low') % 100 < {LOW_CONFIDENCE_PERCENT} "
-              f"THEN 0.0 ELSE 0.5 END + (hash(custom_id, 'conf') % 500) / 1000.0, 3), "
-              f"'reason', {reasons}[1 + CAST(hash(custom_id, 'why') % {len(REASONS)} AS BIGINT)])")
-    bad_answer = ("json_object('category', 'other', 'confidence', 1.5, "
-                  "'reason', 'not one of the allowed categories')")
+    answer = (
+        f"json_object('category', {cats}[1 + CAST(hash(custom_id, 'cat') % 3 AS BIGINT)], "
+        # Mostly confident, as classifiers are: LOW_CONFIDENCE_PERCENT of the answers below 0.5
+        # (the task's review `always_if`), the rest between 0.5 and 1.
+        f"'confidence', round(CASE WHEN hash(custom_id, 'low') % 100 < {LOW_CONFIDENCE_PERCENT} "
+        f"THEN 0.0 ELSE 0.5 END + (hash(custom_id, 'conf') % 500) / 1000.0, 3), "
+        f"'reason', {reasons}[1 + CAST(hash(custom_id, 'why') % {len(REASONS)} AS BIGINT)])"
+    )
+    bad_answer = "json_object('category', 'other', 'confidence', 1.5, 'reason', 'not one of the allowed categories')"
     content = f"""CASE WHEN r < {BAD_SCHEMA_BELOW} THEN CAST({bad_answer} AS VARCHAR)
                        WHEN r < {LENGTH_BELOW} THEN substr(CAST({answer} AS VARCHAR), 1, 30)
                        ELSE CAST({answer} AS VARCHAR) END"""
@@ -236,11 +255,15 @@ def _result_lines_sql(task_id: str, max_tokens: int) -> str:
                                                      'accepted_prediction_tokens', 0, 'rejected_prediction_tokens', 0)),
         'service_tier', 'default',
         'system_fingerprint', 'fp_' || substr(md5(custom_id || ':fp'), 1, 10))"""
-    err_429 = ("json_object('error', json_object('message', 'Rate limit reached for gpt-4o-mini in organization "
-               "org-bench on tokens per min (TPM). Please try again later.', 'type', 'requests', "
-               "'param', NULL, 'code', 'rate_limit_exceeded'))")
-    err_500 = ("json_object('error', json_object('message', 'The server had an error while processing your request. "
-               "Sorry about that!', 'type', 'server_error', 'param', NULL, 'code', NULL))")
+    err_429 = (
+        "json_object('error', json_object('message', 'Rate limit reached for gpt-4o-mini in organization "
+        "org-bench on tokens per min (TPM). Please try again later.', 'type', 'requests', "
+        "'param', NULL, 'code', 'rate_limit_exceeded'))"
+    )
+    err_500 = (
+        "json_object('error', json_object('message', 'The server had an error while processing your request. "
+        "Sorry about that!', 'type', 'server_error', 'param', NULL, 'code', NULL))"
+    )
     status = f"CASE WHEN r < {ERR_429_BELOW} THEN 429 WHEN r < {ERR_500_BELOW} THEN 500 ELSE 200 END"
     body = f"CASE WHEN r < {ERR_429_BELOW} THEN {err_429} WHEN r < {ERR_500_BELOW} THEN {err_500} ELSE {chat} END"
     return f"""
@@ -271,14 +294,21 @@ def write_provider_outputs(wh: Warehouse, task: ResolvedTask, partition_date: st
             COPY ({_result_lines_sql(task_id, task.spec.params.max_tokens)}) TO {sql_literal(str(staging))}
             (FORMAT json, PARTITION_BY (_file), OVERWRITE_OR_IGNORE)
         """)
-        counts = conn.execute(f"""
+        counts = conn.execute(
+            f"""
             SELECT count(*) FILTER (r >= {ERR_500_BELOW}), count(*) FILTER (r < {ERR_500_BELOW}),
                    count(*) FILTER (r >= {ERR_500_BELOW} AND r < {BAD_SCHEMA_BELOW}),
                    count(*) FILTER (r >= {BAD_SCHEMA_BELOW} AND r < {LENGTH_BELOW})
             FROM (SELECT hash(custom_id, 'outcome') % 10000 AS r FROM ledger.shard_line WHERE task_id = ?)
-        """, [task_id]).fetchone()
-        jobs = [r[0] for r in conn.execute(
-            "SELECT shard_id FROM ledger.shard WHERE task_id = ? ORDER BY shard_no", [task_id]).fetchall()]
+        """,
+            [task_id],
+        ).fetchone()
+        jobs = [
+            r[0]
+            for r in conn.execute(
+                "SELECT shard_id FROM ledger.shard WHERE task_id = ? ORDER BY shard_no", [task_id]
+            ).fetchall()
+        ]
     files: list[dict] = []
     raw_dir = wh.path("raw", task_id, "x").parent
     for shard_id in jobs:
@@ -296,24 +326,34 @@ def write_provider_outputs(wh: Warehouse, task: ResolvedTask, partition_date: st
                     for p in pieces:
                         with open(p, "rb") as src:
                             shutil.copyfileobj(src, out, 1 << 20)
-            files.append({"job_key": job_key, "kind": kind, "path": str(dest), "bytes": dest.stat().st_size,
-                          "sha256": file_sha256(dest)})
+            files.append(
+                {
+                    "job_key": job_key,
+                    "kind": kind,
+                    "path": str(dest),
+                    "bytes": dest.stat().st_size,
+                    "sha256": file_sha256(dest),
+                }
+            )
     shutil.rmtree(staging, ignore_errors=True)
     return OutputFiles(files, counts[0], counts[1], counts[2], counts[3])
 
 
-def register_terminal_jobs(wh: Warehouse, task: ResolvedTask, outputs: OutputFiles,
-                           partition_date: str = PARTITION_DATE) -> int:
+def register_terminal_jobs(
+    wh: Warehouse, task: ResolvedTask, outputs: OutputFiles, partition_date: str = PARTITION_DATE
+) -> int:
     """The ledger rows submit + poll + download_results leave behind, inserted set-based."""
     task_id = task.task_id(partition_date)
     spec = task.spec
-    bench_raw_files = pa.table({
-        "job_key": [f["job_key"] for f in outputs.files],
-        "kind": [f["kind"] for f in outputs.files],
-        "path": [f["path"] for f in outputs.files],
-        "sha256": [f["sha256"] for f in outputs.files],
-        "byte_count": pa.array([f["bytes"] for f in outputs.files], pa.int64()),
-    })
+    bench_raw_files = pa.table(
+        {
+            "job_key": [f["job_key"] for f in outputs.files],
+            "kind": [f["kind"] for f in outputs.files],
+            "path": [f["path"] for f in outputs.files],
+            "sha256": [f["sha256"] for f in outputs.files],
+            "byte_count": pa.array([f["bytes"] for f in outputs.files], pa.int64()),
+        }
+    )
     tid = sql_literal(task_id)
     with wh.connect() as conn:
         with transaction(conn):
@@ -327,7 +367,10 @@ def register_terminal_jobs(wh: Warehouse, task: ResolvedTask, outputs: OutputFil
                 WHERE s.task_id = {tid}
                 GROUP BY ALL
             """)
-            jobs = insert_jobs(conn, task_id, f"""
+            jobs = insert_jobs(
+                conn,
+                task_id,
+                f"""
                 SELECT j.job_key, j.shard_id, {sql_literal(spec.provider)} AS provider, {sql_literal(spec.endpoint)} AS endpoint,
                        'batch_' || md5(j.job_key) AS provider_batch_id, 'file-in-' || md5(j.job_key) AS input_file_id,
                        (SELECT 'file-out-' || md5(f.job_key) FROM _bench_files f
@@ -342,19 +385,27 @@ def register_terminal_jobs(wh: Warehouse, task: ResolvedTask, outputs: OutputFil
                        now()::TIMESTAMP - INTERVAL 5 MINUTE AS terminal_at,
                        now()::TIMESTAMP - INTERVAL 5 MINUTE AS last_polled_at, now()::TIMESTAMP AS downloaded_at
                 FROM _bench_jobs j ORDER BY j.job_key
-            """)
-            insert_status_events(conn, f"""
+            """,
+            )
+            insert_status_events(
+                conn,
+                f"""
                 SELECT job_key, '{JobState.FINALIZING}' AS from_state, '{JobState.COMPLETED}' AS to_state,
                        'completed' AS raw_status, line_count AS request_total, completed AS request_completed,
                        failed AS request_failed, now()::TIMESTAMP - INTERVAL 5 MINUTE AS observed_at
                 FROM _bench_jobs
-            """)
-            insert_raw_files(conn, task_id, """
+            """,
+            )
+            insert_raw_files(
+                conn,
+                task_id,
+                """
                 SELECT f.job_key || ':' || f.kind AS file_key, f.job_key, f.kind,
                        CASE f.kind WHEN 'output' THEN 'file-out-' ELSE 'file-err-' END || md5(f.job_key) AS provider_file_id,
                        f.path, f.sha256, f.byte_count
                 FROM _bench_files f
-            """)
+            """,
+            )
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
         conn.execute("DROP TABLE _bench_files; DROP TABLE _bench_jobs;")
     return jobs

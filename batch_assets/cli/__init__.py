@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from batch_assets.cli.console import bars
 
     try:
-        with bars():   # progress bars on stderr when it is a terminal; nothing otherwise
+        with bars():  # progress bars on stderr when it is a terminal; nothing otherwise
             return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -21,22 +21,31 @@ def _running_jobs(wh, target: str) -> list[dict]:
     from batch_assets.ledger.warehouse import fetch_dicts
 
     with context.connect(wh, read_only=True) as conn:
-        known = conn.execute("SELECT count(*) FROM ledger.provider_job WHERE job_key = ? OR task_id = ?",
-                             [target, target]).fetchone()[0]
+        known = conn.execute(
+            "SELECT count(*) FROM ledger.provider_job WHERE job_key = ? OR task_id = ?", [target, target]
+        ).fetchone()[0]
         if not known:
             raise CliError(f"no provider job or task_id {target!r}: list them with `batch-assets jobs`")
-        return fetch_dicts(conn, """
+        return fetch_dicts(
+            conn,
+            """
             SELECT job_key, provider, provider_batch_id, state, output_file_id, error_file_id, input_file_id
             FROM ledger.provider_job
             WHERE (job_key = ? OR task_id = ?) AND terminal_at IS NULL AND provider_batch_id IS NOT NULL
-            ORDER BY job_key""", [target, target])
+            ORDER BY job_key""",
+            [target, target],
+        )
 
 
 def _job_ref(job: dict):
     from batch_assets.providers.contract import JobRef
 
-    return JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"], error_file_id=job["error_file_id"],
-                  input_file_id=job["input_file_id"])
+    return JobRef(
+        job["provider_batch_id"],
+        output_file_id=job["output_file_id"],
+        error_file_id=job["error_file_id"],
+        input_file_id=job["input_file_id"],
+    )
 
 
 def _finished_state(adapter, job: dict) -> str | None:
@@ -68,8 +77,10 @@ def _cancel_one(wh, providers, job: dict) -> str:
             request_cancel(conn, job["job_key"])
             record_snapshot(conn, job["job_key"], snap)
     except Exception as exc:
-        raise _LedgerNotUpdated(f"cancel requested at the provider ({snap.raw_status}), but the ledger was not "
-                                f"updated: {explain(exc)[0]}; the next poll records it") from exc
+        raise _LedgerNotUpdated(
+            f"cancel requested at the provider ({snap.raw_status}), but the ledger was not "
+            f"updated: {explain(exc)[0]}; the next poll records it"
+        ) from exc
     if snap.terminal and snap.state is not JobState.CANCELLED:
         return f"{job['job_key']}: already {snap.state.value.lower()}, nothing to cancel ({snap.raw_status})"
     return f"{job['job_key']}: cancel requested ({snap.raw_status})"
@@ -95,6 +106,8 @@ def cmd_cancel(args) -> int:
             what = "" if isinstance(exc, _LedgerNotUpdated) else "cancel failed: "
             print(f"{job['job_key']}: {what}{explain(exc)[0]}", file=sys.stderr, flush=True)
     if failed:
-        print(f"batch-assets cancel: {failed} of {len(jobs)} job(s) went wrong (see above); rerun to retry",
-              file=sys.stderr)
+        print(
+            f"batch-assets cancel: {failed} of {len(jobs)} job(s) went wrong (see above); rerun to retry",
+            file=sys.stderr,
+        )
     return 1 if failed else 0

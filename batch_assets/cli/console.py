@@ -36,8 +36,13 @@ def console(out: TextIO | None = None, *, force_terminal: bool | None = None, wi
     TTY_COMPATIBLE) unless `force_terminal` says otherwise."""
     from rich.console import Console
 
-    return Console(file=out if out is not None else sys.stderr, force_terminal=force_terminal, width=width,
-                   highlight=False, soft_wrap=False)
+    return Console(
+        file=out if out is not None else sys.stderr,
+        force_terminal=force_terminal,
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+    )
 
 
 def is_terminal(out: TextIO) -> bool:
@@ -45,6 +50,7 @@ def is_terminal(out: TextIO) -> bool:
 
 
 # --- tables ----------------------------------------------------------------------------------------------
+
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
     """The rows under `headers` on `out` (default stdout): rich on a terminal, plain text elsewhere.
@@ -71,6 +77,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: Text
 
 
 # --- progress bars ---------------------------------------------------------------------------------------
+
 
 class RichReporter:
     """A `batch_assets.progress.Reporter` drawing rich bars on one console.
@@ -106,8 +113,9 @@ class RichReporter:
 
         if self._progress is None:
             # stdout is redirected through the display only when it is the terminal the bars are on.
-            self._progress = Progress(*self._columns(), console=self._console,
-                                      redirect_stdout=sys.stdout.isatty(), redirect_stderr=True)
+            self._progress = Progress(
+                *self._columns(), console=self._console, redirect_stdout=sys.stdout.isatty(), redirect_stderr=True
+            )
             self._progress.start()
         task_id = self._progress.add_task(description, total=total, unit=unit)
         self._open.append(task_id)
@@ -123,7 +131,7 @@ class RichReporter:
             progress_.remove_task(bar.task_id)
         else:
             task = progress_.tasks[[t.id for t in progress_.tasks].index(bar.task_id)]
-            if task.total is None:   # a spinner that is done: show it finished
+            if task.total is None:  # a spinner that is done: show it finished
                 progress_.update(bar.task_id, total=task.completed or 1, completed=task.completed or 1)
         if not self._open:
             progress_.stop()
@@ -139,8 +147,9 @@ class _RichBar:
     def advance(self, amount: float = 1) -> None:
         self._progress.advance(self.task_id, amount)
 
-    def update(self, *, completed: float | None = None, total: float | None = None,
-               description: str | None = None) -> None:
+    def update(
+        self, *, completed: float | None = None, total: float | None = None, description: str | None = None
+    ) -> None:
         self._progress.update(self.task_id, completed=completed, total=total, description=description)
 
 
@@ -156,7 +165,7 @@ def bars(out: TextIO | None = None) -> Iterator[None]:
     if not bars_wanted(con):
         yield
         return
-    if not con.is_terminal:   # BATCH_ASSETS_PROGRESS=1 on a pipe or file: draw as on a terminal
+    if not con.is_terminal:  # BATCH_ASSETS_PROGRESS=1 on a pipe or file: draw as on a terminal
         con = console(out, force_terminal=True)
     with progress.reporting(RichReporter(con)):
         yield

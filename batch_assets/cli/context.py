@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +29,9 @@ def database_path(args) -> Path:
 def reject_database_option(args, command: str) -> None:
     """demo and dev keep their warehouse under --data-dir; a --database given before them is a mistake."""
     if getattr(args, "database", None):
-        raise UsageError(f"--database does not apply to `{command}`: it uses DATA_DIR/warehouse.duckdb "
-                         "(pass --data-dir DIR)")
+        raise UsageError(
+            f"--database does not apply to `{command}`: it uses DATA_DIR/warehouse.duckdb (pass --data-dir DIR)"
+        )
 
 
 def warehouse(args, *, must_exist: bool = True) -> Warehouse:
@@ -43,8 +43,9 @@ def warehouse(args, *, must_exist: bool = True) -> Warehouse:
 
     db = database_path(args)
     if must_exist and not db.is_file():
-        raise CliError(f"no warehouse at {db}: run `batch-assets demo` or set BATCH_ASSETS_DATABASE "
-                       "(or pass --database FILE)")
+        raise CliError(
+            f"no warehouse at {db}: run `batch-assets demo` or set BATCH_ASSETS_DATABASE (or pass --database FILE)"
+        )
     wh = Warehouse.at(db, os.environ.get("BATCH_ASSETS_DATA_DIR") or db.parent)
     timeout = getattr(args, "lock_timeout", None)
     return dataclasses.replace(wh, lock_timeout_s=DEFAULT_LOCK_TIMEOUT_S if timeout is None else timeout)
@@ -67,8 +68,10 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
         except duckdb.CatalogException as exc:
             missing = re.search(r"Table with name (\S+) does not exist", str(exc))
             if missing and read_only:
-                raise CliError(f"warehouse {wh.database} has no table {missing.group(1)}: it holds no batch work "
-                               "yet (run `batch-assets demo`, or materialize a task in `batch-assets dev`)") from exc
+                raise CliError(
+                    f"warehouse {wh.database} has no table {missing.group(1)}: it holds no batch work "
+                    "yet (run `batch-assets demo`, or materialize a task in `batch-assets dev`)"
+                ) from exc
             raise
 
 
@@ -82,8 +85,11 @@ def match_task_ids(task_ids: list[str], pattern: str | None) -> list[str]:
     found = exact or [t for t in task_ids if t.startswith(pattern)]
     if not found:
         # An empty listing, not an error: `--format json` stays `[]` for scripts; people get a note.
-        print(f"note: no batch task matches {pattern!r} (a task name or a task_id prefix; "
-              "list them with `batch-assets report`)", file=sys.stderr)
+        print(
+            f"note: no batch task matches {pattern!r} (a task name or a task_id prefix; "
+            "list them with `batch-assets report`)",
+            file=sys.stderr,
+        )
     return found
 
 

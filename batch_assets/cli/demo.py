@@ -29,9 +29,11 @@ def cmd_seed(args) -> int:
     wh = context.warehouse(args, must_exist=False)
     with context.connect(wh, read_only=False) as conn:
         try:
-            counts = {"support_tickets": seed_support_tickets(conn, days=args.days),
-                      "kb_articles": seed_kb_articles(conn, days=args.days),
-                      "product_reviews": seed_product_reviews(conn, days=args.days)}
+            counts = {
+                "support_tickets": seed_support_tickets(conn, days=args.days),
+                "kb_articles": seed_kb_articles(conn, days=args.days),
+                "product_reviews": seed_product_reviews(conn, days=args.days),
+            }
         except ValueError as exc:  # sizes the seed data cannot be built with
             raise UsageError(str(exc)) from exc
     print(", ".join(f"{n} rows in {t}" for t, n in counts.items()) + f" ({wh.database})")

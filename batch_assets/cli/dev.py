@@ -26,22 +26,26 @@ EMULATOR_START_TIMEOUT_S = 30.0
 def check_ports(ui_port: int, emulator_port: int) -> None:
     if ui_port == emulator_port:
         raise UsageError(f"--ui-port and --emulator-port are both {ui_port}: give them different ports")
-    taken = [(name, flag, port) for name, flag, port in (("Dagster UI", "--ui-port", ui_port),
-                                                         ("emulator", "--emulator-port", emulator_port))
-             if port_in_use(port)]
+    taken = [
+        (name, flag, port)
+        for name, flag, port in (("Dagster UI", "--ui-port", ui_port), ("emulator", "--emulator-port", emulator_port))
+        if port_in_use(port)
+    ]
     if taken:
         what = " and ".join(f"port {port} ({name})" for name, _, port in taken)
         fix = " / ".join(f"{flag} N" for _, flag, _ in taken)
-        raise CliError(f"{what} already in use on {HOST}: stop what holds it, or choose another with {fix}; "
-                       "nothing was started")
+        raise CliError(
+            f"{what} already in use on {HOST}: stop what holds it, or choose another with {fix}; nothing was started"
+        )
 
 
 def _wait_until_listening(proc: subprocess.Popen, port: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise CliError(f"the emulator exited (status {proc.returncode}) before listening on port {port}; "
-                           "see its output above")
+            raise CliError(
+                f"the emulator exited (status {proc.returncode}) before listening on port {port}; see its output above"
+            )
         if is_listening(port, HOST):
             return
         time.sleep(0.1)
@@ -71,13 +75,30 @@ def cmd_dev(args) -> int:
     data_dir = Path(args.data_dir).resolve()
     env = dict(os.environ)
     emulator_url = f"http://{HOST}:{args.emulator_port}"
-    env.update({"DAGSTER_HOME": str(prepare_dagster_home(data_dir)), "BATCH_ASSETS_EMULATOR_URL": emulator_url,
-                "BATCH_ASSETS_DATABASE": str(data_dir / "warehouse.duckdb"), "BATCH_ASSETS_DATA_DIR": str(data_dir)})
+    env.update(
+        {
+            "DAGSTER_HOME": str(prepare_dagster_home(data_dir)),
+            "BATCH_ASSETS_EMULATOR_URL": emulator_url,
+            "BATCH_ASSETS_DATABASE": str(data_dir / "warehouse.duckdb"),
+            "BATCH_ASSETS_DATA_DIR": str(data_dir),
+        }
+    )
     # dg wants to see the project's virtualenv as the active one.
     env["VIRTUAL_ENV"] = str(bin_dir.parent)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    emulator = subprocess.Popen([sys.executable, "-m", "batch_assets.cli", "emulator", "--port", str(args.emulator_port),
-                                 "--state-dir", str(data_dir / "emulator")], env=env)
+    emulator = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "batch_assets.cli",
+            "emulator",
+            "--port",
+            str(args.emulator_port),
+            "--state-dir",
+            str(data_dir / "emulator"),
+        ],
+        env=env,
+    )
     try:
         _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
         print(f"emulator: {emulator_url}   Dagster UI: http://{HOST}:{args.ui_port}", flush=True)

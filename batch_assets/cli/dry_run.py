@@ -17,11 +17,18 @@ from batch_assets.cli.output import Field, render
 
 TASK_ID_RE = re.compile(r"^([a-z][a-z0-9_]{0,47})_(\d{8})$")
 
-ESTIMATE_FIELDS = [Field("task_id"), Field("prompt_version", header="prompt"), Field("items"),
-                   Field("est_input_tokens", header="input tokens"), Field("est_output_tokens", header="output tokens"),
-                   Field("cost_estimated", header="est. cost"), Field("currency"),
-                   Field("lines_shown", header="lines shown"), Field("sample_hash", in_table=False),
-                   Field("lines", in_table=False)]
+ESTIMATE_FIELDS = [
+    Field("task_id"),
+    Field("prompt_version", header="prompt"),
+    Field("items"),
+    Field("est_input_tokens", header="input tokens"),
+    Field("est_output_tokens", header="output tokens"),
+    Field("cost_estimated", header="est. cost"),
+    Field("currency"),
+    Field("lines_shown", header="lines shown"),
+    Field("sample_hash", in_table=False),
+    Field("lines", in_table=False),
+]
 
 
 def parse_task_id(task_id: str) -> tuple[str, str]:
@@ -64,6 +71,9 @@ def cmd_dry_run(args) -> int:
         print()
     render([estimate], ESTIMATE_FIELDS, args.format)
     n = len(sample.lines)
-    print(f"recorded dry run of {task.name} prompt {sample.prompt_version!r} ({n} line{'' if n == 1 else 's'}, "
-          f"sample {sample.sample_hash[:12]}); nothing was sent", file=sys.stderr)
+    print(
+        f"recorded dry run of {task.name} prompt {sample.prompt_version!r} ({n} line{'' if n == 1 else 's'}, "
+        f"sample {sample.sample_hash[:12]}); nothing was sent",
+        file=sys.stderr,
+    )
     return 0

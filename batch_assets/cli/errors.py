@@ -48,8 +48,10 @@ def is_lock_conflict(exc: BaseException) -> bool:
 def locked_message(database: object, exc: BaseException) -> str:
     pid = re.search(r"PID (\d+)", str(exc))
     holder = f"process {pid.group(1)}" if pid else "another process"
-    return (f"warehouse {database} is locked by {holder} (a Dagster run, `batch-assets dev` or `demo`?): "
-            "retry when it is done, or wait longer with --lock-timeout SECONDS")
+    return (
+        f"warehouse {database} is locked by {holder} (a Dagster run, `batch-assets dev` or `demo`?): "
+        "retry when it is done, or wait longer with --lock-timeout SECONDS"
+    )
 
 
 def explain(exc: BaseException) -> tuple[str, int]:
@@ -67,8 +69,10 @@ def explain(exc: BaseException) -> tuple[str, int]:
     if type(exc).__module__.split(".")[0] in PROVIDER_SDKS:
         line = f"provider API error: {type(exc).__name__}: {first_paragraph(exc)}"
         if "connect" in type(exc).__name__.lower() or "connection" in str(exc).lower():
-            line += (" (is the provider reachable? without API keys the emulator answers: start it with "
-                     "`batch-assets emulator`, or point BATCH_ASSETS_EMULATOR_URL at it)")
+            line += (
+                " (is the provider reachable? without API keys the emulator answers: start it with "
+                "`batch-assets emulator`, or point BATCH_ASSETS_EMULATOR_URL at it)"
+            )
         return line, EXIT_RUNTIME
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""

@@ -76,7 +76,9 @@ def cmd_jobs(args) -> int:
 
     with context.connect(context.warehouse(args), read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
-        rows = fetch_dicts(conn, f"""
+        rows = fetch_dicts(
+            conn,
+            f"""
             SELECT job_key, task_id, provider, endpoint_mode, endpoint_url, request_options,
                    provider_batch_id, state, raw_status, request_total,
                    request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
@@ -85,7 +87,9 @@ def cmd_jobs(args) -> int:
                    coalesce(collect_attempts, 0) AS collect_attempts, collect_error,
                    {REMOTE_FILES_SQL} AS remote_files, remote_delete_error
             FROM ledger.provider_job
-            WHERE list_contains(?, task_id) ORDER BY created_at, job_key""", [task_ids])
+            WHERE list_contains(?, task_id) ORDER BY created_at, job_key""",
+            [task_ids],
+        )
     for row in rows:  # an object in --format json (a few jobs, for display)
         row["request_options"] = json.loads(row["request_options"]) if row["request_options"] else None
     render(rows, FIELDS, args.format)
@@ -95,9 +99,13 @@ def cmd_jobs(args) -> int:
 def _job(conn, job_key: str) -> dict:
     from batch_assets.ledger.warehouse import fetch_dicts
 
-    rows = fetch_dicts(conn, """
+    rows = fetch_dicts(
+        conn,
+        """
         SELECT j.job_key, j.task_id, j.provider, j.provider_batch_id, j.create_outcome, s.line_count
-        FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id) WHERE j.job_key = ?""", [job_key])
+        FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id) WHERE j.job_key = ?""",
+        [job_key],
+    )
     if not rows:
         raise CliError(f"no provider job {job_key!r}: list them with `batch-assets jobs`")
     return rows[0]
@@ -114,8 +122,10 @@ def cmd_jobs_adopt(args) -> int:
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         job = _job(conn, args.job_key)
-        other = conn.execute("SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
-                             [args.batch_id, args.job_key]).fetchone()
+        other = conn.execute(
+            "SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
+            [args.batch_id, args.job_key],
+        ).fetchone()
     if job["provider_batch_id"]:
         raise CliError(f"job {args.job_key} already has provider batch {job['provider_batch_id']}: nothing to adopt")
     if other:
@@ -127,8 +137,10 @@ def cmd_jobs_adopt(args) -> int:
         raise CliError(f"batch {args.batch_id} carries job key {tagged}: not the batch of {args.job_key}")
     lines = int(job["line_count"])
     if snap.request_total and snap.request_total != lines:
-        raise CliError(f"batch {args.batch_id} holds {snap.request_total} requests but the shard of {args.job_key} has "
-                       f"{lines} lines: not this job's batch")
+        raise CliError(
+            f"batch {args.batch_id} holds {snap.request_total} requests but the shard of {args.job_key} has "
+            f"{lines} lines: not this job's batch"
+        )
     counted = "request count checked" if snap.request_total else f"{job['provider']} reports no request count yet"
     detail = f"batch {snap.provider_batch_id} ({snap.raw_status}, {counted})"
     try:
@@ -148,8 +160,10 @@ def cmd_jobs_abandon(args) -> int:
     with context.connect(wh, read_only=True) as conn:
         job = _job(conn, args.job_key)
     if job["provider_batch_id"]:
-        raise CliError(f"job {args.job_key} has provider batch {job['provider_batch_id']}: only a job without a batch "
-                       "can be abandoned (cancel a running batch with `batch-assets cancel`)")
+        raise CliError(
+            f"job {args.job_key} has provider batch {job['provider_batch_id']}: only a job without a batch "
+            "can be abandoned (cancel a running batch with `batch-assets cancel`)"
+        )
     reason = args.reason or "no reason given"
     try:
         with context.connect(wh, read_only=False) as conn:

@@ -32,9 +32,9 @@ class Field:
     """One column: `name` is the record key (and the JSON key / CSV header)."""
 
     name: str
-    header: str | None = None                  # table title (default: name)
-    in_table: bool = True                      # False: JSON and CSV only (keeps the table narrow)
-    cell: Callable[[Any], str] | None = None   # table text for a value (default: str, "" for NULL)
+    header: str | None = None  # table title (default: name)
+    in_table: bool = True  # False: JSON and CSV only (keeps the table narrow)
+    cell: Callable[[Any], str] | None = None  # table text for a value (default: str, "" for NULL)
 
     @property
     def title(self) -> str:
@@ -42,12 +42,17 @@ class Field:
 
 
 def add_format_option(parser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="table (default, for people), json (one array of objects) or csv (header + rows)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (default, for people), json (one array of objects) or csv (header + rows)",
+    )
 
 
-def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: str = "table",
-           out: TextIO | None = None) -> None:
+def render(
+    records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: str = "table", out: TextIO | None = None
+) -> None:
     """Write the records to `out` (default stdout) in format `fmt` (one of FORMATS)."""
     out = sys.stdout if out is None else out
     records = list(records)
@@ -56,8 +61,9 @@ def render(records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: s
 
         print_table(*table_cells(records, fields), out=out)
     elif fmt == "json":
-        json.dump([{f.name: _json_value(r.get(f.name)) for f in fields} for r in records], out,
-                  ensure_ascii=False, indent=2)
+        json.dump(
+            [{f.name: _json_value(r.get(f.name)) for f in fields} for r in records], out, ensure_ascii=False, indent=2
+        )
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")

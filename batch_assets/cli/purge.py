@@ -16,7 +16,7 @@ def cmd_purge(args) -> int:
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
-        conn.execute("SELECT 1 FROM ledger.batch_task LIMIT 1")   # a warehouse without a ledger: one clear line
+        conn.execute("SELECT 1 FROM ledger.batch_task LIMIT 1")  # a warehouse without a ledger: one clear line
     summary = purge_local(wh, args.older_than, dry_run=args.dry_run, task_name=args.task)
     for path in summary.shards:
         print(f"{'would delete' if args.dry_run else 'deleted'} shard {path}")
@@ -26,6 +26,8 @@ def cmd_purge(args) -> int:
     pending = pending_remote_deletions(wh, task_names=[args.task] if args.task else None)
     if pending:
         failed = sum(1 for p in pending if p["last_error"])
-        print(f"{len(pending)} job(s) with provider-side files not deleted yet ({failed} after a failed try; "
-              "retried by the next collect run and the retention job)")
+        print(
+            f"{len(pending)} job(s) with provider-side files not deleted yet ({failed} after a failed try; "
+            "retried by the next collect run and the retention job)"
+        )
     return 0

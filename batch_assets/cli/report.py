@@ -18,12 +18,43 @@ import sys
 from batch_assets.cli import context
 from batch_assets.cli.output import Field, render
 
-SUMMARY_FIELDS = ("task_id", "items", "applied", "revoked", "stale", "quarantined", "rejected", "canceled", "compliance_held",
-                  "final_failed", "retried", "max_attempt", "in_flight", "retry_pending", "unresolved", "balanced",
-                  "status", "check", "pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency",
-                  "thinking_tokens", "cached_input_tokens", "problems")
-GATE_FIELDS = ("pii_redacted", "pii_blocked", "cost_estimated", "cost_actual", "currency", "thinking_tokens",
-               "cached_input_tokens")
+SUMMARY_FIELDS = (
+    "task_id",
+    "items",
+    "applied",
+    "revoked",
+    "stale",
+    "quarantined",
+    "rejected",
+    "canceled",
+    "compliance_held",
+    "final_failed",
+    "retried",
+    "max_attempt",
+    "in_flight",
+    "retry_pending",
+    "unresolved",
+    "balanced",
+    "status",
+    "check",
+    "pii_redacted",
+    "pii_blocked",
+    "cost_estimated",
+    "cost_actual",
+    "currency",
+    "thinking_tokens",
+    "cached_input_tokens",
+    "problems",
+)
+GATE_FIELDS = (
+    "pii_redacted",
+    "pii_blocked",
+    "cost_estimated",
+    "cost_actual",
+    "currency",
+    "thinking_tokens",
+    "cached_input_tokens",
+)
 
 
 def fields(fmt: str) -> list[Field]:
@@ -31,7 +62,7 @@ def fields(fmt: str) -> list[Field]:
 
     if fmt == "csv":
         names = [n for n in SUMMARY_FIELDS if n != "final_failed"]
-        names[names.index("retried"):names.index("retried")] = [f"final_failed_{c}" for c in FAILURE_CLASSES]
+        names[names.index("retried") : names.index("retried")] = [f"final_failed_{c}" for c in FAILURE_CLASSES]
         return [Field(n) for n in names]
     return [Field(n) for n in SUMMARY_FIELDS]
 
@@ -43,16 +74,29 @@ def record(rec, gate=None) -> dict:
 
     verdict = rec.verdict()
     final_failed = {c: rec.final_failed.get(c, 0) for c in FAILURE_CLASSES}
-    return {"task_id": rec.task_id, "items": rec.manifest_items, "applied": rec.applied, "revoked": rec.revoked,
-            "stale": rec.stale,
-            "quarantined": rec.quarantined, "rejected": rec.source_rejects, "canceled": rec.operator_canceled,
-            "compliance_held": rec.compliance_held, "final_failed": final_failed,
-            **{f"final_failed_{c}": n for c, n in final_failed.items()},
-            "retried": rec.retried, "max_attempt": rec.max_attempt, "in_flight": rec.in_flight,
-            "retry_pending": rec.retry_pending, "unresolved": rec.unresolved, "balanced": not rec.problems(),
-            "status": rec.final_status, "check": verdict.status,
-            **{k: (gate.as_dict()[k] if gate is not None else None) for k in GATE_FIELDS},
-            "problems": list(verdict.reasons) if not verdict.passed else []}
+    return {
+        "task_id": rec.task_id,
+        "items": rec.manifest_items,
+        "applied": rec.applied,
+        "revoked": rec.revoked,
+        "stale": rec.stale,
+        "quarantined": rec.quarantined,
+        "rejected": rec.source_rejects,
+        "canceled": rec.operator_canceled,
+        "compliance_held": rec.compliance_held,
+        "final_failed": final_failed,
+        **{f"final_failed_{c}": n for c, n in final_failed.items()},
+        "retried": rec.retried,
+        "max_attempt": rec.max_attempt,
+        "in_flight": rec.in_flight,
+        "retry_pending": rec.retry_pending,
+        "unresolved": rec.unresolved,
+        "balanced": not rec.problems(),
+        "status": rec.final_status,
+        "check": verdict.status,
+        **{k: (gate.as_dict()[k] if gate is not None else None) for k in GATE_FIELDS},
+        "problems": list(verdict.reasons) if not verdict.passed else [],
+    }
 
 
 def _with_gate(rec: dict, gate) -> dict:
@@ -61,10 +105,10 @@ def _with_gate(rec: dict, gate) -> dict:
 
 
 def cmd_report(args) -> int:
-    from batch_assets.pipeline.govern.cost import partition_gates
-    from batch_assets.pipeline.settle.reconcile import reconcile_conn
     from batch_assets.cli.console import print_table
+    from batch_assets.pipeline.govern.cost import partition_gates
     from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
+    from batch_assets.pipeline.settle.reconcile import reconcile_conn
     from batch_assets.spec.resolve import load_all_tasks
 
     tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
@@ -72,7 +116,9 @@ def cmd_report(args) -> int:
     with context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
-        recs = [reconcile_conn(conn, t, *([tolerance[names[t]]] if names.get(t) in tolerance else [])) for t in task_ids]
+        recs = [
+            reconcile_conn(conn, t, *([tolerance[names[t]]] if names.get(t) in tolerance else [])) for t in task_ids
+        ]
         pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
         gates = partition_gates(conn, list(task_ids))
     records = [_with_gate(record(r), gates.get(r.task_id)) for r in recs]

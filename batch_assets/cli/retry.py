@@ -14,17 +14,19 @@ from batch_assets.cli.errors import CliError
 
 def cmd_retry(args) -> int:
     from batch_assets.pipeline.govern.send_gate import failed_gates
-    from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
     from batch_assets.pipeline.send.shards import cut_shards, verify_shards
     from batch_assets.pipeline.send.submit import submit_pending
+    from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
     from batch_assets.resources import default_resources
     from batch_assets.spec.resolve import load_all_tasks
     from batch_assets.sqltext import sql_literal
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
-        row = conn.execute("SELECT task_name, strftime(partition_date, '%Y-%m-%d') FROM ledger.batch_task "
-                           "WHERE task_id = ?", [args.task_id]).fetchone()
+        row = conn.execute(
+            "SELECT task_name, strftime(partition_date, '%Y-%m-%d') FROM ledger.batch_task WHERE task_id = ?",
+            [args.task_id],
+        ).fetchone()
     if row is None:
         raise CliError(f"no batch task {args.task_id!r}; list them with `batch-assets report`")
     task_name, partition = row
@@ -40,14 +42,19 @@ def cmd_retry(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     with context.connect(wh, read_only=args.dry_run) as conn:
-        due = dict(conn.execute(f"SELECT error_class, count(*) FROM ({due_retries_sql(sql_literal(args.task_id))}) "
-                                "GROUP BY 1").fetchall())
+        due = dict(
+            conn.execute(
+                f"SELECT error_class, count(*) FROM ({due_retries_sql(sql_literal(args.task_id))}) GROUP BY 1"
+            ).fetchall()
+        )
     if args.dry_run:
         for cls, n in sorted(reopened.items()):
             print(f"{args.task_id}: would reopen {n} final {cls} item(s)")
         total = sum(due.values()) + sum(reopened.values())
-        print(f"{args.task_id}: would send {total} item(s) again "
-              f"({', '.join(f'{c} {n}' for c, n in sorted({**due, **reopened}.items())) or 'none due'})")
+        print(
+            f"{args.task_id}: would send {total} item(s) again "
+            f"({', '.join(f'{c} {n}' for c, n in sorted({**due, **reopened}.items())) or 'none due'})"
+        )
         return 0
     for cls, n in sorted(reopened.items()):
         print(f"{args.task_id}: reopened {n} final {cls} item(s)")
@@ -60,6 +67,8 @@ def cmd_retry(args) -> int:
         return 0
     providers = default_resources()["providers"]
     summary = submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
-    print(f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
-          f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity")
+    print(
+        f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
+        f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity"
+    )
     return 0

@@ -11,10 +11,18 @@ from batch_assets.cli import context
 from batch_assets.cli.errors import CliError
 from batch_assets.cli.output import Field, render
 
-LIST_FIELDS = [Field("task_id"), Field("custom_id"), Field("business_id"), Field("state"), Field("sampled_by"),
-               Field("answer", cell=lambda v: "" if v is None else (v if len(v) <= 60 else v[:57] + "...")),
-               Field("reason"), Field("attempt", in_table=False), Field("created_at", in_table=False),
-               Field("decided_at", in_table=False)]
+LIST_FIELDS = [
+    Field("task_id"),
+    Field("custom_id"),
+    Field("business_id"),
+    Field("state"),
+    Field("sampled_by"),
+    Field("answer", cell=lambda v: "" if v is None else (v if len(v) <= 60 else v[:57] + "...")),
+    Field("reason"),
+    Field("attempt", in_table=False),
+    Field("created_at", in_table=False),
+    Field("decided_at", in_table=False),
+]
 
 
 def cmd_review_list(args) -> int:

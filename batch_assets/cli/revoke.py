@@ -17,13 +17,21 @@ def cmd_revoke(args) -> int:
     if (args.task is None) != (not args.business_ids):
         raise UsageError("--task NAME and --business-id B go together (or use --task-id T or --custom-id C)")
     if sum(bool(x) for x in (args.task_id, args.custom_ids, args.task)) != 1:
-        raise UsageError("name what to revoke with one of --task-id T, --custom-id C..., --task NAME --business-id B...")
+        raise UsageError(
+            "name what to revoke with one of --task-id T, --custom-id C..., --task NAME --business-id B..."
+        )
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         conn.execute("SELECT 1 FROM ledger.revocation LIMIT 1")
     try:
-        summary = revoke(wh, task_id=args.task_id, custom_ids=args.custom_ids, task_name=args.task,
-                         business_ids=args.business_ids, reason=args.reason)
+        summary = revoke(
+            wh,
+            task_id=args.task_id,
+            custom_ids=args.custom_ids,
+            task_name=args.task,
+            business_ids=args.business_ids,
+            reason=args.reason,
+        )
     except RevokeError as exc:
         raise CliError(str(exc)) from None
     print(summary.describe())

@@ -26,6 +26,7 @@ TABLES_GROUP = "warehouse"
 
 # --- owners and tags ---------------------------------------------------------------------------
 
+
 def task_owners(task: ResolvedTask) -> list[str]:
     return list(task.spec.owners)
 
@@ -36,6 +37,7 @@ def task_tags(task: ResolvedTask) -> dict[str, str]:
 
 
 # --- run tags ----------------------------------------------------------------------------------
+
 
 def partition_tag_value(partition_keys: list[str]) -> str:
     """One day, or `first...last` for a run over a range of days."""
@@ -53,10 +55,13 @@ def tag_run(context: dg.AssetExecutionContext, task_name: str) -> None:
 
 # --- table metadata ----------------------------------------------------------------------------
 
+
 def column_schema(columns: Iterable[Column]) -> dg.TableSchema:
-    return dg.TableSchema(columns=[
-        dg.TableColumn(c.name, c.type, constraints=dg.TableColumnConstraints(nullable=c.nullable))
-        for c in columns])
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(c.name, c.type, constraints=dg.TableColumnConstraints(nullable=c.nullable)) for c in columns
+        ]
+    )
 
 
 def table_metadata(stats: TableStats) -> dict:
@@ -86,6 +91,7 @@ def per_partition(context: dg.AssetExecutionContext, metadata_by_partition: Mapp
 
 
 # --- warehouse tables as assets ------------------------------------------------------------------
+
 
 def table_key(table: str) -> dg.AssetKey:
     """`warehouse/<table>` for a table of the main schema, `warehouse/<schema>/<table>` otherwise."""
@@ -126,21 +132,32 @@ def table_asset_specs(tasks: Iterable[ResolvedTask]) -> list[dg.AssetSpec]:
         related = written_by + [t for t in read_by if t not in written_by]
         lines = []
         if written_by:
-            lines.append(f"Business table written by {', '.join(t.name for t in written_by)} (its `applied` step): one "
-                         "row per business key and output version, holding usable answers only, each written "
-                         "once; an answer whose source row changed since the manifest froze it is not written.")
+            lines.append(
+                f"Business table written by {', '.join(t.name for t in written_by)} (its `applied` step): one "
+                "row per business key and output version, holding usable answers only, each written "
+                "once; an answer whose source row changed since the manifest froze it is not written."
+            )
         if read_by:
-            lines.append(f"Source table read by the manifest of {', '.join(t.name for t in read_by)}: each "
-                         "partition takes the rows of its day, as the task's source query selects them.")
+            lines.append(
+                f"Source table read by the manifest of {', '.join(t.name for t in read_by)}: each "
+                "partition takes the rows of its day, as the task's source query selects them."
+            )
         lines.append("Not materialized by Dagster: rows and columns are observed when a task reads or writes it.")
         metadata = dict(table_name_metadata(table))
         if len(written_by) == 1:
             metadata["dagster/column_schema"] = dg.MetadataValue.table_schema(
-                column_schema(business_table_columns(written_by[0])))
-        specs.append(dg.AssetSpec(
-            key=table_key(table), description="\n\n".join(lines), kinds={"duckdb", "table"},
-            group_name=written_by[0].name if len(written_by) == 1 else TABLES_GROUP,
-            deps=[dg.AssetKey([t.name, "applied"]) for t in written_by],
-            owners=_owners(related), tags=_common_tags(related), metadata=metadata,
-        ))
+                column_schema(business_table_columns(written_by[0]))
+            )
+        specs.append(
+            dg.AssetSpec(
+                key=table_key(table),
+                description="\n\n".join(lines),
+                kinds={"duckdb", "table"},
+                group_name=written_by[0].name if len(written_by) == 1 else TABLES_GROUP,
+                deps=[dg.AssetKey([t.name, "applied"]) for t in written_by],
+                owners=_owners(related),
+                tags=_common_tags(related),
+                metadata=metadata,
+            )
+        )
     return specs

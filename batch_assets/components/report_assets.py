@@ -4,34 +4,63 @@ import dagster as dg
 
 from batch_assets.components.asset_metadata import per_partition, tag_run
 from batch_assets.components.wiring import REPORT_STAGE, TaskWiring
-from batch_assets.pipeline.report.partition_report import (build_report, report_markdown, report_numbers,
-                                                           summary_line, write_report)
+from batch_assets.pipeline.report.partition_report import (
+    build_report,
+    report_markdown,
+    report_numbers,
+    summary_line,
+    write_report,
+)
 from batch_assets.resources import WarehouseResource
 
 
 def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
     task, name, spec = w.task, w.name, w.task.spec
 
-    @dg.asset(key=w.key(REPORT_STAGE), deps=[w.key("applied")], kinds={"html"},
-              description=f"A report per partition of {name}: items by final outcome (final failures by class), "
-                          "open items, retries, tokens in and out, estimated and actual cost, queue, run and total "
-                          "time, time in each provider state, completion rate and, while work is under way, an "
-                          "ETA. Shown as tables and plottable numbers on each partition's materialization and "
-                          "written as an HTML page with charts to <data dir>/reports/<task_id>.html.", **w.common())
+    @dg.asset(
+        key=w.key(REPORT_STAGE),
+        deps=[w.key("applied")],
+        kinds={"html"},
+        description=f"A report per partition of {name}: items by final outcome (final failures by class), "
+        "open items, retries, tokens in and out, estimated and actual cost, queue, run and total "
+        "time, time in each provider state, completion rate and, while work is under way, an "
+        "ETA. Shown as tables and plottable numbers on each partition's materialization and "
+        "written as an HTML page with charts to <data dir>/reports/<task_id>.html.",
+        **w.common(),
+    )
     def report(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         tag_run(context, name)
         wh = warehouse.warehouse()
         with wh.connect() as conn:
             known = {r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task").fetchall()}
-            reports = {pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction)
-                       for pk in context.partition_keys if task.task_id(pk) in known}
-        per_partition(context, {pk: {"task_id": task.task_id(pk), "status": "no manifest frozen yet"}
-                                for pk in context.partition_keys if pk not in reports})
+            reports = {
+                pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction)
+                for pk in context.partition_keys
+                if task.task_id(pk) in known
+            }
+        per_partition(
+            context,
+            {
+                pk: {"task_id": task.task_id(pk), "status": "no manifest frozen yet"}
+                for pk in context.partition_keys
+                if pk not in reports
+            },
+        )
         paths = {pk: write_report(r, wh.data_dir) for pk, r in reports.items()}
-        per_partition(context, {pk: {
-            "task_id": r.task_id, "status": r.verdict.final_status or "in progress", "summary": summary_line(r),
-            **report_numbers(r), "report": dg.MetadataValue.md(report_markdown(r)),
-            "report_path": dg.MetadataValue.path(str(paths[pk]))} for pk, r in reports.items()})
+        per_partition(
+            context,
+            {
+                pk: {
+                    "task_id": r.task_id,
+                    "status": r.verdict.final_status or "in progress",
+                    "summary": summary_line(r),
+                    **report_numbers(r),
+                    "report": dg.MetadataValue.md(report_markdown(r)),
+                    "report_path": dg.MetadataValue.path(str(paths[pk])),
+                }
+                for pk, r in reports.items()
+            },
+        )
         return dg.MaterializeResult(metadata={"task_ids": ", ".join(task.task_id(pk) for pk in context.partition_keys)})
 
     return report

@@ -8,8 +8,15 @@ from batch_assets.components.summary_metadata import totals, verdicts_result
 from batch_assets.components.wiring import BUDGET_CHECK, SHARDS_CHECK, TaskWiring
 from batch_assets.pipeline.govern.budget import check_budget
 from batch_assets.pipeline.govern.dry_run import render_sample
-from batch_assets.pipeline.govern.send_gate import (DRY_RUN_CHECK, MODEL_CHECK, PROMPT_CHECK, check_dry_run,
-                                                    check_model, check_prompt, failed_gates)
+from batch_assets.pipeline.govern.send_gate import (
+    DRY_RUN_CHECK,
+    MODEL_CHECK,
+    PROMPT_CHECK,
+    check_dry_run,
+    check_model,
+    check_prompt,
+    failed_gates,
+)
 from batch_assets.pipeline.report.table_stats import STAGE_TABLES
 from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 from batch_assets.pipeline.send.submit import submit_pending
@@ -32,28 +39,35 @@ def _gate_check_specs(w: TaskWiring) -> list[dg.AssetCheckSpec]:
     checks = {
         SHARDS_CHECK: "Every shard file within limits and intact; lines + quarantined = items.",
         BUDGET_CHECK: "The partition's estimated cost within the task's budget and the per-model / per-day caps "
-                      "of defs/budgets.yaml (or an operator override with a reason, recorded in the ledger).",
+        "of defs/budgets.yaml (or an operator override with a reason, recorded in the ledger).",
         MODEL_CHECK: f"The model is on {provider}'s allow-list (providers/{provider}/models.yaml) and on the "
-                     "task's gate.allowed_models when it narrows it.",
+        "task's gate.allowed_models when it narrows it.",
         PROMPT_CHECK: "Prompt and output-schema versions, and the hashes of the prompt template + system message "
-                      "and of the output schema, unchanged since the partition was frozen.",
+        "and of the output schema, unchanged since the partition was frozen.",
         DRY_RUN_CHECK: "A partition above gate.dry_run_threshold items (default 10,000) has a recorded dry run "
-                       "(`batch-assets dry-run <task_id>`) of the task's prompt version.",
+        "(`batch-assets dry-run <task_id>`) of the task's prompt version.",
     }
-    return [dg.AssetCheckSpec(check, asset=w.key("shards"), blocking=True, description=text)
-            for check, text in checks.items()]
+    return [
+        dg.AssetCheckSpec(check, asset=w.key("shards"), blocking=True, description=text)
+        for check, text in checks.items()
+    ]
 
 
 def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
     task, name, spec = w.task, w.name, w.task.spec
 
-    @dg.asset(key=w.key("shards"), deps=[w.key("manifest")], kinds={"duckdb", "json"},
-              metadata=table_name_metadata(STAGE_TABLES["shards"]),
-              description=f"Provider-ready JSONL request files of {name}, one line per item, cut to stay within "
-                          f"{spec.provider}'s limits (requests, bytes, tokens per batch); a line that cannot be sent "
-                          "(too long, blank required input) is quarantined with its reason instead. Each shard "
-                          "file is recorded with its checksum; nothing is submitted unless every shard passes.",
-              check_specs=_gate_check_specs(w), **w.common())
+    @dg.asset(
+        key=w.key("shards"),
+        deps=[w.key("manifest")],
+        kinds={"duckdb", "json"},
+        metadata=table_name_metadata(STAGE_TABLES["shards"]),
+        description=f"Provider-ready JSONL request files of {name}, one line per item, cut to stay within "
+        f"{spec.provider}'s limits (requests, bytes, tokens per batch); a line that cannot be sent "
+        "(too long, blank required input) is quarantined with its reason instead. Each shard "
+        "file is recorded with its checksum; nothing is submitted unless every shard passes.",
+        check_specs=_gate_check_specs(w),
+        **w.common(),
+    )
     def shards(context: dg.AssetExecutionContext, config: ShardsConfig, warehouse: WarehouseResource):
         tag_run(context, name)
         wh = warehouse.warehouse()
@@ -72,22 +86,41 @@ def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
         dry_runs = [check_dry_run(wh, task, pk) for pk in keys]
         # The lines as they will be sent (what `batch-assets dry-run` shows), for the UI.
         samples = [render_sample(wh, task, pk) for pk in cut]
-        sample_metadata = ({"sample_lines": dg.MetadataValue.md(samples[0].markdown()),
-                            "sample_estimate": dg.MetadataValue.json(samples[0].estimate())} if len(samples) == 1
-                           else {f"sample_{s.task_id}": dg.MetadataValue.md(s.markdown()) for s in samples})
+        sample_metadata = (
+            {
+                "sample_lines": dg.MetadataValue.md(samples[0].markdown()),
+                "sample_estimate": dg.MetadataValue.json(samples[0].estimate()),
+            }
+            if len(samples) == 1
+            else {f"sample_{s.task_id}": dg.MetadataValue.md(s.markdown()) for s in samples}
+        )
         return dg.MaterializeResult(
-            metadata={"task_ids": ", ".join(task.task_id(pk) for pk in keys),
-                      "new_shards": sum(len(s.new_shards) for s in out),
-                      "new_lines": sum(s.lines for s in out), "newly_quarantined": sum(s.quarantined for s in out),
-                      "not_cut": ", ".join(task.task_id(pk) for pk in keys if pk not in cut) or "none",
-                      **counts, **sample_metadata},
-            check_results=[dg.AssetCheckResult(check_name=SHARDS_CHECK, passed=not problems,
-                                               metadata={"problems": "\n".join(problems) or "none", **counts}),
-                           dg.AssetCheckResult(check_name=BUDGET_CHECK, passed=all(b.passed for b in budgets),
-                                               metadata=budgets[0].as_metadata() if len(budgets) == 1 else {
-                                                   b.task_id: dg.MetadataValue.json(b.as_metadata()) for b in budgets}),
-                           verdicts_result(MODEL_CHECK, models), verdicts_result(PROMPT_CHECK, prompts),
-                           verdicts_result(DRY_RUN_CHECK, dry_runs)],
+            metadata={
+                "task_ids": ", ".join(task.task_id(pk) for pk in keys),
+                "new_shards": sum(len(s.new_shards) for s in out),
+                "new_lines": sum(s.lines for s in out),
+                "newly_quarantined": sum(s.quarantined for s in out),
+                "not_cut": ", ".join(task.task_id(pk) for pk in keys if pk not in cut) or "none",
+                **counts,
+                **sample_metadata,
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=SHARDS_CHECK,
+                    passed=not problems,
+                    metadata={"problems": "\n".join(problems) or "none", **counts},
+                ),
+                dg.AssetCheckResult(
+                    check_name=BUDGET_CHECK,
+                    passed=all(b.passed for b in budgets),
+                    metadata=budgets[0].as_metadata()
+                    if len(budgets) == 1
+                    else {b.task_id: dg.MetadataValue.json(b.as_metadata()) for b in budgets},
+                ),
+                verdicts_result(MODEL_CHECK, models),
+                verdicts_result(PROMPT_CHECK, prompts),
+                verdicts_result(DRY_RUN_CHECK, dry_runs),
+            ],
         )
 
     return shards
@@ -101,8 +134,10 @@ def _cut_due_retries(wh, task, partition_keys) -> int:
         lines += cut_shards(wh, task, pk).lines
         problems, _ = verify_shards(wh, task, pk)
         if problems:
-            raise dg.Failure(f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
-                             metadata={"problems": "\n".join(problems)})
+            raise dg.Failure(
+                f"{task.task_id(pk)}: shards failed their checks; nothing submitted",
+                metadata={"problems": "\n".join(problems)},
+            )
     return lines
 
 
@@ -110,8 +145,10 @@ def _refuse_failed_gates(wh, task, partition_keys) -> None:
     """The gate also holds when `submissions` runs on its own (not after `shards`)."""
     for pk in partition_keys:
         for verdict in failed_gates(wh, task, pk):
-            raise dg.Failure(f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
-                             metadata={k: str(v) for k, v in verdict.as_metadata().items()})
+            raise dg.Failure(
+                f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
+                metadata={k: str(v) for k, v in verdict.as_metadata().items()},
+            )
 
 
 def _refuse_over_budget(wh, task, partition_keys) -> None:
@@ -119,21 +156,32 @@ def _refuse_over_budget(wh, task, partition_keys) -> None:
     for pk in partition_keys:
         verdict = check_budget(wh, task, pk)
         if not verdict.passed:
-            raise dg.Failure(f"{verdict.task_id}: over budget; nothing submitted. Override with run config "
-                             f"budget_override on the shards asset (a reason).",
-                             metadata={k: str(v) for k, v in verdict.as_metadata().items()})
+            raise dg.Failure(
+                f"{verdict.task_id}: over budget; nothing submitted. Override with run config "
+                f"budget_override on the shards asset (a reason).",
+                metadata={k: str(v) for k, v in verdict.as_metadata().items()},
+            )
 
 
 def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
     task, name, spec = w.task, w.name, w.task.spec
 
-    @dg.asset(key=w.key("submissions"), deps=[w.key("shards")], kinds={spec.provider},
-              description=f"One {spec.provider} batch per shard. The intent is recorded in the ledger before every "
-                          "create call, so a crash or a lost answer is found again instead of creating a second "
-                          "batch; shards beyond the provider's concurrent-job cap wait for room; due retries are cut "
-                          "into new shards and checked like the first ones before anything is sent.", **w.common())
-    def submissions(context: dg.AssetExecutionContext, config: SubmissionsConfig, warehouse: WarehouseResource,
-                    providers: ProvidersResource):
+    @dg.asset(
+        key=w.key("submissions"),
+        deps=[w.key("shards")],
+        kinds={spec.provider},
+        description=f"One {spec.provider} batch per shard. The intent is recorded in the ledger before every "
+        "create call, so a crash or a lost answer is found again instead of creating a second "
+        "batch; shards beyond the provider's concurrent-job cap wait for room; due retries are cut "
+        "into new shards and checked like the first ones before anything is sent.",
+        **w.common(),
+    )
+    def submissions(
+        context: dg.AssetExecutionContext,
+        config: SubmissionsConfig,
+        warehouse: WarehouseResource,
+        providers: ProvidersResource,
+    ):
         tag_run(context, name)
         wh = warehouse.warehouse()
         adapter = providers.adapter(spec.provider)
@@ -144,15 +192,20 @@ def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
         out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in keys]
         elsewhere = [k for s in out for k in s.claimed_elsewhere]
         undecided = {k: why for s in out for k, why in s.undecided.items()}
-        return dg.MaterializeResult(metadata={
-            "task_ids": ", ".join(s.task_id for s in out), "retry_lines_cut": retry_lines,
-            "submitted": sum(len(s.submitted) for s in out), "recovered_after_crash": sum(len(s.recovered) for s in out),
-            **totals(out, "waiting_for_capacity", "already_submitted"),
-            # Shards another submit run holds: skipped here (that run submits them).
-            "claimed_elsewhere": len(elsewhere), "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",
-            # Creates that may or may not have happened: nothing was created; the next run looks again.
-            "undecided": len(undecided),
-            "undecided_jobs": "\n".join(f"{k}: {why}" for k, why in undecided.items()) or "none",
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "task_ids": ", ".join(s.task_id for s in out),
+                "retry_lines_cut": retry_lines,
+                "submitted": sum(len(s.submitted) for s in out),
+                "recovered_after_crash": sum(len(s.recovered) for s in out),
+                **totals(out, "waiting_for_capacity", "already_submitted"),
+                # Shards another submit run holds: skipped here (that run submits them).
+                "claimed_elsewhere": len(elsewhere),
+                "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",
+                # Creates that may or may not have happened: nothing was created; the next run looks again.
+                "undecided": len(undecided),
+                "undecided_jobs": "\n".join(f"{k}: {why}" for k, why in undecided.items()) or "none",
+            }
+        )
 
     return submissions

@@ -35,16 +35,31 @@ def health(rec: Reconciliation) -> dict:
     """A partition's health as plain numbers (they feed the asset's plots) plus its final status."""
     items = rec.manifest_items
     rates = {"applied_rate": rec.applied / items, "failure_rate": rec.final_failed_total / items} if items else {}
-    return {"task_id": rec.task_id, "items": items, "applied": rec.applied, "revoked": rec.revoked, **rates,
-            "final_failed": rec.final_failed_total, "in_flight": rec.in_flight, "retry_pending": rec.retry_pending,
-            "unresolved": rec.unresolved, "final_status": rec.final_status or "pending"}
+    return {
+        "task_id": rec.task_id,
+        "items": items,
+        "applied": rec.applied,
+        "revoked": rec.revoked,
+        **rates,
+        "final_failed": rec.final_failed_total,
+        "in_flight": rec.in_flight,
+        "retry_pending": rec.retry_pending,
+        "unresolved": rec.unresolved,
+        "final_status": rec.final_status or "pending",
+    }
 
 
 def verdicts_result(check: str, verdicts: list[Verdict]) -> dg.AssetCheckResult:
     """One check result over a run's partitions: passed when every partition passed."""
     failed = [v for v in verdicts if not v.passed]
     return dg.AssetCheckResult(
-        check_name=check, passed=not failed, description="; ".join(v.reason for v in failed)[:1000] or None,
-        metadata=verdicts[0].as_metadata() if len(verdicts) == 1 else {
+        check_name=check,
+        passed=not failed,
+        description="; ".join(v.reason for v in failed)[:1000] or None,
+        metadata=verdicts[0].as_metadata()
+        if len(verdicts) == 1
+        else {
             "reason": "\n".join(f"{v.task_id}: {v.reason}" for v in verdicts),
-            **{v.task_id: dg.MetadataValue.json(v.as_metadata()) for v in verdicts}})
+            **{v.task_id: dg.MetadataValue.json(v.as_metadata()) for v in verdicts},
+        },
+    )

@@ -15,8 +15,15 @@ from batch_assets.components.task_jobs import build_daily_schedule, build_jobs
 from batch_assets.components.wiring import TaskWiring
 from batch_assets.spec.resolve import ResolvedTask
 
-ASSET_BUILDERS = (build_manifest, build_shards, build_submissions, build_raw_results, build_parsed_results,
-                  build_applied, build_report_asset)
+ASSET_BUILDERS = (
+    build_manifest,
+    build_shards,
+    build_submissions,
+    build_raw_results,
+    build_parsed_results,
+    build_applied,
+    build_report_asset,
+)
 
 
 def build_task_defs(task: ResolvedTask) -> dg.Definitions:

@@ -14,8 +14,10 @@ from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SUBMIT_
 def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.UnresolvedAssetJobDefinition]:
     job_tags = {TAG_TASK: w.name}
     submit_job = dg.define_asset_job(
-        f"{w.name}__submit", selection=dg.AssetSelection.assets(*[w.key(s) for s in SUBMIT_STAGES]),
-        description=f"Freeze, shard and submit one partition of {w.name}.", tags=job_tags,
+        f"{w.name}__submit",
+        selection=dg.AssetSelection.assets(*[w.key(s) for s in SUBMIT_STAGES]),
+        description=f"Freeze, shard and submit one partition of {w.name}.",
+        tags=job_tags,
     )
     collect_job = dg.define_asset_job(
         f"{w.name}__collect",
@@ -32,10 +34,15 @@ def build_daily_schedule(w: TaskWiring, submit_job) -> dg.ScheduleDefinition:
     JobDefinition.run_request_for_partition (a DeprecationWarning on every tick)."""
     name = w.name
 
-    @dg.schedule(name=f"{name}__daily", cron_schedule="0 1 * * *", target=submit_job, execution_timezone="UTC",
-                 default_status=dg.DefaultScheduleStatus.STOPPED,
-                 description=f"Freezes and submits yesterday's partition of {name} every day at 01:00 UTC. Stopped "
-                             "by default: start it to run the task daily.")
+    @dg.schedule(
+        name=f"{name}__daily",
+        cron_schedule="0 1 * * *",
+        target=submit_job,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Freezes and submits yesterday's partition of {name} every day at 01:00 UTC. Stopped "
+        "by default: start it to run the task daily.",
+    )
     def schedule(context: dg.ScheduleEvaluationContext):
         day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
         return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day, tags={TAG_PARTITION: day})

@@ -14,7 +14,7 @@ from batch_assets.spec.resolve import ResolvedTask
 
 SUBMIT_STAGES = ("manifest", "shards", "submissions")
 COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
-REPORT_STAGE = "report"   # run by the collect job after `applied`
+REPORT_STAGE = "report"  # run by the collect job after `applied`
 SHARDS_CHECK = "shards_within_limits"
 BUDGET_CHECK = "within_budget"
 RECONCILIATION_CHECK = "reconciliation"
@@ -35,16 +35,26 @@ class TaskWiring:
     def common(self) -> dict:
         """Keyword arguments of every asset of the task. single_run: a date range (UI backfill or
         `dg launch --partition-range`) runs as one run; every asset loops over context.partition_keys."""
-        return dict(group_name=self.name, partitions_def=daily_partitions,
-                    backfill_policy=dg.BackfillPolicy.single_run(), owners=task_owners(self.task),
-                    tags=task_tags(self.task))
+        return dict(
+            group_name=self.name,
+            partitions_def=daily_partitions,
+            backfill_policy=dg.BackfillPolicy.single_run(),
+            owners=task_owners(self.task),
+            tags=task_tags(self.task),
+        )
 
     def record_table(self, context: dg.AssetExecutionContext, wh, stage: str) -> None:
         """Table name, columns and rows (the task's, and each partition's) of the stage's ledger table."""
         with wh.connect() as conn:
-            per_partition(context, {pk: table_metadata(ledger_table_stats(conn, STAGE_TABLES[stage], self.name,
-                                                                          [self.task.task_id(pk)]))
-                                    for pk in context.partition_keys})
+            per_partition(
+                context,
+                {
+                    pk: table_metadata(
+                        ledger_table_stats(conn, STAGE_TABLES[stage], self.name, [self.task.task_id(pk)])
+                    )
+                    for pk in context.partition_keys
+                },
+            )
 
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:

@@ -21,34 +21,41 @@ definitions hold (`build_provider_status_sensor`, called by batch_assets.definit
 at import time.
 """
 
-
 import json
 from dataclasses import dataclass
 
 import dagster as dg
 
 from batch_assets.formatting import format_duration
-
 from batch_assets.ledger.warehouse import fetch_dicts, scalar
-from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES, DEFAULT_RESULTS_WAIT_S, plan_collection
+from batch_assets.pipeline.collect.collect_runs import (
+    DEFAULT_MAX_COLLECT_TRIES,
+    DEFAULT_RESULTS_WAIT_S,
+    plan_collection,
+)
 from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, poll_jobs
-from batch_assets.pipeline.govern.retention import delete_remote_files
 from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
-from batch_assets.providers.registry import provider_limits
-from batch_assets.pipeline.settle.retry_ledger import pending_retries
+from batch_assets.pipeline.govern.retention import delete_remote_files
 from batch_assets.pipeline.send.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
+from batch_assets.pipeline.settle.retry_ledger import pending_retries
+from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
 POLL_MAX_JOBS: int | None = None  # no cap on polls per tick: the time budget bounds them
-REMOTE_DELETIONS_PER_TICK = 20   # failed provider-file deletions retried per tick (bounded tick time)
+REMOTE_DELETIONS_PER_TICK = 20  # failed provider-file deletions retried per tick (bounded tick time)
 COLLECT_MAX_TRIES = DEFAULT_MAX_COLLECT_TRIES
 RESULTS_WAIT_S = DEFAULT_RESULTS_WAIT_S
 TAG_TASK, TAG_PARTITION, TAG_ATTEMPT = "batch_assets/task", "batch_assets/partition", "batch_assets/attempt"
 # A run of these statuses is still going (or about to): no second run of the same partition.
-ACTIVE_RUN_STATUSES = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-                       dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+ACTIVE_RUN_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 SENSOR_NAME = "provider_status_sensor"
 
 
@@ -69,30 +76,41 @@ def _policies(tasks: dict):
         if (task_name, provider) not in cache:
             task = tasks.get(task_name)
             if task is not None:
-                cache[task_name, provider] = resolve_policy(task.limits.completion_window, task.limits.stuck,
-                                                            task.spec.stuck)
+                cache[task_name, provider] = resolve_policy(
+                    task.limits.completion_window, task.limits.stuck, task.spec.stuck
+                )
             else:
                 limits = provider_limits(provider)
                 cache[task_name, provider] = resolve_policy(limits.completion_window, limits.stuck)
         return cache[task_name, provider]
+
     return policy_for
 
 
 def _attempts(conn) -> dict[tuple[str, str], tuple[int | None, int]]:
     """(task_name, partition_date) -> (highest shard attempt among the partition's provider jobs,
     highest shard attempt of the partition's shards)."""
-    rows = fetch_dicts(conn, """
+    rows = fetch_dicts(
+        conn,
+        """
         SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day,
                max(s.attempt) FILTER (WHERE s.shard_id IN (SELECT shard_id FROM ledger.provider_job)) AS of_jobs,
                max(s.attempt) AS of_shards
-        FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""")
+        FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""",
+    )
     return {(r["task_name"], r["day"]): (r["of_jobs"], int(r["of_shards"])) for r in rows}
 
 
 def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> bool:
     """Whether a run of the job for the partition (launched by this sensor or by hand) is still going."""
-    return bool(instance.get_run_ids(filters=dg.RunsFilter(job_name=job_name, statuses=ACTIVE_RUN_STATUSES,
-                                                           tags={"dagster/partition": partition}), limit=1))
+    return bool(
+        instance.get_run_ids(
+            filters=dg.RunsFilter(
+                job_name=job_name, statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": partition}
+            ),
+            limit=1,
+        )
+    )
 
 
 def _ended(instance: dg.DagsterInstance, owner: str) -> bool:
@@ -116,7 +134,7 @@ def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Polls provider batches, records state transitions, flags and cancels stuck jobs, requests "
-                    "collect runs for partitions with uncollected results and submit runs for waiting shards.",
+        "collect runs for partitions with uncollected results and submit runs for waiting shards.",
     )(provider_status_tick)
 
 
@@ -137,8 +155,9 @@ def _retry_remote_deletions(wh, providers: ProvidersResource, tasks: dict, log) 
     deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)
     if not deleting:
         return
-    retried = delete_remote_files(wh, providers.adapter, task_names=deleting, retry_only=True,
-                                  limit=REMOTE_DELETIONS_PER_TICK)
+    retried = delete_remote_files(
+        wh, providers.adapter, task_names=deleting, retry_only=True, limit=REMOTE_DELETIONS_PER_TICK
+    )
     for job_key, err in retried.failed.items():
         log.warning(f"{job_key}: deleting its provider files failed again, retried next tick: {err}")
 
@@ -146,6 +165,7 @@ def _retry_remote_deletions(wh, providers: ProvidersResource, tasks: dict, log) 
 @dataclass(frozen=True)
 class _LedgerState:
     """What one tick reads from (and settles in) the ledger, over one connection."""
+
     stuck: object
     plan: object
     attempts: dict
@@ -179,20 +199,28 @@ def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.Dag
 
 def _log_stuck_and_uncollected(log, stuck, plan) -> None:
     for job in stuck.newly_stuck:
-        log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
-                    f"{format_duration(job['seconds_in_state'])}, over its SLA")
+        log.warning(
+            f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
+            f"{format_duration(job['seconds_in_state'])}, over its SLA"
+        )
     for job in stuck.cancelled:
-        log.warning(f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
-                    f"{format_duration(job['seconds_in_state'])}; cancel requested (its unfinished items are sent again)")
+        log.warning(
+            f"{job['job_key']} ({job['task_name']}): stuck in {job['state']} for "
+            f"{format_duration(job['seconds_in_state'])}; cancel requested (its unfinished items are sent again)"
+        )
     for job_key, err in stuck.errors.items():
         log.warning(f"{job_key}: cancelling the stuck job failed, tried again next tick: {err}")
     for job in plan.results_not_ready:
-        message = f"{job['job_key']}: {job['state']} but its results are not ready yet ({format_duration(job['seconds'])})"
+        message = (
+            f"{job['job_key']}: {job['state']} but its results are not ready yet ({format_duration(job['seconds'])})"
+        )
         (log.warning if job["seconds"] > RESULTS_WAIT_S else log.info)(message + "; polled again next tick")
     for job in plan.given_up:
-        log.warning(f"{job.job_key} ({job.task_name} {job.partition_date}): not collected after "
-                    f"{job.collect_attempts} collect runs, no longer requested: {job.reason}"
-                    + (f"; last error: {job.collect_error}" if job.collect_error else ""))
+        log.warning(
+            f"{job.job_key} ({job.task_name} {job.partition_date}): not collected after "
+            f"{job.collect_attempts} collect runs, no longer requested: {job.reason}"
+            + (f"; last error: {job.collect_error}" if job.collect_error else "")
+        )
 
 
 def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
@@ -204,27 +232,49 @@ def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) ->
             log.info(f"{job_name} {r.partition_date}: a collect run is in progress; not requested again")
             continue
         if r.generation > 0:
-            log.warning(f"{job_name} {r.partition_date}: requested again (try {r.tries + 1} of at most "
-                        f"{COLLECT_MAX_TRIES} per job): {r.describe()}")
-        requests.append(dg.RunRequest(
-            run_key=r.run_key, job_name=job_name, partition_key=r.partition_date,
-            tags=_tags(r.task_name, r.partition_date, state.attempt_of_jobs(r.task_name, r.partition_date) or r.attempt,
-                       **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]})))
+            log.warning(
+                f"{job_name} {r.partition_date}: requested again (try {r.tries + 1} of at most "
+                f"{COLLECT_MAX_TRIES} per job): {r.describe()}"
+            )
+        requests.append(
+            dg.RunRequest(
+                run_key=r.run_key,
+                job_name=job_name,
+                partition_key=r.partition_date,
+                tags=_tags(
+                    r.task_name,
+                    r.partition_date,
+                    state.attempt_of_jobs(r.task_name, r.partition_date) or r.attempt,
+                    **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]},
+                ),
+            )
+        )
     return requests
 
 
 def _submissions_request(task_name: str, day: str, run_key: str, attempt: int, **tags: str) -> dg.RunRequest:
-    return dg.RunRequest(run_key=run_key, job_name=f"{task_name}__submit", partition_key=day,
-                         asset_selection=[dg.AssetKey([task_name, "submissions"])],
-                         tags=_tags(task_name, day, attempt, **tags))
+    return dg.RunRequest(
+        run_key=run_key,
+        job_name=f"{task_name}__submit",
+        partition_key=day,
+        asset_selection=[dg.AssetKey([task_name, "submissions"])],
+        tags=_tags(task_name, day, attempt, **tags),
+    )
 
 
 def _capacity_requests(state: _LedgerState) -> list[dg.RunRequest]:
     """Shards held back by a provider's concurrent-job cap go out once that provider has room; the
     run key changes only when a job has finished since, so a waiting partition is asked for once."""
-    return [_submissions_request(task_name, day, f"submit:{task_name}:{day}:{state.high_water}",
-                                 state.attempt_of_shards(task_name, day), **{"batch_assets/waiting_shards": str(shards)})
-            for task_name, day, shards in state.waiting_to_submit]
+    return [
+        _submissions_request(
+            task_name,
+            day,
+            f"submit:{task_name}:{day}:{state.high_water}",
+            state.attempt_of_shards(task_name, day),
+            **{"batch_assets/waiting_shards": str(shards)},
+        )
+        for task_name, day, shards in state.waiting_to_submit
+    ]
 
 
 def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
@@ -235,11 +285,19 @@ def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> 
     for task_name, day, intents, fingerprint in state.orphaned:
         if _running(instance, f"{task_name}__submit", day):
             continue  # a submit run of the partition is going: it takes the intents up itself
-        log.warning(f"{task_name} {day}: {intents} intent(s) without a batch and without a live run; "
-                    "a submit run looks them up and creates only what the provider lacks")
-        requests.append(_submissions_request(
-            task_name, day, f"resume:{task_name}:{day}:{fingerprint}:{state.high_water}",
-            state.attempt_of_shards(task_name, day), **{"batch_assets/orphaned_intents": str(intents)}))
+        log.warning(
+            f"{task_name} {day}: {intents} intent(s) without a batch and without a live run; "
+            "a submit run looks them up and creates only what the provider lacks"
+        )
+        requests.append(
+            _submissions_request(
+                task_name,
+                day,
+                f"resume:{task_name}:{day}:{fingerprint}:{state.high_water}",
+                state.attempt_of_shards(task_name, day),
+                **{"batch_assets/orphaned_intents": str(intents)},
+            )
+        )
     return requests
 
 
@@ -247,14 +305,22 @@ def _retry_requests(wh, tasks: dict) -> list[dg.RunRequest]:
     """Retries the retry ledger decided on go out once their backoff has passed (tasks with
     automatic retries); the run key changes with what is due, so each wave is asked for once."""
     automatic = {name for name, task in tasks.items() if task.spec.retry.automatic}
-    return [_submissions_request(row["task_name"], row["partition_date"],
-                                 f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
-                                 int(row["next_attempt"]), **{"batch_assets/retries_due": str(row["due"])})
-            for row in pending_retries(wh) if row["due"] and row["task_name"] in automatic]
+    return [
+        _submissions_request(
+            row["task_name"],
+            row["partition_date"],
+            f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
+            int(row["next_attempt"]),
+            **{"batch_assets/retries_due": str(row["due"])},
+        )
+        for row in pending_retries(wh)
+        if row["due"] and row["task_name"] in automatic
+    ]
 
 
-def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: WarehouseResource,
-                         providers: ProvidersResource) -> dg.SensorResult:
+def provider_status_tick(
+    context: dg.SensorEvaluationContext, warehouse: WarehouseResource, providers: ProvidersResource
+) -> dg.SensorResult:
     wh, log = warehouse.warehouse(), context.log
     tasks = _load_tasks()
     polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
@@ -266,8 +332,10 @@ def provider_status_tick(context: dg.SensorEvaluationContext, warehouse: Warehou
     submit = [*_capacity_requests(state), *_orphan_requests(context.instance, state, log), *_retry_requests(wh, tasks)]
     stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
-    log.info(f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {len(collect)}, "
-             f"submit requests {len(submit)}, stuck {n_stuck} "
-             f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
-             f"collect given up {len(state.plan.given_up)}, results not ready {len(state.plan.results_not_ready)}")
+    log.info(
+        f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {len(collect)}, "
+        f"submit requests {len(submit)}, stuck {n_stuck} "
+        f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
+        f"collect given up {len(state.plan.given_up)}, results not ready {len(state.plan.results_not_ready)}"
+    )
     return dg.SensorResult(run_requests=[*collect, *submit], cursor=json.dumps({"terminal_seq": state.high_water}))

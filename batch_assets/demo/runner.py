@@ -24,23 +24,30 @@ from batch_assets.demo.seed import seed_support_tickets
 from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
+from batch_assets.formatting import format_table
 from batch_assets.ledger.warehouse import Warehouse, scalar
-from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES, pending_jobs
+from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES
+from batch_assets.pipeline.collect.collect_runs import pending_jobs
+from batch_assets.pipeline.govern.cost import partition_gates
+from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
 from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_all_tasks
-from batch_assets.pipeline.govern.cost import partition_gates
-from batch_assets.formatting import format_table
-from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
 DEMO_TASKS = ("ticket_triage", "ticket_summary", "kb_embeddings", "review_sentiment", "ticket_triage_anthropic")
 # A realistic sprinkle of per-item failures so the table shows every column at work.
 # Faults like a real service's: drawn per (request, occurrence), so a retried request can succeed.
-DEMO_EMULATOR_KNOBS = {"speed": 20.0, "item_error_rate": 0.01, "content_filter_rate": 0.004,
-                       "truncate_rate": 0.004, "shuffle_output": True, "log_requests": False,
-                       "item_faults_by_occurrence": True}
+DEMO_EMULATOR_KNOBS = {
+    "speed": 20.0,
+    "item_error_rate": 0.01,
+    "content_filter_rate": 0.004,
+    "truncate_rate": 0.004,
+    "shuffle_output": True,
+    "log_requests": False,
+    "item_faults_by_occurrence": True,
+}
 SENSOR_TICK_S = 0.5
 # Run logs go to the Dagster instance (see them in `make dev`); the console shows warnings only.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -64,24 +71,44 @@ def _print_plain_table(headers: list[str], rows: list[list]) -> None:
     print(format_table(headers, rows))
 
 
-def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, tasks: tuple[str, ...] = DEMO_TASKS,
-             fresh: bool = False, print_table: Callable[[list[str], list[list]], None] = _print_plain_table) -> int:
+def run_demo(
+    data_dir: Path,
+    partitions: tuple[str, ...] = DEMO_PARTITIONS,
+    tasks: tuple[str, ...] = DEMO_TASKS,
+    fresh: bool = False,
+    print_table: Callable[[list[str], list[list]], None] = _print_plain_table,
+) -> int:
     """The demo in `data_dir`; `print_table(headers, rows)` shows the closing tables (plain text by default)."""
     data_dir = data_dir.resolve()
     if fresh and data_dir.exists():
-        for child in ("warehouse.duckdb", "warehouse.duckdb.wal", "manifests", "shards", "raw", "emulator", "dagster_home"):
+        for child in (
+            "warehouse.duckdb",
+            "warehouse.duckdb.wal",
+            "manifests",
+            "shards",
+            "raw",
+            "emulator",
+            "dagster_home",
+        ):
             target = data_dir / child
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     with wh.connect() as conn:
         counts = (seed_support_tickets(conn), seed_kb_articles(conn), seed_product_reviews(conn))
-    _say("seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, wh.database))
+    _say(
+        "seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, wh.database)
+    )
 
     with running_emulator(data_dir / "emulator", **DEMO_EMULATOR_KNOBS) as emulator:
         _say(f"provider emulator on {emulator.base_url}")
-        os.environ.update({"BATCH_ASSETS_DATABASE": str(wh.database), "BATCH_ASSETS_DATA_DIR": str(data_dir),
-                           "BATCH_ASSETS_EMULATOR_URL": emulator.base_url,
-                           "DAGSTER_HOME": str(prepare_dagster_home(data_dir))})
+        os.environ.update(
+            {
+                "BATCH_ASSETS_DATABASE": str(wh.database),
+                "BATCH_ASSETS_DATA_DIR": str(data_dir),
+                "BATCH_ASSETS_EMULATOR_URL": emulator.base_url,
+                "DAGSTER_HOME": str(prepare_dagster_home(data_dir)),
+            }
+        )
         # The demo always runs on the local emulator, whatever the environment says about live mode.
         os.environ["BATCH_ASSETS_PROVIDER_MODE"] = "emulator"
         for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):
@@ -92,22 +119,27 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
 
         definitions = defs()
         with dg.DagsterInstance.get() as instance:
-            with progress.task("demo: submit", total=len(tasks) * len(partitions), unit="partitions",
-                               keep=True) as bar:
+            with progress.task("demo: submit", total=len(tasks) * len(partitions), unit="partitions", keep=True) as bar:
                 for task in tasks:
                     for partition in partitions:
                         result = definitions.resolve_job_def(f"{task}__submit").execute_in_process(
-                            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET)
-                        _say(f"{task} {partition}: manifest -> shards -> submissions "
-                             f"{'ok' if result.success else 'FAILED'}")
+                            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET
+                        )
+                        _say(
+                            f"{task} {partition}: manifest -> shards -> submissions "
+                            f"{'ok' if result.success else 'FAILED'}"
+                        )
                         bar.advance()
                         if not result.success:
                             return 1
             _drive_sensor(definitions, instance, default_resources(), wh)
 
     specs = load_all_tasks()
-    settled = [settle(wh, f"{t}_{p.replace('-', '')}", specs[t].spec.retry.max_failed_fraction)
-               for t in tasks for p in partitions]
+    settled = [
+        settle(wh, f"{t}_{p.replace('-', '')}", specs[t].spec.retry.max_failed_fraction)
+        for t in tasks
+        for p in partitions
+    ]
     recs = [r for r, _ in settled]
     print()
     print_table(*reconciliation_cells(recs))
@@ -120,11 +152,15 @@ def run_demo(data_dir: Path, partitions: tuple[str, ...] = DEMO_PARTITIONS, task
     for p in problems:
         print(f"NOT DONE {p}")
     unresolved = sum(r.unresolved for r in recs)
-    _say(f"{sum(r.retried for r in recs)} item(s) retried, {unresolved} unresolved, "
-         f"{sum(r.final_failed_total for r in recs)} final-failed, {sum(r.compliance_held for r in recs)} held for compliance")
+    _say(
+        f"{sum(r.retried for r in recs)} item(s) retried, {unresolved} unresolved, "
+        f"{sum(r.final_failed_total for r in recs)} final-failed, {sum(r.compliance_held for r in recs)} held for compliance"
+    )
     print(f"DuckDB warehouse: {wh.database}")
-    print("Explore: `make dev` (Dagster UI), `.venv/bin/batch-assets report`, or SQL, e.g.\n"
-          "  .venv/bin/batch-assets sql \"SELECT category, count(*) FROM ticket_labels GROUP BY ALL\"")
+    print(
+        "Explore: `make dev` (Dagster UI), `.venv/bin/batch-assets report`, or SQL, e.g.\n"
+        '  .venv/bin/batch-assets sql "SELECT category, count(*) FROM ticket_labels GROUP BY ALL"'
+    )
     return 1 if problems else 0
 
 
@@ -134,7 +170,9 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
     deadline = time.monotonic() + TIMEOUT_S
     with progress.task("demo: provider jobs collected", unit="jobs", keep=True) as bar:
         while True:
-            context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=definitions, resources=resources)
+            context = dg.build_sensor_context(
+                instance=instance, cursor=cursor, definitions=definitions, resources=resources
+            )
             tick = sensor.evaluate_tick(context)
             cursor = tick.cursor
             for request in tick.run_requests:
@@ -142,21 +180,33 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
                 # back by a provider's job cap), with its tags and run key, as the daemon would launch it.
                 task = request.tags["batch_assets/task"]
                 result = definitions.resolve_job_def(request.job_name).execute_in_process(
-                    partition_key=request.partition_key, instance=instance, raise_on_error=False, run_config=QUIET,
+                    partition_key=request.partition_key,
+                    instance=instance,
+                    raise_on_error=False,
+                    run_config=QUIET,
                     asset_selection=list(request.asset_selection) if request.asset_selection else None,
-                    tags={**request.tags, "dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key})
+                    tags={**request.tags, "dagster/sensor_name": sensor.name, "dagster/run_key": request.run_key},
+                )
                 checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
                 collect = request.job_name.endswith("__collect")
                 retry = "batch_assets/retries_due" in request.tags
-                stages = ("raw_results -> parsed_results -> applied" if collect
-                          else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
-                               f"attempt {request.tags.get('batch_assets/attempt')})" if retry
-                          else "submissions (capacity freed)")
-                _say(f"sensor -> {task} {request.partition_key}: {stages} "
-                     f"{'ok' if result.success else 'FAILED'}; checks {checks}")
+                stages = (
+                    "raw_results -> parsed_results -> applied"
+                    if collect
+                    else f"submissions (retry of {request.tags['batch_assets/retries_due']} item(s), "
+                    f"attempt {request.tags.get('batch_assets/attempt')})"
+                    if retry
+                    else "submissions (capacity freed)"
+                )
+                _say(
+                    f"sensor -> {task} {request.partition_key}: {stages} "
+                    f"{'ok' if result.success else 'FAILED'}; checks {checks}"
+                )
             with wh.connect() as conn:
                 open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
-                jobs, collected = conn.execute("SELECT count(*), count(downloaded_at) FROM ledger.provider_job").fetchone()
+                jobs, collected = conn.execute(
+                    "SELECT count(*), count(downloaded_at) FROM ledger.provider_job"
+                ).fetchone()
             bar.update(completed=collected, total=jobs)
             # Jobs the sensor gave up collecting (after its bounded tries) no longer hold the demo up.
             uncollected = sum(1 for j in pending_jobs(wh) if j.collect_attempts < COLLECT_MAX_TRIES)
@@ -164,6 +214,8 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
             if open_jobs == 0 and uncollected == 0 and retries == 0 and not tick.run_requests:
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, "
-                                   f"{uncollected} uncollected, {retries} retries pending")
+                raise TimeoutError(
+                    f"provider jobs still open after {TIMEOUT_S:.0f}s: {open_jobs} running, "
+                    f"{uncollected} uncollected, {retries} retries pending"
+                )
             time.sleep(SENSOR_TICK_S)

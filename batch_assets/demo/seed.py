@@ -73,20 +73,34 @@ CHANNEL_WEIGHTS = (40, 30, 20, 10)
 HOUR_WEIGHTS = (1, 1, 1, 1, 1, 2, 3, 6, 9, 11, 12, 11, 9, 10, 11, 10, 9, 7, 5, 4, 3, 3, 2, 1)
 CUSTOMERS_PER_LANGUAGE = {"en": 3000, "zh": 1600}  # small enough that customers come back
 
-_ARROW_SCHEMA = pa.schema([
-    ("ticket_id", pa.string()),
-    ("created_date", pa.date32()),
-    ("created_at", pa.timestamp("us")),
-    ("channel", pa.string()),
-    ("language", pa.string()),
-    ("customer_name", pa.string()),
-    ("customer_email", pa.string()),
-    ("subject", pa.string()),
-    ("body", pa.string()),
-])
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("ticket_id", pa.string()),
+        ("created_date", pa.date32()),
+        ("created_at", pa.timestamp("us")),
+        ("channel", pa.string()),
+        ("language", pa.string()),
+        ("customer_name", pa.string()),
+        ("customer_email", pa.string()),
+        ("subject", pa.string()),
+        ("body", pa.string()),
+    ]
+)
 # Fixed month names: strftime("%b") would follow the process locale.
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _DEVICE_NAMES = tuple(P["devices"])
 _DAY_SECONDS = 86_400
 _RESUBMIT_MAX_DELAY = 120
@@ -108,12 +122,14 @@ def seed_support_tickets(
     """(Re)create ``main.support_tickets`` with ``days * per_day`` demo tickets; returns rows written."""
     T.check_size(days, per_day, MIN_PER_DAY)
     customers = _customers(seed)
-    rows = T.build_rows(_ARROW_SCHEMA, start_date, days,
-                        lambda columns, day: _append_day(columns, day, per_day, seed, customers))
+    rows = T.build_rows(
+        _ARROW_SCHEMA, start_date, days, lambda columns, day: _append_day(columns, day, per_day, seed, customers)
+    )
     return T.replace_table(conn, TABLE, rows, order_by="created_at, ticket_id")
 
 
 # --- one day ---------------------------------------------------------------------------------------
+
 
 def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, customers: dict) -> None:
     rng = random.Random(f"{seed}:{day.isoformat()}")
@@ -124,8 +140,9 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, cu
 
     def add(ticket_id, second, channel, lang, customer, subject, body):
         name, email, _ = customer
-        T.append_row(columns, ticket_id, day, midnight + timedelta(seconds=second), channel, lang, name, email,
-                     subject, body)
+        T.append_row(
+            columns, ticket_id, day, midnight + timedelta(seconds=second), channel, lang, name, email, subject, body
+        )
 
     for index, second in enumerate(seconds):
         role = roles.get(index, "normal")
@@ -141,17 +158,29 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, cu
         add(ticket_id, second, channel, lang, customer, subject, body)
         if role == "duplicate":
             note = rng.choice(P["resubmit_notes"][lang]).format(detail=_details(rng, lang, theme, slots, 1))
-            add(ticket_id, second + rng.randint(5, _RESUBMIT_MAX_DELAY), channel, lang, customer, subject,
-                f"{body}\n\n{note}")
+            add(
+                ticket_id,
+                second + rng.randint(5, _RESUBMIT_MAX_DELAY),
+                channel,
+                lang,
+                customer,
+                subject,
+                f"{body}\n\n{note}",
+            )
 
 
 def _assign_roles(rng: random.Random, seconds: list[int], per_day: int) -> dict[int, str]:
     """Map ticket index -> edge-case role; the fixed counts make every day carry every edge case."""
     n_pii = round(per_day * rng.uniform(*PII_SHARE_RANGE))
-    quotas = (("empty", EMPTY_BODIES_PER_DAY), ("null", NULL_BODIES_PER_DAY),
-              ("long_log", 1), ("long_json", 1),  # two very long bodies: a log dump and a JSON dump
-              ("hazard", HAZARD_BODIES_PER_DAY), ("card", CARD_BODIES_PER_DAY),
-              ("pii", n_pii - CARD_BODIES_PER_DAY))
+    quotas = (
+        ("empty", EMPTY_BODIES_PER_DAY),
+        ("null", NULL_BODIES_PER_DAY),
+        ("long_log", 1),
+        ("long_json", 1),  # two very long bodies: a log dump and a JSON dump
+        ("hazard", HAZARD_BODIES_PER_DAY),
+        ("card", CARD_BODIES_PER_DAY),
+        ("pii", n_pii - CARD_BODIES_PER_DAY),
+    )
     # The resubmission must still fall on the same day.
     latest = _DAY_SECONDS - _RESUBMIT_MAX_DELAY
     duplicate = rng.choice([i for i, second in enumerate(seconds) if second < latest])
@@ -176,6 +205,7 @@ def _channel(rng: random.Random, role: str) -> str:
 
 
 # --- text --------------------------------------------------------------------------------------
+
 
 def _slots(rng: random.Random, lang: str, day: date) -> dict[str, str]:
     low, high = sorted(rng.sample(P["prices"][lang], 2))
@@ -263,8 +293,12 @@ def _frame(rng, lang, channel, theme, problem, slots, signoff) -> str:
     separator = " " if lang == "en" else ""
     text = separator.join(part for part in (problem, details) if part)
     if channel == "email":
-        parts = (rng.choice(P["greetings"][lang]), text, rng.choice(P["asks"][lang]),
-                 f"{rng.choice(P['closings'][lang])}\n{signoff}")
+        parts = (
+            rng.choice(P["greetings"][lang]),
+            text,
+            rng.choice(P["asks"][lang]),
+            f"{rng.choice(P['closings'][lang])}\n{signoff}",
+        )
         return "\n\n".join(part for part in parts if part)
     if channel == "chat":
         return "\n".join(part for part in (rng.choice(P["chat_openers"][lang]), problem, details) if part)
@@ -294,6 +328,7 @@ def _hazard_body(rng, lang, problem, slots, signoff) -> str:
 
 # --- personal data ---------------------------------------------------------------------------------
 
+
 def _pii_sentence(rng: random.Random, lang: str, kind: str) -> str:
     if kind == "card":
         return rng.choice(P["pii_card"][lang]).format(pii_card=_card_number(rng))
@@ -312,16 +347,44 @@ def _us_phone(rng: random.Random) -> str:
     # 555-01xx is the range reserved for fictional use.
     area = rng.choice((206, 212, 305, 312, 415, 503, 617, 646, 702, 718))
     line = f"01{rng.randrange(100):02d}"
-    return rng.choice((f"+1 ({area}) 555-{line}", f"({area}) 555-{line}", f"{area}-555-{line}",
-                       f"+1 {area} 555 {line}"))
+    return rng.choice(
+        (f"+1 ({area}) 555-{line}", f"({area}) 555-{line}", f"{area}-555-{line}", f"+1 {area} 555 {line}")
+    )
 
 
 def _cn_mobile(rng: random.Random) -> str:
-    prefix = rng.choice(("130", "133", "135", "136", "138", "139", "150", "152", "158", "159",
-                         "176", "177", "180", "186", "187", "188", "189", "199"))
+    prefix = rng.choice(
+        (
+            "130",
+            "133",
+            "135",
+            "136",
+            "138",
+            "139",
+            "150",
+            "152",
+            "158",
+            "159",
+            "176",
+            "177",
+            "180",
+            "186",
+            "187",
+            "188",
+            "189",
+            "199",
+        )
+    )
     middle, last = f"{rng.randrange(10000):04d}", f"{rng.randrange(10000):04d}"
-    return rng.choice((f"{prefix} {middle} {last}", f"+86 {prefix}{middle}{last}", f"{prefix}{middle}{last}",
-                       f"{prefix}-{middle}-{last}", f"+86 {prefix} {middle} {last}"))
+    return rng.choice(
+        (
+            f"{prefix} {middle} {last}",
+            f"+86 {prefix}{middle}{last}",
+            f"{prefix}{middle}{last}",
+            f"{prefix}-{middle}-{last}",
+            f"+86 {prefix} {middle} {last}",
+        )
+    )
 
 
 def _card_number(rng: random.Random) -> str:
@@ -333,11 +396,12 @@ def _card_number(rng: random.Random) -> str:
             digit = digit * 2 - 9 if digit > 4 else digit * 2
         total += digit
     number = "".join(map(str, digits)) + str(-total % 10)
-    groups = [number[i:i + 4] for i in range(0, 16, 4)]
+    groups = [number[i : i + 4] for i in range(0, 16, 4)]
     return rng.choice((" ".join(groups), "-".join(groups), number))
 
 
 # --- customers -------------------------------------------------------------------------------------
+
 
 def _customers(seed: int) -> dict[str, list[tuple[str, str, str]]]:
     """(name, e-mail, sign-off) pools per language; unique e-mails, reused across tickets and days."""
@@ -383,6 +447,7 @@ def _ascii(text: str) -> str:
 
 # --- very long bodies ------------------------------------------------------------------------------
 
+
 def _long_body(rng: random.Random, lang: str, problem: str, dump: str) -> str:
     separator = " " if lang == "en" else ""
     return f"{problem}{separator}{rng.choice(P['long_intros'][lang])}\n\n{dump}\n\n{rng.choice(P['long_outros'][lang])}"
@@ -403,17 +468,24 @@ def _log_dump(rng: random.Random, day: date) -> str:
         level = rng.choices(("DEBUG", "INFO", "WARN", "ERROR"), (3, 10, 3, 1))[0]
         a = rng.randint(1, 999)
         message = rng.choice(P["log_messages"]).format(
-            a=a, b=a + rng.randint(0, 9000), attempt=rng.randint(1, 5),  # b >= a: "chunk a/b"
-            file=rng.choice(P["file_names"]), kb=rng.randint(1, 4096), endpoint=rng.choice(P["endpoints"]),
-            ms=rng.randint(3, 30000), status=rng.choice((200, 200, 200, 201, 204, 409, 429, 502, 504)),
+            a=a,
+            b=a + rng.randint(0, 9000),
+            attempt=rng.randint(1, 5),  # b >= a: "chunk a/b"
+            file=rng.choice(P["file_names"]),
+            kb=rng.randint(1, 4096),
+            endpoint=rng.choice(P["endpoints"]),
+            ms=rng.randint(3, 30000),
+            status=rng.choice((200, 200, 200, 201, 204, 409, 429, 502, 504)),
             error=rng.choice(P["error_codes"]),
             # Two 6-hex groups: request ids never form digit runs that look like phone or card numbers.
             rid=f"{rng.getrandbits(24):06x}-{rng.getrandbits(24):06x}",
         )
         entry = [f"{stamp} {level:<5} [{rng.choice(P['log_components'])}] {message}"]
         if level == "ERROR":
-            entry += [frame.format(a=rng.randint(1, 2000), b=rng.randint(1, 120))
-                      for frame in rng.sample(P["log_stack_frames"], rng.randint(2, 4))]
+            entry += [
+                frame.format(a=rng.randint(1, 2000), b=rng.randint(1, 120))
+                for frame in rng.sample(P["log_stack_frames"], rng.randint(2, 4))
+            ]
         lines += entry
         size += sum(len(line) + 1 for line in entry)
     return "\n".join(lines)

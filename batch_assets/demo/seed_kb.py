@@ -71,18 +71,32 @@ MIN_PER_DAY = 10
 # Editors work office hours, with a little before and after.
 HOUR_WEIGHTS = (0, 0, 0, 0, 0, 0, 1, 2, 6, 10, 12, 11, 6, 9, 11, 11, 9, 6, 3, 2, 1, 1, 0, 0)
 
-_ARROW_SCHEMA = pa.schema([
-    ("article_id", pa.string()),
-    ("updated_date", pa.date32()),
-    ("updated_at", pa.timestamp("us")),
-    ("product", pa.string()),
-    ("language", pa.string()),
-    ("title", pa.string()),
-    ("body", pa.string()),
-])
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("article_id", pa.string()),
+        ("updated_date", pa.date32()),
+        ("updated_at", pa.timestamp("us")),
+        ("product", pa.string()),
+        ("language", pa.string()),
+        ("title", pa.string()),
+        ("body", pa.string()),
+    ]
+)
 # Fixed month names: strftime("%B") would follow the process locale.
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _TOPICS = tuple(K["topic_weights"])
 _DEVICE_NAMES = tuple(P["devices"])
 
@@ -110,8 +124,9 @@ def seed_kb_articles(
     """(Re)create ``main.kb_articles`` with ``days * per_day`` article versions; returns rows written."""
     T.check_size(days, per_day, MIN_PER_DAY)
     catalogue = _catalogue(seed, max(CATALOGUE_SIZE, 4 * per_day))
-    rows = T.build_rows(_ARROW_SCHEMA, start_date, days,
-                        lambda columns, day: _append_day(columns, day, per_day, seed, catalogue))
+    rows = T.build_rows(
+        _ARROW_SCHEMA, start_date, days, lambda columns, day: _append_day(columns, day, per_day, seed, catalogue)
+    )
     return T.replace_table(conn, TABLE, rows, order_by="updated_at, article_id")
 
 
@@ -124,6 +139,7 @@ def article_words(body: str, language: str) -> int:
 
 
 # --- catalogue -------------------------------------------------------------------------------------
+
 
 def _catalogue(seed: int, size: int) -> list[_Article]:
     return [_identity(seed, FIRST_ARTICLE_NUMBER + index) for index in range(size)]
@@ -151,16 +167,19 @@ def _new_picks(seed: int, day: date, count: int, catalogue: list[_Article]) -> l
 
 # --- one day ---------------------------------------------------------------------------------------
 
+
 def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, catalogue: list[_Article]) -> None:
     rng = random.Random(f"{seed}:kb_articles:{day.isoformat()}")
     new = _new_picks(seed, day, per_day - REEDITS_PER_DAY, catalogue)
     taken = {article.article_id for article in new}
     # Re-edits: articles changed on one of the previous days (their picks depend only on those dates,
     # so this stays a function of (seed, day, per_day) and the prefix property holds).
-    earlier = {article.article_id: article
-               for back in range(1, REEDIT_LOOKBACK_DAYS + 1)
-               for article in _new_picks(seed, day - timedelta(days=back), per_day - REEDITS_PER_DAY, catalogue)
-               if article.article_id not in taken}
+    earlier = {
+        article.article_id: article
+        for back in range(1, REEDIT_LOOKBACK_DAYS + 1)
+        for article in _new_picks(seed, day - timedelta(days=back), per_day - REEDITS_PER_DAY, catalogue)
+        if article.article_id not in taken
+    }
     reedits = rng.sample(sorted(earlier.values(), key=lambda a: a.article_id), REEDITS_PER_DAY)
     # Edge cases go to new picks, so a re-edit always carries an ordinary body.
     special = rng.sample(range(len(new)), EMPTY_BODIES_PER_DAY + LONG_BODIES_PER_DAY)
@@ -177,11 +196,20 @@ def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int, ca
     midnight = datetime.combine(day, time())
     for (article, role), second in zip(articles, seconds):
         body = "" if role == "empty" else _article_body(seed, article, day, neighbours, long=role == "long")
-        T.append_row(columns, article.article_id, day, midnight + timedelta(seconds=second), article.product,
-                     article.language, article.title, body)
+        T.append_row(
+            columns,
+            article.article_id,
+            day,
+            midnight + timedelta(seconds=second),
+            article.product,
+            article.language,
+            article.title,
+            body,
+        )
 
 
 # --- one article -----------------------------------------------------------------------------------
+
 
 def _slots(base: random.Random, edit: random.Random, article: _Article) -> dict[str, str]:
     lang = article.language
@@ -223,8 +251,9 @@ def _numbered(procedure: dict, slots: dict[str, str]) -> str:
     return "\n".join([f"## {procedure['heading']}", "", *steps])
 
 
-def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tuple[str, str], list[_Article]], *,
-                  long: bool) -> str:
+def _article_body(
+    seed: int, article: _Article, day: date, neighbours: dict[tuple[str, str], list[_Article]], *, long: bool
+) -> str:
     """The article as edited on ``day``: a skeleton fixed per article, varied a little per edit."""
     lang, bank = article.language, K["articles"][article.language][article.topic]
     base = random.Random(f"{seed}:kb_articles:{article.article_id}:skeleton")
@@ -247,8 +276,12 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
     candidates += [("section", item) for item in bank["sections"]]
     candidates += [("procedure", item) for item in procedures[1:]]
     candidates += [("generic", item) for item in K["generic_sections"][lang]]
-    candidates += [("before", None), ("callout", base.choice(K["callouts"][lang])), ("applies", None),
-                   ("related", None)]
+    candidates += [
+        ("before", None),
+        ("callout", base.choice(K["callouts"][lang])),
+        ("applies", None),
+        ("related", None),
+    ]
     base.shuffle(candidates)
     target = base.triangular(MIN_WORDS, MAX_WORDS, 420)
     # An edit: the article gets a little longer or shorter, and a block may move or drop out.
@@ -305,9 +338,21 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
     def picked(*kinds: str) -> list[str]:
         return [text for kind, text in chosen if kind in kinds]
 
-    parts = [core["title"], *picked("applies"), core["intro"], *picked("edit_note"), *picked("callout"),
-             *picked("before"), core["procedure1"], *picked("procedure"), *picked("section", "generic"),
-             core["trouble_heading"], *core_troubles, *picked("trouble"), *picked("related")]
+    parts = [
+        core["title"],
+        *picked("applies"),
+        core["intro"],
+        *picked("edit_note"),
+        *picked("callout"),
+        *picked("before"),
+        core["procedure1"],
+        *picked("procedure"),
+        *picked("section", "generic"),
+        core["trouble_heading"],
+        *core_troubles,
+        *picked("trouble"),
+        *picked("related"),
+    ]
     body = "\n\n".join(parts)
     if long:
         body += "\n\n" + _appendix(edit, lang, family, slots, day)
@@ -316,6 +361,7 @@ def _article_body(seed: int, article: _Article, day: date, neighbours: dict[tupl
 
 # --- the very long article -------------------------------------------------------------------------
 
+
 def _appendix(rng: random.Random, lang: str, family: str, slots: dict[str, str], day: date) -> str:
     """A long reference appendix: an error-code table (technical articles) or a release history."""
     target = rng.randint(LONG_BODY_MIN_CHARS + 2_000, 60_000)
@@ -323,15 +369,18 @@ def _appendix(rng: random.Random, lang: str, family: str, slots: dict[str, str],
     if family == "technical":
         lines = [texts["errors_heading"], "", texts["errors_intro"], "", texts["errors_header"]]
         size = sum(len(line) + 1 for line in lines)
-        codes = sorted(rng.sample([f"{area}-{number}" for area in K["error_areas"] for number in range(100, 1000)],
-                                  k=2_000))
+        codes = sorted(
+            rng.sample([f"{area}-{number}" for area in K["error_areas"] for number in range(100, 1000)], k=2_000)
+        )
         for code in codes:
             if size >= target:
                 break
             kind = rng.randrange(len(K["error_messages"][lang]))
             area = K["error_area_context"][lang][code.split("-")[0]]
-            line = (f"| `{code}` | {K['error_messages'][lang][kind]} | {area}{K['error_meanings'][lang][kind]} | "
-                    f"{K['error_actions'][lang][kind]} |")
+            line = (
+                f"| `{code}` | {K['error_messages'][lang][kind]} | {area}{K['error_meanings'][lang][kind]} | "
+                f"{K['error_actions'][lang][kind]} |"
+            )
             lines.append(line)
             size += len(line) + 1
         return "\n".join(lines)
@@ -340,11 +389,19 @@ def _appendix(rng: random.Random, lang: str, family: str, slots: dict[str, str],
     major, minor, patch = 6, rng.randint(10, 24), rng.randint(0, 9)
     released = day
     while size < target:
-        block = ["", texts["version_heading"].format(version=f"{major}.{minor}.{patch}",
-                                                     date=_format_date(lang, released)), ""]
+        block = [
+            "",
+            texts["version_heading"].format(version=f"{major}.{minor}.{patch}", date=_format_date(lang, released)),
+            "",
+        ]
         for template in rng.sample(K["changelog_items"][lang], rng.randint(2, 5)):
-            values = {**slots, "version": f"{major}.{minor}.{patch}", "n": str(rng.choice((1, 2, 12, 24, 48))),
-                      "error": rng.choice(P["error_codes"]), "device": rng.choice(_DEVICE_NAMES)}
+            values = {
+                **slots,
+                "version": f"{major}.{minor}.{patch}",
+                "n": str(rng.choice((1, 2, 12, 24, 48))),
+                "error": rng.choice(P["error_codes"]),
+                "device": rng.choice(_DEVICE_NAMES),
+            }
             block.append(f"- {template.format_map(values)}")
         lines += block
         size += sum(len(line) + 1 for line in block)

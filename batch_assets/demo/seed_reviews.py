@@ -74,24 +74,40 @@ MIN_PER_DAY = 20
 # People write reviews in the evening.
 HOUR_WEIGHTS = (4, 2, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7, 6, 5, 5, 5, 6, 7, 9, 11, 12, 10, 7)
 
-_ARROW_SCHEMA = pa.schema([
-    ("review_id", pa.string()),
-    ("review_date", pa.date32()),
-    ("created_at", pa.timestamp("us")),
-    ("product", pa.string()),
-    ("rating", pa.int32()),
-    ("language", pa.string()),
-    ("title", pa.string()),
-    ("body", pa.string()),
-])
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("review_id", pa.string()),
+        ("review_date", pa.date32()),
+        ("created_at", pa.timestamp("us")),
+        ("product", pa.string()),
+        ("rating", pa.int32()),
+        ("language", pa.string()),
+        ("title", pa.string()),
+        ("body", pa.string()),
+    ]
+)
 _PRODUCTS = tuple(R["products"])
 _PRODUCT_WEIGHTS = tuple(listing["weight"] for listing in R["products"].values())
 _DAY_SECONDS = 86_400
 _REPOST_MAX_DELAY = 90
-_TONE = {"positive": "pos", "misclick": "pos", "negative": "neg", "complaint": "neg", "sarcastic": "neg",
-         "neutral": "neutral", "mixed": "mixed"}
-_TITLE_KEY = {"positive": "pos", "misclick": "pos", "negative": "neg", "neutral": "neutral", "mixed": "mixed",
-              "sarcastic": "sarcastic", "complaint": "complaint"}
+_TONE = {
+    "positive": "pos",
+    "misclick": "pos",
+    "negative": "neg",
+    "complaint": "neg",
+    "sarcastic": "neg",
+    "neutral": "neutral",
+    "mixed": "mixed",
+}
+_TITLE_KEY = {
+    "positive": "pos",
+    "misclick": "pos",
+    "negative": "neg",
+    "neutral": "neutral",
+    "mixed": "mixed",
+    "sarcastic": "sarcastic",
+    "complaint": "complaint",
+}
 
 
 def seed_product_reviews(
@@ -109,6 +125,7 @@ def seed_product_reviews(
 
 
 # --- one day ---------------------------------------------------------------------------------------
+
 
 def _append_day(columns: dict[str, list], day: date, per_day: int, seed: int) -> None:
     rng = random.Random(f"{seed}:product_reviews:{day.isoformat()}")
@@ -160,6 +177,7 @@ def _slots(rng: random.Random, lang: str, product: str) -> dict[str, str]:
 
 # --- one review ------------------------------------------------------------------------------------
 
+
 def _review(rng, role, lang, category, rating, voice, slots) -> tuple[str, str]:
     if role == "long":
         return _diary(rng, lang, category, rating, slots)
@@ -191,14 +209,26 @@ def _join(lang: str, sentences: list[str]) -> str:
     return ("" if lang == "zh" else " ").join(s for s in sentences if s)
 
 
-def _pick(rng: random.Random, lang: str, category: str, tone: str, rating: int, count: int,
-          used: set[str], aspects_first: bool = True) -> list[str]:
+def _pick(
+    rng: random.Random,
+    lang: str,
+    category: str,
+    tone: str,
+    rating: int,
+    count: int,
+    used: set[str],
+    aspects_first: bool = True,
+) -> list[str]:
     """``count`` sentences of one tone ('pos' / 'neg'), mostly about the product's aspects, none of
     them in ``used`` (the chosen ones are added to it). The pools hold about 20 sentences per tone;
     a review uses at most 10."""
     aspects = [s for s in R["aspects"][lang][category][tone] if s not in used]
-    extra = list((R["pos"] if tone == "pos" else R["neg"])[lang]) + list(R["logistics"][lang][tone]) + \
-        list(R["service"][lang][tone]) + list(R["value"][lang][tone])
+    extra = (
+        list((R["pos"] if tone == "pos" else R["neg"])[lang])
+        + list(R["logistics"][lang][tone])
+        + list(R["service"][lang][tone])
+        + list(R["value"][lang][tone])
+    )
     if tone == "neg" and rating <= 2:
         extra += R["returns"][lang]
     extra = [s for s in extra if s not in used]
@@ -280,8 +310,7 @@ def _body(rng, lang, category, rating, voice, length, slots) -> str:
     return "\n\n".join(_join(lang, fill(paragraph)) for paragraph in paragraphs)
 
 
-def _diary(rng: random.Random, lang: str, category: str, rating: int,
-           slots: dict[str, str]) -> tuple[str, str]:
+def _diary(rng: random.Random, lang: str, category: str, rating: int, slots: dict[str, str]) -> tuple[str, str]:
     """(title, body) of a day-by-day usage diary longer than LONG_BODY_MIN_CHARS; its tone leans with
     the rating."""
     target = rng.randint(LONG_BODY_MIN_CHARS + 1_000, 32_000)
@@ -302,8 +331,11 @@ def _diary(rng: random.Random, lang: str, category: str, rating: int,
             fresh = [s for s in pool if s not in sentences] or [s for s in R["diary_notes"][lang] if s not in sentences]
             sentences.append(rng.choice(fresh))
         values = {**slots, "days": str(day), "n": str(rng.randint(1, 4))}
-        text = heading.format_map(values) + ("" if lang == "zh" else " ") + \
-            _join(lang, [s.format_map(values) for s in sentences])
+        text = (
+            heading.format_map(values)
+            + ("" if lang == "zh" else " ")
+            + _join(lang, [s.format_map(values) for s in sentences])
+        )
         paragraphs.append(text)
         size += len(text) + 2
     paragraphs.append(rng.choice(R["long_verdicts"][lang]).format_map(slots))

@@ -43,8 +43,7 @@ def append_row(columns: Columns, *values) -> None:
         column.append(value)
 
 
-def build_rows(schema: pa.Schema, start_date: date, days: int,
-               append_day: Callable[[Columns, date], None]) -> pa.Table:
+def build_rows(schema: pa.Schema, start_date: date, days: int, append_day: Callable[[Columns, date], None]) -> pa.Table:
     """Run ``append_day(columns, day)`` for each seeded day and return the rows as one Arrow table."""
     columns: Columns = {field.name: [] for field in schema}
     for day in seeded_days(start_date, days):

@@ -101,8 +101,17 @@ def emulator_process(state_dir: Path, *options: str) -> Iterator[tuple[subproces
     """The emulator in its own process on a free 127.0.0.1 port (its server's command-line `options`
     added); yields the process and its base URL once it listens, and stops it (SIGINT, then kill)."""
     port = free_port()
-    command = [sys.executable, "-m", "batch_assets.emulator.server", "--port", str(port),
-               "--state-dir", str(state_dir), "--no-log-requests", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "batch_assets.emulator.server",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state_dir),
+        "--no-log-requests",
+        *options,
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + _START_TIMEOUT_S
@@ -198,8 +207,11 @@ def _anthropic(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     shard = work / "shard.jsonl"
     with shard.open("w", encoding="utf-8") as out:
         for index in range(count):
-            params = {"model": "claude-3-5-haiku-latest", "max_tokens": 64,
-                      "messages": [{"role": "user", "content": prompt(index)}]}
+            params = {
+                "model": "claude-3-5-haiku-latest",
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": prompt(index)}],
+            }
             out.write(json.dumps({"custom_id": f"req-{index}", "params": params}) + "\n")
     client = anthropic.Anthropic(base_url=base_url, api_key=_KEY, max_retries=0, timeout=300)
     started = time.perf_counter()
@@ -208,9 +220,15 @@ def _anthropic(base_url: str, work: Path, count: int, calls: Calls) -> Run:
         with shard.open("rb") as lines:
             body.write(b'{"requests":[' + b",".join(line.strip() for line in lines if line.strip()) + b"]}")
         body.seek(0)
-        batch = calls.timed("messages.batches.create", lambda: client.post(
-            "/v1/messages/batches", cast_to=MessageBatch, content=body,
-            options={"headers": {"Content-Type": "application/json"}}))
+        batch = calls.timed(
+            "messages.batches.create",
+            lambda: client.post(
+                "/v1/messages/batches",
+                cast_to=MessageBatch,
+                content=body,
+                options={"headers": {"Content-Type": "application/json"}},
+            ),
+        )
     while batch.processing_status != "ended":
         time.sleep(_POLL_S)
         batch_id = batch.id
@@ -237,8 +255,10 @@ def _gemini(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     source = work / "input.jsonl"
     with source.open("w", encoding="utf-8") as out:
         for index in range(count):
-            request = {"contents": [{"role": "user", "parts": [{"text": prompt(index)}]}],
-                       "generationConfig": {"maxOutputTokens": 64}}
+            request = {
+                "contents": [{"role": "user", "parts": [{"text": prompt(index)}]}],
+                "generationConfig": {"maxOutputTokens": 64},
+            }
             out.write(json.dumps({"key": f"req-{index}", "request": request}) + "\n")
     client = genai.Client(api_key=_KEY, http_options=types.HttpOptions(base_url=base_url, timeout=300_000))
     started = time.perf_counter()
@@ -252,8 +272,10 @@ def _gemini(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     name = uploaded.name
     batch = calls.timed("batches.create", lambda: client.batches.create(model="gemini-2.0-flash", src=name))
     done = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
-    while batch.state is None or batch.state.name not in done or (
-        batch.state.name == "JOB_STATE_SUCCEEDED" and (batch.dest is None or batch.dest.file_name is None)
+    while (
+        batch.state is None
+        or batch.state.name not in done
+        or (batch.state.name == "JOB_STATE_SUCCEEDED" and (batch.dest is None or batch.dest.file_name is None))
     ):
         time.sleep(_POLL_S)
         assert batch.name is not None
@@ -283,8 +305,13 @@ def bench(provider: str, count: int) -> Result:
     with tempfile.TemporaryDirectory(prefix=f"emulator-bench-{provider}-") as tmp:
         work = Path(tmp)
         calls = Calls()
-        with emulator_process(work / "state", "--speed", str(FULL_SPEED), "--max-requests-per-batch",
-                              str(max(count, MAX_REQUESTS["openai"]))) as (process, base_url):
+        with emulator_process(
+            work / "state",
+            "--speed",
+            str(FULL_SPEED),
+            "--max-requests-per-batch",
+            str(max(count, MAX_REQUESTS["openai"])),
+        ) as (process, base_url):
             if provider in ("openai", "dashscope"):
                 run = _openai_format(base_url, work, count, calls, dashscope=provider == "dashscope")
             elif provider == "anthropic":
@@ -324,8 +351,12 @@ def _format(result: Result) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m batch_assets.emulator.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=None,
-                        help="requests per batch (default: each provider's maximum: 50,000; Anthropic 100,000)")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per batch (default: each provider's maximum: 50,000; Anthropic 100,000)",
+    )
     parser.add_argument("--provider", choices=(*PROVIDERS, "all"), default="all")
     parser.add_argument("--json", action="store_true", help="print one JSON object per provider")
     args = parser.parse_args(argv)

@@ -67,8 +67,11 @@ class _Generator:
         if schema.get("enum"):
             # An option the prompt's content names (e.g. "account" in an account ticket) wins,
             # so classifications look plausible; otherwise a deterministic draw.
-            named = [v for v in schema["enum"] if isinstance(v, str) and len(v) >= 3
-                     and re.search(rf"\b{re.escape(v.lower())}\b", self.topic.focus)]
+            named = [
+                v
+                for v in schema["enum"]
+                if isinstance(v, str) and len(v) >= 3 and re.search(rf"\b{re.escape(v.lower())}\b", self.topic.focus)
+            ]
             if named and self.rng.random() < 0.85:  # not always: repeated draws (uniqueItems) still vary
                 return named[0]
             return self.rng.choice(schema["enum"])

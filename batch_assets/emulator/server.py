@@ -14,8 +14,8 @@ import uvicorn
 from starlette.applications import Starlette
 
 from batch_assets.emulator.app import create_app
-from batch_assets.ports import port_in_use
 from batch_assets.emulator.settings import FORCED_STATUSES, STRUCTURED, EmulatorSettings, load_settings
+from batch_assets.ports import port_in_use
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -95,8 +95,11 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         parser.error(str(exc))
     if port_in_use(port, DEFAULT_HOST):  # one line naming the port, instead of uvicorn's log and traceback
-        parser.exit(1, f"{parser.prog}: port {port} already in use on {DEFAULT_HOST}: stop what holds it, "
-                       "or choose another with --port N; nothing was started\n")
+        parser.exit(
+            1,
+            f"{parser.prog}: port {port} already in use on {DEFAULT_HOST}: stop what holds it, "
+            "or choose another with --port N; nothing was started\n",
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger(__name__).info(
         "emulator state in %s; OpenAI base URL http://%s:%d/v1, DashScope http://%s:%d/compatible-mode/v1, "

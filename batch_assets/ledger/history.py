@@ -23,8 +23,14 @@ def shifted_sql(col: str, day: str) -> str:
     return f"x.{quote_ident(col)} - (DATE '{day}' - CAST(d.day AS DATE)) * INTERVAL 1 DAY"
 
 
-def shifted_copy_sql(target: str, source: str, cols: Sequence[tuple[str, str]], day: str,
-                     special: Mapping[str, str] | None = None, where: str = "TRUE") -> str:
+def shifted_copy_sql(
+    target: str,
+    source: str,
+    cols: Sequence[tuple[str, str]],
+    day: str,
+    special: Mapping[str, str] | None = None,
+    where: str = "TRUE",
+) -> str:
     """INSERT INTO `target` the rows of `source` (alias x; `where` filters them) again under another
     day, the statement's one parameter (YYYY-MM-DD, alias d.day): each VARCHAR column holding `day`'s
     YYYYMMDD gets that day's instead. `cols`: (name, type) of the columns; `special`: a column's own
@@ -47,30 +53,48 @@ def shifted_copy_sql(target: str, source: str, cols: Sequence[tuple[str, str]], 
     """
 
 
-def copy_partition_rows(conn: duckdb.DuckDBPyConnection, day: str, days: Sequence[str],
-                        source: str | None = None) -> dict[str, int]:
+def copy_partition_rows(
+    conn: duckdb.DuckDBPyConnection, day: str, days: Sequence[str], source: str | None = None
+) -> dict[str, int]:
     """Copy the rows of the partition of `day` (YYYY-MM-DD) under each of `days` (YYYY-MM-DD, earlier
     ones). `source`: the catalog to copy from (an attached database with the same ledger schema, e.g.
     the partition finished while this one is not); default the connection's own. Returns each ledger
     table's row count afterwards."""
     ymd = day.replace("-", "")
     catalog = source or conn.execute("SELECT current_database()").fetchone()[0]
-    tables = [r[0] for r in conn.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'ledger' "
-        "AND table_name <> 'schema_version' ORDER BY 1", [catalog]).fetchall()]
-    special = {"batch_task": {"partition_date": "CAST(d.day AS DATE)"},
-               "provider_job": {"created_at": shifted_sql("created_at", day),
-                                "collected_at": "coalesce(x.collected_at, now()::TIMESTAMP)"}}
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'ledger' "
+            "AND table_name <> 'schema_version' ORDER BY 1",
+            [catalog],
+        ).fetchall()
+    ]
+    special = {
+        "batch_task": {"partition_date": "CAST(d.day AS DATE)"},
+        "provider_job": {
+            "created_at": shifted_sql("created_at", day),
+            "collected_at": "coalesce(x.collected_at, now()::TIMESTAMP)",
+        },
+    }
     # One transaction per table and day: a copy is a benchmark's set-up, and one transaction of
     # every table's rows for nine 1M partitions ran out of memory at its commit.
     for table in tables:
-        cols = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
-                            "AND schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
-                            [catalog, table]).fetchall()
+        cols = conn.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+            "AND schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
+            [catalog, table],
+        ).fetchall()
         if "task_id" not in {c for c, _ in cols}:
             continue
-        sql = shifted_copy_sql(f"ledger.{table}", f"{quote_ident(catalog)}.ledger.{table}", cols, day,
-                               special.get(table), where=f"x.task_id LIKE '%{ymd}'")
+        sql = shifted_copy_sql(
+            f"ledger.{table}",
+            f"{quote_ident(catalog)}.ledger.{table}",
+            cols,
+            day,
+            special.get(table),
+            where=f"x.task_id LIKE '%{ymd}'",
+        )
         for other in days:
             with transaction(conn):
                 conn.execute(sql, [other])

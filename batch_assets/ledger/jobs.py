@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from batch_assets.ledger.states import TERMINAL_STATES, TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.statements import NOW, insert_select, insert_values
+from batch_assets.ledger.states import TERMINAL_STATES, TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.providers.contract import JobSnapshot
 from batch_assets.sqltext import sql_literal
@@ -37,10 +37,27 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 
 # Every provider_job column a caller supplies to insert_jobs (task_id and terminal_seq are the writer's).
 JOB_COLUMNS = (
-    "job_key", "shard_id", "provider", "endpoint", "provider_batch_id", "input_file_id", "output_file_id",
-    "error_file_id", "raw_status", "state", "cancel_requested", "request_total", "request_completed",
-    "request_failed", "provider_errors", "created_at", "submitted_at", "state_changed_at", "terminal_at",
-    "last_polled_at", "downloaded_at",
+    "job_key",
+    "shard_id",
+    "provider",
+    "endpoint",
+    "provider_batch_id",
+    "input_file_id",
+    "output_file_id",
+    "error_file_id",
+    "raw_status",
+    "state",
+    "cancel_requested",
+    "request_total",
+    "request_completed",
+    "request_failed",
+    "provider_errors",
+    "created_at",
+    "submitted_at",
+    "state_changed_at",
+    "terminal_at",
+    "last_polled_at",
+    "downloaded_at",
 )
 # How long a submit run's claim on an intent lasts unless renewed (renewed before each create call).
 DEFAULT_CLAIM_LEASE_S = 15 * 60
@@ -49,18 +66,26 @@ DEFAULT_CLAIM_LEASE_S = 15 * 60
 class CreateMark(StrEnum):
     """`provider_job.create_outcome`: how a create that did not plainly succeed was settled."""
 
-    UNKNOWN = "unknown"        # no answer: the batch may exist; never created again until looked up
-    FAILED = "failed"          # the provider refused it: nothing was created
-    ADOPTED = "adopted"        # the batch was found at the provider (by a submit run or an operator)
-    ABANDONED = "abandoned"    # an operator gave the intent up; the shard goes again under a new job key
+    UNKNOWN = "unknown"  # no answer: the batch may exist; never created again until looked up
+    FAILED = "failed"  # the provider refused it: nothing was created
+    ADOPTED = "adopted"  # the batch was found at the provider (by a submit run or an operator)
+    ABANDONED = "abandoned"  # an operator gave the intent up; the shard goes again under a new job key
 
 
 class JobNotSettled(ValueError):
     """An operator decision the ledger refuses (the message says why)."""
 
 
-STATUS_EVENT_COLUMNS = ("job_key", "from_state", "to_state", "raw_status", "request_total", "request_completed",
-                        "request_failed", "observed_at")
+STATUS_EVENT_COLUMNS = (
+    "job_key",
+    "from_state",
+    "to_state",
+    "raw_status",
+    "request_total",
+    "request_completed",
+    "request_failed",
+    "observed_at",
+)
 
 
 ENDPOINT_MODES = ("emulator", "live")
@@ -78,8 +103,9 @@ def _check_endpoint_mode(mode: str) -> None:
         raise ValueError(f"endpoint_mode must be one of {', '.join(ENDPOINT_MODES)}, got {mode!r}")
 
 
-def _sent_with(endpoint_mode: str | None, endpoint_url: str | None,
-               request_options: Mapping[str, Any] | None) -> dict[str, Any]:
+def _sent_with(
+    endpoint_mode: str | None, endpoint_url: str | None, request_options: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The intent's columns saying where the job goes and how its lines were rendered (when given)."""
     values: dict[str, Any] = {}
     if endpoint_mode is not None:
@@ -90,20 +116,38 @@ def _sent_with(endpoint_mode: str | None, endpoint_url: str | None,
     return values
 
 
-def insert_job_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                      endpoint: str, endpoint_mode: str | None = None, endpoint_url: str | None = None,
-                      request_options: Mapping[str, Any] | None = None) -> None:
+def insert_job_intent(
+    conn: duckdb.DuckDBPyConnection,
+    job_key: str,
+    task_id: str,
+    shard_id: str,
+    provider: str,
+    endpoint: str,
+    endpoint_mode: str | None = None,
+    endpoint_url: str | None = None,
+    request_options: Mapping[str, Any] | None = None,
+) -> None:
     """Record the intent to submit a shard: a provider_job row in state CREATED (no provider batch
     yet) and its first status event, atomically. Written before the provider is called. Where the
     job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) and the request
     options its lines were rendered with (JSON) are recorded with it when given."""
-    values = {"job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider,
-              "endpoint": endpoint, "state": JobState.CREATED.value}
+    values = {
+        "job_key": job_key,
+        "task_id": task_id,
+        "shard_id": shard_id,
+        "provider": provider,
+        "endpoint": endpoint,
+        "state": JobState.CREATED.value,
+    }
     values |= _sent_with(endpoint_mode, endpoint_url, request_options)
     with transaction(conn):
         insert_values(conn, "provider_job", values, fixed={"created_at": NOW, "state_changed_at": NOW})
-        insert_values(conn, "status_event", {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
-                      fixed={"observed_at": NOW})
+        insert_values(
+            conn,
+            "status_event",
+            {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
+            fixed={"observed_at": NOW},
+        )
 
 
 def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) -> None:
@@ -147,7 +191,8 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
     new_state = JobState(snap.state).value
     changed = old_state != new_state
     terminal = new_state in TERMINAL_STATES
-    conn.execute("""
+    conn.execute(
+        """
         UPDATE ledger.provider_job SET
             provider_batch_id = ?, raw_status = ?, state = ?, request_total = ?, request_completed = ?,
             request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?,
@@ -158,15 +203,41 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
             terminal_seq = CASE WHEN ? THEN nextval('ledger.terminal_seq') ELSE terminal_seq END,
             last_polled_at = now()::TIMESTAMP
         WHERE job_key = ?
-    """, [snap.provider_batch_id, snap.raw_status, new_state, snap.request_total, snap.request_completed,
-          snap.request_failed, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors),
-          snap.cancel_requested, snap.results_ready, submitted, changed, terminal, terminal, job_key])
+    """,
+        [
+            snap.provider_batch_id,
+            snap.raw_status,
+            new_state,
+            snap.request_total,
+            snap.request_completed,
+            snap.request_failed,
+            snap.output_file_id,
+            snap.error_file_id,
+            _errors_json(snap.errors),
+            snap.cancel_requested,
+            snap.results_ready,
+            submitted,
+            changed,
+            terminal,
+            terminal,
+            job_key,
+        ],
+    )
     if changed or old_raw != snap.raw_status:
-        insert_values(conn, "status_event", {
-            "job_key": job_key, "from_state": old_state, "to_state": new_state, "raw_status": snap.raw_status,
-            "request_total": snap.request_total, "request_completed": snap.request_completed,
-            "request_failed": snap.request_failed,
-        }, fixed={"observed_at": NOW})
+        insert_values(
+            conn,
+            "status_event",
+            {
+                "job_key": job_key,
+                "from_state": old_state,
+                "to_state": new_state,
+                "raw_status": snap.raw_status,
+                "request_total": snap.request_total,
+                "request_completed": snap.request_completed,
+                "request_failed": snap.request_failed,
+            },
+            fixed={"observed_at": NOW},
+        )
     return changed
 
 
@@ -174,21 +245,32 @@ def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, s
     """A terminal job polled again (its provider reported the end before its results existed): keep
     its state, take the results' readiness (once ready, it stays ready), file ids and errors the
     provider names now, and the poll time. Adds no status event."""
-    conn.execute("""
+    conn.execute(
+        """
         UPDATE ledger.provider_job SET
             results_ready = coalesce(results_ready, false) OR ?,
             output_file_id = coalesce(?, output_file_id), error_file_id = coalesce(?, error_file_id),
             provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP
         WHERE job_key = ?
-    """, [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key])
+    """,
+        [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key],
+    )
 
 
 # The columns of a batch of poll results (`snapshot_columns`), in order, with their SQL types.
 SNAPSHOT_FIELDS = (
-    ("job_key", "VARCHAR"), ("provider_batch_id", "VARCHAR"), ("raw_status", "VARCHAR"), ("state", "VARCHAR"),
-    ("request_total", "BIGINT"), ("request_completed", "BIGINT"), ("request_failed", "BIGINT"),
-    ("output_file_id", "VARCHAR"), ("error_file_id", "VARCHAR"), ("provider_errors", "VARCHAR"),
-    ("cancel_requested", "BOOLEAN"), ("results_ready", "BOOLEAN"),
+    ("job_key", "VARCHAR"),
+    ("provider_batch_id", "VARCHAR"),
+    ("raw_status", "VARCHAR"),
+    ("state", "VARCHAR"),
+    ("request_total", "BIGINT"),
+    ("request_completed", "BIGINT"),
+    ("request_failed", "BIGINT"),
+    ("output_file_id", "VARCHAR"),
+    ("error_file_id", "VARCHAR"),
+    ("provider_errors", "VARCHAR"),
+    ("cancel_requested", "BOOLEAN"),
+    ("results_ready", "BOOLEAN"),
 )
 
 
@@ -196,11 +278,16 @@ def snapshot_columns(snapshots: Mapping[str, JobSnapshot]) -> dict[str, list]:
     """job_key -> snapshot as columns (SNAPSHOT_FIELDS), for `record_snapshots`."""
     snaps = list(snapshots.values())
     return {
-        "job_key": list(snapshots), "provider_batch_id": [s.provider_batch_id for s in snaps],
-        "raw_status": [s.raw_status for s in snaps], "state": [JobState(s.state).value for s in snaps],
-        "request_total": [s.request_total for s in snaps], "request_completed": [s.request_completed for s in snaps],
-        "request_failed": [s.request_failed for s in snaps], "output_file_id": [s.output_file_id for s in snaps],
-        "error_file_id": [s.error_file_id for s in snaps], "provider_errors": [_errors_json(s.errors) for s in snaps],
+        "job_key": list(snapshots),
+        "provider_batch_id": [s.provider_batch_id for s in snaps],
+        "raw_status": [s.raw_status for s in snaps],
+        "state": [JobState(s.state).value for s in snaps],
+        "request_total": [s.request_total for s in snaps],
+        "request_completed": [s.request_completed for s in snaps],
+        "request_failed": [s.request_failed for s in snaps],
+        "output_file_id": [s.output_file_id for s in snaps],
+        "error_file_id": [s.error_file_id for s in snaps],
+        "provider_errors": [_errors_json(s.errors) for s in snaps],
         "cancel_requested": [bool(s.cancel_requested) for s in snaps],
         "results_ready": [bool(s.results_ready) for s in snaps],
     }
@@ -221,17 +308,23 @@ def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequ
     params = [list(columns[name]) for name, _kind in SNAPSHOT_FIELDS]
     with transaction(conn):
         # The rows as they are now (inside the transaction): a terminal job stays terminal.
-        conn.execute(f"""
+        conn.execute(
+            f"""
             CREATE OR REPLACE TEMP TABLE _poll_recorded AS
             SELECT p.*, j.state AS old_state, j.raw_status AS old_raw,
                    j.state IN {TERMINAL_STATES_SQL} AS was_terminal,
                    j.state IS DISTINCT FROM p.state AS changed,
                    p.state IN {TERMINAL_STATES_SQL} AS now_terminal
-            FROM (SELECT {unnested}) p JOIN ledger.provider_job j USING (job_key)""", params)
-        insert_status_events(conn, """
+            FROM (SELECT {unnested}) p JOIN ledger.provider_job j USING (job_key)""",
+            params,
+        )
+        insert_status_events(
+            conn,
+            """
             SELECT job_key, old_state AS from_state, state AS to_state, raw_status, request_total,
                    request_completed, request_failed, now()::TIMESTAMP AS observed_at
-            FROM _poll_recorded WHERE NOT was_terminal AND (changed OR old_raw IS DISTINCT FROM raw_status)""")
+            FROM _poll_recorded WHERE NOT was_terminal AND (changed OR old_raw IS DISTINCT FROM raw_status)""",
+        )
         # A terminal row only takes what it learns about its results (see _record_results_of_terminal).
         conn.execute("""
             UPDATE ledger.provider_job AS j SET
@@ -273,27 +366,35 @@ def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
 
 def mark_downloaded(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
     """Record that the terminal job's result files were downloaded (now); clears a collect error."""
-    conn.execute("UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP, collect_error = NULL "
-                 "WHERE job_key = ?", [job_key])
+    conn.execute(
+        "UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP, collect_error = NULL WHERE job_key = ?",
+        [job_key],
+    )
 
 
 def count_collect_attempts(conn: duckdb.DuckDBPyConnection, job_keys: Sequence[str]) -> None:
     """A collect run starts on these jobs: one more collection try each (`collect_attempts`)."""
     if job_keys:
-        conn.execute("UPDATE ledger.provider_job SET collect_attempts = coalesce(collect_attempts, 0) + 1 "
-                     "WHERE list_contains(?, job_key)", [list(job_keys)])
+        conn.execute(
+            "UPDATE ledger.provider_job SET collect_attempts = coalesce(collect_attempts, 0) + 1 "
+            "WHERE list_contains(?, job_key)",
+            [list(job_keys)],
+        )
 
 
 def set_collect_error(conn: duckdb.DuckDBPyConnection, job_key: str, error: str | None) -> None:
     """Record (or clear, with None) why collecting the job failed or is held back."""
-    conn.execute("UPDATE ledger.provider_job SET collect_error = ? WHERE job_key = ?",
-                 [None if error is None else error[:2000], job_key])
+    conn.execute(
+        "UPDATE ledger.provider_job SET collect_error = ? WHERE job_key = ?",
+        [None if error is None else error[:2000], job_key],
+    )
 
 
 def mark_stuck(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
     """Record that the job stayed in its state longer than its SLA (the first time only)."""
-    conn.execute("UPDATE ledger.provider_job SET stuck_at = coalesce(stuck_at, now()::TIMESTAMP) WHERE job_key = ?",
-                 [job_key])
+    conn.execute(
+        "UPDATE ledger.provider_job SET stuck_at = coalesce(stuck_at, now()::TIMESTAMP) WHERE job_key = ?", [job_key]
+    )
 
 
 def set_stuck_action(conn: duckdb.DuckDBPyConnection, job_key: str, action: str) -> None:
@@ -305,10 +406,17 @@ def insert_jobs(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, param
     """Insert whole provider_job rows of the partition as `query` gives them (every column of
     JOB_COLUMNS, by name) — e.g. the benchmark's synthetic jobs. A row in a terminal state gets the
     next terminal_seq. Returns the number inserted."""
-    return insert_select(conn, "provider_job", JOB_COLUMNS, query, params, fixed={
-        "task_id": sql_literal(task_id),
-        "terminal_seq": f"CASE WHEN {terminal_sql('_rows')} THEN nextval('ledger.terminal_seq') END",
-    })
+    return insert_select(
+        conn,
+        "provider_job",
+        JOB_COLUMNS,
+        query,
+        params,
+        fixed={
+            "task_id": sql_literal(task_id),
+            "terminal_seq": f"CASE WHEN {terminal_sql('_rows')} THEN nextval('ledger.terminal_seq') END",
+        },
+    )
 
 
 def insert_status_events(conn: duckdb.DuckDBPyConnection, query: str, params: Params = None) -> int:
@@ -319,6 +427,7 @@ def insert_status_events(conn: duckdb.DuckDBPyConnection, query: str, params: Pa
 
 # --- claims and the settling of creates ----------------------------------------------------------------
 
+
 def _lease(lease_s: float) -> str:
     """SQL for now + lease (the lease is a number, never text from outside)."""
     return f"now()::TIMESTAMP + to_seconds(CAST({float(lease_s)!r} AS DOUBLE))"
@@ -328,53 +437,88 @@ _OPEN_INTENT = f"provider_batch_id IS NULL AND create_outcome IS DISTINCT FROM '
 _CLAIM_FREE = "(claimed_by IS NULL OR claim_expires_at < now()::TIMESTAMP)"
 
 
-def claim_new_intent(conn: duckdb.DuckDBPyConnection, job_key: str, task_id: str, shard_id: str, provider: str,
-                     endpoint: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S, *,
-                     endpoint_mode: str | None = None, endpoint_url: str | None = None,
-                     request_options: Mapping[str, Any] | None = None) -> bool:
+def claim_new_intent(
+    conn: duckdb.DuckDBPyConnection,
+    job_key: str,
+    task_id: str,
+    shard_id: str,
+    provider: str,
+    endpoint: str,
+    owner: str,
+    lease_s: float = DEFAULT_CLAIM_LEASE_S,
+    *,
+    endpoint_mode: str | None = None,
+    endpoint_url: str | None = None,
+    request_options: Mapping[str, Any] | None = None,
+) -> bool:
     """Record the intent to submit a shard already claimed by `owner` (plus its first status
     event), atomically, with where it goes and its request options (as `insert_job_intent`).
     False when the job_key exists already: another run got there first and this one must neither
     upload nor create."""
     with transaction(conn):
-        inserted = insert_values(conn, "provider_job", {
-            "job_key": job_key, "task_id": task_id, "shard_id": shard_id, "provider": provider, "endpoint": endpoint,
-            "state": JobState.CREATED.value, "claimed_by": owner,
-            **_sent_with(endpoint_mode, endpoint_url, request_options),
-        }, fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},
-            on_conflict="ON CONFLICT DO NOTHING")
+        inserted = insert_values(
+            conn,
+            "provider_job",
+            {
+                "job_key": job_key,
+                "task_id": task_id,
+                "shard_id": shard_id,
+                "provider": provider,
+                "endpoint": endpoint,
+                "state": JobState.CREATED.value,
+                "claimed_by": owner,
+                **_sent_with(endpoint_mode, endpoint_url, request_options),
+            },
+            fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},
+            on_conflict="ON CONFLICT DO NOTHING",
+        )
         if inserted:
-            insert_values(conn, "status_event", {"job_key": job_key, "from_state": None,
-                                                 "to_state": JobState.CREATED.value}, fixed={"observed_at": NOW})
+            insert_values(
+                conn,
+                "status_event",
+                {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
+                fixed={"observed_at": NOW},
+            )
     return inserted == 1
 
 
-def claim_intent(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str,
-                 lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+def claim_intent(
+    conn: duckdb.DuckDBPyConnection, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
+) -> bool:
     """Claim an existing intent without a batch id (not abandoned) for `owner`: it must be free,
     its lease expired, or already `owner`'s. One UPDATE (DuckDB serializes writers): True = won."""
-    row = conn.execute(f"""
+    row = conn.execute(
+        f"""
         UPDATE ledger.provider_job SET claimed_by = ?, claim_expires_at = {_lease(lease_s)}
         WHERE job_key = ? AND {_OPEN_INTENT} AND ({_CLAIM_FREE} OR claimed_by = ?)
-    """, [owner, job_key, owner]).fetchone()
+    """,
+        [owner, job_key, owner],
+    ).fetchone()
     return bool(row and row[0] == 1)
 
 
-def renew_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str,
-                lease_s: float = DEFAULT_CLAIM_LEASE_S) -> bool:
+def renew_claim(
+    conn: duckdb.DuckDBPyConnection, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
+) -> bool:
     """Extend `owner`'s claim (before a create call). Strict: only while the row is still claimed by
     `owner` and still has no batch id; False means the claim was lost and nothing may be created."""
-    row = conn.execute(f"""
+    row = conn.execute(
+        f"""
         UPDATE ledger.provider_job SET claim_expires_at = {_lease(lease_s)}
         WHERE job_key = ? AND claimed_by = ? AND {_OPEN_INTENT}
-    """, [job_key, owner]).fetchone()
+    """,
+        [job_key, owner],
+    ).fetchone()
     return bool(row and row[0] == 1)
 
 
 def release_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str) -> None:
     """Give up `owner`'s claim (a no-op if the row is not claimed by `owner`)."""
-    conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL "
-                 "WHERE job_key = ? AND claimed_by = ?", [job_key, owner])
+    conn.execute(
+        "UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL "
+        "WHERE job_key = ? AND claimed_by = ?",
+        [job_key, owner],
+    )
 
 
 def release_claims_of(conn: duckdb.DuckDBPyConnection, owners: Sequence[str]) -> int:
@@ -382,15 +526,20 @@ def release_claims_of(conn: duckdb.DuckDBPyConnection, owners: Sequence[str]) ->
     their claims would otherwise block the shard until the lease runs out. Returns how many."""
     if not owners:
         return 0
-    return conn.execute("""
+    return conn.execute(
+        """
         UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL
         WHERE provider_batch_id IS NULL AND claimed_by IN (SELECT unnest(?::VARCHAR[]))
-    """, [list(owners)]).fetchone()[0]
+    """,
+        [list(owners)],
+    ).fetchone()[0]
 
 
 def _mark_create(conn: duckdb.DuckDBPyConnection, job_key: str, mark: CreateMark, detail: str | None) -> None:
-    conn.execute("UPDATE ledger.provider_job SET create_outcome = ?, create_error = ? WHERE job_key = ?",
-                 [mark.value, detail, job_key])
+    conn.execute(
+        "UPDATE ledger.provider_job SET create_outcome = ?, create_error = ? WHERE job_key = ?",
+        [mark.value, detail, job_key],
+    )
 
 
 def mark_create_unknown(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> None:
@@ -421,16 +570,23 @@ def record_found(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapsho
 
 
 def _operator_action(conn: duckdb.DuckDBPyConnection, action: str, task_id: str, job_key: str, detail: str) -> None:
-    insert_values(conn, "operator_action", {"action": action, "task_id": task_id, "job_key": job_key,
-                                            "custom_id": None, "detail": detail}, fixed={"acted_at": NOW})
+    insert_values(
+        conn,
+        "operator_action",
+        {"action": action, "task_id": task_id, "job_key": job_key, "custom_id": None, "detail": detail},
+        fixed={"acted_at": NOW},
+    )
 
 
 def _open_intent_for_operator(conn: duckdb.DuckDBPyConnection, job_key: str) -> dict:
     """The job row an operator may settle, or JobNotSettled saying why not."""
-    row = conn.execute("""
+    row = conn.execute(
+        """
         SELECT task_id, provider_batch_id, create_outcome, claimed_by, claim_expires_at,
                claimed_by IS NOT NULL AND claim_expires_at >= now()::TIMESTAMP AS claim_live
-        FROM ledger.provider_job WHERE job_key = ?""", [job_key]).fetchone()
+        FROM ledger.provider_job WHERE job_key = ?""",
+        [job_key],
+    ).fetchone()
     if row is None:
         raise JobNotSettled(f"no provider job {job_key!r}")
     task_id, batch_id, outcome, claimed_by, expires, claim_live = row
@@ -439,8 +595,10 @@ def _open_intent_for_operator(conn: duckdb.DuckDBPyConnection, job_key: str) -> 
     if outcome == CreateMark.ABANDONED.value:
         raise JobNotSettled(f"job {job_key} was abandoned: the shard goes again under a new job key")
     if claim_live:
-        raise JobNotSettled(f"job {job_key} is held by submit run {claimed_by} until {expires:%Y-%m-%d %H:%M:%S} UTC: "
-                            "retry when that run has ended")
+        raise JobNotSettled(
+            f"job {job_key} is held by submit run {claimed_by} until {expires:%Y-%m-%d %H:%M:%S} UTC: "
+            "retry when that run has ended"
+        )
     return {"task_id": task_id}
 
 
@@ -451,14 +609,17 @@ def adopt_job(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, 
     to another job."""
     with transaction(conn):
         job = _open_intent_for_operator(conn, job_key)
-        other = conn.execute("SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
-                             [snap.provider_batch_id, job_key]).fetchone()
+        other = conn.execute(
+            "SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
+            [snap.provider_batch_id, job_key],
+        ).fetchone()
         if other is not None:
             raise JobNotSettled(f"batch {snap.provider_batch_id} is already recorded for job {other[0]}")
         record_snapshot(conn, job_key, snap, submitted=True)
         _mark_create(conn, job_key, CreateMark.ADOPTED, f"adopted by an operator: {detail}")
-        conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?",
-                     [job_key])
+        conn.execute(
+            "UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?", [job_key]
+        )
         _operator_action(conn, "adopt", job["task_id"], job_key, detail)
 
 
@@ -469,8 +630,9 @@ def abandon_job(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> N
     with transaction(conn):
         job = _open_intent_for_operator(conn, job_key)
         _mark_create(conn, job_key, CreateMark.ABANDONED, f"abandoned by an operator: {detail}")
-        conn.execute("UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?",
-                     [job_key])
+        conn.execute(
+            "UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL WHERE job_key = ?", [job_key]
+        )
         _operator_action(conn, "abandon", job["task_id"], job_key, detail)
 
 
@@ -478,8 +640,10 @@ def mark_collected(conn: duckdb.DuckDBPyConnection, job_keys_query: str) -> None
     """Mark the jobs `job_keys_query` selects (one column: job_key) as fully collected: the search
     for pending collections skips them from now on (no ledger step is ever undone)."""
     with transaction(conn):
-        conn.execute("UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
-                     f"WHERE collected_at IS NULL AND job_key IN ({job_keys_query})")
+        conn.execute(
+            "UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
+            f"WHERE collected_at IS NULL AND job_key IN ({job_keys_query})"
+        )
 
 
 def unmark_collected(conn: duckdb.DuckDBPyConnection, task_id: str) -> None:

@@ -10,36 +10,66 @@ import duckdb
 from batch_assets.ledger.statements import NOW, insert_values
 
 
-def record_remote_deletion(conn: duckdb.DuckDBPyConnection, *, job_key: str, task_id: str, provider: str,
-                           deleted: Sequence[str]) -> None:
+def record_remote_deletion(
+    conn: duckdb.DuckDBPyConnection, *, job_key: str, task_id: str, provider: str, deleted: Sequence[str]
+) -> None:
     """The job's provider-side files are gone: one row per file deleted (or one `nothing_to_delete`
     row when the provider keeps none), and the job marked done."""
     for file_id in deleted or [None]:
-        insert_values(conn, "remote_file_deletion", {
-            "job_key": job_key, "task_id": task_id, "provider": provider, "file_id": file_id,
-            "outcome": "deleted" if file_id else "nothing_to_delete", "error": None}, fixed={"recorded_at": NOW})
-    conn.execute("""UPDATE ledger.provider_job SET remote_deleted_at = now()::TIMESTAMP, remote_delete_error = NULL,
+        insert_values(
+            conn,
+            "remote_file_deletion",
+            {
+                "job_key": job_key,
+                "task_id": task_id,
+                "provider": provider,
+                "file_id": file_id,
+                "outcome": "deleted" if file_id else "nothing_to_delete",
+                "error": None,
+            },
+            fixed={"recorded_at": NOW},
+        )
+    conn.execute(
+        """UPDATE ledger.provider_job SET remote_deleted_at = now()::TIMESTAMP, remote_delete_error = NULL,
                         remote_delete_attempts = coalesce(remote_delete_attempts, 0) + 1 WHERE job_key = ?""",
-                 [job_key])
+        [job_key],
+    )
 
 
-def record_remote_deletion_failure(conn: duckdb.DuckDBPyConnection, *, job_key: str, task_id: str, provider: str,
-                                   error: str) -> None:
+def record_remote_deletion_failure(
+    conn: duckdb.DuckDBPyConnection, *, job_key: str, task_id: str, provider: str, error: str
+) -> None:
     """A deletion try failed: kept with the error; the job stays pending (tried again later)."""
-    insert_values(conn, "remote_file_deletion", {
-        "job_key": job_key, "task_id": task_id, "provider": provider, "file_id": None, "outcome": "failed",
-        "error": error[:2000]}, fixed={"recorded_at": NOW})
-    conn.execute("""UPDATE ledger.provider_job SET remote_delete_error = ?,
+    insert_values(
+        conn,
+        "remote_file_deletion",
+        {
+            "job_key": job_key,
+            "task_id": task_id,
+            "provider": provider,
+            "file_id": None,
+            "outcome": "failed",
+            "error": error[:2000],
+        },
+        fixed={"recorded_at": NOW},
+    )
+    conn.execute(
+        """UPDATE ledger.provider_job SET remote_delete_error = ?,
                         remote_delete_attempts = coalesce(remote_delete_attempts, 0) + 1 WHERE job_key = ?""",
-                 [error[:2000], job_key])
+        [error[:2000], job_key],
+    )
 
 
 def mark_shard_purged(conn: duckdb.DuckDBPyConnection, shard_id: str) -> None:
-    conn.execute("UPDATE ledger.shard SET purged_at = now()::TIMESTAMP WHERE shard_id = ? AND purged_at IS NULL",
-                 [shard_id])
+    conn.execute(
+        "UPDATE ledger.shard SET purged_at = now()::TIMESTAMP WHERE shard_id = ? AND purged_at IS NULL", [shard_id]
+    )
 
 
 def mark_raw_file_purged(conn: duckdb.DuckDBPyConnection, file_key: str, archived_path: str | None) -> None:
     """The raw file left its place; `archived_path` is its compressed copy (None: nothing was there)."""
-    conn.execute("""UPDATE ledger.raw_file SET purged_at = now()::TIMESTAMP, archived_path = ?
-                    WHERE file_key = ? AND purged_at IS NULL""", [archived_path, file_key])
+    conn.execute(
+        """UPDATE ledger.raw_file SET purged_at = now()::TIMESTAMP, archived_path = ?
+                    WHERE file_key = ? AND purged_at IS NULL""",
+        [archived_path, file_key],
+    )

@@ -11,8 +11,9 @@ from batch_assets.ledger.statements import NOW, insert_select
 from batch_assets.sqltext import sql_literal
 
 
-def insert_review_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *,
-                        none_picked_before: bool = False) -> int:
+def insert_review_items(
+    conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *, none_picked_before: bool = False
+) -> int:
     """Items picked for review (`query`: custom_id, attempt, sampled_by), pending; an item already
     picked keeps its row. Returns the number added.
 
@@ -21,9 +22,20 @@ def insert_review_items(conn: duckdb.DuckDBPyConnection, task_id: str, query: st
     row that does exist fails the statement, it is never overwritten): ON CONFLICT checks every row
     against the table's index, which grows with the table (at 10M items the last chunk's picks took
     1.5x the first's)."""
-    return insert_select(conn, "review_item", ("custom_id", "attempt", "sampled_by"), query, fixed={
-        "task_id": sql_literal(task_id), "state": "'pending'", "reason": "NULL", "created_at": NOW,
-        "decided_at": "NULL"}, on_conflict="" if none_picked_before else "ON CONFLICT (custom_id) DO NOTHING")
+    return insert_select(
+        conn,
+        "review_item",
+        ("custom_id", "attempt", "sampled_by"),
+        query,
+        fixed={
+            "task_id": sql_literal(task_id),
+            "state": "'pending'",
+            "reason": "NULL",
+            "created_at": NOW,
+            "decided_at": "NULL",
+        },
+        on_conflict="" if none_picked_before else "ON CONFLICT (custom_id) DO NOTHING",
+    )
 
 
 def decide_review(conn: duckdb.DuckDBPyConnection, custom_ids: Sequence[str], state: str, reason: str | None) -> int:
@@ -31,29 +43,54 @@ def decide_review(conn: duckdb.DuckDBPyConnection, custom_ids: Sequence[str], st
     Returns the number decided now."""
     if state not in ("approved", "rejected"):
         raise ValueError(f"review state {state!r}: use approved or rejected")
-    row = conn.execute("""
+    row = conn.execute(
+        """
         UPDATE ledger.review_item SET state = ?, reason = ?, decided_at = now()::TIMESTAMP
         WHERE state = 'pending' AND custom_id IN (SELECT unnest(?::VARCHAR[]))
-    """, [state, reason, list(custom_ids)]).fetchone()
+    """,
+        [state, reason, list(custom_ids)],
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
-def insert_applied_previous(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *, target_table: str,
-                            output_version: str) -> int:
+def insert_applied_previous(
+    conn: duckdb.DuckDBPyConnection, task_id: str, query: str, *, target_table: str, output_version: str
+) -> int:
     """The rows an apply is about to overwrite (`query`: custom_id, business_id, previous_custom_id,
     previous_row JSON). Returns the number kept."""
-    return insert_select(conn, "applied_previous", ("custom_id", "business_id", "previous_custom_id", "previous_row"),
-                         query, fixed={"task_id": sql_literal(task_id), "target_table": sql_literal(target_table),
-                                       "output_version": sql_literal(output_version), "recorded_at": NOW},
-                         on_conflict="ON CONFLICT (custom_id) DO NOTHING")
+    return insert_select(
+        conn,
+        "applied_previous",
+        ("custom_id", "business_id", "previous_custom_id", "previous_row"),
+        query,
+        fixed={
+            "task_id": sql_literal(task_id),
+            "target_table": sql_literal(target_table),
+            "output_version": sql_literal(output_version),
+            "recorded_at": NOW,
+        },
+        on_conflict="ON CONFLICT (custom_id) DO NOTHING",
+    )
 
 
-REVOCATION_COLUMNS = ("custom_id", "task_id", "business_id", "target_table", "output_version", "action",
-                      "restored_custom_id")
+REVOCATION_COLUMNS = (
+    "custom_id",
+    "task_id",
+    "business_id",
+    "target_table",
+    "output_version",
+    "action",
+    "restored_custom_id",
+)
 
 
 def insert_revocations(conn: duckdb.DuckDBPyConnection, query: str, reason: str | None) -> int:
     """Record revoked answers (`query`: REVOCATION_COLUMNS); one already revoked keeps its row."""
-    return insert_select(conn, "revocation", REVOCATION_COLUMNS, query,
-                         fixed={"reason": sql_literal(reason) if reason else "NULL", "revoked_at": NOW},
-                         on_conflict="ON CONFLICT (custom_id) DO NOTHING")
+    return insert_select(
+        conn,
+        "revocation",
+        REVOCATION_COLUMNS,
+        query,
+        fixed={"reason": sql_literal(reason) if reason else "NULL", "revoked_at": NOW},
+        on_conflict="ON CONFLICT (custom_id) DO NOTHING",
+    )

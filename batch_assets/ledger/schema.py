@@ -140,7 +140,8 @@ def render_schema(conn: duckdb.DuckDBPyConnection, schema: str = "ledger") -> st
     ident = _identifier_quoter(conn)
     out = [f"CREATE SCHEMA {ident(schema)};"]
     tables = conn.execute(
-        "SELECT table_name, sql FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name", [schema]).fetchall()
+        "SELECT table_name, sql FROM duckdb_tables() WHERE schema_name = ? ORDER BY table_name", [schema]
+    ).fetchall()
     out.extend("\n" + _table_sql(conn, schema, table, table_sql, ident) for table, table_sql in tables)
     out.extend(_other_objects_sql(conn, schema, ident))
     return "\n".join(out) + "\n"
@@ -153,15 +154,21 @@ def _refuse_unrendered(conn: duckdb.DuckDBPyConnection, schema: str) -> None:
         "UNION ALL SELECT DISTINCT 'macro ' || function_name FROM duckdb_functions() "
         "WHERE schema_name = $1 AND NOT internal "
         "UNION ALL SELECT 'comment or generated column ' || table_name || '.' || column_name FROM duckdb_columns() "
-        "WHERE schema_name = $1 AND (comment IS NOT NULL OR is_generated)", [schema]).fetchall()
+        "WHERE schema_name = $1 AND (comment IS NOT NULL OR is_generated)",
+        [schema],
+    ).fetchall()
     if unrendered:
         raise RuntimeError(f"render_schema does not render these yet, extend it: {sorted(r[0] for r in unrendered)}")
 
 
 def _identifier_quoter(conn: duckdb.DuckDBPyConnection):
     """A name as written in SQL: bare unless it is a non-unreserved keyword or not lower_snake."""
-    keywords = {k for (k,) in conn.execute(
-        "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category <> 'unreserved'").fetchall()}
+    keywords = {
+        k
+        for (k,) in conn.execute(
+            "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category <> 'unreserved'"
+        ).fetchall()
+    }
 
     def ident(name: str) -> str:
         if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in keywords:
@@ -175,7 +182,9 @@ def _table_sql(conn: duckdb.DuckDBPyConnection, schema: str, table: str, table_s
     """CREATE TABLE with one aligned column a line (in table order), then its keys and checks."""
     columns = conn.execute(
         "SELECT column_name, data_type, is_nullable, column_default FROM duckdb_columns() "
-        "WHERE schema_name = ? AND table_name = ? ORDER BY column_index", [schema, table]).fetchall()
+        "WHERE schema_name = ? AND table_name = ? ORDER BY column_index",
+        [schema, table],
+    ).fetchall()
     compression = _column_compressions(table_sql, [c[0] for c in columns])
     name_w = max(len(ident(c[0])) for c in columns)
     type_w = max(len(c[1]) for c in columns)
@@ -191,7 +200,9 @@ def _table_sql(conn: duckdb.DuckDBPyConnection, schema: str, table: str, table_s
     rank = {"PRIMARY KEY": 0, "UNIQUE": 1, "CHECK": 2, "FOREIGN KEY": 3}
     constraints = conn.execute(
         "SELECT constraint_type, constraint_text, constraint_column_names FROM duckdb_constraints() "
-        "WHERE schema_name = ? AND table_name = ? AND constraint_type <> 'NOT NULL'", [schema, table]).fetchall()
+        "WHERE schema_name = ? AND table_name = ? AND constraint_type <> 'NOT NULL'",
+        [schema, table],
+    ).fetchall()
     for kind, text, cols in sorted(constraints, key=lambda c: (rank.get(c[0], 9), c[1])):
         # CHECK and FOREIGN KEY as DuckDB prints them
         lines.append(f"{kind} ({', '.join(ident(c) for c in cols)})" if kind in ("PRIMARY KEY", "UNIQUE") else text)
@@ -205,14 +216,17 @@ def _other_objects_sql(conn: duckdb.DuckDBPyConnection, schema: str, ident) -> l
     indexes = rows("SELECT sql FROM duckdb_indexes() WHERE schema_name = ? AND NOT is_primary ORDER BY index_name")
     sequences = rows(
         "SELECT sequence_name, increment_by, min_value, max_value, start_value, cycle FROM duckdb_sequences() "
-        "WHERE schema_name = ? ORDER BY sequence_name")
+        "WHERE schema_name = ? ORDER BY sequence_name"
+    )
     views = rows("SELECT sql FROM duckdb_views() WHERE schema_name = ? AND NOT internal ORDER BY view_name")
     out = ["\n-- Indexes" + ("" if indexes else ": none (primary keys and UNIQUE constraints are above)")]
     out.extend(sql for (sql,) in indexes)
     out.append("\n-- Sequences" + ("" if sequences else ": none"))
     out.extend(  # built from the columns: duckdb_sequences().sql leaves out the schema
         f"CREATE SEQUENCE {ident(schema)}.{ident(name)} INCREMENT BY {inc} MINVALUE {lo} MAXVALUE {hi} START {start}"
-        f"{' CYCLE' if cycle else ' NO CYCLE'};" for name, inc, lo, hi, start, cycle in sequences)
+        f"{' CYCLE' if cycle else ' NO CYCLE'};"
+        for name, inc, lo, hi, start, cycle in sequences
+    )
     out.append("\n-- Views" + ("" if views else ": none"))
     out.extend(sql for (sql,) in views)
     return out

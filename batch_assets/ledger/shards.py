@@ -19,28 +19,61 @@ SHARD_LINE_COLUMNS = ("shard_id", "line_no", "custom_id", "item_no", "request_id
 def insert_quarantine(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:
     """Quarantine the lines of `query` (columns: custom_id, item_no, reason_code, reason), recorded now.
     Returns the number quarantined."""
-    return insert_select(conn, "quarantine", QUARANTINE_COLUMNS, query, params,
-                         fixed={"task_id": sql_literal(task_id), "recorded_at": NOW})
+    return insert_select(
+        conn,
+        "quarantine",
+        QUARANTINE_COLUMNS,
+        query,
+        params,
+        fixed={"task_id": sql_literal(task_id), "recorded_at": NOW},
+    )
 
 
 SHARD_COLUMNS = ("shard_id", "attempt", "shard_no", "path", "line_count", "byte_count", "est_tokens", "sha256")
 
 
-def insert_shards(conn: duckdb.DuckDBPyConnection, *, task_id: str, provider: str, endpoint: str, model: str,
-                  query: str, params: Params = None) -> int:
+def insert_shards(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    task_id: str,
+    provider: str,
+    endpoint: str,
+    model: str,
+    query: str,
+    params: Params = None,
+) -> int:
     """Record the cut shard files of `query` (columns: shard_id, attempt, shard_no, path, line_count,
     byte_count, est_tokens, sha256), created now and not deferred. Returns the number recorded."""
-    return insert_select(conn, "shard", SHARD_COLUMNS, query, params, fixed={
-        "task_id": sql_literal(task_id), "provider": sql_literal(provider), "endpoint": sql_literal(endpoint),
-        "model": sql_literal(model), "created_at": NOW, "deferred_at": "NULL"})
+    return insert_select(
+        conn,
+        "shard",
+        SHARD_COLUMNS,
+        query,
+        params,
+        fixed={
+            "task_id": sql_literal(task_id),
+            "provider": sql_literal(provider),
+            "endpoint": sql_literal(endpoint),
+            "model": sql_literal(model),
+            "created_at": NOW,
+            "deferred_at": "NULL",
+        },
+    )
 
 
-def insert_shard_lines(conn: duckdb.DuckDBPyConnection, task_id: str, attempt: int, query: str,
-                       params: Params = None) -> int:
+def insert_shard_lines(
+    conn: duckdb.DuckDBPyConnection, task_id: str, attempt: int, query: str, params: Params = None
+) -> int:
     """Record the request lines of `query` (columns: shard_id, line_no, custom_id, item_no, request_id,
     line_bytes, est_tokens) for the partition's submission `attempt`. Returns the number recorded."""
-    return insert_select(conn, "shard_line", SHARD_LINE_COLUMNS, query, params,
-                         fixed={"task_id": sql_literal(task_id), "attempt": str(int(attempt))})
+    return insert_select(
+        conn,
+        "shard_line",
+        SHARD_LINE_COLUMNS,
+        query,
+        params,
+        fixed={"task_id": sql_literal(task_id), "attempt": str(int(attempt))},
+    )
 
 
 def mark_shards_deferred(conn: duckdb.DuckDBPyConnection, shard_ids: Sequence[str]) -> None:
@@ -48,5 +81,8 @@ def mark_shards_deferred(conn: duckdb.DuckDBPyConnection, shard_ids: Sequence[st
     first time only: an already deferred shard keeps its deferred_at)."""
     if not shard_ids:
         return
-    conn.execute("UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) "
-                 "WHERE list_contains(?::VARCHAR[], shard_id)", [list(shard_ids)])
+    conn.execute(
+        "UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) "
+        "WHERE list_contains(?::VARCHAR[], shard_id)",
+        [list(shard_ids)],
+    )

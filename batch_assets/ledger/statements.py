@@ -24,9 +24,16 @@ def _count(cur: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def insert_select(conn: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], query: str,
-                  params: Sequence[Any] | Mapping[str, Any] | None = None, *,
-                  fixed: Mapping[str, str] | None = None, on_conflict: str = "") -> int:
+def insert_select(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: Sequence[str],
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+    *,
+    fixed: Mapping[str, str] | None = None,
+    on_conflict: str = "",
+) -> int:
     """INSERT INTO ledger.<table> (<columns>, <fixed>) SELECT <columns>, <fixed exprs> FROM (<query>).
 
     `query` must return (at least) every name in `columns`; `params` are its bound parameters.
@@ -34,16 +41,24 @@ def insert_select(conn: duckdb.DuckDBPyConnection, table: str, columns: Sequence
     fixed = dict(fixed or {})
     targets = [*columns, *fixed]
     exprs = [*(f"_rows.{c}" for c in columns), *fixed.values()]
-    sql = (f"INSERT INTO ledger.{table} ({', '.join(targets)})\n"
-           f"SELECT {', '.join(exprs)}\nFROM ({query}) AS _rows\n{on_conflict}")
+    sql = (
+        f"INSERT INTO ledger.{table} ({', '.join(targets)})\n"
+        f"SELECT {', '.join(exprs)}\nFROM ({query}) AS _rows\n{on_conflict}"
+    )
     return _count(conn.execute(sql, params if params is not None else []))
 
 
-def insert_values(conn: duckdb.DuckDBPyConnection, table: str, values: Mapping[str, Any], *,
-                  fixed: Mapping[str, str] | None = None, on_conflict: str = "") -> int:
+def insert_values(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    values: Mapping[str, Any],
+    *,
+    fixed: Mapping[str, str] | None = None,
+    on_conflict: str = "",
+) -> int:
     """INSERT INTO ledger.<table> (<names>) VALUES (?, …, <fixed exprs>) for one row; returns rows inserted."""
     fixed = dict(fixed or {})
     targets = [*values, *fixed]
     exprs = ["?"] * len(values) + list(fixed.values())
-    sql = (f"INSERT INTO ledger.{table} ({', '.join(targets)}) VALUES ({', '.join(exprs)})\n{on_conflict}")
+    sql = f"INSERT INTO ledger.{table} ({', '.join(targets)}) VALUES ({', '.join(exprs)})\n{on_conflict}"
     return _count(conn.execute(sql, list(values.values())))

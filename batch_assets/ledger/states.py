@@ -23,18 +23,28 @@ from enum import StrEnum
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
 
 __all__ = [
-    "FAILED_TERMINAL_STATES", "FAILED_TERMINAL_STATES_SQL", "IN_FLIGHT_SQL", "NOT_TERMINAL_SQL", "TERMINAL_SQL",
-    "TERMINAL_STATES", "TERMINAL_STATES_SQL", "JobState", "TaskStatus", "in_flight_sql", "not_terminal_sql",
-    "state_list_sql", "terminal_sql",
+    "FAILED_TERMINAL_STATES",
+    "FAILED_TERMINAL_STATES_SQL",
+    "IN_FLIGHT_SQL",
+    "NOT_TERMINAL_SQL",
+    "TERMINAL_SQL",
+    "TERMINAL_STATES",
+    "TERMINAL_STATES_SQL",
+    "JobState",
+    "TaskStatus",
+    "in_flight_sql",
+    "not_terminal_sql",
+    "state_list_sql",
+    "terminal_sql",
 ]
 
 
 class TaskStatus(StrEnum):
     """`ledger.batch_task.status`: how far a task partition got; it only ever moves forward."""
 
-    FROZEN = "FROZEN"          # manifest frozen
-    SHARDED = "SHARDED"        # shards cut, nothing submitted yet
-    SUBMITTED = "SUBMITTED"    # at least one shard submitted (or recovered) as a provider batch
+    FROZEN = "FROZEN"  # manifest frozen
+    SHARDED = "SHARDED"  # shards cut, nothing submitted yet
+    SUBMITTED = "SUBMITTED"  # at least one shard submitted (or recovered) as a provider batch
 
 
 # Terminal states other than COMPLETED: the batch ended without running (all of) its requests.

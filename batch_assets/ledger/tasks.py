@@ -7,17 +7,33 @@ import duckdb
 from batch_assets.ledger.states import TaskStatus
 
 
-def upsert_frozen_task(conn: duckdb.DuckDBPyConnection, *, task_id: str, task_name: str, partition_date: str,
-                       item_type: str, provider: str, model: str, endpoint: str, prompt_version: str,
-                       output_schema_version: str, manifest_uri: str, manifest_version: int, total_items: int,
-                       est_input_tokens: int, est_output_tokens: int, prompt_hash: str | None = None,
-                       output_schema_hash: str | None = None) -> None:
+def upsert_frozen_task(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    task_id: str,
+    task_name: str,
+    partition_date: str,
+    item_type: str,
+    provider: str,
+    model: str,
+    endpoint: str,
+    prompt_version: str,
+    output_schema_version: str,
+    manifest_uri: str,
+    manifest_version: int,
+    total_items: int,
+    est_input_tokens: int,
+    est_output_tokens: int,
+    prompt_hash: str | None = None,
+    output_schema_hash: str | None = None,
+) -> None:
     """Record a (re)frozen manifest for the task partition.
 
     A new partition starts in status FROZEN. A refreeze of a known partition replaces the manifest
     (uri, version, item count, token estimates, prompt and output-schema versions and hashes, model)
     and keeps its status."""
-    conn.execute("""
+    conn.execute(
+        """
         INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model, endpoint,
                                        prompt_version, output_schema_version, manifest_uri, manifest_version, status,
                                        total_items, est_input_tokens, est_output_tokens, prompt_hash,
@@ -30,22 +46,49 @@ def upsert_frozen_task(conn: duckdb.DuckDBPyConnection, *, task_id: str, task_na
             model = excluded.model, output_schema_version = excluded.output_schema_version,
             prompt_hash = excluded.prompt_hash, output_schema_hash = excluded.output_schema_hash,
             updated_at = excluded.updated_at
-    """, [task_id, task_name, partition_date, item_type, provider, model, endpoint, prompt_version,
-          output_schema_version, manifest_uri, manifest_version, TaskStatus.FROZEN.value, total_items,
-          est_input_tokens, est_output_tokens, prompt_hash, output_schema_hash])
+    """,
+        [
+            task_id,
+            task_name,
+            partition_date,
+            item_type,
+            provider,
+            model,
+            endpoint,
+            prompt_version,
+            output_schema_version,
+            manifest_uri,
+            manifest_version,
+            TaskStatus.FROZEN.value,
+            total_items,
+            est_input_tokens,
+            est_output_tokens,
+            prompt_hash,
+            output_schema_hash,
+        ],
+    )
 
 
-def set_task_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: TaskStatus | str, *,
-                    only_from: TaskStatus | str | None = None) -> bool:
+def set_task_status(
+    conn: duckdb.DuckDBPyConnection,
+    task_id: str,
+    status: TaskStatus | str,
+    *,
+    only_from: TaskStatus | str | None = None,
+) -> bool:
     """Set the partition's status (and updated_at). With `only_from`, only a partition currently in
     that status moves (so a status never goes backwards). Returns whether a row changed."""
     status = TaskStatus(status).value
     if only_from is None:
-        cur = conn.execute("UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ?",
-                           [status, task_id])
+        cur = conn.execute(
+            "UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ?",
+            [status, task_id],
+        )
     else:
-        cur = conn.execute("UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP "
-                           "WHERE task_id = ? AND status = ?", [status, task_id, TaskStatus(only_from).value])
+        cur = conn.execute(
+            "UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ? AND status = ?",
+            [status, task_id, TaskStatus(only_from).value],
+        )
     return cur.fetchone()[0] > 0
 
 

@@ -38,8 +38,17 @@ DEFAULT_LOCK_TIMEOUT_S = 300.0
 DEFAULT_MEMORY_LIMIT = "1000MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
-_UNIT_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNIT_BYTES = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 # A stage at its pool's limit evicts blocks to make room, and jemalloc keeps what they freed for a
 # while: DuckDB hands it back to the OS at once only when one eviction frees more than
 # allocator_bulk_deallocation_flush_threshold (512 MiB by default: half of a 1000MB pool). At a
@@ -103,8 +112,9 @@ class Warehouse:
     @classmethod
     def at(cls, database: str | Path, data_dir: str | Path | None = None, memory_limit: str | None = None) -> Warehouse:
         database = Path(database)
-        return cls(database=database, data_dir=Path(data_dir) if data_dir else database.parent,
-                   memory_limit=memory_limit)
+        return cls(
+            database=database, data_dir=Path(data_dir) if data_dir else database.parent, memory_limit=memory_limit
+        )
 
     def path(self, *parts: str) -> Path:
         """A run-time file path under data_dir; parent folders are created."""

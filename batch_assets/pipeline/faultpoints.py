@@ -51,7 +51,7 @@ def reached(point: str) -> None:
     marker = target[1]
     tmp = marker.with_name(marker.name + ".tmp")
     tmp.write_text(str(os.getpid()), encoding="utf-8")
-    tmp.replace(marker)   # the marker appears whole, so its reader never sees an empty pid
+    tmp.replace(marker)  # the marker appears whole, so its reader never sees an empty pid
     deadline = time.monotonic() + BLOCK_S
     while time.monotonic() < deadline:
         time.sleep(0.5)

@@ -12,6 +12,17 @@ from batch_assets.policy.redact import Redaction, load_mapping, redact, restore
 from batch_assets.policy.scan import find_sensitive
 
 __all__ = [
-    "DEFAULT_DETECTORS", "DETECTOR_NAMES", "Detector", "DetectorActions", "PolicyOutcome", "PolicySpec",
-    "Redaction", "default_detectors", "evaluate", "find_sensitive", "load_mapping", "redact", "restore",
+    "DEFAULT_DETECTORS",
+    "DETECTOR_NAMES",
+    "Detector",
+    "DetectorActions",
+    "PolicyOutcome",
+    "PolicySpec",
+    "Redaction",
+    "default_detectors",
+    "evaluate",
+    "find_sensitive",
+    "load_mapping",
+    "redact",
+    "restore",
 ]

@@ -24,12 +24,18 @@ from batch_assets.policy.scan import find_sensitive
 from batch_assets.sqltext import sql_literal
 
 _FRAGMENTS = [
-    "您好，我的订单一直没有发货，请尽快处理。", "The package arrived damaged and the box was open.",
-    "请问退款什么时候到账？", "I was charged twice for the same subscription this month.",
-    "客服电话一直打不通，希望能回电。", "Could you update the shipping address before dispatch?",
-    "商品和描述不符，颜色也不对。", "Please cancel my order, I no longer need it.",
-    "物流信息三天没有更新了。", "The app crashes when I open the payment page.",
-    "发票抬头需要修改为公司名称。", "Thanks for the quick reply, the issue is solved.",
+    "您好，我的订单一直没有发货，请尽快处理。",
+    "The package arrived damaged and the box was open.",
+    "请问退款什么时候到账？",
+    "I was charged twice for the same subscription this month.",
+    "客服电话一直打不通，希望能回电。",
+    "Could you update the shipping address before dispatch?",
+    "商品和描述不符，颜色也不对。",
+    "Please cancel my order, I no longer need it.",
+    "物流信息三天没有更新了。",
+    "The app crashes when I open the payment page.",
+    "发票抬头需要修改为公司名称。",
+    "Thanks for the quick reply, the issue is solved.",
 ]
 
 
@@ -48,7 +54,7 @@ def _pools(rng: random.Random, size: int = 500) -> pa.Table:
         base = f"4{rng.randrange(10**14):014d}"
         card = base + luhn.calc_check_digit(base)
         kinds.append("card")
-        values.append(" ".join(card[i:i + 4] for i in range(0, 16, 4)))
+        values.append(" ".join(card[i : i + 4] for i in range(0, 16, 4)))
         body = f"110105{rng.randrange(1950, 2005)}{rng.randrange(1, 13):02d}{rng.randrange(1, 29):02d}{rng.randrange(1000):03d}"
         kinds.append("cn_id")
         values.append(body + _cn_id_check(body))
@@ -78,7 +84,9 @@ def synthesize(conn: duckdb.DuckDBPyConnection, n: int, *, table: str = "bench_t
     conn.unregister("bench_pool_arrow")
 
 
-def bench_scan(n: int = 1_000_000, *, threads: int | None = None, detectors: tuple[Detector, ...] = DEFAULT_DETECTORS) -> dict:
+def bench_scan(
+    n: int = 1_000_000, *, threads: int | None = None, detectors: tuple[Detector, ...] = DEFAULT_DETECTORS
+) -> dict:
     """Synthesize n rows and time the scan; returns a dict of timings (seconds) and counts."""
     conn = duckdb.connect()
     conn.execute("SET enable_progress_bar = false")
@@ -97,8 +105,9 @@ def bench_scan(n: int = 1_000_000, *, threads: int | None = None, detectors: tup
         floor_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         conn.execute(
-            "SELECT " + ", ".join(f"count(*) FILTER (WHERE regexp_matches(body, {sql_literal(d.pattern)}))"
-                                  for d in detectors) + " FROM bench_texts"
+            "SELECT "
+            + ", ".join(f"count(*) FILTER (WHERE regexp_matches(body, {sql_literal(d.pattern)}))" for d in detectors)
+            + " FROM bench_texts"
         ).fetchone()
         floor_per_detector_s = time.perf_counter() - t0
 
@@ -108,6 +117,7 @@ def bench_scan(n: int = 1_000_000, *, threads: int | None = None, detectors: tup
             def confirm(candidate: str):
                 calls["n"] += 1
                 return d.confirm(candidate)
+
             return Detector(d.name, d.label, d.pattern, confirm, d.precedence)
 
         t0 = time.perf_counter()

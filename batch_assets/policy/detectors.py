@@ -58,7 +58,7 @@ class Detector:
 
 EMAIL_PATTERN = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,24}"
 _EMAIL_STRICT = re.compile(
-    r"[A-Za-z0-9_%+\-]+(?:\.[A-Za-z0-9_%+\-]+)*"          # local part: no leading/trailing/double dot
+    r"[A-Za-z0-9_%+\-]+(?:\.[A-Za-z0-9_%+\-]+)*"  # local part: no leading/trailing/double dot
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+"  # labels: no leading/trailing hyphen
     r"[A-Za-z]{2,24}",
     re.ASCII,
@@ -153,7 +153,8 @@ def make_confirm_phone(regions: Sequence[str] = ("CN",), *, fast_paths: bool = T
 
 
 _CN_MOBILE = re.compile(
-    r"(?<![0-9+])(?:(?:\+|00)?86[ \-]?|\(\+?86\) ?)?1[3-9][0-9](?:[ \-]?[0-9]){8}(?![0-9])", re.ASCII,
+    r"(?<![0-9+])(?:(?:\+|00)?86[ \-]?|\(\+?86\) ?)?1[3-9][0-9](?:[ \-]?[0-9]){8}(?![0-9])",
+    re.ASCII,
 )
 _MOBILE_TYPES = {phonenumbers.PhoneNumberType.MOBILE, phonenumbers.PhoneNumberType.FIXED_LINE_OR_MOBILE}
 

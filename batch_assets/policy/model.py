@@ -40,27 +40,28 @@ class DetectorActions(_Strict):
 class PolicySpec(_Strict):
     """A task's `policy:` section. Example::
 
-        policy:
-          detectors: {email: redact, phone: allow, card: block}
-          sensitive_columns: [customer_name]
-          sensitive_columns_action: redact
-          restore_on_apply: true
+    policy:
+      detectors: {email: redact, phone: allow, card: block}
+      sensitive_columns: [customer_name]
+      sensitive_columns_action: redact
+      restore_on_apply: true
     """
 
     detectors: DetectorActions = Field(default_factory=DetectorActions)
     sensitive_columns: list[str] = Field(
         default_factory=list,
         description="Columns always treated as sensitive: the whole non-blank value is redacted or "
-                    "blocked per `sensitive_columns_action`; detectors do not scan them.",
+        "blocked per `sensitive_columns_action`; detectors do not scan them.",
     )
     sensitive_columns_action: Literal["block", "redact"] = "redact"
     restore_on_apply: bool = Field(
-        default=False, description="Put original values back into placeholders found in the model's output at apply time.",
+        default=False,
+        description="Put original values back into placeholders found in the model's output at apply time.",
     )
     phone_regions: list[str] = Field(
         default_factory=lambda: ["CN"],
         description="Regions whose national number formats count as phone numbers (numbers written "
-                    "with +CC/00CC are recognised for every country).",
+        "with +CC/00CC are recognised for every country).",
     )
 
     @field_validator("sensitive_columns")
@@ -93,7 +94,7 @@ class DetectorCount:
     detector: str
     action: Action
     findings: int  # confirmed values (a value seen twice counts twice)
-    items: int     # distinct ids with at least one finding
+    items: int  # distinct ids with at least one finding
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,9 @@ def evaluate(
     findings = temp_name("policy_findings")
     hit_texts = temp_name("policy_hit_texts") if changed_only and scan_cols else None
     if scan_cols:
-        find_sensitive(conn, relation_sql, id_col, scan_cols, detectors, table=findings, hit_texts=hit_texts,
-                       ids_unique=ids_unique)
+        find_sensitive(
+            conn, relation_sql, id_col, scan_cols, detectors, table=findings, hit_texts=hit_texts, ids_unique=ids_unique
+        )
         remap = " ".join(f"WHEN {sql_literal(c)} THEN {col_idx[c]}" for c in scan_cols)
         conn.execute(f"UPDATE {quote_ident(findings)} SET col_idx = CASE column_name {remap} END")
     else:
@@ -191,13 +193,12 @@ def evaluate(
 
     names = list(DETECTOR_NAMES) + ([SENSITIVE_COLUMN] if policy.sensitive_columns else [])
     raw = dict(
-        (d, (n, i)) for d, n, i in conn.execute(
+        (d, (n, i))
+        for d, n, i in conn.execute(
             f"SELECT detector, count(*), count(DISTINCT id) FROM {quote_ident(findings)} GROUP BY detector"
         ).fetchall()
     )
-    counts = tuple(
-        DetectorCount(d, policy.action_for(d), *raw.get(d, (0, 0))) for d in names
-    )
+    counts = tuple(DetectorCount(d, policy.action_for(d), *raw.get(d, (0, 0))) for d in names)
 
     block = [d for d in names if policy.action_for(d) == "block"]
     masked = [d for d in names if policy.action_for(d) in ("block", "redact")]
@@ -219,11 +220,15 @@ def evaluate(
         def renumbered(texts: str) -> str:
             idx = " ".join(f"WHEN {sql_literal(c)} THEN {col_idx[c]}" for c in all_cols)
             return f"SELECT id, column_name, CASE column_name {idx} END AS col_idx, text FROM ({texts})"
+
         parts = [renumbered(f"SELECT * FROM {quote_ident(hit_texts)}")] if hit_texts else []
         if policy.sensitive_columns:
             parts.append(renumbered(long_texts_sql(relation_sql, id_col, policy.sensitive_columns)))
-        texts_sql = ("\nUNION ALL\n".join(parts) if parts
-                     else f"SELECT * FROM ({long_texts_sql(relation_sql, id_col, all_cols)}) LIMIT 0")
+        texts_sql = (
+            "\nUNION ALL\n".join(parts)
+            if parts
+            else f"SELECT * FROM ({long_texts_sql(relation_sql, id_col, all_cols)}) LIMIT 0"
+        )
     else:
         texts_sql = long_texts_sql(relation_sql, id_col, all_cols)
     try:
@@ -232,6 +237,9 @@ def evaluate(
         if hit_texts:
             conn.execute(f"DROP TABLE IF EXISTS {quote_ident(hit_texts)}")
     return PolicyOutcome(
-        counts=counts, blocked_table=blocked_table, redaction=redaction, findings_table=findings,
+        counts=counts,
+        blocked_table=blocked_table,
+        redaction=redaction,
+        findings_table=findings,
         restore_on_apply=policy.restore_on_apply,
     )

@@ -90,8 +90,10 @@ def redact_texts(
         where = "WHERE detector IN (" + ", ".join(sql_literal(n) for n in names) + ")" if names else "WHERE false"
     texts = temp_name("policy_texts")
     masked_ids = f"SELECT id FROM {quote_ident(findings_table)} {where}"
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE {quote_ident(texts)} AS SELECT * FROM ({texts_sql})"
-                 + (f" WHERE id IN ({masked_ids})" if changed_only else ""))
+    conn.execute(
+        f"CREATE OR REPLACE TEMP TABLE {quote_ident(texts)} AS SELECT * FROM ({texts_sql})"
+        + (f" WHERE id IN ({masked_ids})" if changed_only else "")
+    )
     try:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE {quote_ident(spans)} AS

@@ -34,10 +34,17 @@ from batch_assets.sqltext import quote_ident, sql_literal
 # Distinct candidates confirmed per round trip (Python holds one slice's strings and verdicts).
 CONFIRM_BATCH = 20_000
 
-VERDICT_SCHEMA = pa.schema([
-    ("detector", pa.string()), ("candidate", pa.string()), ("rel_offset", pa.int64()),
-    ("value", pa.string()), ("label", pa.string()), ("precedence", pa.int32()),
-])
+VERDICT_SCHEMA = pa.schema(
+    [
+        ("detector", pa.string()),
+        ("candidate", pa.string()),
+        ("rel_offset", pa.int64()),
+        ("value", pa.string()),
+        ("label", pa.string()),
+        ("precedence", pa.int32()),
+    ]
+)
+
 
 def temp_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
@@ -78,11 +85,14 @@ def _check_ids(conn: duckdb.DuckDBPyConnection, relation_sql: str, id_col: str) 
     if non_null != total:
         raise ValueError(f"id column {id_col!r} has {total - non_null} NULL value(s); every row needs an id")
     if distinct != total:
-        distinct = conn.execute(f"SELECT count(DISTINCT {quote_ident(id_col)}) FROM {_relation(relation_sql)} AS r"
-                                ).fetchone()[0]
+        distinct = conn.execute(
+            f"SELECT count(DISTINCT {quote_ident(id_col)}) FROM {_relation(relation_sql)} AS r"
+        ).fetchone()[0]
     if distinct != total:
-        raise ValueError(f"id column {id_col!r} is not unique ({total - distinct} duplicate row(s)); "
-                         "scan a relation with one row per item")
+        raise ValueError(
+            f"id column {id_col!r} is not unique ({total - distinct} duplicate row(s)); "
+            "scan a relation with one row per item"
+        )
 
 
 def candidates_sql(texts_sql: str, detectors: Sequence[Detector]) -> str:
@@ -152,15 +162,21 @@ def _confirm_all(conn: duckdb.DuckDBPyConnection, cand: str, verdicts: str, dete
     are numbered, not sliced by rowid: inside a transaction a new table's rowids start at 2^62."""
     pairs = temp_name("policy_pairs")
     arrow_name = temp_name("policy_slice")
-    conn.execute(f"CREATE TEMP TABLE {quote_ident(pairs)} AS SELECT row_number() OVER () - 1 AS pair_no, detector, "
-                 f"candidate FROM (SELECT DISTINCT detector, candidate FROM {quote_ident(cand)})")
-    conn.execute(f"CREATE TEMP TABLE {quote_ident(verdicts)} (detector VARCHAR, candidate VARCHAR, "
-                 "rel_offset BIGINT, value VARCHAR, label VARCHAR, precedence INTEGER)")
+    conn.execute(
+        f"CREATE TEMP TABLE {quote_ident(pairs)} AS SELECT row_number() OVER () - 1 AS pair_no, detector, "
+        f"candidate FROM (SELECT DISTINCT detector, candidate FROM {quote_ident(cand)})"
+    )
+    conn.execute(
+        f"CREATE TEMP TABLE {quote_ident(verdicts)} (detector VARCHAR, candidate VARCHAR, "
+        "rel_offset BIGINT, value VARCHAR, label VARCHAR, precedence INTEGER)"
+    )
     try:
         end = conn.execute(f"SELECT count(*) FROM {quote_ident(pairs)}").fetchone()[0]
         for lo in range(0, end, CONFIRM_BATCH):
-            batch = conn.execute(f"SELECT detector, candidate FROM {quote_ident(pairs)} "
-                                 f"WHERE pair_no >= {lo} AND pair_no < {lo + CONFIRM_BATCH}").fetchall()
+            batch = conn.execute(
+                f"SELECT detector, candidate FROM {quote_ident(pairs)} "
+                f"WHERE pair_no >= {lo} AND pair_no < {lo + CONFIRM_BATCH}"
+            ).fetchall()
             conn.register(arrow_name, confirm_distinct(batch, detectors))
             try:
                 conn.execute(f"INSERT INTO {quote_ident(verdicts)} SELECT * FROM {quote_ident(arrow_name)}")
@@ -204,8 +220,10 @@ def find_sensitive(
     verdicts = temp_name("policy_verdicts")
     texts = long_texts_sql(relation_sql, id_col, text_cols)
     if hit_texts is not None:
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE {quote_ident(hit_texts)} AS SELECT * FROM ({texts}) "
-                     f"WHERE regexp_matches(text, {_any_detector_pattern(detectors)})")
+        conn.execute(
+            f"CREATE OR REPLACE TEMP TABLE {quote_ident(hit_texts)} AS SELECT * FROM ({texts}) "
+            f"WHERE regexp_matches(text, {_any_detector_pattern(detectors)})"
+        )
         texts = f"SELECT * FROM {quote_ident(hit_texts)}"
     conn.execute(f"CREATE OR REPLACE TEMP TABLE {quote_ident(cand)} AS {candidates_sql(texts, detectors)}")
     try:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class JobState(StrEnum):
     """Internal job states; every provider's own statuses map onto these."""
 
-    CREATED = "CREATED"        # intent recorded locally, provider not yet asked
+    CREATED = "CREATED"  # intent recorded locally, provider not yet asked
     VALIDATING = "VALIDATING"
     SUBMITTED = "SUBMITTED"
     RUNNING = "RUNNING"
@@ -63,8 +63,11 @@ class BatchError:
     param: str | None = None
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in {"code": self.code, "message": self.message, "line": self.line,
-                                  "param": self.param}.items() if v is not None}
+        return {
+            k: v
+            for k, v in {"code": self.code, "message": self.message, "line": self.line, "param": self.param}.items()
+            if v is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,8 @@ class JobSnapshot:
 
 
 class InputKind(StrEnum):
-    FILE = "file"                  # an uploaded provider file (OpenAI, DashScope, Gemini file jobs)
-    INLINE = "inline"              # requests travel inside the create call (Gemini inline)
+    FILE = "file"  # an uploaded provider file (OpenAI, DashScope, Gemini file jobs)
+    INLINE = "inline"  # requests travel inside the create call (Gemini inline)
     REQUEST_BODY = "request_body"  # the create call's body is the request list (Anthropic)
 
 
@@ -110,7 +113,7 @@ class PreparedInput:
 
     kind: InputKind
     shard_path: Path
-    file_id: str | None = None     # set exactly when kind is FILE
+    file_id: str | None = None  # set exactly when kind is FILE
 
 
 @dataclass(frozen=True)
@@ -120,13 +123,13 @@ class CreateRequest:
     model: str
     completion_window: str
     line_count: int
-    metadata: Mapping[str, str]    # carries JOB_KEY_METADATA -> job_key
+    metadata: Mapping[str, str]  # carries JOB_KEY_METADATA -> job_key
 
 
 class CreateOutcome(StrEnum):
-    CREATED = "created"    # the provider accepted the batch (snapshot set)
-    FAILED = "failed"      # the provider refused it: nothing was created (error set)
-    UNKNOWN = "unknown"    # timeout, dropped connection, 5xx, 429: it may exist; find_job before retrying
+    CREATED = "created"  # the provider accepted the batch (snapshot set)
+    FAILED = "failed"  # the provider refused it: nothing was created (error set)
+    UNKNOWN = "unknown"  # timeout, dropped connection, 5xx, 429: it may exist; find_job before retrying
 
 
 @dataclass(frozen=True)
@@ -150,17 +153,17 @@ def create_outcome_for_status(status_code: int) -> CreateOutcome:
 
 class FindOutcome(StrEnum):
     FOUND = "found"
-    ABSENT = "absent"              # confirmed: no batch carries this job key (creating it is safe)
-    CANNOT_TELL = "cannot_tell"    # not decidable now (reason says why): never create, look again later
+    ABSENT = "absent"  # confirmed: no batch carries this job key (creating it is safe)
+    CANNOT_TELL = "cannot_tell"  # not decidable now (reason says why): never create, look again later
 
 
 @dataclass(frozen=True)
 class FindHints:
     """What the ledger knows about a submission that may or may not have been created."""
 
-    created_after_unix: int        # no earlier than the recorded intent (minus clock skew)
+    created_after_unix: int  # no earlier than the recorded intent (minus clock skew)
     line_count: int
-    known_batch_ids: frozenset[str] = frozenset()   # batches already claimed by other ledger jobs
+    known_batch_ids: frozenset[str] = frozenset()  # batches already claimed by other ledger jobs
     # The shard file whose lines were sent: its request ids (custom_id / key) tell a batch that
     # carries no job key apart from another of the same size (read line by line, only if needed).
     shard_path: Path | None = None
@@ -171,7 +174,7 @@ class FindResult:
     outcome: FindOutcome
     snapshot: JobSnapshot | None = None
     reason: str = ""
-    candidates: tuple[str, ...] = ()   # batch ids that might be ours (CANNOT_TELL)
+    candidates: tuple[str, ...] = ()  # batch ids that might be ours (CANNOT_TELL)
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,10 @@ class JobRef:
 
 @dataclass(frozen=True)
 class ResultFile:
-    kind: str              # "output" | "error"
+    kind: str  # "output" | "error"
     path: Path
     byte_count: int
-    provider_file_id: str | None   # the provider file it came from (None for a results stream)
+    provider_file_id: str | None  # the provider file it came from (None for a results stream)
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,7 @@ class BatchProvider(Protocol):
     """One provider's batch API behind the operations the pipeline needs."""
 
     name: str
-    settings: ClientSettings   # its max_retries also bounds the caller's re-tries of an UNKNOWN create
+    settings: ClientSettings  # its max_retries also bounds the caller's re-tries of an UNKNOWN create
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
         """Upload the shard where the provider takes files; otherwise say how it travels.
@@ -238,16 +241,18 @@ class BatchProvider(Protocol):
 class ListingProvider(BatchProvider, Protocol):
     """A provider that can also poll many jobs at once through its batch listing."""
 
-    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                    deadline: float) -> dict[str, JobSnapshot]:
+    def poll_listed(
+        self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float, deadline: float
+    ) -> dict[str, JobSnapshot]:
         """Snapshots (by provider batch id) of those of `jobs` (each with its previously recorded
         state) that the listing shows, built by the same function as `poll`'s. Pages newest first and
         stops once every job was seen, a page reaches batches created before `created_after_unix`,
         or `deadline` (time.monotonic) passed. Jobs missing from the answer must be polled with `poll`."""
 
 
-def poll_listed(adapter: BatchProvider, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                deadline: float) -> dict[str, JobSnapshot]:
+def poll_listed(
+    adapter: BatchProvider, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float, deadline: float
+) -> dict[str, JobSnapshot]:
     """The adapter's `poll_listed` where it has one; otherwise {} (the default): every job is then
     polled with `poll`, as is any job a listing did not show."""
     bulk = getattr(adapter, "poll_listed", None)
@@ -269,11 +274,11 @@ class ProviderDefinition:
     # is built: its SDK costs ~2 s and ~95 MB per process, and the local stages (which read a
     # provider's formats and limits to validate a task) never call a provider.
     adapter: str
-    formats: Mapping[str, WireFormat]        # endpoint -> its wire format
-    limits_path: Path                        # the folder's limits.yaml
-    emulator_path: str                       # where it lives on the local emulator ("/v1", "", ...)
-    live_base_url: str | None = None         # live default base URL (None: the SDK's own default)
-    live_host: str | None = None             # where the SDK's own default goes (recorded per job)
+    formats: Mapping[str, WireFormat]  # endpoint -> its wire format
+    limits_path: Path  # the folder's limits.yaml
+    emulator_path: str  # where it lives on the local emulator ("/v1", "", ...)
+    live_base_url: str | None = None  # live default base URL (None: the SDK's own default)
+    live_host: str | None = None  # where the SDK's own default goes (recorded per job)
 
     def adapter_class(self) -> type[BatchProvider]:
         module, _, cls = self.adapter.partition(":")

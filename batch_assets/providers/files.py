@@ -12,8 +12,10 @@ def stream_to_file(response, dest: Path, chunk_bytes: int = 1 << 20) -> int:
     tmp = dest.with_suffix(dest.suffix + ".part")
     written = 0
     size = getattr(response, "headers", {}).get("content-length")
-    with open(tmp, "wb") as out, progress.task(f"download {dest.name}", total=int(size) if size else None,
-                                               unit="bytes") as bar:
+    with (
+        open(tmp, "wb") as out,
+        progress.task(f"download {dest.name}", total=int(size) if size else None, unit="bytes") as bar,
+    ):
         for chunk in response.iter_bytes(chunk_bytes):
             out.write(chunk)
             written += len(chunk)

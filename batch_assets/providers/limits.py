@@ -12,7 +12,7 @@ import yaml
 
 @dataclass(frozen=True, eq=False)
 class ProviderLimits:
-    endpoints: dict[str, tuple[str, ...]]   # endpoint -> output kinds
+    endpoints: dict[str, tuple[str, ...]]  # endpoint -> output kinds
     max_requests_per_shard: int
     max_shard_bytes: int
     max_line_bytes: int

@@ -18,10 +18,16 @@ from typing import Any
 from batch_assets.providers.contract import JobSnapshot, JobState
 
 
-def list_snapshots(pages: Iterator[Sequence[Any]], wanted: Mapping[str, JobState], *,
-                   batch_id: Callable[[Any], str], created_unix: Callable[[Any], float | None],
-                   snapshot: Callable[[Any, JobState], JobSnapshot], created_after_unix: float,
-                   deadline: float) -> dict[str, JobSnapshot]:
+def list_snapshots(
+    pages: Iterator[Sequence[Any]],
+    wanted: Mapping[str, JobState],
+    *,
+    batch_id: Callable[[Any], str],
+    created_unix: Callable[[Any], float | None],
+    snapshot: Callable[[Any, JobState], JobSnapshot],
+    created_after_unix: float,
+    deadline: float,
+) -> dict[str, JobSnapshot]:
     """Snapshots of the `wanted` batches (batch id -> previously recorded state) found in `pages`
     (newest first; the next page is fetched only when asked for). `snapshot(batch, previous)` is
     the adapter's own per-job snapshot function, so both paths apply the same rules."""

@@ -30,8 +30,10 @@ def allowed_models(provider: str) -> tuple[str, ...]:
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     entries = raw.get("allowed_models") if isinstance(raw, dict) else None
     if not isinstance(entries, list) or not all(isinstance(e, str) and _ENTRY_RE.match(e) for e in entries):
-        raise ValueError(f"{path}: allowed_models must be a list of model names or patterns "
-                         "(letters, digits, '.', '_', '-', ':', '/', and * for any text)")
+        raise ValueError(
+            f"{path}: allowed_models must be a list of model names or patterns "
+            "(letters, digits, '.', '_', '-', ':', '/', and * for any text)"
+        )
     return tuple(entries)
 
 

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import yaml
 
-
 PROVIDERS_DIR = Path(__file__).parent
 
 
@@ -46,7 +45,7 @@ class ModelPrice:
     provider: str
     model: str
     currency: str
-    input: float          # per 1M tokens, list price
+    input: float  # per 1M tokens, list price
     output: float
     cached_input: float
     batch_discount: float  # fraction off for batch jobs, e.g. 0.5
@@ -60,15 +59,20 @@ class ModelPrice:
         """Cost of one batched request (thinking tokens are part of `output_tokens`, cached input
         tokens part of `input_tokens`)."""
         fresh = input_tokens - cached_input_tokens
-        return ((fresh * self.input + cached_input_tokens * self.cached_input + output_tokens * self.output)
-                / 1e6 * self.batch_factor)
+        return (
+            (fresh * self.input + cached_input_tokens * self.cached_input + output_tokens * self.output)
+            / 1e6
+            * self.batch_factor
+        )
 
     def cost_sql(self, input_sql: str, output_sql: str, cached_sql: str | None = None) -> str:
         """The same as SQL (DOUBLE); NULL when the input or output count is NULL (a NULL cached
         count is none cached)."""
         cached = f"coalesce(CAST({cached_sql} AS DOUBLE), 0)" if cached_sql else "0"
-        return (f"((CAST({input_sql} AS DOUBLE) - {cached}) * {self.input!r} + {cached} * {self.cached_input!r}"
-                f" + CAST({output_sql} AS DOUBLE) * {self.output!r}) / 1e6 * {self.batch_factor!r}")
+        return (
+            f"((CAST({input_sql} AS DOUBLE) - {cached}) * {self.input!r} + {cached} * {self.cached_input!r}"
+            f" + CAST({output_sql} AS DOUBLE) * {self.output!r}) / 1e6 * {self.batch_factor!r}"
+        )
 
 
 @functools.cache
@@ -83,10 +87,16 @@ def price_table(provider: str) -> dict[str, ModelPrice]:
         raise ValueError(f"{path}: batch_discount must be in [0, 1), got {discount}")
     out = {}
     for model, p in (raw.get("models") or {}).items():
-        out[model] = ModelPrice(provider=provider, model=model, currency=str(raw["currency"]),
-                                input=float(p["input"]), output=float(p["output"]),
-                                cached_input=float(p.get("cached_input", p["input"])),
-                                batch_discount=discount, effective=str(p.get("effective", raw.get("effective", ""))))
+        out[model] = ModelPrice(
+            provider=provider,
+            model=model,
+            currency=str(raw["currency"]),
+            input=float(p["input"]),
+            output=float(p["output"]),
+            cached_input=float(p.get("cached_input", p["input"])),
+            batch_discount=discount,
+            effective=str(p.get("effective", raw.get("effective", ""))),
+        )
     return out
 
 
@@ -103,5 +113,3 @@ def currency_of(provider: str, model: str) -> str | None:
 def cost_sql_or_null(provider: str, model: str, input_sql: str, output_sql: str, cached_sql: str | None = None) -> str:
     p = model_price(provider, model)
     return p.cost_sql(input_sql, output_sql, cached_sql) if p else "CAST(NULL AS DOUBLE)"
-
-

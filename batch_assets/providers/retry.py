@@ -41,7 +41,7 @@ def _transport_error_types() -> tuple[type[BaseException], ...]:
     for sdk in ("openai", "anthropic"):
         module = sys.modules.get(sdk)
         if module is not None:
-            types.append(module.APIConnectionError)    # openai's APITimeoutError is a subclass
+            types.append(module.APIConnectionError)  # openai's APITimeoutError is a subclass
     return tuple(types)
 
 
@@ -60,7 +60,7 @@ class Backoff:
     attempts: int = 4
     base_s: float = 1.0
     max_s: float = 30.0
-    jitter: float = 0.2   # each wait is scaled by a random factor in [1 - jitter, 1]
+    jitter: float = 0.2  # each wait is scaled by a random factor in [1 - jitter, 1]
 
     def delay(self, retry: int) -> float:
         """The wait before retry number `retry` (1-based)."""
@@ -70,9 +70,13 @@ class Backoff:
 DEFAULT_BACKOFF = Backoff()
 
 
-def call_with_retry(fn: Callable[[], T], *, backoff: Backoff = DEFAULT_BACKOFF,
-                    sleep: Callable[[float], None] = time.sleep,
-                    on_retry: Callable[[int, BaseException, float], None] | None = None) -> T:
+def call_with_retry(
+    fn: Callable[[], T],
+    *,
+    backoff: Backoff = DEFAULT_BACKOFF,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, BaseException, float], None] | None = None,
+) -> T:
     """`fn()`, repeated after a transient error with exponential backoff; the last error is raised
     once `backoff.attempts` calls have failed, a non-transient one at once. `on_retry(retry, exc,
     delay)` is told before each wait."""

@@ -35,23 +35,28 @@ def _in_list(codes: Sequence[str]) -> str:
     return ", ".join(map(sql_literal, codes))
 
 
-def failure_class_sql(capacity_codes: Sequence[str], content_policy_codes: Sequence[str],
-                      cancelled_codes: Sequence[str] = ()) -> str:
+def failure_class_sql(
+    capacity_codes: Sequence[str], content_policy_codes: Sequence[str], cancelled_codes: Sequence[str] = ()
+) -> str:
     """The class of a provider-level failure, from the normalized status_code / error_code.
 
     Classes: expired, canceled (also the provider's own cancelled codes), rate_or_capacity_error (HTTP 429 or one of the provider's capacity
     or quota codes: retry later, smaller), content_policy_error (one of its content-policy codes),
     validation_error (any other 4xx except 408 and 409), internal_error (everything else).
     """
-    whens = [f"WHEN error_code IN ({_in_list(EXPIRED_CODES)}) THEN 'expired'",
-             f"WHEN error_code IN ({_in_list((*CANCELLED_CODES, *cancelled_codes))}) THEN 'canceled'",
-             "WHEN status_code = 429"
-             + (f" OR error_code IN ({_in_list(capacity_codes)})" if capacity_codes else "")
-             + " THEN 'rate_or_capacity_error'"]
+    whens = [
+        f"WHEN error_code IN ({_in_list(EXPIRED_CODES)}) THEN 'expired'",
+        f"WHEN error_code IN ({_in_list((*CANCELLED_CODES, *cancelled_codes))}) THEN 'canceled'",
+        "WHEN status_code = 429"
+        + (f" OR error_code IN ({_in_list(capacity_codes)})" if capacity_codes else "")
+        + " THEN 'rate_or_capacity_error'",
+    ]
     if content_policy_codes:
         whens.append(f"WHEN error_code IN ({_in_list(content_policy_codes)}) THEN 'content_policy_error'")
-    whens += ["WHEN status_code BETWEEN 400 AND 499 AND status_code NOT IN (408, 409) THEN 'validation_error'",
-              "ELSE 'internal_error'"]
+    whens += [
+        "WHEN status_code BETWEEN 400 AND 499 AND status_code NOT IN (408, 409) THEN 'validation_error'",
+        "ELSE 'internal_error'",
+    ]
     return "\n    CASE\n        " + "\n        ".join(whens) + "\n    END\n"
 
 

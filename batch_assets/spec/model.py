@@ -10,11 +10,10 @@ import re
 from typing import Literal
 
 import duckdb
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from batch_assets.policy.model import PolicySpec
 from batch_assets.formatting import parse_duration
+from batch_assets.policy.model import PolicySpec
 from batch_assets.providers.registry import known_providers, provider_limits
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -49,8 +48,10 @@ class SourceSpec(_Strict):
         kinds = [s.type.name for s in statements]
         if kinds != ["SELECT"]:
             found = "no statement" if not kinds else f"{len(kinds)} statement(s): {', '.join(kinds)}"
-            raise ValueError(f"must be exactly one SELECT (or WITH … SELECT) query, found {found}; "
-                             "the manifest only reads the source")
+            raise ValueError(
+                f"must be exactly one SELECT (or WITH … SELECT) query, found {found}; "
+                "the manifest only reads the source"
+            )
         if "$partition_date" not in v:
             raise ValueError(
                 "must filter by the partition: reference `$partition_date` (a DATE), "
@@ -79,10 +80,11 @@ class ProviderOptionsSpec(_Strict):
     gemini_schema_field: Literal["response_json_schema", "response_schema"] = Field(
         default="response_json_schema",
         description="Gemini structured output (kind json): `response_json_schema` (default) sends the output "
-                    "schema as JSON Schema in generationConfig.responseJsonSchema; `response_schema` sends the "
-                    "SDK's conversion of it to Gemini's OpenAPI Schema subset in generationConfig.responseSchema "
-                    "(keywords that subset lacks, e.g. additionalProperties, are not sent; answers are still "
-                    "checked against the full schema).")
+        "schema as JSON Schema in generationConfig.responseJsonSchema; `response_schema` sends the "
+        "SDK's conversion of it to Gemini's OpenAPI Schema subset in generationConfig.responseSchema "
+        "(keywords that subset lacks, e.g. additionalProperties, are not sent; answers are still "
+        "checked against the full schema).",
+    )
 
     def non_default(self) -> dict[str, str]:
         """The options set to something other than their default (part of the input hash)."""
@@ -94,8 +96,11 @@ class OutputSpec(_Strict):
     kind: Literal["json", "text", "embedding"] = Field(
         default="json",
         description="json: an answer matching schema_file; text: free text (field 'text'); "
-                    "embedding: a vector (field 'embedding').")
-    schema_file: str | None = Field(default=None, description="JSON Schema file (relative to defs.yaml), kind json only.")
+        "embedding: a vector (field 'embedding').",
+    )
+    schema_file: str | None = Field(
+        default=None, description="JSON Schema file (relative to defs.yaml), kind json only."
+    )
     version: str = Field(description="Version of the output; stored with every result and in the business table.")
     name: str = Field(default="result", description="Schema name sent to the provider.")
     dimensions: int | None = Field(default=None, ge=1, le=8192, description="Vector size, kind embedding only.")
@@ -112,7 +117,9 @@ class OutputSpec(_Strict):
         if self.kind == "json" and not self.schema_file:
             raise ValueError("kind json needs schema_file: a JSON Schema the answer must match")
         if self.kind != "json" and self.schema_file:
-            raise ValueError(f"schema_file applies to kind json only; remove it or set kind: json (kind is {self.kind})")
+            raise ValueError(
+                f"schema_file applies to kind json only; remove it or set kind: json (kind is {self.kind})"
+            )
         if self.kind == "embedding" and not self.dimensions:
             raise ValueError("kind embedding needs dimensions (the vector size, e.g. 768)")
         if self.kind != "embedding" and self.dimensions:
@@ -154,8 +161,15 @@ class LimitsSpec(_Strict):
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
 
 
-FAILURE_CLASSES = ("validation_error", "rate_or_capacity_error", "expired", "content_policy_error",
-                   "internal_error", "parse_error", "canceled")
+FAILURE_CLASSES = (
+    "validation_error",
+    "rate_or_capacity_error",
+    "expired",
+    "content_policy_error",
+    "internal_error",
+    "parse_error",
+    "canceled",
+)
 RetryAction = Literal["retry", "final_failed", "compliance_hold", "await_operator"]
 
 
@@ -173,11 +187,22 @@ class RetrySpec(_Strict):
     max_attempts: int = Field(default=3, ge=1, le=20, description="Attempts per item; then it is final-failed.")
     parse_retries: int = Field(default=1, ge=0, le=10, description="Re-asks after an answer that fails the schema.")
     backoff_s: float = Field(default=30.0, ge=0, description="Wait before a retry; doubles with each attempt.")
-    shrink: float = Field(default=0.5, gt=0, le=1, description="Retry shards hold at most this fraction of the "
-                          "provider's requests per shard, per attempt (expired remainders go in smaller shards).")
-    max_failed_fraction: float = Field(default=0.01, ge=0, le=1, description="Final failures a partition may "
-                                       "have and still pass its reconciliation check.")
-    actions: dict[str, RetryAction] = Field(default_factory=dict, description="Per failure class, override the default action.")
+    shrink: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Retry shards hold at most this fraction of the "
+        "provider's requests per shard, per attempt (expired remainders go in smaller shards).",
+    )
+    max_failed_fraction: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="Final failures a partition may have and still pass its reconciliation check.",
+    )
+    actions: dict[str, RetryAction] = Field(
+        default_factory=dict, description="Per failure class, override the default action."
+    )
 
     @field_validator("actions")
     @classmethod
@@ -199,30 +224,48 @@ class GateSpec(_Strict):
     """A task's `gate:` section: the pre-submission checks that are configured per task."""
 
     allowed_models: list[str] | None = Field(
-        default=None, description="Narrow the provider's model allow-list (providers/<name>/models.yaml) for this "
-                                  "task: the model must be on both lists. Entries outside the provider's list widen "
-                                  "nothing (the check names them). `*` stands for any text.")
+        default=None,
+        description="Narrow the provider's model allow-list (providers/<name>/models.yaml) for this "
+        "task: the model must be on both lists. Entries outside the provider's list widen "
+        "nothing (the check names them). `*` stands for any text.",
+    )
     dry_run_threshold: int = Field(
-        default=10_000, ge=0, description="A partition with more items than this is not submitted until a dry run "
-                                          "(`batch-assets dry-run <task_id>`) is recorded for the task's prompt version.")
+        default=10_000,
+        ge=0,
+        description="A partition with more items than this is not submitted until a dry run "
+        "(`batch-assets dry-run <task_id>`) is recorded for the task's prompt version.",
+    )
 
 
 class RetentionSpec(_Strict):
     """A task's `retention:` section: provider-side files and local files after the work is done."""
 
-    delete_remote_files: bool = Field(default=True, description="Delete the provider-side input, output and "
-                                      "error files once a job's results are downloaded.")
-    local_days: float = Field(default=30, gt=0, description="Days after which a final partition's local shard "
-                              "and raw files are purged (raw files are kept gzip-compressed).")
+    delete_remote_files: bool = Field(
+        default=True,
+        description="Delete the provider-side input, output and error files once a job's results are downloaded.",
+    )
+    local_days: float = Field(
+        default=30,
+        gt=0,
+        description="Days after which a final partition's local shard "
+        "and raw files are purged (raw files are kept gzip-compressed).",
+    )
 
 
 class ReviewSpec(_Strict):
     """A task's `review:` section: applied answers picked for a person to approve or reject."""
 
-    sample_rate: float = Field(default=0.0, ge=0, le=1, description="Share of applied answers picked "
-                               "(deterministically, by a hash of the custom_id).")
-    always_if: str | None = Field(default=None, description="A SQL condition over the output fields (e.g. "
-                                  "`confidence < 0.5`); matching answers are always picked.")
+    sample_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of applied answers picked (deterministically, by a hash of the custom_id).",
+    )
+    always_if: str | None = Field(
+        default=None,
+        description="A SQL condition over the output fields (e.g. "
+        "`confidence < 0.5`); matching answers are always picked.",
+    )
 
     @field_validator("always_if")
     @classmethod
@@ -241,12 +284,17 @@ class StuckSpec(_Strict):
     """Per-task overrides of when a provider job counts as stuck and what is done about it."""
 
     sla: dict[Literal["VALIDATING", "SUBMITTED", "RUNNING", "FINALIZING"], Duration] | None = Field(
-        default=None, description="Longest time a job may stay in a state: seconds or e.g. '30m', '24h'.")
+        default=None, description="Longest time a job may stay in a state: seconds or e.g. '30m', '24h'."
+    )
     policy: Literal["cancel_and_retry", "notify"] | None = Field(
-        default=None, description="cancel_and_retry (default): cancel a job stuck for act_after more, its "
-                                  "unfinished items are sent again; notify: only flag and log it.")
-    act_after: Duration | None = Field(default=None, description="How long after being flagged a stuck job is "
-                                                                 "cancelled (default: its state's SLA again).")
+        default=None,
+        description="cancel_and_retry (default): cancel a job stuck for act_after more, its "
+        "unfinished items are sent again; notify: only flag and log it.",
+    )
+    act_after: Duration | None = Field(
+        default=None,
+        description="How long after being flagged a stuck job is cancelled (default: its state's SLA again).",
+    )
 
     @field_validator("act_after")
     @classmethod
@@ -271,10 +319,16 @@ TAG_VALUE_RE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
 class TaskSpec(_Strict):
     name: str = Field(description="Task name: asset key prefix, asset group and task_id prefix.")
     description: str = ""
-    owners: list[str] = Field(default_factory=list, description="Who answers for the task's assets: e-mail "
-                              "addresses or `team:<name>`; shown as the owners of every asset of the task.")
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every asset of the task (keys and "
-                                 "values: letters, digits, '_', '-', '.', at most 63; a key may have one 'prefix/').")
+    owners: list[str] = Field(
+        default_factory=list,
+        description="Who answers for the task's assets: e-mail "
+        "addresses or `team:<name>`; shown as the owners of every asset of the task.",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tags on every asset of the task (keys and "
+        "values: letters, digits, '_', '-', '.', at most 63; a key may have one 'prefix/').",
+    )
     item_type: str = Field(description="Kind of business record, part of custom_id (e.g. ticket).")
     source: SourceSpec
     prompt: PromptSpec
@@ -289,11 +343,13 @@ class TaskSpec(_Strict):
     limits: LimitsSpec = LimitsSpec()
     retry: RetrySpec = RetrySpec()
     stuck: StuckSpec = StuckSpec()
-    policy: PolicySpec = Field(default_factory=PolicySpec, description="Sensitive data: per detector block | "
-                               "redact | allow, applied at freeze before the input hash is taken.")
+    policy: PolicySpec = Field(
+        default_factory=PolicySpec,
+        description="Sensitive data: per detector block | "
+        "redact | allow, applied at freeze before the input hash is taken.",
+    )
     budget: BudgetSpec = BudgetSpec()
     gate: GateSpec = GateSpec()
-
 
     retention: RetentionSpec = RetentionSpec()
     review: ReviewSpec = ReviewSpec()
@@ -318,8 +374,10 @@ class TaskSpec(_Strict):
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
         bad = [f"{k}: {val}" for k, val in v.items() if not TAG_KEY_RE.match(k) or not TAG_VALUE_RE.match(str(val))]
         if bad:
-            raise ValueError(f"{bad} are not valid tags; keys and values use letters, digits, '_', '-', '.' "
-                             "(at most 63 each; a key may start with one 'prefix/')")
+            raise ValueError(
+                f"{bad} are not valid tags; keys and values use letters, digits, '_', '-', '.' "
+                "(at most 63 each; a key may start with one 'prefix/')"
+            )
         return v
 
     @field_validator("item_type")
@@ -344,15 +402,19 @@ class TaskSpec(_Strict):
             return v  # the provider field reports its own error
         endpoints = provider_limits(provider).endpoints
         if v not in endpoints:
-            raise ValueError(f"endpoint {v!r} is not supported for provider {provider!r}; use one of: {', '.join(endpoints)}")
+            raise ValueError(
+                f"endpoint {v!r} is not supported for provider {provider!r}; use one of: {', '.join(endpoints)}"
+            )
         return v
 
     @model_validator(mode="after")
     def _provider_options_apply(self) -> TaskSpec:
         for option in self.provider_options.model_fields_set:
             if not option.startswith(f"{self.provider}_"):
-                raise ValueError(f"provider_options.{option} applies to provider {option.split('_')[0]!r} only "
-                                 f"(this task's provider is {self.provider!r}); remove it")
+                raise ValueError(
+                    f"provider_options.{option} applies to provider {option.split('_')[0]!r} only "
+                    f"(this task's provider is {self.provider!r}); remove it"
+                )
         return self
 
     @model_validator(mode="after")

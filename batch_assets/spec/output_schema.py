@@ -21,9 +21,27 @@ _TYPE_TESTS = {
     "null": "{t} = 'NULL'",
 }
 _ALLOWED = {
-    "type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems",
-    "maxItems", "description", "title", "$schema", "$id", "default", "examples",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "minItems",
+    "maxItems",
+    "description",
+    "title",
+    "$schema",
+    "$id",
+    "default",
+    "examples",
 }
 
 
@@ -35,7 +53,7 @@ def _types(schema: dict) -> list[str]:
 def check_supported_schema(schema: dict, where: str = "the schema root") -> str | None:
     """None if the schema is within the supported subset, else what is not."""
     if where == "the schema root" and _types(schema) != ["object"]:
-        return "the root must be {\"type\": \"object\", \"properties\": {...}}"
+        return 'the root must be {"type": "object", "properties": {...}}'
     unknown = set(schema) - _ALLOWED
     if unknown:
         return f"keyword(s) {sorted(unknown)} at {where} are not supported"
@@ -94,18 +112,32 @@ def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> li
         if numbers:
             options.append(f"TRY_CAST({str_sql} AS DOUBLE) IN ({', '.join(repr(float(v)) for v in numbers)})")
         if bools:
-            options.append(f"({type_sql} = 'BOOLEAN' AND {str_sql} IN ({', '.join(_lit(str(v).lower()) for v in bools)}))")
+            options.append(
+                f"({type_sql} = 'BOOLEAN' AND {str_sql} IN ({', '.join(_lit(str(v).lower()) for v in bools)}))"
+            )
         checks.append((f"({guard}{' OR '.join(options) or 'false'})", f"{label}: not one of {schema['enum']}"))
     if "string" in concrete:
         if "minLength" in schema:
-            checks.append((f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
-                           f"{label}: shorter than {schema['minLength']}"))
+            checks.append(
+                (
+                    f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
+                    f"{label}: shorter than {schema['minLength']}",
+                )
+            )
         if "maxLength" in schema:
-            checks.append((f"({guard}length({str_sql}) <= {int(schema['maxLength'])})",
-                           f"{label}: longer than {schema['maxLength']}"))
+            checks.append(
+                (
+                    f"({guard}length({str_sql}) <= {int(schema['maxLength'])})",
+                    f"{label}: longer than {schema['maxLength']}",
+                )
+            )
         if "pattern" in schema:
-            checks.append((f"({guard}regexp_matches({str_sql}, {_lit(schema['pattern'])}))",
-                           f"{label}: does not match {schema['pattern']}"))
+            checks.append(
+                (
+                    f"({guard}regexp_matches({str_sql}, {_lit(schema['pattern'])}))",
+                    f"{label}: does not match {schema['pattern']}",
+                )
+            )
     num = f"TRY_CAST({str_sql} AS DOUBLE)"
     for key, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
         if key in schema:
@@ -113,14 +145,22 @@ def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> li
     if "array" in concrete:
         length = f"json_array_length({value_sql})"
         if "minItems" in schema:
-            checks.append((f"({guard}{length} >= {int(schema['minItems'])})", f"{label}: fewer than {schema['minItems']} items"))
+            checks.append(
+                (f"({guard}{length} >= {int(schema['minItems'])})", f"{label}: fewer than {schema['minItems']} items")
+            )
         if "maxItems" in schema:
-            checks.append((f"({guard}{length} <= {int(schema['maxItems'])})", f"{label}: more than {schema['maxItems']} items"))
+            checks.append(
+                (f"({guard}{length} <= {int(schema['maxItems'])})", f"{label}: more than {schema['maxItems']} items")
+            )
         if "items" in schema:
             item_checks = _value_checks(schema["items"], "x", "json_type(x)", f"{label}[]")
             every = " AND ".join(cond for cond, _ in item_checks)
-            checks.append((f"({guard}coalesce(list_bool_and(list_transform(json_extract({value_sql}, '$[*]'), lambda x: {every})), true))",
-                           f"{label}: an item is not {json.dumps(schema['items'], ensure_ascii=False)}"))
+            checks.append(
+                (
+                    f"({guard}coalesce(list_bool_and(list_transform(json_extract({value_sql}, '$[*]'), lambda x: {every})), true))",
+                    f"{label}: an item is not {json.dumps(schema['items'], ensure_ascii=False)}",
+                )
+            )
     if "object" in concrete:
         checks.extend(_object_checks(schema, value_sql, label, guard))
     return checks
@@ -139,8 +179,9 @@ def _field_names(schema: dict) -> list[str]:
     return list(dict.fromkeys([*(schema.get("properties") or {}), *schema.get("required", [])]))
 
 
-def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "",
-                   fields_sql: str | None = None) -> list[tuple[str, str]]:
+def _object_checks(
+    schema: dict, value_sql: str, label: str, guard: str = "", fields_sql: str | None = None
+) -> list[tuple[str, str]]:
     checks: list[tuple[str, str]] = []
     props = schema.get("properties") or {}
     if fields_sql:  # the fields, already extracted (schema_fields_sql)
@@ -151,8 +192,12 @@ def _object_checks(schema: dict, value_sql: str, label: str, guard: str = "",
         checks.append((f"({guard}{field[name]} IS NOT NULL)", f"{label}.{name}: required field missing"))
     if schema.get("additionalProperties") is False:
         allowed = ", ".join(_lit(p) for p in props) or "NULL"
-        checks.append((f"({guard}coalesce(list_bool_and(list_transform(json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
-                       f"{label}: has fields not in the schema (allowed: {', '.join(props)})"))
+        checks.append(
+            (
+                f"({guard}coalesce(list_bool_and(list_transform(json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
+                f"{label}: has fields not in the schema (allowed: {', '.join(props)})",
+            )
+        )
     for name, sub in props.items():
         sub_value = field[name]
         sub_type = f"json_type({sub_value})"
@@ -171,8 +216,14 @@ def schema_violation_sql(schema: dict, json_sql: str, fields_sql: str | None = N
     return f"CASE {whens} ELSE NULL END"
 
 
-FIELD_SQL_TYPES = {"string": "VARCHAR", "number": "DOUBLE", "integer": "BIGINT", "boolean": "BOOLEAN",
-                   "array": "JSON", "object": "JSON"}
+FIELD_SQL_TYPES = {
+    "string": "VARCHAR",
+    "number": "DOUBLE",
+    "integer": "BIGINT",
+    "boolean": "BOOLEAN",
+    "array": "JSON",
+    "object": "JSON",
+}
 
 
 def field_sql_type(schema: dict, field: str) -> str:

@@ -73,29 +73,46 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
     base = yaml_path.parent
     template_path = base / spec.prompt.template
     if not template_path.is_file():
-        raise _fail(yaml_path, "prompt.template", f"file {template_path} not found",
-                    "create the template file or correct the path (relative to defs.yaml)")
+        raise _fail(
+            yaml_path,
+            "prompt.template",
+            f"file {template_path} not found",
+            "create the template file or correct the path (relative to defs.yaml)",
+        )
     template = template_path.read_text(encoding="utf-8")
     columns = tuple(dict.fromkeys(PLACEHOLDER_RE.findall(template)))
     if not columns:
-        raise _fail(yaml_path, "prompt.template", f"{template_path.name} has no {{{{ column }}}} placeholder",
-                    "reference at least one column of the source query, e.g. {{ body }}")
+        raise _fail(
+            yaml_path,
+            "prompt.template",
+            f"{template_path.name} has no {{{{ column }}}} placeholder",
+            "reference at least one column of the source query, e.g. {{ body }}",
+        )
     leftover = PLACEHOLDER_RE.sub("", template)
     if "{{" in leftover or "}}" in leftover:
-        raise _fail(yaml_path, "prompt.template", f"{template_path.name} has a malformed placeholder",
-                    "write placeholders as {{ column_name }} (letters, digits, '_')")
+        raise _fail(
+            yaml_path,
+            "prompt.template",
+            f"{template_path.name} has a malformed placeholder",
+            "write placeholders as {{ column_name }} (letters, digits, '_')",
+        )
 
     schema = _output_schema(spec, yaml_path)
     props = schema.get("properties", {})
     for target, field in spec.apply.columns.items():
         if field not in props:
-            raise _fail(yaml_path, f"apply.columns.{target}", f"output field {field!r} does not exist",
-                        f"map to one of: {', '.join(props)}")
+            raise _fail(
+                yaml_path,
+                f"apply.columns.{target}",
+                f"output field {field!r} does not exist",
+                f"map to one of: {', '.join(props)}",
+            )
     if spec.review.always_if is not None:
         _check_review_condition(spec, schema, yaml_path)
     limits = provider_limits(spec.provider).with_overrides(spec.limits)
-    return ResolvedTask(spec=spec, yaml_path=yaml_path, template=template, template_columns=columns,
-                        output_schema=schema, limits=limits)
+    return ResolvedTask(
+        spec=spec, yaml_path=yaml_path, template=template, template_columns=columns, output_schema=schema, limits=limits
+    )
 
 
 def _check_review_condition(spec: TaskSpec, schema: dict, yaml_path: Path) -> None:
@@ -106,8 +123,13 @@ def _check_review_condition(spec: TaskSpec, schema: dict, yaml_path: Path) -> No
     from batch_assets.sqltext import quote_ident
 
     props = schema.get("properties", {})
-    cols = ", ".join(f"{quote_ident(f)} {field_sql_type(schema, f) if spec.output.kind != 'embedding' else 'JSON'}"
-                     for f in props) or "_none INTEGER"
+    cols = (
+        ", ".join(
+            f"{quote_ident(f)} {field_sql_type(schema, f) if spec.output.kind != 'embedding' else 'JSON'}"
+            for f in props
+        )
+        or "_none INTEGER"
+    )
     conn = duckdb.connect()
     try:
         conn.execute(f"CREATE TEMP TABLE answer ({cols})")
@@ -117,9 +139,12 @@ def _check_review_condition(spec: TaskSpec, schema: dict, yaml_path: Path) -> No
         conn.execute(f"SELECT count(*) FROM answer WHERE ({spec.review.always_if})").fetchall()
     except duckdb.Error as exc:
         problem = str(exc).splitlines()[0]
-        raise _fail(yaml_path, "review.always_if", f"{spec.review.always_if!r} is not a condition over the output "
-                    f"fields ({problem})", f"write a SQL condition over: {', '.join(props)} (e.g. `{next(iter(props), 'x')} "
-                    "IS NULL`)") from None
+        raise _fail(
+            yaml_path,
+            "review.always_if",
+            f"{spec.review.always_if!r} is not a condition over the output fields ({problem})",
+            f"write a SQL condition over: {', '.join(props)} (e.g. `{next(iter(props), 'x')} IS NULL`)",
+        ) from None
     finally:
         conn.close()
 
@@ -129,29 +154,50 @@ def _output_schema(spec: TaskSpec, yaml_path: Path) -> dict:
     if spec.output.kind == "text":
         return {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     if spec.output.kind == "embedding":
-        return {"type": "object", "properties": {"embedding": {"type": "array", "items": {"type": "number"},
-                                                               "minItems": spec.output.dimensions,
-                                                               "maxItems": spec.output.dimensions}},
-                "required": ["embedding"]}
+        return {
+            "type": "object",
+            "properties": {
+                "embedding": {
+                    "type": "array",
+                    "items": {"type": "number"},
+                    "minItems": spec.output.dimensions,
+                    "maxItems": spec.output.dimensions,
+                }
+            },
+            "required": ["embedding"],
+        }
     schema_path = yaml_path.parent / spec.output.schema_file
     if not schema_path.is_file():
-        raise _fail(yaml_path, "output.schema_file", f"file {schema_path} not found",
-                    "create the JSON Schema file or correct the path (relative to defs.yaml)")
+        raise _fail(
+            yaml_path,
+            "output.schema_file",
+            f"file {schema_path} not found",
+            "create the JSON Schema file or correct the path (relative to defs.yaml)",
+        )
     try:
         schema = json.loads(schema_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name} is not valid JSON ({exc})",
-                    "fix the JSON syntax") from exc
+        raise _fail(
+            yaml_path, "output.schema_file", f"{schema_path.name} is not valid JSON ({exc})", "fix the JSON syntax"
+        ) from exc
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name} is not a valid JSON Schema ({exc.message})",
-                    "fix the schema so it validates against JSON Schema draft 2020-12") from exc
+        raise _fail(
+            yaml_path,
+            "output.schema_file",
+            f"{schema_path.name} is not a valid JSON Schema ({exc.message})",
+            "fix the schema so it validates against JSON Schema draft 2020-12",
+        ) from exc
     problem = check_supported_schema(schema)
     if problem:
-        raise _fail(yaml_path, "output.schema_file", f"{schema_path.name}: {problem}",
-                    "use the structured-output subset: an object of typed properties "
-                    "(string/number/integer/boolean/array/object, enum, min/max, lengths)")
+        raise _fail(
+            yaml_path,
+            "output.schema_file",
+            f"{schema_path.name}: {problem}",
+            "use the structured-output subset: an object of typed properties "
+            "(string/number/integer/boolean/array/object, enum, min/max, lengths)",
+        )
     return schema
 
 
@@ -159,7 +205,9 @@ def load_task_file(yaml_path: Path) -> ResolvedTask:
     """Load one task's defs.yaml outside Dagster (CLI, demo, benchmark)."""
     doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
     if doc.get("type") != COMPONENT_TYPE:
-        raise TaskSpecError(f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: set `type: {COMPONENT_TYPE}`")
+        raise TaskSpecError(
+            f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: set `type: {COMPONENT_TYPE}`"
+        )
     try:
         spec = TaskSpec.model_validate(doc.get("attributes") or {})
     except Exception as exc:  # pydantic.ValidationError: keep its per-field lines
@@ -177,7 +225,9 @@ def load_all_tasks(root: Path | None = None) -> dict[str, ResolvedTask]:
     for path in sorted((root or tasks_dir()).glob("*/defs.yaml")):
         task = load_task_file(path)
         if task.name in found:
-            raise TaskSpecError(f"{path}: field 'name': task {task.name!r} is also declared in "
-                                f"{found[task.name].yaml_path}. Fix: give each task a unique name")
+            raise TaskSpecError(
+                f"{path}: field 'name': task {task.name!r} is also declared in "
+                f"{found[task.name].yaml_path}. Fix: give each task a unique name"
+            )
         found[task.name] = task
     return found

@@ -13,7 +13,7 @@ import pytest
 from batch_assets_tests.e2e.stack import Stack, start_stack
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = PROJECT_ROOT / "data" / "e2e"          # screenshots and the stack's log (gitignored)
+ARTIFACTS = PROJECT_ROOT / "data" / "e2e"  # screenshots and the stack's log (gitignored)
 # Emulator knobs for the stack: a little faster than real time, no random item faults, so every
 # partition's outcome is decided by the test (the failing one by max_requests_per_batch).
 E2E_EMULATOR = {"speed": 5.0, "log_requests": False}
@@ -51,8 +51,9 @@ def browser_page(artifacts: Path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), headless=True,
-                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
+        browser = pw.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         # Dismiss the UI's one-time "Join the Dagster community" dialog before the first page loads.
         context.add_init_script("window.localStorage.setItem('communityNux', '\"1\"')")

@@ -48,8 +48,9 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float, interva
 
 
 def _post_json(url: str, payload: dict, timeout_s: float = 30.0) -> Any:
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=timeout_s) as resp:
         return json.loads(resp.read().decode())
 
@@ -89,13 +90,19 @@ class Stack:
                    evaluation { success severity description partition
                      metadataEntries { label ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue }
                                        ... on JsonMetadataEntry { jsonString } } } } }""",
-            key={"path": asset.split("/")}, check=check, partition=partition, limit=limit)
+            key={"path": asset.split("/")},
+            check=check,
+            partition=partition,
+            limit=limit,
+        )
         return data["assetCheckExecutions"]
 
     def runs(self, limit: int = 100) -> list[dict]:
         data = self.graphql(
             """query($limit: Int!) { runsOrError(limit: $limit) { ... on Runs { results {
-                 runId jobName status tags { key value } } } } }""", limit=limit)
+                 runId jobName status tags { key value } } } } }""",
+            limit=limit,
+        )
         return data["runsOrError"]["results"]
 
     def sensor_log(self, sensor: str = "provider_status_sensor", limit: int = 300) -> list[str]:
@@ -103,7 +110,10 @@ class Stack:
         data = self.graphql(
             """query($name: String!, $limit: Int!) { sensorOrError(sensorSelector: {repositoryLocationName: "batch_assets",
                  repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState {
-                 ticks(limit: $limit) { logEvents { events { message } } } } } } }""", name=sensor, limit=limit)
+                 ticks(limit: $limit) { logEvents { events { message } } } } } } }""",
+            name=sensor,
+            limit=limit,
+        )
         ticks = data["sensorOrError"]["sensorState"]["ticks"]
         return [e["message"] for t in ticks for e in t["logEvents"]["events"]]
 
@@ -113,9 +123,24 @@ class Stack:
 
     def report(self, task: str) -> list[dict]:
         """`batch-assets report --format json` over the stack's warehouse (the ledger's view)."""
-        out = subprocess.run([str(BIN / "batch-assets"), "--database", str(self.database), "--lock-timeout", "60",
-                              "report", "--task", task, "--format", "json"],
-                             capture_output=True, text=True, timeout=120, env=_env())
+        out = subprocess.run(
+            [
+                str(BIN / "batch-assets"),
+                "--database",
+                str(self.database),
+                "--lock-timeout",
+                "60",
+                "report",
+                "--task",
+                task,
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
         if out.returncode != 0:
             raise AssertionError(f"batch-assets report failed ({out.returncode}): {out.stderr}")
         return json.loads(out.stdout)
@@ -147,25 +172,44 @@ def _env() -> dict[str, str]:
     return env
 
 
-def start_stack(data_dir: Path, emulator_knobs: dict[str, Any], log_path: Path,
-                ready_timeout_s: float = 300.0) -> Stack:
+def start_stack(
+    data_dir: Path, emulator_knobs: dict[str, Any], log_path: Path, ready_timeout_s: float = 300.0
+) -> Stack:
     """Seed `data_dir`, start `batch-assets dev` on free ports and wait until the code location is loaded."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(BIN / "batch-assets"), "seed", "--database", str(data_dir / "warehouse.duckdb")],
-                   check=True, env=_env(), timeout=300)
+    subprocess.run(
+        [str(BIN / "batch-assets"), "seed", "--database", str(data_dir / "warehouse.duckdb")],
+        check=True,
+        env=_env(),
+        timeout=300,
+    )
     (data_dir / "emulator").mkdir(exist_ok=True)
     (data_dir / "emulator" / "settings.json").write_text(json.dumps(emulator_knobs))
     log = log_path.open("w")
     ui_port, emulator_port = free_port(), free_port()
     while emulator_port == ui_port:
         emulator_port = free_port()
-    proc = subprocess.Popen([str(BIN / "batch-assets"), "dev", "--ui-port", str(ui_port), "--emulator-port",
-                             str(emulator_port), "--data-dir", str(data_dir)],
-                            stdout=log, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
-                            # SIGINT stops the stack cleanly; a shell's background job would ignore it.
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            str(BIN / "batch-assets"),
+            "dev",
+            "--ui-port",
+            str(ui_port),
+            "--emulator-port",
+            str(emulator_port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=_env(),
+        start_new_session=True,
+        # SIGINT stops the stack cleanly; a shell's background job would ignore it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     stack = Stack(data_dir, ui_port, emulator_port, proc, log_path)
     try:
+
         def loaded():
             if proc.poll() is not None:
                 raise AssertionError(f"`batch-assets dev` exited ({proc.returncode}); see {log_path}")
@@ -176,6 +220,7 @@ def start_stack(data_dir: Path, emulator_knobs: dict[str, Any], log_path: Path,
                 if e["locationOrLoadError"] and e["locationOrLoadError"]["__typename"] == "PythonError":
                     raise AssertionError(f"code location failed to load: {e['locationOrLoadError']['message']}")
             return entries and all(e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries)
+
         wait_for("the Dagster UI and its code location", loaded, ready_timeout_s, interval_s=2.0)
     except BaseException:
         stack.stop()

@@ -41,7 +41,7 @@ DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 # Bounded waits (seconds). Generous: the machine is small and shared; a healthy run takes a fraction.
 LAUNCH_TIMEOUT_S = 120
 PARTITION_TIMEOUT_S = 420
-BACKFILL_TIMEOUT_S = 900    # three partitions, each collected, retried and collected again (~6 min seen under load)
+BACKFILL_TIMEOUT_S = 900  # three partitions, each collected, retried and collected again (~6 min seen under load)
 
 
 def task_id(partition: str) -> str:
@@ -58,8 +58,16 @@ def evaluations(stack: Stack) -> list[dict]:
             continue  # planned or skipped, nothing evaluated
         md = {m["label"]: m.get("text", m.get("intValue", m.get("jsonString"))) for m in ev["metadataEntries"]}
         ids = [t.strip() for t in str(md.get("partitions", "")).split(",") if t.strip()]
-        out.append({"run_id": ex["runId"], "passed": ev["success"], "severity": ev["severity"], "metadata": md,
-                    "task_ids": ids, "check_partition": ex["partition"]})
+        out.append(
+            {
+                "run_id": ex["runId"],
+                "passed": ev["success"],
+                "severity": ev["severity"],
+                "metadata": md,
+                "task_ids": ids,
+                "check_partition": ex["partition"],
+            }
+        )
     return out
 
 
@@ -71,10 +79,16 @@ def all_final(row: dict) -> bool:
     """The ledger's word: every item of the partition has its final outcome, and it balances."""
     final_failed = row["final_failed"]
     final_failed = sum(final_failed.values()) if isinstance(final_failed, dict) else int(final_failed or 0)
-    accounted = (row["applied"] + row["stale"] + row["quarantined"] + row["canceled"] + row["compliance_held"]
-                 + final_failed)
-    return (row["unresolved"] == 0 and row["in_flight"] == 0 and row["retry_pending"] == 0 and row["balanced"]
-            and accounted == row["items"])
+    accounted = (
+        row["applied"] + row["stale"] + row["quarantined"] + row["canceled"] + row["compliance_held"] + final_failed
+    )
+    return (
+        row["unresolved"] == 0
+        and row["in_flight"] == 0
+        and row["retry_pending"] == 0
+        and row["balanced"]
+        and accounted == row["items"]
+    )
 
 
 def ledger(stack: Stack) -> dict[str, dict]:
@@ -86,8 +100,10 @@ def runs_for(stack: Stack, partition: str) -> list[dict]:
     for run in stack.runs():
         tags = {t["key"]: t["value"] for t in run["tags"]}
         if tags.get("dagster/partition") == partition or (
-                tags.get("dagster/asset_partition_range_start", "") <= partition
-                <= tags.get("dagster/asset_partition_range_end", "")):
+            tags.get("dagster/asset_partition_range_start", "")
+            <= partition
+            <= tags.get("dagster/asset_partition_range_end", "")
+        ):
             out.append({**run, "tags": tags})
     return out
 
@@ -169,18 +185,25 @@ def test_one_partition_from_the_asset_graph(stack: Stack, browser_page, artifact
     page = browser_page
     materialize_submit_stages(page, stack, FIRST, "Launch 1 run")
 
-    ui_run = wait_for(f"the UI's run for {FIRST}", lambda: [r for r in runs_for(stack, FIRST)
-                                                           if r["tags"].get("dagster/from_ui") == "true"],
-                      LAUNCH_TIMEOUT_S)[0]
+    ui_run = wait_for(
+        f"the UI's run for {FIRST}",
+        lambda: [r for r in runs_for(stack, FIRST) if r["tags"].get("dagster/from_ui") == "true"],
+        LAUNCH_TIMEOUT_S,
+    )[0]
     assert set(SUBMIT_STAGES) and ui_run["jobName"] == "__ASSET_JOB"
 
     # The sensor notices the finished batch and requests the collect run; its check passes.
-    ev = wait_for(f"a passed reconciliation check for {FIRST}",
-                  lambda: (e := latest_evaluation(stack, task_id(FIRST))) and e["passed"] and e, PARTITION_TIMEOUT_S)
+    ev = wait_for(
+        f"a passed reconciliation check for {FIRST}",
+        lambda: (e := latest_evaluation(stack, task_id(FIRST))) and e["passed"] and e,
+        PARTITION_TIMEOUT_S,
+    )
     row = ledger(stack)[task_id(FIRST)]
     assert all_final(row) and row["applied"] > 0 and row["status"] == "COMPLETED", row
     collect = [r for r in runs_for(stack, FIRST) if r["tags"].get("dagster/sensor_name") == "provider_status_sensor"]
-    assert collect and ev["run_id"] in {r["runId"] for r in collect}, "the passing check came from the sensor's collect run"
+    assert collect and ev["run_id"] in {r["runId"] for r in collect}, (
+        "the passing check came from the sensor's collect run"
+    )
     assert ev["metadata"]["applied"] == row["applied"]
 
     # The UI: the check page shows it passed, for this partition.
@@ -197,7 +220,7 @@ def test_backfill_never_passes_before_applied(stack: Stack, browser_page, artifa
     stack.emulator_settings(**BACKFILL_FAULTS)
     materialize_submit_stages(page, stack, f"[{BACKFILL[0]}...{BACKFILL[-1]}]", "Launch backfill")
     wanted = {task_id(p) for p in BACKFILL}
-    seen: dict[str, set[str]] = {tid: set() for tid in wanted}     # verdicts observed per partition
+    seen: dict[str, set[str]] = {tid: set() for tid in wanted}  # verdicts observed per partition
 
     def watch():
         # UI first, then the ledger: the ledger only moves forward, so a "passed" the UI shows must
@@ -206,7 +229,9 @@ def test_backfill_never_passes_before_applied(stack: Stack, browser_page, artifa
         evs = evaluations(stack)
         rows = ledger(stack)
         if ui_status == "Passed" and ui_tid in wanted:
-            assert all_final(rows[ui_tid]), f"the UI shows {ui_tid} passed but the ledger has open items: {rows[ui_tid]}"
+            assert all_final(rows[ui_tid]), (
+                f"the UI shows {ui_tid} passed but the ledger has open items: {rows[ui_tid]}"
+            )
         done = set()
         for e in evs:
             for tid in wanted.intersection(e["task_ids"]):
@@ -217,8 +242,7 @@ def test_backfill_never_passes_before_applied(stack: Stack, browser_page, artifa
         return done == wanted
 
     try:
-        wait_for(f"passed reconciliation checks for {', '.join(BACKFILL)}", watch, BACKFILL_TIMEOUT_S,
-                 interval_s=2.0)
+        wait_for(f"passed reconciliation checks for {', '.join(BACKFILL)}", watch, BACKFILL_TIMEOUT_S, interval_s=2.0)
     finally:
         stack.emulator_settings(item_error_rate=0.0)
         (artifacts / "backfill_verdicts.json").write_text(json.dumps({t: sorted(v) for t, v in seen.items()}, indent=2))
@@ -237,9 +261,13 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
     stack.emulator_settings(max_requests_per_batch=100)
     try:
         materialize_submit_stages(page, stack, FAILING, "Launch 1 run")
-        ev = wait_for(f"an evaluated reconciliation check for {FAILING} that is not pending",
-                      lambda: (e := latest_evaluation(stack, task_id(FAILING))) and e["severity"] == "ERROR"
-                      and not e["passed"] and e, PARTITION_TIMEOUT_S)
+        ev = wait_for(
+            f"an evaluated reconciliation check for {FAILING} that is not pending",
+            lambda: (
+                (e := latest_evaluation(stack, task_id(FAILING))) and e["severity"] == "ERROR" and not e["passed"] and e
+            ),
+            PARTITION_TIMEOUT_S,
+        )
     finally:
         stack.emulator_settings(max_requests_per_batch=50_000)
     row = ledger(stack)[task_id(FAILING)]
@@ -248,8 +276,11 @@ def test_rejected_batch_fails_the_check(stack: Stack, browser_page, artifacts: P
     assert "validation_error" in ev["metadata"]["verdict"] and ev["metadata"]["final_status"] == "FAILED"
 
     # The provider's reason reaches the sensor's tick log (Automation -> provider_status_sensor).
-    wait_for("too_many_tasks in the sensor's tick log",
-             lambda: [m for m in stack.sensor_log() if task_id(FAILING) in m and "too_many_tasks" in m], LAUNCH_TIMEOUT_S)
+    wait_for(
+        "too_many_tasks in the sensor's tick log",
+        lambda: [m for m in stack.sensor_log() if task_id(FAILING) in m and "too_many_tasks" in m],
+        LAUNCH_TIMEOUT_S,
+    )
 
     status, tid = ui_latest_check(page, stack)
     assert (status, tid) == ("Failed", task_id(FAILING))

@@ -33,7 +33,6 @@ DEFAULT_MAX_COLLECT_TRIES = 5
 DEFAULT_RESULTS_WAIT_S = 3600.0
 
 
-
 # Whether a terminal job's results may be downloaded now, on provider_job `j`. Only a job reported
 # COMPLETED whose results cannot be fetched yet is held back (results_ready NULL: recorded before
 # the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
@@ -47,7 +46,7 @@ _CANDIDATES_SQL = f"""
     FROM ledger.provider_job j
     JOIN ledger.batch_task t USING (task_id)
     JOIN ledger.shard s USING (shard_id)
-    WHERE {terminal_sql('j')} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
+    WHERE {terminal_sql("j")} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
       AND ($task_id IS NULL OR j.task_id = $task_id)
 """
 
@@ -56,8 +55,11 @@ def _reasons_sql(jobs: str, task_ids: list[str]) -> str:
     """Each candidate job of table `jobs` with why it is pending (NULL: collected). Every ledger table
     is read through the candidates' partitions only (rows_of_partitions; a custom_id belongs to one
     partition), so the search costs what the unfinished jobs' partitions cost, not the history."""
-    parsed = rows_of_partitions("ledger.parsed_result", "task_id, custom_id, attempt, job_key, "
-                                "provider_succeeded AND error_class IS NULL AS usable", task_ids)
+    parsed = rows_of_partitions(
+        "ledger.parsed_result",
+        "task_id, custom_id, attempt, job_key, provider_succeeded AND error_class IS NULL AS usable",
+        task_ids,
+    )
     ok_lines = rows_of_partitions("ledger.raw_result", "task_id, custom_id, attempt, job_key, status", task_ids)
     lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, custom_id, attempt", task_ids)
     items = rows_of_partitions("ledger.manifest_item", "task_id, custom_id", task_ids)
@@ -141,19 +143,22 @@ class CollectRequest:
         return f"collect:{self.task_name}:{self.partition_date}:{digest}:try{self.generation}"
 
     def describe(self) -> str:
-        return "; ".join(f"{j.job_key}: {j.reason}" + (f" (last error: {j.collect_error})" if j.collect_error else "")
-                         for j in self.jobs)
+        return "; ".join(
+            f"{j.job_key}: {j.reason}" + (f" (last error: {j.collect_error})" if j.collect_error else "")
+            for j in self.jobs
+        )
 
 
 @dataclass
 class CollectPlan:
     requests: list[CollectRequest]
-    given_up: list[PendingJob]          # pending after max_tries: no longer asked for
-    results_not_ready: list[dict]       # terminal, results not fetchable yet (job_key, state, seconds)
+    given_up: list[PendingJob]  # pending after max_tries: no longer asked for
+    results_not_ready: list[dict]  # terminal, results not fetchable yet (job_key, state, seconds)
 
 
-def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
-                 ) -> list[PendingJob]:
+def pending_jobs(
+    wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
+) -> list[PendingJob]:
     """Terminal jobs (of one partition, or all) whose results are not fully collected, with why.
     Writes: the jobs it finds fully collected are marked (`ledger.jobs.mark_collected`) and not
     looked at again, so `conn` must be writable."""
@@ -172,9 +177,12 @@ def pending_jobs(wh: Warehouse, task_id: str | None = None, conn: duckdb.DuckDBP
     return [PendingJob(**r) for r in rows]
 
 
-def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
-                    results_wait_s: float = DEFAULT_RESULTS_WAIT_S,
-                    conn: duckdb.DuckDBPyConnection | None = None) -> CollectPlan:
+def plan_collection(
+    wh: Warehouse,
+    max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
+    results_wait_s: float = DEFAULT_RESULTS_WAIT_S,
+    conn: duckdb.DuckDBPyConnection | None = None,
+) -> CollectPlan:
     """One request per partition with pending jobs still within `max_tries`; the jobs given up on
     get (once) a `collect_error` saying so; jobs waiting for their results past the wait are flagged."""
     if conn is None:
@@ -189,18 +197,26 @@ def plan_collection(wh: Warehouse, max_tries: int = DEFAULT_MAX_COLLECT_TRIES,
             by_partition.setdefault((job.task_name, job.partition_date), []).append(job)
     for job in given_up:
         if not (job.collect_error or "").startswith("gave up"):
-            set_collect_error(conn, job.job_key, f"gave up after {job.collect_attempts} collect tries: {job.reason}"
-                              + (f"; last error: {job.collect_error}" if job.collect_error else ""))
-    waiting = fetch_dicts(conn, f"""
+            set_collect_error(
+                conn,
+                job.job_key,
+                f"gave up after {job.collect_attempts} collect tries: {job.reason}"
+                + (f"; last error: {job.collect_error}" if job.collect_error else ""),
+            )
+    waiting = fetch_dicts(
+        conn,
+        f"""
         SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
         FROM ledger.provider_job j
-        WHERE {terminal_sql('j')} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
+        WHERE {terminal_sql("j")} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
         ORDER BY j.job_key
-    """)
+    """,
+    )
     for job in waiting:
         if job["seconds"] > results_wait_s and job["collect_error"] is None:
-            set_collect_error(conn, job["job_key"], f"{job['state']} but results not ready after "
-                                                    f"{job['seconds']:.0f} s")
+            set_collect_error(
+                conn, job["job_key"], f"{job['state']} but results not ready after {job['seconds']:.0f} s"
+            )
     requests = [CollectRequest(task, day, tuple(js)) for (task, day), js in sorted(by_partition.items())]
     return CollectPlan(requests, given_up, waiting)
 

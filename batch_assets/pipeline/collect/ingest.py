@@ -25,7 +25,6 @@ from batch_assets.ledger.jobs import mark_downloaded, set_collect_error
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.sqltext import sql_literal
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.collect.collect_runs import READY_SQL, start_collect_run
 from batch_assets.pipeline.collect.poll import poll_jobs
@@ -35,6 +34,7 @@ from batch_assets.providers.registry import wire_format
 from batch_assets.providers.retry import Backoff, call_with_retry
 from batch_assets.providers.wire import WireFormat
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 SLOW_PATH_BATCH_LINES = 100_000
 log = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ class IngestSummary:
     ingested_files: int
     lines: int
     by_status: dict[str, int]
-    remote_files_deleted: int = 0      # provider-side files deleted by this run (retention)
-    remote_deletions_failed: int = 0   # jobs whose deletion failed: pending, tried again next time
+    remote_files_deleted: int = 0  # provider-side files deleted by this run (retention)
+    remote_deletions_failed: int = 0  # jobs whose deletion failed: pending, tried again next time
 
 
 def _safe_name(job_key: str) -> str:
@@ -61,11 +61,10 @@ class CollectError(RuntimeError):
 
 # Transient download errors (429, 5xx, timeouts, dropped connections) are retried with this backoff.
 DOWNLOAD_BACKOFF = Backoff(attempts=4, base_s=1.0, max_s=30.0)
-DOWNLOAD_SLEEP = time.sleep   # tests replace it to retry without waiting
+DOWNLOAD_SLEEP = time.sleep  # tests replace it to retry without waiting
 
 
-def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
-                     errors: dict[str, str] | None = None) -> int:
+def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider, errors: dict[str, str] | None = None) -> int:
     """Stream the results (output and error files, or the results stream) of the task's terminal
     jobs not downloaded yet to data/raw/<task_id>/; returns the number of files.
 
@@ -74,12 +73,16 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
     `collect_error` recorded) and the other jobs go on. Failures go into `errors` (job_key ->
     error) when given, else the first is raised once every job was tried."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(conn, f"""
+        jobs = fetch_dicts(
+            conn,
+            f"""
             SELECT j.job_key, j.provider_batch_id, j.input_file_id, j.output_file_id, j.error_file_id
             FROM ledger.provider_job j
             WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {READY_SQL}
             ORDER BY j.job_key
-        """, [task_id])
+        """,
+            [task_id],
+        )
     failed: dict[str, str] = {}
     count = 0
     with progress.task(f"{task_id}: download results", total=len(jobs), unit="jobs") as bar:
@@ -95,26 +98,49 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider,
 
 def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict, failed: dict[str, str]) -> int:
     """Download one job's results and record its files (returns how many); a failure goes into `failed`."""
-    ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
-                 error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
+    ref = JobRef(
+        job["provider_batch_id"],
+        output_file_id=job["output_file_id"],
+        error_file_id=job["error_file_id"],
+        input_file_id=job["input_file_id"],
+    )
     try:
         results = call_with_retry(
             lambda: adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"])),
-            backoff=DOWNLOAD_BACKOFF, sleep=lambda s: DOWNLOAD_SLEEP(s),
-            on_retry=lambda n, exc, delay: log.warning("%s: download failed (%s: %s), try %d again in %.1f s",
-                                                       job["job_key"], type(exc).__name__, exc, n + 1, delay))
+            backoff=DOWNLOAD_BACKOFF,
+            sleep=lambda s: DOWNLOAD_SLEEP(s),
+            on_retry=lambda n, exc, delay: log.warning(
+                "%s: download failed (%s: %s), try %d again in %.1f s",
+                job["job_key"],
+                type(exc).__name__,
+                exc,
+                n + 1,
+                delay,
+            ),
+        )
     except Exception as exc:
         failed[job["job_key"]] = f"download failed: {type(exc).__name__}: {exc}"
         with wh.connect() as conn:
             set_collect_error(conn, job["job_key"], failed[job["job_key"]])
         return 0
-    files = [(f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
-             for r in results]
+    files = [
+        (f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
+        for r in results
+    ]
     faultpoints.reached("download.file_written")
     with wh.connect() as conn, transaction(conn):
         for file_key, kind, file_id, path, sha, size in files:
-            insert_raw_file(conn, file_key=file_key, job_key=job["job_key"], task_id=task_id, kind=kind,
-                            provider_file_id=file_id, path=path, sha256=sha, byte_count=size)
+            insert_raw_file(
+                conn,
+                file_key=file_key,
+                job_key=job["job_key"],
+                task_id=task_id,
+                kind=kind,
+                provider_file_id=file_id,
+                path=path,
+                sha256=sha,
+                byte_count=size,
+            )
         mark_downloaded(conn, job["job_key"])
     return len(files)
 
@@ -142,7 +168,7 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
     try:
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _in AS
-            SELECT row_number() OVER () AS line_no, {fmt.envelope_sql('l')}, NULL::VARCHAR AS malformed_line
+            SELECT row_number() OVER () AS line_no, {fmt.envelope_sql("l")}, NULL::VARCHAR AS malformed_line
             FROM read_json({sql_literal(path)}, format='newline_delimited', columns={columns}) l
         """)
         return
@@ -153,12 +179,16 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
     )
     # Same columns and types as the fast path; a value of the wrong shape becomes NULL.
     fields = ", ".join(
-        f"j ->> '$.{k}' AS {k}" if v == "VARCHAR" else f"j -> '$.{k}' AS {k}" if v == "JSON"
-        else f"TRY_CAST(j -> '$.{k}' AS {v}) AS {k}" for k, v in fmt.result_columns.items()
+        f"j ->> '$.{k}' AS {k}"
+        if v == "VARCHAR"
+        else f"j -> '$.{k}' AS {k}"
+        if v == "JSON"
+        else f"TRY_CAST(j -> '$.{k}' AS {v}) AS {k}"
+        for k, v in fmt.result_columns.items()
     )
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _in AS
-        SELECT line_no, {fmt.envelope_sql('l')}, CASE WHEN j IS NULL THEN line END AS malformed_line
+        SELECT line_no, {fmt.envelope_sql("l")}, CASE WHEN j IS NULL THEN line END AS malformed_line
         FROM (SELECT line_no, line, j, {fields}
               FROM (SELECT line_no, line,
                            CASE WHEN json_valid(line) AND json_type(line) = 'OBJECT' THEN line::JSON END AS j
@@ -166,7 +196,7 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
     """)
 
 
-INGEST_BATCH_BYTES = 256 << 20   # result-file bytes staged per transaction (bounds memory)
+INGEST_BATCH_BYTES = 256 << 20  # result-file bytes staged per transaction (bounds memory)
 # DuckDB stores a table in row groups of this many rows, and each insert leaves its last one partly
 # filled. A checkpoint merges runs of adjacent row groups that fit into fewer: when an insert's last
 # row group is at most half full, the runs around it are rewritten (plain DuckDB, 35 inserts of
@@ -213,8 +243,10 @@ def planned_batch(files: list[dict], expected: list[int], limit: int | None = No
     for k in range(fit):
         total += expected[k]
         left = total % ROW_GROUP_ROWS
-        if files[k + 1]["job_key"] != files[k]["job_key"] and \
-                ROW_GROUP_ROWS // 2 + PLAN_MARGIN_ROWS <= left <= ROW_GROUP_ROWS - PLAN_MARGIN_ROWS:
+        if (
+            files[k + 1]["job_key"] != files[k]["job_key"]
+            and ROW_GROUP_ROWS // 2 + PLAN_MARGIN_ROWS <= left <= ROW_GROUP_ROWS - PLAN_MARGIN_ROWS
+        ):
             best = k + 1
     return best or fit
 
@@ -245,7 +277,7 @@ def _stage_batch(conn: duckdb.DuckDBPyConnection, batch: list[dict], fmt: WireFo
         # in file order (insertion order is preserved), so its row ids count them.
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _raw_in AS
-            SELECT filename, {fmt.envelope_sql('l')}, NULL::VARCHAR AS malformed_line
+            SELECT filename, {fmt.envelope_sql("l")}, NULL::VARCHAR AS malformed_line
             FROM read_json({paths}, format='newline_delimited', columns={columns}, filename=true) l
         """)
     except duckdb.Error:
@@ -277,9 +309,12 @@ def _line_spans(conn: duckdb.DuckDBPyConnection, shard_ids: set[str]) -> dict[st
     if not shard_ids:
         return {}
     listed = ", ".join(sql_literal(s) for s in sorted(shard_ids))
-    return {sid: (lo, hi) for sid, lo, hi in conn.execute(
-        f"SELECT shard_id, min(rowid), max(rowid) FROM ledger.shard_line WHERE shard_id IN ({listed}) GROUP BY shard_id"
-    ).fetchall()}
+    return {
+        sid: (lo, hi)
+        for sid, lo, hi in conn.execute(
+            f"SELECT shard_id, min(rowid), max(rowid) FROM ledger.shard_line WHERE shard_id IN ({listed}) GROUP BY shard_id"
+        ).fetchall()
+    }
 
 
 def _rowid_range(spans: dict[str, tuple[int, int]], shard_ids: list[str]) -> str:
@@ -302,24 +337,35 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
         conn = stack.enter_context(wh.connect())
         if fmt is None:
             provider, endpoint = conn.execute(
-                "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
+                "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]
+            ).fetchone()
             fmt = wire_format(provider, endpoint)
-        files = fetch_dicts(conn, """
+        files = fetch_dicts(
+            conn,
+            """
             SELECT f.file_key, f.job_key, f.path, f.byte_count, j.shard_id, s.attempt, s.line_count AS shard_lines
             FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key) JOIN ledger.shard s USING (shard_id)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
-        """, [task_id])
-        bar = stack.enter_context(progress.task(f"{task_id}: ingest results", total=sum(f["byte_count"] for f in files),
-                                                unit="bytes"))
+        """,
+            [task_id],
+        )
+        bar = stack.enter_context(
+            progress.task(f"{task_id}: ingest results", total=sum(f["byte_count"] for f in files), unit="bytes")
+        )
         spans = _line_spans(conn, {f["shard_id"] for f in files})
         expected = expected_lines(files)
         done = 0
         while done < len(files):
-            batch = files[done:done + planned_batch(files[done:], expected[done:])]
-            rows = ", ".join(f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
-                             f"{sql_literal(f['shard_id'])}, {int(f['attempt'])})" for i, f in enumerate(batch))
-            conn.execute(f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
-                         "AS t(ord, file_key, job_key, path, shard_id, attempt)")
+            batch = files[done : done + planned_batch(files[done:], expected[done:])]
+            rows = ", ".join(
+                f"({i}, {sql_literal(f['file_key'])}, {sql_literal(f['job_key'])}, {sql_literal(f['path'])}, "
+                f"{sql_literal(f['shard_id'])}, {int(f['attempt'])})"
+                for i, f in enumerate(batch)
+            )
+            conn.execute(
+                f"CREATE OR REPLACE TEMP TABLE _files AS SELECT * FROM (VALUES {rows}) "
+                "AS t(ord, file_key, job_key, path, shard_id, attempt)"
+            )
             _stage_batch(conn, batch, fmt)
             if done + len(batch) < len(files):
                 # When the plan missed (lines the provider dropped or repeated), files after an aligned
@@ -337,17 +383,25 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             # partition's (which made ingest quadratic in the number of batches).
             shard_ids = sorted({f["shard_id"] for f in batch})
             shards_in = ", ".join(sql_literal(s) for s in shard_ids)
-            jobs_in = ", ".join(sql_literal(r[0]) for r in conn.execute(
-                f"SELECT job_key FROM ledger.provider_job WHERE shard_id IN ({shards_in})").fetchall())
+            jobs_in = ", ".join(
+                sql_literal(r[0])
+                for r in conn.execute(
+                    f"SELECT job_key FROM ledger.provider_job WHERE shard_id IN ({shards_in})"
+                ).fetchall()
+            )
             # Shard and job ids share long prefixes, which DuckDB's string zone maps cannot tell
             # apart: filtered by id alone, every batch read the ids of all the partition's lines and
             # results. The lines are read within their shards' row span, and earlier results only
             # when one of these jobs had a file ingested before (they are written together).
             in_spans = f"shard_id IN ({shards_in}) AND {_rowid_range(spans, shard_ids)}"
-            answered_before = (f"SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} "
-                               f"AND status = 'ok' AND job_key IN ({jobs_in})")
-            if not conn.execute(f"SELECT EXISTS (SELECT 1 FROM ledger.raw_file WHERE job_key IN ({jobs_in}) "
-                                "AND ingested_at IS NOT NULL)").fetchone()[0]:
+            answered_before = (
+                f"SELECT DISTINCT custom_id, attempt FROM ledger.raw_result WHERE task_id = {tid} "
+                f"AND status = 'ok' AND job_key IN ({jobs_in})"
+            )
+            if not conn.execute(
+                f"SELECT EXISTS (SELECT 1 FROM ledger.raw_file WHERE job_key IN ({jobs_in}) "
+                "AND ingested_at IS NOT NULL)"
+            ).fetchone()[0]:
                 answered_before = "SELECT NULL::VARCHAR AS custom_id, NULL::INTEGER AS attempt WHERE false"
             # Map each line to its custom_id and rank repeats: narrow columns only (no bodies). A
             # retried item answers once per attempt, so repeats are counted per (custom_id, attempt).
@@ -361,7 +415,10 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                        ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
             """)
             with transaction(conn):
-                n = insert_raw_results(conn, task_id, f"""
+                n = insert_raw_results(
+                    conn,
+                    task_id,
+                    f"""
                     SELECT i.file_key, i.line_no, k.job_key, k.attempt, i.request_id, k.custom_id, k.item_no,
                            CASE WHEN i.malformed_line IS NOT NULL OR i.request_id IS NULL THEN 'malformed'
                                 WHEN k.custom_id IS NULL THEN 'orphan'
@@ -373,10 +430,14 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                     -- came from a job of the same shard.
                     LEFT JOIN ({answered_before}) prev
                       ON prev.custom_id = k.custom_id AND prev.attempt = k.attempt
-                """)
-                mark_files_ingested(conn, """
+                """,
+                )
+                mark_files_ingested(
+                    conn,
+                    """
                     SELECT f.file_key, count(i.file_key) AS line_count FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1
-                """)
+                """,
+                )
                 faultpoints.reached("ingest.before_commit")
             files_done += len(batch)
             lines_done += n
@@ -385,7 +446,9 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
     return files_done, lines_done
 
 
-def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider) -> IngestSummary:
+def collect_raw_results(
+    wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider
+) -> IngestSummary:
     """Poll, download and ingest the partition's terminal jobs. Counts one collect try on each
     pending job first; raises CollectError (after ingesting what did download) if a download failed."""
     task_id = task.task_id(partition_date)
@@ -402,11 +465,22 @@ def collect_raw_results(wh: Warehouse, task: ResolvedTask, partition_date: str, 
 
         deletion = delete_remote_files(wh, lambda _provider: adapter, task_id=task_id)
     if errors:
-        raise CollectError(f"{len(errors)} job(s) of {task_id} not downloaded (retried next time): "
-                           + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+        raise CollectError(
+            f"{len(errors)} job(s) of {task_id} not downloaded (retried next time): "
+            + "; ".join(f"{k}: {v}" for k, v in errors.items())
+        )
     with wh.connect() as conn:
-        by_status = dict(conn.execute(
-            "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]).fetchall())
-    return IngestSummary(task_id, downloaded, files, lines, by_status,
-                         remote_files_deleted=deletion.files_deleted if deletion else 0,
-                         remote_deletions_failed=len(deletion.failed) if deletion else 0)
+        by_status = dict(
+            conn.execute(
+                "SELECT status, count(*) FROM ledger.raw_result WHERE task_id = ? GROUP BY status", [task_id]
+            ).fetchall()
+        )
+    return IngestSummary(
+        task_id,
+        downloaded,
+        files,
+        lines,
+        by_status,
+        remote_files_deleted=deletion.files_deleted if deletion else 0,
+        remote_deletions_failed=len(deletion.failed) if deletion else 0,
+    )

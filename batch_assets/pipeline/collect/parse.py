@@ -15,11 +15,11 @@ from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
-from batch_assets.sqltext import sql_literal
 from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.providers.registry import wire_format
 from batch_assets.spec.output_schema import schema_fields_sql, schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,11 @@ class ParseSummary:
     refused_version: int = 0
 
 
-_EMPTY_ANSWER = {"json": "answer is not valid JSON", "text": "answer has no text",
-                 "embedding": "answer has no embedding vector"}
+_EMPTY_ANSWER = {
+    "json": "answer is not valid JSON",
+    "text": "answer has no text",
+    "embedding": "answer has no embedding vector",
+}
 
 
 def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
@@ -42,13 +45,16 @@ def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
     kind = task.spec.output.kind
     if kind == "json":
         return "CASE WHEN json_valid(content) THEN content::JSON END", schema_violation_sql(
-            task.output_schema, "answer", "answer_fields" if schema_fields_sql(task.output_schema, "answer") else None)
+            task.output_schema, "answer", "answer_fields" if schema_fields_sql(task.output_schema, "answer") else None
+        )
     if kind == "text":
         return "CASE WHEN trim(coalesce(content, '')) <> '' THEN json_object('text', content) END", "NULL"
     dims = int(task.spec.output.dimensions)
-    return ("CASE WHEN json_type(vector) = 'ARRAY' THEN json_object('embedding', vector) END",
-            f"CASE WHEN json_array_length(answer, '$.embedding') <> {dims} "
-            f"THEN 'answer.embedding: ' || json_array_length(answer, '$.embedding') || ' values, expected {dims}' END")
+    return (
+        "CASE WHEN json_type(vector) = 'ARRAY' THEN json_object('embedding', vector) END",
+        f"CASE WHEN json_array_length(answer, '$.embedding') <> {dims} "
+        f"THEN 'answer.embedding: ' || json_array_length(answer, '$.embedding') || ' values, expected {dims}' END",
+    )
 
 
 def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
@@ -63,8 +69,9 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         # that is the task's version now (its schema is the one checked here). When every item of
         # the partition was frozen under one version (the usual case) that version is a constant:
         # the results are not joined with the manifest (a hash join over every custom_id).
-        versions = conn.execute("SELECT DISTINCT output_schema_version FROM ledger.manifest_item WHERE task_id = ?",
-                                [task_id]).fetchall()
+        versions = conn.execute(
+            "SELECT DISTINCT output_schema_version FROM ledger.manifest_item WHERE task_id = ?", [task_id]
+        ).fetchall()
         if len(versions) <= 1:
             item_version, manifest_join = sql_literal(versions[0][0] if versions else task.spec.output.version), ""
         else:
@@ -73,14 +80,15 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _ans_all AS
             SELECT r.custom_id, r.item_no, r.attempt, r.job_key, r.status_code, r.provider_request_id,
-                   {item_version} AS output_schema_version, {fmt.answer_sql('r')}
+                   {item_version} AS output_schema_version, {fmt.answer_sql("r")}
             FROM ledger.raw_result r {manifest_join}
             WHERE r.task_id = {tid} AND r.status = 'ok'
               AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
                               WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)
         """)
-        conn.execute(f"CREATE OR REPLACE TEMP VIEW _ans AS SELECT * FROM _ans_all "
-                     f"WHERE output_schema_version = {version}")
+        conn.execute(
+            f"CREATE OR REPLACE TEMP VIEW _ans AS SELECT * FROM _ans_all WHERE output_schema_version = {version}"
+        )
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW _checked AS
             SELECT * EXCLUDE (answer_fields), CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
@@ -88,7 +96,10 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                   FROM (SELECT *, {answer_sql} AS answer FROM _ans))
         """)
         with transaction(conn):
-            parsed = insert_parsed_results(conn, task_id, f"""
+            parsed = insert_parsed_results(
+                conn,
+                task_id,
+                f"""
                 SELECT custom_id, item_no, attempt, job_key, ok AS provider_succeeded,
                        CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
@@ -110,9 +121,17 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        finish_reason, input_tokens, output_tokens, provider_request_id,
                        thinking_tokens, cached_input_tokens, output_schema_version
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
-            """, output_schema_version=None, from_line=True,
-                cost_sql=cost_sql_or_null(task.spec.provider, task.spec.model, "_rows.input_tokens", "_rows.output_tokens",
-                                          "_rows.cached_input_tokens"))
+            """,
+                output_schema_version=None,
+                from_line=True,
+                cost_sql=cost_sql_or_null(
+                    task.spec.provider,
+                    task.spec.model,
+                    "_rows.input_tokens",
+                    "_rows.output_tokens",
+                    "_rows.cached_input_tokens",
+                ),
+            )
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
             # The lines of such batches are collected first; only their own outcomes are then looked
@@ -134,7 +153,10 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             """)
             synthesized = 0
             if conn.execute("SELECT count(*) FROM _failed_lines").fetchone()[0]:
-                synthesized = insert_parsed_results(conn, task_id, f"""
+                synthesized = insert_parsed_results(
+                    conn,
+                    task_id,
+                    f"""
                     WITH known AS (
                         SELECT p.custom_id, p.attempt FROM ledger.parsed_result p
                         WHERE p.task_id = {tid} AND p.custom_id IN (SELECT custom_id FROM _failed_lines)
@@ -154,12 +176,17 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                            output_schema_version
                     FROM _failed_lines l
                     WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.custom_id = l.custom_id AND k.attempt = l.attempt)
-                """, output_schema_version=None, from_line=False)
+                """,
+                    output_schema_version=None,
+                    from_line=False,
+                )
             conn.execute("DROP TABLE _failed_lines")
             faultpoints.reached("parse.before_commit")
-        by_class = dict(conn.execute(f"""
+        by_class = dict(
+            conn.execute(f"""
             SELECT coalesce(error_class, 'ok'), count(*) FROM ledger.parsed_result WHERE task_id = {tid} GROUP BY 1
-        """).fetchall())
+        """).fetchall()
+        )
         refused = conn.execute(f"SELECT count(*) FROM _ans_all WHERE output_schema_version <> {version}").fetchone()[0]
         conn.execute("DROP VIEW _checked; DROP VIEW _ans; DROP VIEW _ans_all;")
     return ParseSummary(task_id, parsed, synthesized, by_class, refused)

@@ -41,21 +41,29 @@ LIST_CLOCK_SKEW_S = 3600
 @dataclass
 class PollResult:
     polled: int = 0
-    listed: int = 0   # of them, the jobs whose snapshot came from a provider's batch listing
+    listed: int = 0  # of them, the jobs whose snapshot came from a provider's batch listing
     transitions: list[tuple[str, str, str]] = field(default_factory=list)  # (job_key, from, to)
-    errors: dict[str, str] = field(default_factory=dict)                   # job_key -> error text
+    errors: dict[str, str] = field(default_factory=dict)  # job_key -> error text
     # job_key -> the provider's reasons, for jobs that ended failed/expired/cancelled on this poll
     batch_failures: dict[str, str] = field(default_factory=dict)
     # provider -> why its listing failed (its jobs were then retrieved one by one)
     listing_errors: dict[str, str] = field(default_factory=dict)
 
 
-def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget_s: float = 20.0,
-              max_workers: int = 8, task_id: str | None = None, max_jobs: int | None = None) -> PollResult:
+def poll_jobs(
+    wh: Warehouse,
+    adapter_for: Callable[[str], BatchProvider],
+    budget_s: float = 20.0,
+    max_workers: int = 8,
+    task_id: str | None = None,
+    max_jobs: int | None = None,
+) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
     recently polled, when given) and record what changed."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(conn, f"""
+        jobs = fetch_dicts(
+            conn,
+            f"""
             SELECT job_key, provider, provider_batch_id, state, epoch(created_at) AS created_unix
             FROM ledger.provider_job
             WHERE ({IN_FLIGHT_SQL} OR (state = '{JobState.COMPLETED.value}' AND downloaded_at IS NULL
@@ -63,7 +71,9 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
               AND (? IS NULL OR task_id = ?)
             ORDER BY last_polled_at NULLS FIRST, job_key
             LIMIT ?
-        """, [task_id, task_id, max_jobs])
+        """,
+            [task_id, task_id, max_jobs],
+        )
     result = PollResult()
     # Polls stop early enough that recording them (one set-based write) still fits the budget.
     deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
@@ -85,8 +95,11 @@ def poll_jobs(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], budget
     by_provider: dict[str, list[dict]] = {}
     for job in jobs:
         by_provider.setdefault(job["provider"], []).append(job)
-    bulk = {provider: provider_jobs for provider, provider_jobs in by_provider.items()
-            if len(provider_jobs) >= BULK_POLL_MIN_JOBS and hasattr(adapters[provider], "poll_listed")}
+    bulk = {
+        provider: provider_jobs
+        for provider, provider_jobs in by_provider.items()
+        if len(provider_jobs) >= BULK_POLL_MIN_JOBS and hasattr(adapters[provider], "poll_listed")
+    }
 
     # The pool takes jobs in submission order, least recently polled first, so a job left out by
     # the deadline is among the first of the next tick. Listings go first; a job its provider's
@@ -140,8 +153,9 @@ def failure_reason(snap: JobSnapshot) -> str:
     return f"{snap.state.value} ({snap.raw_status})" + (f": {reasons}" if reasons else "")
 
 
-def partitions_waiting_to_submit(wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
-                                 ) -> list[tuple[str, str, int]]:
+def partitions_waiting_to_submit(
+    wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
+) -> list[tuple[str, str, int]]:
     """(task_name, partition_date, shards waiting) for partitions whose shards were held back by
     the provider's concurrent-job cap, when that provider has room again."""
     if conn is None:
@@ -161,5 +175,8 @@ def partitions_waiting_to_submit(wh: Warehouse, conn: duckdb.DuckDBPyConnection 
         SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
         FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
     """).fetchall()
-    return [(task, day, shards) for task, day, shards, provider, in_flight in rows
-            if in_flight < provider_limits(provider).max_concurrent_jobs]
+    return [
+        (task, day, shards)
+        for task, day, shards, provider, in_flight in rows
+        if in_flight < provider_limits(provider).max_concurrent_jobs
+    ]

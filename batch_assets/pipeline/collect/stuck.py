@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from batch_assets.formatting import parse_duration
 from batch_assets.ledger.jobs import mark_stuck, record_snapshot, request_cancel, set_stuck_action
 from batch_assets.ledger.states import in_flight_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef
-from batch_assets.formatting import parse_duration
 
 POLICIES = ("cancel_and_retry", "notify")
 CANCEL_REQUESTED = "cancel_requested"
@@ -32,15 +32,19 @@ NOTIFIED = "notified"
 
 
 def default_sla(completion_window: str) -> dict[str, float]:
-    return {"VALIDATING": 3600.0, "SUBMITTED": 86400.0, "RUNNING": 86400.0 + parse_duration(completion_window),
-            "FINALIZING": 7200.0}
+    return {
+        "VALIDATING": 3600.0,
+        "SUBMITTED": 86400.0,
+        "RUNNING": 86400.0 + parse_duration(completion_window),
+        "FINALIZING": 7200.0,
+    }
 
 
 @dataclass(frozen=True)
 class StuckPolicy:
-    sla_s: Mapping[str, float] = field(default_factory=dict)   # state -> seconds
+    sla_s: Mapping[str, float] = field(default_factory=dict)  # state -> seconds
     policy: str = "cancel_and_retry"
-    act_after_s: float | None = None                           # None: the state's SLA again
+    act_after_s: float | None = None  # None: the state's SLA again
 
     def sla_for(self, state: str) -> float | None:
         return self.sla_s.get(state)
@@ -65,27 +69,32 @@ def resolve_policy(completion_window: str, provider_stuck: Mapping | None = None
 
 @dataclass
 class StuckOutcome:
-    newly_stuck: list[dict] = field(default_factory=list)     # job_key, task_name, state, seconds_in_state
+    newly_stuck: list[dict] = field(default_factory=list)  # job_key, task_name, state, seconds_in_state
     cancelled: list[dict] = field(default_factory=list)
-    still_stuck: list[dict] = field(default_factory=list)     # marked earlier, no action (yet, or notify)
-    errors: dict[str, str] = field(default_factory=dict)      # job_key -> cancel error
+    still_stuck: list[dict] = field(default_factory=list)  # marked earlier, no action (yet, or notify)
+    errors: dict[str, str] = field(default_factory=dict)  # job_key -> cancel error
 
 
-def in_flight_jobs(wh: Warehouse, task_name: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
-                   ) -> list[dict]:
+def in_flight_jobs(
+    wh: Warehouse, task_name: str | None = None, conn: duckdb.DuckDBPyConnection | None = None
+) -> list[dict]:
     if conn is None:
         with wh.connect() as own:
             return in_flight_jobs(wh, task_name, own)
-    return fetch_dicts(conn, f"""
+    return fetch_dicts(
+        conn,
+        f"""
         SELECT j.job_key, t.task_name, j.provider, j.provider_batch_id, j.state, j.stuck_at, j.stuck_action,
                j.cancel_requested,
                epoch(now()::TIMESTAMP) - epoch(j.state_changed_at) AS seconds_in_state,
                epoch(now()::TIMESTAMP) - epoch(j.stuck_at) AS seconds_stuck
         FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-        WHERE {in_flight_sql('j')}
+        WHERE {in_flight_sql("j")}
           AND ($task_name IS NULL OR t.task_name = $task_name)
         ORDER BY j.job_key
-    """, {"task_name": task_name})
+    """,
+        {"task_name": task_name},
+    )
 
 
 def stuck_jobs(wh: Warehouse, task_name: str) -> list[dict]:
@@ -93,9 +102,12 @@ def stuck_jobs(wh: Warehouse, task_name: str) -> list[dict]:
     return [j for j in in_flight_jobs(wh, task_name) if j["stuck_at"] is not None]
 
 
-def handle_stuck_jobs(wh: Warehouse, policy_for: Callable[[str, str], StuckPolicy],
-                      adapter_for: Callable[[str], BatchProvider],
-                      conn: duckdb.DuckDBPyConnection | None = None) -> StuckOutcome:
+def handle_stuck_jobs(
+    wh: Warehouse,
+    policy_for: Callable[[str, str], StuckPolicy],
+    adapter_for: Callable[[str], BatchProvider],
+    conn: duckdb.DuckDBPyConnection | None = None,
+) -> StuckOutcome:
     """Mark the in-flight jobs over their state's SLA; act on those marked on an earlier pass.
 
     `policy_for(task_name, provider)` gives the policy. A job is cancelled at most once by this
@@ -117,8 +129,13 @@ def handle_stuck_jobs(wh: Warehouse, policy_for: Callable[[str, str], StuckPolic
             continue
         act_after = policy.act_after_for(state)
         # A job already being cancelled (by this system or by hand) is not cancelled again.
-        if (policy.policy != "cancel_and_retry" or job["stuck_action"] == CANCEL_REQUESTED or job["cancel_requested"]
-                or act_after is None or job["seconds_stuck"] < act_after):
+        if (
+            policy.policy != "cancel_and_retry"
+            or job["stuck_action"] == CANCEL_REQUESTED
+            or job["cancel_requested"]
+            or act_after is None
+            or job["seconds_stuck"] < act_after
+        ):
             out.still_stuck.append(job)
             continue
         try:

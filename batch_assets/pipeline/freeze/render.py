@@ -6,9 +6,10 @@ import json
 
 import duckdb
 
-from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.providers.registry import wire_format
 from batch_assets.spec.resolve import PLACEHOLDER_RE, ResolvedTask
+from batch_assets.sqltext import quote_ident, sql_literal
+
 
 def prompt_sql(task: ResolvedTask) -> str:
     """concat() of the template's literal text and its {{ column }} values (NULL renders as '')."""
@@ -16,7 +17,7 @@ def prompt_sql(task: ResolvedTask) -> str:
     pos = 0
     for m in PLACEHOLDER_RE.finditer(task.template):
         if m.start() > pos:
-            parts.append(sql_literal(task.template[pos:m.start()]))
+            parts.append(sql_literal(task.template[pos : m.start()]))
         parts.append(f"coalesce(CAST({quote_ident(m.group(1))} AS VARCHAR), '')")
         pos = m.end()
     if pos < len(task.template):
@@ -37,8 +38,13 @@ def blank_columns_sql(task: ResolvedTask) -> str:
 def input_hash_sql(task: ResolvedTask, prompt_col: str = "prompt_text") -> str:
     """input_hash: sha256 of the canonical request (text + prompt version + model + params + schema version)."""
     canonical = [
-        task.spec.provider, task.spec.endpoint, task.spec.model, task.spec.prompt.version,
-        task.params_json, task.spec.output.version, task.spec.prompt.system or "",
+        task.spec.provider,
+        task.spec.endpoint,
+        task.spec.model,
+        task.spec.prompt.version,
+        task.params_json,
+        task.spec.output.version,
+        task.spec.prompt.system or "",
     ]
     options = task.spec.provider_options.non_default()
     if options:  # only when set: tasks on the defaults keep the hashes they always had
@@ -67,8 +73,10 @@ def request_line_sql(task: ResolvedTask, request_id_col: str = "request_id", pro
     if parts is None:
         return sql
     a, b, c = parts
-    return (f"concat({sql_literal(a)}, CAST(to_json({request_id_col}) AS VARCHAR), {sql_literal(b)}, "
-            f"CAST(to_json({prompt_col}) AS VARCHAR), {sql_literal(c)})")
+    return (
+        f"concat({sql_literal(a)}, CAST(to_json({request_id_col}) AS VARCHAR), {sql_literal(b)}, "
+        f"CAST(to_json({prompt_col}) AS VARCHAR), {sql_literal(c)})"
+    )
 
 
 _RID, _PROMPT = "\x00batch-assets-request-id\x00", "\x00batch-assets-prompt\x00"
@@ -76,7 +84,8 @@ _RID, _PROMPT = "\x00batch-assets-request-id\x00", "\x00batch-assets-prompt\x00"
 
 def _line_template(task: ResolvedTask) -> tuple[str, str, str] | None:
     sql = wire_format(task.spec.provider, task.spec.endpoint).request_line_sql(
-        task, sql_literal(_RID), sql_literal(_PROMPT))
+        task, sql_literal(_RID), sql_literal(_PROMPT)
+    )
     with duckdb.connect() as conn:
         text, q1, q2 = conn.execute(
             f"SELECT {sql}, CAST(to_json({sql_literal(_RID)}) AS VARCHAR), CAST(to_json({sql_literal(_PROMPT)}) AS VARCHAR)"

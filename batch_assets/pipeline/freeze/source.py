@@ -31,8 +31,13 @@ def source_subquery(task: ResolvedTask) -> str:
     return f"({text}\n)"
 
 
-def query_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str,
-                 where: str | None = None, reread: bool = False) -> set[str]:
+def query_source(
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    partition_date: str,
+    where: str | None = None,
+    reread: bool = False,
+) -> set[str]:
     """The source query into temp table `_raw_src` (checked for the columns the task needs); returns
     its columns. `where`: only the source rows matching this condition (over the source's columns).
     `reread`: the caller only reads the source (it writes no table the query may read), so when the
@@ -85,8 +90,10 @@ def gate_loaded_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, colu
 
 def _raw_source_kind(conn: duckdb.DuckDBPyConnection) -> str | None:
     """'VIEW' or 'LOCAL TEMPORARY' (a copy): what `_raw_src` is now; None when there is none."""
-    return conn.execute("SELECT any_value(table_type) FROM information_schema.tables "
-                        "WHERE table_catalog = 'temp' AND table_name = '_raw_src'").fetchone()[0]
+    return conn.execute(
+        "SELECT any_value(table_type) FROM information_schema.tables "
+        "WHERE table_catalog = 'temp' AND table_name = '_raw_src'"
+    ).fetchone()[0]
 
 
 def source_read(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str) -> str:

@@ -26,9 +26,23 @@ from collections.abc import Iterator
 
 import duckdb
 
-_EXPRESSIONS = {"COLUMN_REF", "CONSTANT", "COMPARISON", "CONJUNCTION", "OPERATOR", "CAST", "CASE", "BETWEEN",
-                "STAR", "PARAMETER", "COLLATE", "SUBQUERY", "FUNCTION", "POSITIONAL_REFERENCE",
-                "TYPE"}
+_EXPRESSIONS = {
+    "COLUMN_REF",
+    "CONSTANT",
+    "COMPARISON",
+    "CONJUNCTION",
+    "OPERATOR",
+    "CAST",
+    "CASE",
+    "BETWEEN",
+    "STAR",
+    "PARAMETER",
+    "COLLATE",
+    "SUBQUERY",
+    "FUNCTION",
+    "POSITIONAL_REFERENCE",
+    "TYPE",
+}
 _TABLE_REFS = {"BASE_TABLE", "JOIN", "SUBQUERY", "EMPTY", "EXPRESSION_LIST"}
 _QUERY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE"}
 _MODIFIERS = {"ORDER_MODIFIER", "DISTINCT_MODIFIER"}
@@ -77,8 +91,9 @@ def _view_sql(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str])
         name = node.pop("identifier")
         if name not in params:
             raise _Refused(f"the parameter ${name} has no value")
-        node.update({"class": "CONSTANT", "type": "VALUE_CONSTANT",
-                     "literal": {"kind": "STRING", "text": str(params[name])}})
+        node.update(
+            {"class": "CONSTANT", "type": "VALUE_CONSTANT", "literal": {"kind": "STRING", "text": str(params[name])}}
+        )
     return conn.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchone()[0]
 
 
@@ -111,7 +126,7 @@ def _check_node(node: dict, ctes: set[str], functions: set[str], tables: set[tup
         raise _Refused("the query samples rows")
     if kind in _QUERY_NODES:
         return
-    if "alias" in node and "query_location" in node:   # a table reference
+    if "alias" in node and "query_location" in node:  # a table reference
         if kind not in _TABLE_REFS:
             raise _Refused(f"the query reads a {kind.lower().replace('_', ' ')}")
         if kind == "BASE_TABLE":
@@ -125,11 +140,14 @@ def _check_node(node: dict, ctes: set[str], functions: set[str], tables: set[tup
 def _check_functions(conn: duckdb.DuckDBPyConnection, names: set[str]) -> None:
     if not names:
         return
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         SELECT n.name, bool_and(f.function_type = 'scalar' AND f.stability IN (SELECT unnest(?))) AND count(f.function_name) > 0
         FROM (SELECT unnest(?) AS name) n LEFT JOIN duckdb_functions() f ON f.function_name = lower(n.name)
         GROUP BY n.name
-    """, [list(_STABLE), sorted(names)]).fetchall()
+    """,
+        [list(_STABLE), sorted(names)],
+    ).fetchall()
     refused = sorted(name for name, ok in rows if not ok)
     if refused:
         raise _Refused(f"the query calls {', '.join(refused)} (not a consistent scalar function)")
@@ -139,7 +157,8 @@ def _check_tables(conn: duckdb.DuckDBPyConnection, names: set[tuple[str, str, st
     for catalog, schema, table in sorted(names):
         # Every object the name could mean: a view or another engine's table with the same name
         # makes it ambiguous, and it is refused rather than resolved here.
-        found = conn.execute("""
+        found = conn.execute(
+            """
             SELECT kind, database_name, schema_name, db_type FROM (
                 SELECT 'table' AS kind, t.database_name, t.schema_name, d.type AS db_type, t.table_name AS name
                 FROM duckdb_tables() t JOIN duckdb_databases() d USING (database_name)
@@ -147,7 +166,9 @@ def _check_tables(conn: duckdb.DuckDBPyConnection, names: set[tuple[str, str, st
                 SELECT 'view', v.database_name, v.schema_name, NULL, v.view_name FROM duckdb_views() v WHERE NOT v.internal)
             WHERE lower(name) = lower(?) AND (? = '' OR lower(schema_name) = lower(?))
               AND (? = '' OR lower(database_name) = lower(?))
-        """, [table, schema, schema, catalog, catalog]).fetchall()
+        """,
+            [table, schema, schema, catalog, catalog],
+        ).fetchall()
         shown = ".".join(p for p in (catalog, schema, table) if p)
         if not found:
             raise _Refused(f"{shown} is not a table")

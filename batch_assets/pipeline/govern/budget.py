@@ -73,21 +73,27 @@ class BudgetVerdict:
     task_id: str
     passed: bool
     currency: str | None
-    estimate: float          # the partition's estimated cost (every shard line cut for it)
-    pending: float           # what submitting now would add
-    spent_today: float       # estimated cost of all jobs created today (all tasks)
+    estimate: float  # the partition's estimated cost (every shard line cut for it)
+    pending: float  # what submitting now would add
+    spent_today: float  # estimated cost of all jobs created today (all tasks)
     spent_today_model: float  # same, this task's model only
     refusals: tuple[str, ...] = ()
     caps: dict = field(default_factory=dict)
-    overridden: str | None = None   # the recorded override reason, when one lets it through
+    overridden: str | None = None  # the recorded override reason, when one lets it through
 
     def as_metadata(self) -> dict:
         r = lambda v: round(v, 6)  # noqa: E731
-        return {"task_id": self.task_id, "currency": self.currency or "unknown", "estimate": r(self.estimate),
-                "pending": r(self.pending), "spent_today": r(self.spent_today),
-                "spent_today_model": r(self.spent_today_model),
-                **{f"cap_{k}": v for k, v in self.caps.items()},
-                "refusals": "\n".join(self.refusals) or "none", "override": self.overridden or "none"}
+        return {
+            "task_id": self.task_id,
+            "currency": self.currency or "unknown",
+            "estimate": r(self.estimate),
+            "pending": r(self.pending),
+            "spent_today": r(self.spent_today),
+            "spent_today_model": r(self.spent_today_model),
+            **{f"cap_{k}": v for k, v in self.caps.items()},
+            "refusals": "\n".join(self.refusals) or "none",
+            "override": self.overridden or "none",
+        }
 
 
 def _lines_with_item_cost_sql(tasks: set[str]) -> str:
@@ -102,11 +108,13 @@ def _lines_with_item_cost_sql(tasks: set[str]) -> str:
         lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, item_no", ids)
         items = rows_of_partitions("ledger.manifest_item", "task_id, item_no, est_cost", ids)
         return f"SELECT sl.task_id, sl.shard_id, m.est_cost FROM {lines} sl JOIN {items} m USING (task_id, item_no)"
-    return " UNION ALL ".join(f"""
+    return " UNION ALL ".join(
+        f"""
         SELECT sl.task_id, sl.shard_id, m.est_cost
         FROM (SELECT task_id, shard_id, item_no FROM ledger.shard_line WHERE task_id = {t}) sl
         JOIN (SELECT item_no, est_cost FROM ledger.manifest_item WHERE task_id = {t}) m USING (item_no)"""
-                              for t in map(sql_literal, ids))
+        for t in map(sql_literal, ids)
+    )
 
 
 def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple[float, float, float, float]:
@@ -115,10 +123,14 @@ def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple
     # with the ledger's history. One snapshot for both reads.
     today = "CAST(now() AT TIME ZONE 'UTC' AS DATE)"
     with transaction(conn):
-        tasks = {task_id} | {r[0] for r in conn.execute(f"""
+        tasks = {task_id} | {
+            r[0]
+            for r in conn.execute(f"""
             SELECT DISTINCT s.task_id FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
-            WHERE CAST(j.created_at AS DATE) = {today}""").fetchall()}
-        return conn.execute(f"""
+            WHERE CAST(j.created_at AS DATE) = {today}""").fetchall()
+        }
+        return conn.execute(
+            f"""
             WITH line_cost AS (
                 SELECT sl.task_id, sl.shard_id, s.model, coalesce(sl.est_cost, 0) AS cost
                 FROM ({_lines_with_item_cost_sql(tasks)}) sl
@@ -135,57 +147,90 @@ def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple
                    coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today)), 0),
                    coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today) AND model = $m), 0)
             FROM line_cost
-        """, {"t": task_id, "m": model}).fetchone()
+        """,
+            {"t": task_id, "m": model},
+        ).fetchone()
 
 
 def recorded_override(conn: duckdb.DuckDBPyConnection, task_id: str) -> str | None:
-    row = conn.execute("SELECT detail FROM ledger.operator_action WHERE action = ? AND task_id = ? "
-                       "ORDER BY acted_at DESC LIMIT 1", [OVERRIDE_ACTION, task_id]).fetchone()
+    row = conn.execute(
+        "SELECT detail FROM ledger.operator_action WHERE action = ? AND task_id = ? ORDER BY acted_at DESC LIMIT 1",
+        [OVERRIDE_ACTION, task_id],
+    ).fetchone()
     return row[0] if row else None
 
 
-def check_budget(wh: Warehouse, task: ResolvedTask, partition_date: str, *, override_reason: str = "",
-                 budgets: ProjectBudgets | None = None) -> BudgetVerdict:
+def check_budget(
+    wh: Warehouse,
+    task: ResolvedTask,
+    partition_date: str,
+    *,
+    override_reason: str = "",
+    budgets: ProjectBudgets | None = None,
+) -> BudgetVerdict:
     """Would submitting the partition's unsent shards exceed a cap? With `override_reason`, a
     refusal is recorded as an operator override and the verdict passes."""
     spec = task.spec
     budgets = budgets or project_budgets()
     task_id = task.task_id(partition_date)
     currency = currency_of(spec.provider, spec.model)
-    caps = {k: v for k, v in {
-        "partition": spec.budget.max_cost_per_partition,
-        "model_per_day": budgets.per_model_per_day.get(spec.model),
-        "per_day": budgets.per_day,
-    }.items() if v is not None}
+    caps = {
+        k: v
+        for k, v in {
+            "partition": spec.budget.max_cost_per_partition,
+            "model_per_day": budgets.per_model_per_day.get(spec.model),
+            "per_day": budgets.per_day,
+        }.items()
+        if v is not None
+    }
     with wh.connect() as conn:
         estimate, pending, spent, spent_model = _figures(conn, task_id, spec.model)
         refusals: list[str] = []
         if pending > 0 or (caps and model_price(spec.provider, spec.model) is None):
             if caps and model_price(spec.provider, spec.model) is None:
-                refusals.append(f"no price for {spec.provider} model {spec.model!r}: cannot check the budget caps "
-                                f"{sorted(caps)}; add it to providers/{spec.provider}/prices.yaml")
+                refusals.append(
+                    f"no price for {spec.provider} model {spec.model!r}: cannot check the budget caps "
+                    f"{sorted(caps)}; add it to providers/{spec.provider}/prices.yaml"
+                )
             elif caps and currency != budgets.currency and ("model_per_day" in caps or "per_day" in caps):
                 refusals.append(f"prices of {spec.model} are in {currency}, budgets.yaml in {budgets.currency}")
             else:
+
                 def fmt(v: float) -> str:
                     return f"{v:.4f} {currency}"
+
                 if "partition" in caps and estimate > caps["partition"]:
-                    refusals.append(f"partition estimate {fmt(estimate)} > budget.max_cost_per_partition "
-                                    f"{fmt(caps['partition'])}")
+                    refusals.append(
+                        f"partition estimate {fmt(estimate)} > budget.max_cost_per_partition {fmt(caps['partition'])}"
+                    )
                 if "model_per_day" in caps and spent_model + pending > caps["model_per_day"]:
-                    refusals.append(f"{spec.model} today: spent {fmt(spent_model)} + this submission {fmt(pending)} "
-                                    f"> per_model_per_day cap {fmt(caps['model_per_day'])}")
+                    refusals.append(
+                        f"{spec.model} today: spent {fmt(spent_model)} + this submission {fmt(pending)} "
+                        f"> per_model_per_day cap {fmt(caps['model_per_day'])}"
+                    )
                 if "per_day" in caps and spent + pending > caps["per_day"]:
-                    refusals.append(f"all models today: spent {fmt(spent)} + this submission {fmt(pending)} "
-                                    f"> per_day cap {fmt(caps['per_day'])}")
+                    refusals.append(
+                        f"all models today: spent {fmt(spent)} + this submission {fmt(pending)} "
+                        f"> per_day cap {fmt(caps['per_day'])}"
+                    )
         overridden = None
         if refusals:
             if override_reason.strip():
                 overridden = override_reason.strip()
-                record_operator_action(conn, OVERRIDE_ACTION, task_id=task_id,
-                                       detail=f"{overridden} | overrode: {'; '.join(refusals)}")
+                record_operator_action(
+                    conn, OVERRIDE_ACTION, task_id=task_id, detail=f"{overridden} | overrode: {'; '.join(refusals)}"
+                )
             else:
                 overridden = recorded_override(conn, task_id)
-    return BudgetVerdict(task_id=task_id, passed=not refusals or overridden is not None, currency=currency,
-                         estimate=estimate, pending=pending, spent_today=spent, spent_today_model=spent_model,
-                         refusals=tuple(refusals), caps=caps, overridden=overridden)
+    return BudgetVerdict(
+        task_id=task_id,
+        passed=not refusals or overridden is not None,
+        currency=currency,
+        estimate=estimate,
+        pending=pending,
+        spent_today=spent,
+        spent_today_model=spent_model,
+        refusals=tuple(refusals),
+        caps=caps,
+        overridden=overridden,
+    )

@@ -30,7 +30,7 @@ class PartitionGate:
     cost_actual: float | None
     currency: str | None
     # Usage kept apart, summed over every attempt (None: no attempt reported the count).
-    thinking_tokens: int | None = None      # part of the output tokens
+    thinking_tokens: int | None = None  # part of the output tokens
     cached_input_tokens: int | None = None  # part of the input tokens, priced at the cached-input price
 
     def as_dict(self) -> dict:
@@ -63,11 +63,24 @@ def partition_gate_sql() -> str:
 
 
 def partition_gates(conn: duckdb.DuckDBPyConnection, task_ids: list[str] | None = None) -> dict[str, PartitionGate]:
-    rows = conn.execute(f"SELECT * FROM ({partition_gate_sql()}) "
-                        + ("WHERE list_contains(?::VARCHAR[], task_id)" if task_ids is not None else ""),
-                        [task_ids] if task_ids is not None else []).fetchall()
-    return {r[0]: PartitionGate(r[0], int(r[1]), int(r[2]), r[3], r[4], r[5],
-                                None if r[6] is None else int(r[6]), None if r[7] is None else int(r[7])) for r in rows}
+    rows = conn.execute(
+        f"SELECT * FROM ({partition_gate_sql()}) "
+        + ("WHERE list_contains(?::VARCHAR[], task_id)" if task_ids is not None else ""),
+        [task_ids] if task_ids is not None else [],
+    ).fetchall()
+    return {
+        r[0]: PartitionGate(
+            r[0],
+            int(r[1]),
+            int(r[2]),
+            r[3],
+            r[4],
+            r[5],
+            None if r[6] is None else int(r[6]),
+            None if r[7] is None else int(r[7]),
+        )
+        for r in rows
+    }
 
 
 def expected_output_tokens(task: ResolvedTask) -> int:
@@ -91,5 +104,9 @@ def request_overhead_tokens(task: ResolvedTask) -> int:
 def est_cost_sql(task: ResolvedTask, input_tokens_sql: str = "est_input_tokens") -> str:
     """Estimated cost of one item: its prompt's offline token estimate plus the request overhead
     in, `expected_output_tokens` out, at the batch price (NULL when the model has no price)."""
-    return cost_sql_or_null(task.spec.provider, task.spec.model,
-                            f"({input_tokens_sql} + {request_overhead_tokens(task)})", str(expected_output_tokens(task)))
+    return cost_sql_or_null(
+        task.spec.provider,
+        task.spec.model,
+        f"({input_tokens_sql} + {request_overhead_tokens(task)})",
+        str(expected_output_tokens(task)),
+    )

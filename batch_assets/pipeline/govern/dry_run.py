@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 from batch_assets.ledger.dry_runs import record_dry_run
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.govern.cost import partition_gates
-from batch_assets.pipeline.govern.cost import expected_output_tokens
+from batch_assets.pipeline.govern.cost import expected_output_tokens, partition_gates
 from batch_assets.pipeline.send.shards import FIRST_ATTEMPT, rendered_lines_sql
-from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 DEFAULT_LINES = 5
 SCAN_WINDOW = 1000  # items rendered beyond N, so N sendable lines are found past held-back ones
@@ -30,8 +29,8 @@ class NotFrozenError(ValueError):
 class DrySample:
     task_id: str
     prompt_version: str
-    lines: tuple[dict, ...]        # {custom_id, request_id, line}: the first sendable items by custom_id
-    items: int                     # live items of the partition
+    lines: tuple[dict, ...]  # {custom_id, request_id, line}: the first sendable items by custom_id
+    items: int  # live items of the partition
     est_input_tokens: int
     est_output_tokens: int
     cost_estimated: float | None
@@ -43,12 +42,17 @@ class DrySample:
         return hashlib.sha256("".join(r["line"] + "\n" for r in self.lines).encode("utf-8")).hexdigest()
 
     def estimate(self) -> dict:
-        return {"task_id": self.task_id, "prompt_version": self.prompt_version, "items": self.items,
-                "est_input_tokens": self.est_input_tokens,
-                "est_output_tokens": self.est_output_tokens,
-                "cost_estimated": None if self.cost_estimated is None else round(self.cost_estimated, 6),
-                "currency": self.currency or "unknown", "lines_shown": len(self.lines),
-                "sample_hash": self.sample_hash}
+        return {
+            "task_id": self.task_id,
+            "prompt_version": self.prompt_version,
+            "items": self.items,
+            "est_input_tokens": self.est_input_tokens,
+            "est_output_tokens": self.est_output_tokens,
+            "cost_estimated": None if self.cost_estimated is None else round(self.cost_estimated, 6),
+            "currency": self.currency or "unknown",
+            "lines_shown": len(self.lines),
+            "sample_hash": self.sample_hash,
+        }
 
     def markdown(self) -> str:
         """The sample as the asset metadata shows it: one JSON request line per block."""
@@ -65,11 +69,15 @@ def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
     with wh.connect() as conn:
-        row = conn.execute("SELECT manifest_uri, prompt_version FROM ledger.batch_task "
-                           "WHERE task_id = ? AND manifest_version > 0", [task_id]).fetchone()
+        row = conn.execute(
+            "SELECT manifest_uri, prompt_version FROM ledger.batch_task WHERE task_id = ? AND manifest_version > 0",
+            [task_id],
+        ).fetchone()
         if row is None:
-            raise NotFrozenError(f"{task_id} is not frozen: materialize {task.name}/manifest for {partition_date} "
-                                 "first (e.g. in `batch-assets dev`)")
+            raise NotFrozenError(
+                f"{task_id} is not frozen: materialize {task.name}/manifest for {partition_date} "
+                "first (e.g. in `batch-assets dev`)"
+            )
         uri, prompt_version = row
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _dry_todo AS
@@ -80,22 +88,40 @@ def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int
             ORDER BY custom_id LIMIT {int(n) + SCAN_WINDOW}
         """)
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _dry AS {rendered_lines_sql(conn, task, uri, '_dry_todo')}")
-        lines = conn.execute("SELECT custom_id, request_id, line FROM _dry WHERE reason_code IS NULL "
-                             "ORDER BY custom_id LIMIT ?", [int(n)]).fetchall()
+        lines = conn.execute(
+            "SELECT custom_id, request_id, line FROM _dry WHERE reason_code IS NULL ORDER BY custom_id LIMIT ?",
+            [int(n)],
+        ).fetchall()
         items, tokens_in = conn.execute(
             "SELECT count(*), coalesce(sum(est_input_tokens), 0) FROM ledger.manifest_item "
-            "WHERE task_id = ? AND superseded_at IS NULL", [task_id]).fetchone()
+            "WHERE task_id = ? AND superseded_at IS NULL",
+            [task_id],
+        ).fetchone()
         conn.execute("DROP TABLE _dry; DROP TABLE _dry_todo;")
         gate = partition_gates(conn, [task_id])[task_id]
-    return DrySample(task_id=task_id, prompt_version=prompt_version,
-                     lines=tuple({"custom_id": c, "request_id": r, "line": line} for c, r, line in lines),
-                     items=items, est_input_tokens=int(tokens_in),
-                     est_output_tokens=items * expected_output_tokens(task),
-                     cost_estimated=gate.cost_estimated, currency=gate.currency)
+    return DrySample(
+        task_id=task_id,
+        prompt_version=prompt_version,
+        lines=tuple({"custom_id": c, "request_id": r, "line": line} for c, r, line in lines),
+        items=items,
+        est_input_tokens=int(tokens_in),
+        est_output_tokens=items * expected_output_tokens(task),
+        cost_estimated=gate.cost_estimated,
+        currency=gate.currency,
+    )
 
 
 def record(wh: Warehouse, task: ResolvedTask, sample: DrySample) -> None:
     with wh.connect() as conn:
-        record_dry_run(conn, task_name=task.name, prompt_version=sample.prompt_version, prompt_hash=task.prompt_hash,
-                       task_id=sample.task_id, n=len(sample.lines), sample_hash=sample.sample_hash,
-                       items=sample.items, cost_estimated=sample.cost_estimated, currency=sample.currency)
+        record_dry_run(
+            conn,
+            task_name=task.name,
+            prompt_version=sample.prompt_version,
+            prompt_hash=task.prompt_hash,
+            task_id=sample.task_id,
+            n=len(sample.lines),
+            sample_hash=sample.sample_hash,
+            items=sample.items,
+            cost_estimated=sample.cost_estimated,
+            currency=sample.currency,
+        )

@@ -38,6 +38,7 @@ from batch_assets.providers.contract import BatchProvider, JobRef
 
 log = logging.getLogger(__name__)
 
+
 def parse_age(text: str) -> dt.timedelta:
     """`30d` or `12h` as a timedelta; anything else raises ValueError saying what to write."""
     try:
@@ -61,38 +62,59 @@ _PENDING_SQL = """
 """
 
 
-def pending_remote_deletions(wh: Warehouse, task_id: str | None = None, task_names: list[str] | None = None, *,
-                             retry_only: bool = False, limit: int | None = None) -> list[dict]:
+def pending_remote_deletions(
+    wh: Warehouse,
+    task_id: str | None = None,
+    task_names: list[str] | None = None,
+    *,
+    retry_only: bool = False,
+    limit: int | None = None,
+) -> list[dict]:
     """Jobs (of one partition, of some tasks, or all) whose provider-side files still wait to be
     deleted; with `retry_only`, only those whose deletion was tried and failed."""
     with wh.connect() as conn:
-        return fetch_dicts(conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names,
-                                                "retry_only": retry_only, "limit": limit})
+        return fetch_dicts(
+            conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names, "retry_only": retry_only, "limit": limit}
+        )
 
 
 @dataclass
 class RemoteDeletionSummary:
     jobs_done: int = 0
     files_deleted: int = 0
-    failed: dict[str, str] = field(default_factory=dict)   # job_key -> error (pending, tried again later)
+    failed: dict[str, str] = field(default_factory=dict)  # job_key -> error (pending, tried again later)
 
 
-def delete_remote_files(wh: Warehouse, adapter_for: Callable[[str], BatchProvider], task_id: str | None = None,
-                        task_names: list[str] | None = None, *, retry_only: bool = False,
-                        limit: int | None = None) -> RemoteDeletionSummary:
+def delete_remote_files(
+    wh: Warehouse,
+    adapter_for: Callable[[str], BatchProvider],
+    task_id: str | None = None,
+    task_names: list[str] | None = None,
+    *,
+    retry_only: bool = False,
+    limit: int | None = None,
+) -> RemoteDeletionSummary:
     """Delete the provider-side files of the pending jobs (see `pending_remote_deletions`); each
     outcome recorded. A failure is logged and recorded, never raised."""
     summary = RemoteDeletionSummary()
     for job in pending_remote_deletions(wh, task_id, task_names, retry_only=retry_only, limit=limit):
-        ref = JobRef(job["provider_batch_id"], output_file_id=job["output_file_id"],
-                     error_file_id=job["error_file_id"], input_file_id=job["input_file_id"])
+        ref = JobRef(
+            job["provider_batch_id"],
+            output_file_id=job["output_file_id"],
+            error_file_id=job["error_file_id"],
+            input_file_id=job["input_file_id"],
+        )
         keys = {"job_key": job["job_key"], "task_id": job["task_id"], "provider": job["provider"]}
         try:
             deleted = adapter_for(job["provider"]).delete_remote_files(ref)
         except Exception as exc:  # noqa: BLE001 - any provider error leaves the job pending
             error = f"{type(exc).__name__}: {exc}"
-            log.warning("%s: deleting provider files failed (try %d), tried again later: %s",
-                        job["job_key"], job["attempts"] + 1, error)
+            log.warning(
+                "%s: deleting provider files failed (try %d), tried again later: %s",
+                job["job_key"],
+                job["attempts"] + 1,
+                error,
+            )
             with wh.connect() as conn:
                 record_remote_deletion_failure(conn, error=error, **keys)
             summary.failed[job["job_key"]] = error
@@ -107,14 +129,16 @@ def delete_remote_files(wh: Warehouse, adapter_for: Callable[[str], BatchProvide
 @dataclass
 class PurgeSummary:
     dry_run: bool
-    shards: list[str] = field(default_factory=list)           # shard paths deleted (or that would be)
-    raw_files: list[str] = field(default_factory=list)        # raw files compressed (or that would be)
+    shards: list[str] = field(default_factory=list)  # shard paths deleted (or that would be)
+    raw_files: list[str] = field(default_factory=list)  # raw files compressed (or that would be)
     bytes_freed: int = 0
 
     def describe(self) -> str:
         verb = "would purge" if self.dry_run else "purged"
-        return (f"{verb} {len(self.shards)} shard file(s) and compressed {len(self.raw_files)} raw file(s)"
-                f" ({self.bytes_freed:,} bytes {'to free' if self.dry_run else 'freed'})")
+        return (
+            f"{verb} {len(self.shards)} shard file(s) and compressed {len(self.raw_files)} raw file(s)"
+            f" ({self.bytes_freed:,} bytes {'to free' if self.dry_run else 'freed'})"
+        )
 
 
 # Partitions that are final and finished before the cutoff.
@@ -125,19 +149,27 @@ _OLD_FINAL = """
 """
 
 
-def purge_local(wh: Warehouse, older_than: dt.timedelta, *, dry_run: bool = False,
-                task_name: str | None = None) -> PurgeSummary:
+def purge_local(
+    wh: Warehouse, older_than: dt.timedelta, *, dry_run: bool = False, task_name: str | None = None
+) -> PurgeSummary:
     """Purge the shard files and compress the raw files of final partitions finished more than
     `older_than` ago (of one task, or all). Ledger rows and hashes stay; safe to run again."""
     summary = PurgeSummary(dry_run)
     with wh.connect() as conn:
         cutoff = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0] - older_than
         params = {"cutoff": cutoff, "task_name": task_name}
-        shards = fetch_dicts(conn, f"""SELECT shard_id, path FROM ledger.shard
-            WHERE purged_at IS NULL AND task_id IN ({_OLD_FINAL}) ORDER BY shard_id""", params)
-        raws = fetch_dicts(conn, f"""SELECT file_key, path FROM ledger.raw_file
+        shards = fetch_dicts(
+            conn,
+            f"""SELECT shard_id, path FROM ledger.shard
+            WHERE purged_at IS NULL AND task_id IN ({_OLD_FINAL}) ORDER BY shard_id""",
+            params,
+        )
+        raws = fetch_dicts(
+            conn,
+            f"""SELECT file_key, path FROM ledger.raw_file
             WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id IN ({_OLD_FINAL}) ORDER BY file_key""",
-                           params)
+            params,
+        )
     for s in shards:
         path = Path(s["path"])
         size = path.stat().st_size if path.is_file() else 0
@@ -180,15 +212,19 @@ class RetentionRun:
     """What one run of the `retention` job did, per task."""
 
     remote: RemoteDeletionSummary
-    purged: dict[str, PurgeSummary]   # task name -> its purge
-    pending_remote: int               # jobs still waiting for their provider files to be deleted
+    purged: dict[str, PurgeSummary]  # task name -> its purge
+    pending_remote: int  # jobs still waiting for their provider files to be deleted
 
     def metadata(self) -> dict[str, int]:
-        return {"remote_jobs_done": self.remote.jobs_done, "remote_files_deleted": self.remote.files_deleted,
-                "remote_deletions_failed": len(self.remote.failed), "remote_deletions_pending": self.pending_remote,
-                "shards_purged": sum(len(p.shards) for p in self.purged.values()),
-                "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
-                "bytes_freed": sum(p.bytes_freed for p in self.purged.values())}
+        return {
+            "remote_jobs_done": self.remote.jobs_done,
+            "remote_files_deleted": self.remote.files_deleted,
+            "remote_deletions_failed": len(self.remote.failed),
+            "remote_deletions_pending": self.pending_remote,
+            "shards_purged": sum(len(p.shards) for p in self.purged.values()),
+            "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
+            "bytes_freed": sum(p.bytes_freed for p in self.purged.values()),
+        }
 
 
 def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], BatchProvider]) -> RetentionRun:
@@ -196,7 +232,9 @@ def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], Batch
     (tasks with `retention.delete_remote_files`), then local files older than `retention.local_days` purged."""
     deleting = sorted(name for name, t in tasks.items() if t.spec.retention.delete_remote_files)
     remote = delete_remote_files(wh, adapter_for, task_names=deleting) if deleting else RemoteDeletionSummary()
-    purged = {name: purge_local(wh, dt.timedelta(days=t.spec.retention.local_days), task_name=name)
-              for name, t in sorted(tasks.items())}
+    purged = {
+        name: purge_local(wh, dt.timedelta(days=t.spec.retention.local_days), task_name=name)
+        for name, t in sorted(tasks.items())
+    }
     pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
     return RetentionRun(remote, purged, pending)

@@ -20,7 +20,9 @@ def list_review_items(wh: Warehouse, task: str | None = None, state: str | None 
     """Review items with their answer and business id: of a task name or task_id prefix (or all),
     optionally in one state; pending first, then by task_id and custom_id."""
     with wh.connect() as conn:
-        return fetch_dicts(conn, """
+        return fetch_dicts(
+            conn,
+            """
             SELECT r.task_id, r.custom_id, m.business_id, r.attempt, r.state, r.sampled_by, p.output_json AS answer,
                    r.reason, r.created_at, r.decided_at
             FROM ledger.review_item r JOIN ledger.batch_task t USING (task_id)
@@ -29,7 +31,9 @@ def list_review_items(wh: Warehouse, task: str | None = None, state: str | None 
             WHERE ($task IS NULL OR t.task_name = $task OR starts_with(r.task_id, $task))
               AND ($state IS NULL OR r.state = $state)
             ORDER BY r.state <> 'pending', r.task_id, r.custom_id
-        """, {"task": task, "state": state})
+        """,
+            {"task": task, "state": state},
+        )
 
 
 @dataclass
@@ -44,8 +48,12 @@ def decide(wh: Warehouse, custom_ids: Sequence[str], state: str, reason: str | N
     ReviewError (nothing decided); items decided earlier keep their decision (listed)."""
     ids = list(dict.fromkeys(custom_ids))
     with wh.connect() as conn:
-        known = dict(conn.execute("SELECT custom_id, state FROM ledger.review_item "
-                                  "WHERE custom_id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall())
+        known = dict(
+            conn.execute(
+                "SELECT custom_id, state FROM ledger.review_item WHERE custom_id IN (SELECT unnest(?::VARCHAR[]))",
+                [ids],
+            ).fetchall()
+        )
     unknown = [c for c in ids if c not in known]
     if unknown:
         raise ReviewError(f"not review items: {', '.join(unknown)}; list them with `batch-assets review list`")
@@ -55,6 +63,7 @@ def decide(wh: Warehouse, custom_ids: Sequence[str], state: str, reason: str | N
         with wh.connect() as conn:
             out.decided = decide_review(conn, pending, state, reason)
         if state == "rejected":
-            out.revoked = revoke(wh, custom_ids=pending, reason=f"review rejected: {reason}" if reason
-                                 else "review rejected")
+            out.revoked = revoke(
+                wh, custom_ids=pending, reason=f"review rejected: {reason}" if reason else "review rejected"
+            )
     return out

@@ -29,7 +29,6 @@ from batch_assets.pipeline.settle.business_table import value_sql
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
 
-
 # How many revoked answers in a row a revoke walks back over to find the row to put back (a bound
 # against a malformed chain, far beyond any real history of one key).
 MAX_WALK_BACK = 1000
@@ -43,8 +42,8 @@ class RevokeError(ValueError):
 class RevokeSummary:
     requested: int = 0
     already_revoked: int = 0
-    not_found: list[str] = field(default_factory=list)        # custom_ids named that have no applied answer
-    by_action: dict[str, int] = field(default_factory=dict)   # removed | restored | superseded
+    not_found: list[str] = field(default_factory=list)  # custom_ids named that have no applied answer
+    by_action: dict[str, int] = field(default_factory=dict)  # removed | restored | superseded
 
     @property
     def revoked(self) -> int:
@@ -56,8 +55,14 @@ class RevokeSummary:
         return f"revoked {self.revoked} answer(s) ({done}); {self.already_revoked} already revoked{missing}"
 
 
-def _select(conn: duckdb.DuckDBPyConnection, *, task_id: str | None, custom_ids: Sequence[str] | None,
-            task_name: str | None, business_ids: Sequence[str] | None) -> None:
+def _select(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    task_id: str | None,
+    custom_ids: Sequence[str] | None,
+    task_name: str | None,
+    business_ids: Sequence[str] | None,
+) -> None:
     """Temp table _sel (custom_id, task_id, task_name, business_id, target_table, output_version, revoked)
     of the applied answers the selection names."""
     if task_id is not None:
@@ -65,16 +70,25 @@ def _select(conn: duckdb.DuckDBPyConnection, *, task_id: str | None, custom_ids:
     elif custom_ids:
         where, params = "a.custom_id IN (SELECT unnest($v::VARCHAR[]))", {"v": list(custom_ids)}
     elif task_name and business_ids:
-        where, params = ("t.task_name = $n AND a.business_id IN (SELECT unnest($v::VARCHAR[]))",
-                         {"n": task_name, "v": list(business_ids)})
+        where, params = (
+            "t.task_name = $n AND a.business_id IN (SELECT unnest($v::VARCHAR[]))",
+            {"n": task_name, "v": list(business_ids)},
+        )
     else:
         raise RevokeError("name what to revoke: a task_id, custom_ids, or a task name with business ids")
     params.setdefault("n", None)
     # By business id: the answer applied last for the key (revoked or not), so a second revoke of the
     # same key finds it revoked and changes nothing instead of taking back the earlier one too.
-    latest = ("QUALIFY row_number() OVER (PARTITION BY t.task_name, a.business_id, a.output_version "
-              "ORDER BY a.applied_at DESC, a.custom_id DESC) = 1") if task_id is None and not custom_ids else ""
-    conn.execute(f"""
+    latest = (
+        (
+            "QUALIFY row_number() OVER (PARTITION BY t.task_name, a.business_id, a.output_version "
+            "ORDER BY a.applied_at DESC, a.custom_id DESC) = 1"
+        )
+        if task_id is None and not custom_ids
+        else ""
+    )
+    conn.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE _sel AS
         SELECT a.custom_id, a.task_id, t.task_name, a.business_id, a.target_table, a.output_version,
                r.custom_id IS NOT NULL AS revoked
@@ -82,48 +96,64 @@ def _select(conn: duckdb.DuckDBPyConnection, *, task_id: str | None, custom_ids:
         LEFT JOIN ledger.revocation r USING (custom_id)
         WHERE a.outcome = 'applied' AND ($n IS NULL OR t.task_name = $n) AND {where}
         {latest}
-    """, params)
+    """,
+        params,
+    )
 
 
-def revoke(wh: Warehouse, *, task_id: str | None = None, custom_ids: Sequence[str] | None = None,
-           task_name: str | None = None, business_ids: Sequence[str] | None = None, reason: str | None = None,
-           tasks: dict[str, ResolvedTask] | None = None) -> RevokeSummary:
+def revoke(
+    wh: Warehouse,
+    *,
+    task_id: str | None = None,
+    custom_ids: Sequence[str] | None = None,
+    task_name: str | None = None,
+    business_ids: Sequence[str] | None = None,
+    reason: str | None = None,
+    tasks: dict[str, ResolvedTask] | None = None,
+) -> RevokeSummary:
     """Revoke the applied answers the selection names (see the module doc). Raises RevokeError when
     it names no applied answer at all."""
     summary = RevokeSummary()
     with wh.connect() as conn:
         _select(conn, task_id=task_id, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
         summary.requested, summary.already_revoked = conn.execute(
-            "SELECT count(*), count(*) FILTER (revoked) FROM _sel").fetchone()
+            "SELECT count(*), count(*) FILTER (revoked) FROM _sel"
+        ).fetchone()
         if custom_ids:
             found = {r[0] for r in conn.execute("SELECT custom_id FROM _sel").fetchall()}
             summary.not_found = [c for c in dict.fromkeys(custom_ids) if c not in found]
         if summary.requested == 0:
             conn.execute("DROP TABLE _sel")
-            raise RevokeError("no applied answer matches (see `batch-assets review list` or query "
-                              "ledger.applied_result); stale or failed items have nothing to revoke")
+            raise RevokeError(
+                "no applied answer matches (see `batch-assets review list` or query "
+                "ledger.applied_result); stale or failed items have nothing to revoke"
+            )
         groups = conn.execute("""SELECT DISTINCT task_name, target_table, output_version FROM _sel
                                  WHERE NOT revoked ORDER BY ALL""").fetchall()
         tasks = tasks if tasks is not None else (load_all_tasks() if groups else {})
         for task_name_, table, version in groups:
             task = tasks.get(task_name_)
             if task is None:
-                raise RevokeError(f"task {task_name_!r} is no longer defined in batch_assets/defs/tasks: its "
-                                  "business table columns are unknown, nothing revoked")
+                raise RevokeError(
+                    f"task {task_name_!r} is no longer defined in batch_assets/defs/tasks: its "
+                    "business table columns are unknown, nothing revoked"
+                )
             for action, n in _revoke_group(conn, task, table, version, reason).items():
                 summary.by_action[action] = summary.by_action.get(action, 0) + n
         conn.execute("DROP TABLE _sel")
     return summary
 
 
-def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: str, version: str,
-                  reason: str | None) -> dict[str, int]:
+def _revoke_group(
+    conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: str, version: str, reason: str | None
+) -> dict[str, int]:
     apply = task.spec.apply
     target, key = f"main.{quote_ident(table)}", quote_ident(apply.key)
     # The row to put back is the nearest earlier answer that is not revoked (nor being revoked now):
     # walk back through the rows each apply overwrote, past revoked ones. (An answer revoked while a
     # newer one held the table changed nothing then; revoking the newer one later must skip it.)
-    conn.execute(f"""
+    conn.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE _plan AS
         WITH RECURSIVE gone AS (
             SELECT custom_id FROM ledger.revocation UNION SELECT custom_id FROM _sel
@@ -151,7 +181,9 @@ def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: st
         LEFT JOIN {target} b ON b.{key} = s.business_id AND b.output_version = s.output_version
         LEFT JOIN kept k ON k.custom_id = s.custom_id
         WHERE NOT s.revoked AND s.task_name = $n AND s.target_table = $t AND s.output_version = $v
-    """, {"n": task.name, "t": table, "v": version})
+    """,
+        {"n": task.name, "t": table, "v": version},
+    )
     conn.execute("ALTER TABLE _plan ADD COLUMN restored_custom_id VARCHAR")
     conn.execute("UPDATE _plan SET restored_custom_id = previous_row ->> '$.custom_id' WHERE action = 'restored'")
     sets = ", ".join(f"{quote_ident(c)} = {value_sql(task, f, 'p.previous_row', c)}" for c, f in apply.columns.items())
@@ -173,5 +205,3 @@ def _revoke_group(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: st
     counts = dict(conn.execute("SELECT action, count(*) FROM _plan GROUP BY 1").fetchall())
     conn.execute("DROP TABLE _plan")
     return counts
-
-

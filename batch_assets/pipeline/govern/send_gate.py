@@ -43,31 +43,57 @@ def check_model(task: ResolvedTask, partition_date: str) -> Verdict:
     task_id = task.task_id(partition_date)
     provider_list = allowed_models(spec.provider)
     task_list = spec.gate.allowed_models
-    figures = {"model": spec.model, "provider": spec.provider,
-               "provider_allowed": ", ".join(provider_list) or "none",
-               "task_allowed": ", ".join(task_list) if task_list is not None else "not narrowed"}
+    figures = {
+        "model": spec.model,
+        "provider": spec.provider,
+        "provider_allowed": ", ".join(provider_list) or "none",
+        "task_allowed": ", ".join(task_list) if task_list is not None else "not narrowed",
+    }
     # A task entry the provider list does not cover is ignored (a task only narrows), and said so.
     widening = [e for e in task_list or [] if not matches(e, provider_list)]
-    note = (f" (gate.allowed_models entries {widening} are not on the provider's list and allow nothing)"
-            if widening else "")
+    note = (
+        f" (gate.allowed_models entries {widening} are not on the provider's list and allow nothing)"
+        if widening
+        else ""
+    )
     where = f"batch_assets/providers/{spec.provider}/{models_file(spec.provider).name}"
     if not matches(spec.model, provider_list):
-        return Verdict(MODEL_CHECK, task_id, False,
-                       f"model {spec.model!r} is not on {spec.provider}'s allow-list "
-                       f"[{figures['provider_allowed']}]{note}. Fix: use an allowed model in {task.yaml_path}, or add "
-                       f"{spec.model!r} to allowed_models in {where}", figures)
+        return Verdict(
+            MODEL_CHECK,
+            task_id,
+            False,
+            f"model {spec.model!r} is not on {spec.provider}'s allow-list "
+            f"[{figures['provider_allowed']}]{note}. Fix: use an allowed model in {task.yaml_path}, or add "
+            f"{spec.model!r} to allowed_models in {where}",
+            figures,
+        )
     if task_list is not None and not matches(spec.model, task_list):
-        return Verdict(MODEL_CHECK, task_id, False,
-                       f"model {spec.model!r} is on {spec.provider}'s allow-list but not on the task's "
-                       f"gate.allowed_models [{figures['task_allowed']}]{note}. Fix: use one of those models, or add "
-                       f"it to gate.allowed_models in {task.yaml_path}", figures)
-    return Verdict(MODEL_CHECK, task_id, True, f"model {spec.model!r} is on {spec.provider}'s allow-list"
-                   + (" and the task's gate.allowed_models" if task_list is not None else "") + note, figures)
+        return Verdict(
+            MODEL_CHECK,
+            task_id,
+            False,
+            f"model {spec.model!r} is on {spec.provider}'s allow-list but not on the task's "
+            f"gate.allowed_models [{figures['task_allowed']}]{note}. Fix: use one of those models, or add "
+            f"it to gate.allowed_models in {task.yaml_path}",
+            figures,
+        )
+    return Verdict(
+        MODEL_CHECK,
+        task_id,
+        True,
+        f"model {spec.model!r} is on {spec.provider}'s allow-list"
+        + (" and the task's gate.allowed_models" if task_list is not None else "")
+        + note,
+        figures,
+    )
 
 
 def frozen_row(conn: duckdb.DuckDBPyConnection, task_id: str) -> dict | None:
-    row = conn.execute("SELECT prompt_version, output_schema_version, prompt_hash, output_schema_hash, total_items "
-                       "FROM ledger.batch_task WHERE task_id = ? AND manifest_version > 0", [task_id]).fetchone()
+    row = conn.execute(
+        "SELECT prompt_version, output_schema_version, prompt_hash, output_schema_hash, total_items "
+        "FROM ledger.batch_task WHERE task_id = ? AND manifest_version > 0",
+        [task_id],
+    ).fetchone()
     keys = ("prompt_version", "output_schema_version", "prompt_hash", "output_schema_hash", "total_items")
     return dict(zip(keys, row)) if row else None
 
@@ -78,38 +104,67 @@ def check_prompt(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verd
     with wh.connect() as conn:
         frozen = frozen_row(conn, task_id)
     if frozen is None:
-        return Verdict(PROMPT_CHECK, task_id, False, f"{task_id} has no frozen manifest. Fix: materialize "
-                       f"{spec.name}/manifest for {partition_date}")
-    now = {"prompt_version": spec.prompt.version, "output_schema_version": spec.output.version,
-           "prompt_hash": task.prompt_hash, "output_schema_hash": task.output_schema_hash}
+        return Verdict(
+            PROMPT_CHECK,
+            task_id,
+            False,
+            f"{task_id} has no frozen manifest. Fix: materialize {spec.name}/manifest for {partition_date}",
+        )
+    now = {
+        "prompt_version": spec.prompt.version,
+        "output_schema_version": spec.output.version,
+        "prompt_hash": task.prompt_hash,
+        "output_schema_hash": task.output_schema_hash,
+    }
     figures = {f"frozen_{k}": (frozen[k] or "not recorded") for k in now} | {f"task_{k}": v for k, v in now.items()}
     missing = [k for k in ("prompt_version", "output_schema_version") if not frozen[k] or not now[k]]
     if missing:
-        return Verdict(PROMPT_CHECK, task_id, False, f"{', '.join(missing)} missing. Fix: set prompt.version and "
-                       f"output.version in {task.yaml_path} and refreeze", figures)
+        return Verdict(
+            PROMPT_CHECK,
+            task_id,
+            False,
+            f"{', '.join(missing)} missing. Fix: set prompt.version and "
+            f"output.version in {task.yaml_path} and refreeze",
+            figures,
+        )
     changed = []
-    for what, version_key, hash_key in (("prompt", "prompt_version", "prompt_hash"),
-                                        ("output schema", "output_schema_version", "output_schema_hash")):
+    for what, version_key, hash_key in (
+        ("prompt", "prompt_version", "prompt_hash"),
+        ("output schema", "output_schema_version", "output_schema_hash"),
+    ):
         if frozen[version_key] != now[version_key]:
-            changed.append(f"{what} version is {now[version_key]!r}, the partition was frozen with "
-                           f"{frozen[version_key]!r}")
+            changed.append(
+                f"{what} version is {now[version_key]!r}, the partition was frozen with {frozen[version_key]!r}"
+            )
         elif frozen[hash_key] is not None and frozen[hash_key] != now[hash_key]:
             changed.append(f"{what} content changed since freezing under the same version {now[version_key]!r}")
     if changed:
-        return Verdict(PROMPT_CHECK, task_id, False,
-                       f"{task_id}: {'; '.join(changed)}. Fix: restore the task file as it was frozen, or refreeze "
-                       f"the partition (run config refreeze: true on {spec.name}/manifest; bump the version when "
-                       "the meaning changed)", figures)
+        return Verdict(
+            PROMPT_CHECK,
+            task_id,
+            False,
+            f"{task_id}: {'; '.join(changed)}. Fix: restore the task file as it was frozen, or refreeze "
+            f"the partition (run config refreeze: true on {spec.name}/manifest; bump the version when "
+            "the meaning changed)",
+            figures,
+        )
     unhashed = [k for k in ("prompt_hash", "output_schema_hash") if frozen[k] is None]
-    return Verdict(PROMPT_CHECK, task_id, True,
-                   f"prompt {spec.prompt.version!r} and output schema {spec.output.version!r} as frozen"
-                   + (" (versions only: frozen before hashes were recorded; refreeze to record them)"
-                      if unhashed else ""), figures)
+    return Verdict(
+        PROMPT_CHECK,
+        task_id,
+        True,
+        f"prompt {spec.prompt.version!r} and output schema {spec.output.version!r} as frozen"
+        + (" (versions only: frozen before hashes were recorded; refreeze to record them)" if unhashed else ""),
+        figures,
+    )
 
 
 def recorded_dry_run(conn: duckdb.DuckDBPyConnection, task_name: str, prompt_version: str) -> dict | None:
-    row = conn.execute("SELECT task_id, n, sample_hash, dry_run_at FROM ledger.dry_run WHERE task_name = ? "
-                       "AND prompt_version = ? ORDER BY dry_run_at DESC LIMIT 1", [task_name, prompt_version]).fetchone()
+    row = conn.execute(
+        "SELECT task_id, n, sample_hash, dry_run_at FROM ledger.dry_run WHERE task_name = ? "
+        "AND prompt_version = ? ORDER BY dry_run_at DESC LIMIT 1",
+        [task_name, prompt_version],
+    ).fetchone()
     return dict(zip(("task_id", "n", "sample_hash", "dry_run_at"), row)) if row else None
 
 
@@ -118,26 +173,51 @@ def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
     task_id = task.task_id(partition_date)
     threshold = spec.gate.dry_run_threshold
     with wh.connect() as conn:
-        items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL",
-                             [task_id]).fetchone()[0]
+        items = conn.execute(
+            "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
+        ).fetchone()[0]
         done = recorded_dry_run(conn, spec.name, spec.prompt.version)
-    figures = {"items": items, "dry_run_threshold": threshold, "prompt_version": spec.prompt.version,
-               "dry_run": f"{done['task_id']} ({done['n']} lines, {done['dry_run_at']:%Y-%m-%d %H:%M} UTC)" if done else "none"}
+    figures = {
+        "items": items,
+        "dry_run_threshold": threshold,
+        "prompt_version": spec.prompt.version,
+        "dry_run": f"{done['task_id']} ({done['n']} lines, {done['dry_run_at']:%Y-%m-%d %H:%M} UTC)"
+        if done
+        else "none",
+    }
     if done:
-        return Verdict(DRY_RUN_CHECK, task_id, True, f"dry run of {spec.name} prompt {spec.prompt.version!r} "
-                       f"recorded ({figures['dry_run']})", figures)
+        return Verdict(
+            DRY_RUN_CHECK,
+            task_id,
+            True,
+            f"dry run of {spec.name} prompt {spec.prompt.version!r} recorded ({figures['dry_run']})",
+            figures,
+        )
     if items <= threshold:
-        return Verdict(DRY_RUN_CHECK, task_id, True, f"{items} items <= gate.dry_run_threshold {threshold}: "
-                       "no dry run needed", figures)
-    return Verdict(DRY_RUN_CHECK, task_id, False,
-                   f"{items} items > gate.dry_run_threshold {threshold} and no dry run of {spec.name} prompt "
-                   f"{spec.prompt.version!r} is recorded. Fix: run `batch-assets dry-run {task_id}`, read the "
-                   "lines, then materialize again", figures)
+        return Verdict(
+            DRY_RUN_CHECK,
+            task_id,
+            True,
+            f"{items} items <= gate.dry_run_threshold {threshold}: no dry run needed",
+            figures,
+        )
+    return Verdict(
+        DRY_RUN_CHECK,
+        task_id,
+        False,
+        f"{items} items > gate.dry_run_threshold {threshold} and no dry run of {spec.name} prompt "
+        f"{spec.prompt.version!r} is recorded. Fix: run `batch-assets dry-run {task_id}`, read the "
+        "lines, then materialize again",
+        figures,
+    )
 
 
 def failed_gates(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Verdict]:
     """The failing verdicts of the three checks; empty when the partition may be sent. Used where
     lines are cut and sent outside the shards asset (submissions on its own, `batch-assets retry`)."""
-    verdicts = (check_model(task, partition_date), check_prompt(wh, task, partition_date),
-                check_dry_run(wh, task, partition_date))
+    verdicts = (
+        check_model(task, partition_date),
+        check_prompt(wh, task, partition_date),
+        check_dry_run(wh, task, partition_date),
+    )
     return [v for v in verdicts if not v.passed]

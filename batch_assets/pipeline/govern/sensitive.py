@@ -26,12 +26,12 @@ import duckdb
 from batch_assets.pipeline.errors import SourceQueryError
 from batch_assets.pipeline.freeze.render import input_hash_sql
 from batch_assets.policy.model import PolicyOutcome, evaluate
-from batch_assets.sqltext import quote_ident, sql_literal
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import quote_ident, sql_literal
 
-GATED_TABLE = "_gated_src"     # view: _raw_src with the scanned columns redacted, + __bid, __blocked, __fp
-CHANGED_TABLE = "_gate_out"    # the redacted texts and block reasons of the items with a masked finding
-MAPPING_TABLE = "_pii_map"     # (business_id, detector, placeholder, value) of items not blocked - local only
+GATED_TABLE = "_gated_src"  # view: _raw_src with the scanned columns redacted, + __bid, __blocked, __fp
+CHANGED_TABLE = "_gate_out"  # the redacted texts and block reasons of the items with a masked finding
+MAPPING_TABLE = "_pii_map"  # (business_id, detector, placeholder, value) of items not blocked - local only
 REPEATED_TABLE = "_gate_repeated"  # (__bid) the business ids the source holds more than once (the freeze rejects them)
 BLOCKED_CODE = "blocked_by_policy"
 
@@ -40,9 +40,9 @@ BLOCKED_CODE = "blocked_by_policy"
 class GateCounts:
     """What the gate found in a partition: items per detector and action (no values)."""
 
-    by_detector: dict[str, dict]   # detector -> {"action", "findings", "items"}
-    redacted_items: int            # items sent with at least one placeholder
-    blocked_items: int             # items held back
+    by_detector: dict[str, dict]  # detector -> {"action", "findings", "items"}
+    redacted_items: int  # items sent with at least one placeholder
+    blocked_items: int  # items held back
 
     def as_metadata(self) -> dict:
         flat = {f"pii_{d}_{c['action']}_items": c["items"] for d, c in self.by_detector.items()}
@@ -81,7 +81,8 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     if missing:
         raise SourceQueryError(
             f"task {spec.name!r}: policy.sensitive_columns names column(s) {missing} the source query does not "
-            f"return ({task.yaml_path}); select them in source.sql or remove them from the policy")
+            f"return ({task.yaml_path}); select them in source.sql or remove them from the policy"
+        )
     cols = scanned_columns(task)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
     # A view over the source rows, not a copy of their texts: only the (usually no) repeated ids are
@@ -90,11 +91,12 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     # some hash repeats (an id held twice, or a collision). At 10M ids grouping the strings took
     # 2.3-2.4 s, the hashes' count 1.6 s.
     # (NULLs left out: hash(NULL) is a value, which would make up for a repeated id.)
-    rows, hashes = conn.execute(f"SELECT count(*), count(DISTINCT hash({bid})) FROM _raw_src "
-                                f"WHERE {bid} IS NOT NULL").fetchone()
+    rows, hashes = conn.execute(
+        f"SELECT count(*), count(DISTINCT hash({bid})) FROM _raw_src WHERE {bid} IS NOT NULL"
+    ).fetchone()
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE {REPEATED_TABLE} AS
-        SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL {'AND false' if rows == hashes else ''}
+        SELECT {bid} AS __bid FROM _raw_src WHERE {bid} IS NOT NULL {"AND false" if rows == hashes else ""}
         GROUP BY ALL HAVING count(*) > 1
     """)
     # With no repeated id the anti-join is left out (`x NOT IN (empty)` holds for every x): it hashed
@@ -102,17 +104,19 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
     not_repeated = "" if rows == hashes else f"AND {bid} NOT IN (SELECT __bid FROM {REPEATED_TABLE})"
     conn.execute(f"""
         CREATE OR REPLACE TEMP VIEW _gate_in AS
-        SELECT {bid} AS __bid, {', '.join(f'CAST({quote_ident(c)} AS VARCHAR) AS {quote_ident(c)}' for c in cols)}
+        SELECT {bid} AS __bid, {", ".join(f"CAST({quote_ident(c)} AS VARCHAR) AS {quote_ident(c)}" for c in cols)}
         FROM _raw_src
         WHERE {bid} IS NOT NULL {not_repeated}
     """)
     # _gate_in holds each id once (NULLs and repeated ids left out): the scan need not check it again.
-    outcome: PolicyOutcome = evaluate(conn, "_gate_in", "__bid", list(task.template_columns), policy,
-                                      changed_only=True, ids_unique=True)
+    outcome: PolicyOutcome = evaluate(
+        conn, "_gate_in", "__bid", list(task.template_columns), policy, changed_only=True, ids_unique=True
+    )
     try:
         red, blocked = quote_ident(outcome.redacted_table), quote_ident(outcome.blocked_table)
-        pivot = ", ".join(f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}"
-                          for c in cols)
+        pivot = ", ".join(
+            f"max(redacted_text) FILTER (WHERE column_name = {sql_literal(c)}) AS {quote_ident(c)}" for c in cols
+        )
         # Only items with a masked finding have a text that differs from the source; every other
         # text keeps its source value (the view below).
         conn.execute(f"""
@@ -126,13 +130,14 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         # text (another column of a changed item too) keeps its source value. Redaction never
         # turns a text into NULL.
         replaced = ", ".join(
-            f"coalesce(g.{quote_ident(c)}, CAST(r.{quote_ident(c)} AS VARCHAR)) AS {quote_ident(c)}" for c in cols)
+            f"coalesce(g.{quote_ident(c)}, CAST(r.{quote_ident(c)} AS VARCHAR)) AS {quote_ident(c)}" for c in cols
+        )
         # A view, not a copy: the freeze reads the gated rows once (its reject check needs only the
         # ids), so materializing every source row again here would only cost time and memory.
         conn.execute(f"""
             CREATE OR REPLACE TEMP VIEW {GATED_TABLE} AS
             SELECT r.* REPLACE ({replaced}), CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR) AS __bid,
-                   g.__blocked, {source_fingerprint_sql(task, 'r')} AS __fp
+                   g.__blocked, {source_fingerprint_sql(task, "r")} AS __fp
             FROM _raw_src AS r
             LEFT JOIN {CHANGED_TABLE} AS g ON g.__bid = CAST(r.{quote_ident(spec.source.business_id)} AS VARCHAR)
         """)
@@ -148,19 +153,27 @@ def gate_source(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, source_colu
         outcome.drop(conn)
         conn.execute("DROP VIEW IF EXISTS _gate_in")
     return GateCounts(
-        by_detector={c.detector: {"action": c.action, "findings": c.findings, "items": c.items} for c in outcome.counts},
-        redacted_items=int(redacted_items), blocked_items=int(blocked_items))
+        by_detector={
+            c.detector: {"action": c.action, "findings": c.findings, "items": c.items} for c in outcome.counts
+        },
+        redacted_items=int(redacted_items),
+        blocked_items=int(blocked_items),
+    )
 
 
 def blocked_reason_sql(col: str = "__blocked") -> str:
     """The quarantine reason of a blocked item: detectors and columns, never a value."""
-    return (f"CASE WHEN {col} IS NOT NULL THEN 'blocked by the task policy: ' || array_to_string({col}, ', ') "
-            f"|| '; remove the data from the source or change policy.detectors in the task spec' END")
+    return (
+        f"CASE WHEN {col} IS NOT NULL THEN 'blocked by the task policy: ' || array_to_string({col}, ', ') "
+        f"|| '; remove the data from the source or change policy.detectors in the task spec' END"
+    )
 
 
 def drop_gate(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute(f"DROP VIEW IF EXISTS {GATED_TABLE}; DROP TABLE IF EXISTS {CHANGED_TABLE}; "
-                 f"DROP TABLE IF EXISTS {MAPPING_TABLE}; DROP TABLE IF EXISTS {REPEATED_TABLE};")
+    conn.execute(
+        f"DROP VIEW IF EXISTS {GATED_TABLE}; DROP TABLE IF EXISTS {CHANGED_TABLE}; "
+        f"DROP TABLE IF EXISTS {MAPPING_TABLE}; DROP TABLE IF EXISTS {REPEATED_TABLE};"
+    )
 
 
 PLACEHOLDER_PATTERN = r"\[[A-Z][A-Z0-9_]*_[0-9]+\]"

@@ -45,9 +45,13 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
             ) TO {sql_literal(str(body))} (FORMAT csv, HEADER true)
         """).fetchone()[0]
         bar.advance(n)
-    with (open(out, "wb") as dst, open(body, "rb") as src,
-          progress.task(f"{task_id}: export (write {out.name})", total=body.stat().st_size, unit="bytes",
-                        keep=True) as bar):
+    with (
+        open(out, "wb") as dst,
+        open(body, "rb") as src,
+        progress.task(
+            f"{task_id}: export (write {out.name})", total=body.stat().st_size, unit="bytes", keep=True
+        ) as bar,
+    ):
         dst.write(UTF8_BOM)
         while chunk := src.read(1 << 20):
             dst.write(chunk)

@@ -36,10 +36,17 @@ from batch_assets.providers.contract import TERMINAL_STATES, JobState
 FINAL_OUTCOMES = ("applied", "revoked", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")
 OPEN_STATES = ("in_flight", "retry_pending", "undecided", "unsharded", "unresolved_missing", "unapplied")
 OUTCOME_LABELS = {
-    "applied": "applied", "revoked": "revoked after applying", "stale": "stale (source changed)", "quarantined": "quarantined before sending",
-    "compliance_held": "held for compliance review", "operator_canceled": "canceled by an operator",
-    "in_flight": "in flight", "retry_pending": "retry pending", "undecided": "failed, not decided yet",
-    "unsharded": "not sharded yet", "unresolved_missing": "no outcome from a finished batch",
+    "applied": "applied",
+    "revoked": "revoked after applying",
+    "stale": "stale (source changed)",
+    "quarantined": "quarantined before sending",
+    "compliance_held": "held for compliance review",
+    "operator_canceled": "canceled by an operator",
+    "in_flight": "in flight",
+    "retry_pending": "retry pending",
+    "undecided": "failed, not decided yet",
+    "unsharded": "not sharded yet",
+    "unresolved_missing": "no outcome from a finished batch",
     "unapplied": "answer not applied",
 }
 RUNNING_STATES = (JobState.RUNNING.value, JobState.FINALIZING.value)
@@ -54,15 +61,15 @@ STATE_ORDER = tuple(s.value for s in JobState)
 class Tokens:
     input: int
     output: int
-    thinking: int | None        # part of output; None: the provider reported no separate count
-    answered_attempts: int      # attempts whose provider reported usage
+    thinking: int | None  # part of output; None: the provider reported no separate count
+    answered_attempts: int  # attempts whose provider reported usage
     cached_input: int | None = None  # part of input, from the provider's prompt cache; None: not reported
 
 
 @dataclass(frozen=True)
 class Cost:
-    estimated: float | None     # at freeze, for the live items
-    actual: float | None        # from the providers' usage, every attempt
+    estimated: float | None  # at freeze, for the live items
+    actual: float | None  # from the providers' usage, every attempt
     currency: str | None
 
 
@@ -74,11 +81,11 @@ class JobTiming:
     state: str
     created_at: dt.datetime
     submitted_at: dt.datetime | None
-    started_at: dt.datetime | None      # first seen running (or finalizing)
+    started_at: dt.datetime | None  # first seen running (or finalizing)
     terminal_at: dt.datetime | None
-    segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]   # (state, from, to), from status events
-    requests_done: int                  # requests the provider reports finished (lines, once terminal)
-    endpoint: str | None = None         # where it went: `emulator` | `live` and the host (None: not recorded)
+    segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]  # (state, from, to), from status events
+    requests_done: int  # requests the provider reports finished (lines, once terminal)
+    endpoint: str | None = None  # where it went: `emulator` | `live` and the host (None: not recorded)
     request_options: str | None = None  # the options its lines were rendered with (JSON)
 
     def queue_s(self, now: dt.datetime) -> float:
@@ -107,8 +114,8 @@ class PartitionReport:
     cost: Cost | None
     jobs: tuple[JobTiming, ...]
     frozen_at: dt.datetime | None
-    finished_at: dt.datetime | None     # when the partition's last item became final (None: not done)
-    waiting_lines: int                  # lines in shards no provider batch holds yet (incl. retries cut)
+    finished_at: dt.datetime | None  # when the partition's last item became final (None: not done)
+    waiting_lines: int  # lines in shards no provider batch holds yet (incl. retries cut)
     eta_s: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -198,20 +205,34 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float:
 # Reading the ledger
 # ------------------------------------------------------------------------------------------------
 
+
 def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'ledger' "
-                             "AND table_name = ? AND column_name = ?", [table, column]).fetchone()[0])
+    return bool(
+        conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'ledger' "
+            "AND table_name = ? AND column_name = ?",
+            [table, column],
+        ).fetchone()[0]
+    )
 
 
 def token_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Tokens:
     """Tokens of every attempt (each was paid for); thinking and cached input tokens as the
     providers report them apart (NULL where none did)."""
-    inp, out, thinking, cached, answered = conn.execute("""
+    inp, out, thinking, cached, answered = conn.execute(
+        """
         SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), sum(thinking_tokens),
                sum(cached_input_tokens), count(*) FILTER (input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
-        FROM ledger.parsed_result WHERE task_id = ?""", [task_id]).fetchone()
-    return Tokens(int(inp), int(out), None if thinking is None else int(thinking), int(answered),
-                  None if cached is None else int(cached))
+        FROM ledger.parsed_result WHERE task_id = ?""",
+        [task_id],
+    ).fetchone()
+    return Tokens(
+        int(inp),
+        int(out),
+        None if thinking is None else int(thinking),
+        int(answered),
+        None if cached is None else int(cached),
+    )
 
 
 def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
@@ -221,20 +242,35 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
     has_actual = _has_column(conn, "parsed_result", "cost")
     if not (has_est or has_actual):
         return None
-    est = conn.execute("SELECT sum(est_cost) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL",
-                       [task_id]).fetchone()[0] if has_est else None
-    actual = conn.execute("SELECT sum(cost) FROM ledger.parsed_result WHERE task_id = ?",
-                          [task_id]).fetchone()[0] if has_actual else None
-    currency = conn.execute("SELECT currency FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone() \
-        if _has_column(conn, "batch_task", "currency") else None
+    est = (
+        conn.execute(
+            "SELECT sum(est_cost) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
+        ).fetchone()[0]
+        if has_est
+        else None
+    )
+    actual = (
+        conn.execute("SELECT sum(cost) FROM ledger.parsed_result WHERE task_id = ?", [task_id]).fetchone()[0]
+        if has_actual
+        else None
+    )
+    currency = (
+        conn.execute("SELECT currency FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
+        if _has_column(conn, "batch_task", "currency")
+        else None
+    )
     if est is None and actual is None:
         return None  # nothing priced (yet): the report says so rather than showing zeros
-    return Cost(None if est is None else float(est), None if actual is None else float(actual),
-                currency[0] if currency else None)
+    return Cost(
+        None if est is None else float(est),
+        None if actual is None else float(actual),
+        currency[0] if currency else None,
+    )
 
 
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
-    jobs = conn.execute("""
+    jobs = conn.execute(
+        """
         SELECT j.job_key, s.attempt, s.line_count,
                -- An abandoned intent ends when the operator gave it up (its operator_action).
                CASE WHEN j.create_outcome = ? THEN ? ELSE j.state END, j.created_at, j.submitted_at,
@@ -246,14 +282,18 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
                j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options
         FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
         WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""",
-                        [CreateMark.ABANDONED.value, ABANDONED, CreateMark.ABANDONED.value, task_id]).fetchall()
+        [CreateMark.ABANDONED.value, ABANDONED, CreateMark.ABANDONED.value, task_id],
+    ).fetchall()
     events: dict[str, list[tuple[str, dt.datetime]]] = {}
-    for job_key, to_state, observed_at in conn.execute("""
+    for job_key, to_state, observed_at in conn.execute(
+        """
             SELECT e.job_key, e.to_state, e.observed_at FROM ledger.status_event e
             JOIN ledger.provider_job j USING (job_key) WHERE j.task_id = ?
-            ORDER BY e.job_key, e.observed_at, e.rowid""", [task_id]).fetchall():
+            ORDER BY e.job_key, e.observed_at, e.rowid""",
+        [task_id],
+    ).fetchall():
         seen = events.setdefault(job_key, [])
-        if not seen or seen[-1][0] != to_state:   # a raw-status change within one state is no new segment
+        if not seen or seen[-1][0] != to_state:  # a raw-status change within one state is no new segment
             seen.append((to_state, observed_at))
     out = []
     for job_key, attempt, lines, state, created, submitted, terminal, done, endpoint, options in jobs:
@@ -269,8 +309,22 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         started = next((t for s, t in seen if s in RUNNING_STATES), None)
         if state in TERMINAL_STATES:
             done = int(lines)
-        out.append(JobTiming(job_key, int(attempt), int(lines), state, created, submitted, started, terminal,
-                             tuple(segments), int(done), endpoint, options))
+        out.append(
+            JobTiming(
+                job_key,
+                int(attempt),
+                int(lines),
+                state,
+                created,
+                submitted,
+                started,
+                terminal,
+                tuple(segments),
+                int(done),
+                endpoint,
+                options,
+            )
+        )
     return tuple(out)
 
 
@@ -282,29 +336,41 @@ def _eta_s(jobs: tuple[JobTiming, ...], waiting_lines: int, retry_items: int, no
     if not done or not elapsed:
         return None
     # An abandoned intent's lines are its shard's, counted in waiting_lines until a new job sends them.
-    remaining = sum(max(0, j.lines - j.requests_done) for j in jobs
-                    if j.state not in TERMINAL_STATES and j.state != ABANDONED)
+    remaining = sum(
+        max(0, j.lines - j.requests_done) for j in jobs if j.state not in TERMINAL_STATES and j.state != ABANDONED
+    )
     remaining += waiting_lines + retry_items
     return remaining / (done / elapsed)
 
 
-def build_report(conn: duckdb.DuckDBPyConnection, task_id: str,
-                 max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
-                 now: dt.datetime | None = None) -> PartitionReport:
+def build_report(
+    conn: duckdb.DuckDBPyConnection,
+    task_id: str,
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
+    now: dt.datetime | None = None,
+) -> PartitionReport:
     """Everything the report shows about one task partition, read from the ledger."""
     now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
     rec = reconcile_conn(conn, task_id, max_failed_fraction)
     verdict = rec.verdict()
-    row = conn.execute("""SELECT task_name, strftime(partition_date, '%Y-%m-%d'), provider, model, created_at,
-                                 finished_at FROM ledger.batch_task WHERE task_id = ?""", [task_id]).fetchone()
+    row = conn.execute(
+        """SELECT task_name, strftime(partition_date, '%Y-%m-%d'), provider, model, created_at,
+                                 finished_at FROM ledger.batch_task WHERE task_id = ?""",
+        [task_id],
+    ).fetchone()
     if row is None:
         raise KeyError(f"no task partition {task_id!r} in the ledger")
     task_name, day, provider, model, frozen_at, finished_at = row
     jobs = _job_timings(conn, task_id, now)
-    waiting_lines = int(conn.execute("""
+    waiting_lines = int(
+        conn.execute(
+            """
         SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s WHERE s.task_id = ?
           AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id
-                          AND j.provider_batch_id IS NOT NULL)""", [task_id]).fetchone()[0])
+                          AND j.provider_batch_id IS NOT NULL)""",
+            [task_id],
+        ).fetchone()[0]
+    )
     done = verdict.final_status is not None
     if done and finished_at is None:  # final but not settled by the applied asset yet
         finished_at = max((j.terminal_at for j in jobs if j.terminal_at), default=None)
@@ -318,35 +384,68 @@ def build_report(conn: duckdb.DuckDBPyConnection, task_id: str,
     if cost is None:
         notes.append("cost: the ledger has no cost columns yet")
     eta = None if done else _eta_s(jobs, waiting_lines, rec.retry_pending + rec.unsharded, now)
-    return PartitionReport(task_id=task_id, task_name=task_name, partition_date=day, provider=provider, model=model,
-                           generated_at=now, reconciliation=rec, verdict=verdict, tokens=tokens, cost=cost, jobs=jobs,
-                           frozen_at=frozen_at, finished_at=finished_at if done else None,
-                           waiting_lines=waiting_lines, eta_s=eta, notes=tuple(notes))
+    return PartitionReport(
+        task_id=task_id,
+        task_name=task_name,
+        partition_date=day,
+        provider=provider,
+        model=model,
+        generated_at=now,
+        reconciliation=rec,
+        verdict=verdict,
+        tokens=tokens,
+        cost=cost,
+        jobs=jobs,
+        frozen_at=frozen_at,
+        finished_at=finished_at if done else None,
+        waiting_lines=waiting_lines,
+        eta_s=eta,
+        notes=tuple(notes),
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # Numbers and Markdown
 # ------------------------------------------------------------------------------------------------
 
+
 def report_numbers(r: PartitionReport) -> dict[str, int | float]:
     """Plain numbers (no None) for plots: item counts by outcome, rates, tokens, cost, seconds."""
     rec = r.reconciliation
     out: dict[str, int | float] = {
-        "items": r.items, "final_items": r.final_items, "applied": rec.applied, "revoked": rec.revoked,
+        "items": r.items,
+        "final_items": r.final_items,
+        "applied": rec.applied,
+        "revoked": rec.revoked,
         "stale": rec.stale,
-        "quarantined": rec.quarantined, "source_rejects": rec.source_rejects,
-        "final_failed": rec.final_failed_total, "compliance_held": rec.compliance_held,
-        "operator_canceled": rec.operator_canceled, "in_flight": rec.in_flight, "retry_pending": rec.retry_pending,
-        "unresolved": rec.unresolved, "retried": rec.retried, "max_attempt": rec.max_attempt,
-        "provider_jobs": len(r.jobs), "input_tokens": r.tokens.input, "output_tokens": r.tokens.output,
+        "quarantined": rec.quarantined,
+        "source_rejects": rec.source_rejects,
+        "final_failed": rec.final_failed_total,
+        "compliance_held": rec.compliance_held,
+        "operator_canceled": rec.operator_canceled,
+        "in_flight": rec.in_flight,
+        "retry_pending": rec.retry_pending,
+        "unresolved": rec.unresolved,
+        "retried": rec.retried,
+        "max_attempt": rec.max_attempt,
+        "provider_jobs": len(r.jobs),
+        "input_tokens": r.tokens.input,
+        "output_tokens": r.tokens.output,
     }
     for cls in FAILURE_CLASSES:
         out[f"final_failed_{cls}"] = rec.final_failed.get(cls, 0)
     optional = {
-        "completion_rate": r.completion_rate, "applied_rate": r.applied_rate, "failure_rate": r.failure_rate,
-        "thinking_tokens": r.tokens.thinking, "cached_input_tokens": r.tokens.cached_input, "queue_time_s": r.queue_time_s, "run_time_s": r.run_time_s,
-        "total_time_s": r.total_time_s, "eta_s": r.eta_s,
-        "estimated_cost": r.cost.estimated if r.cost else None, "actual_cost": r.cost.actual if r.cost else None,
+        "completion_rate": r.completion_rate,
+        "applied_rate": r.applied_rate,
+        "failure_rate": r.failure_rate,
+        "thinking_tokens": r.tokens.thinking,
+        "cached_input_tokens": r.tokens.cached_input,
+        "queue_time_s": r.queue_time_s,
+        "run_time_s": r.run_time_s,
+        "total_time_s": r.total_time_s,
+        "eta_s": r.eta_s,
+        "estimated_cost": r.cost.estimated if r.cost else None,
+        "actual_cost": r.cost.actual if r.cost else None,
     }
     out |= {k: round(v, 6) if isinstance(v, float) else v for k, v in optional.items() if v is not None}
     out |= {f"time_in_{s.lower()}_s": round(v, 3) for s, v in r.time_in_state_s().items()}
@@ -380,14 +479,18 @@ def _md_table(headers: list[str], rows: list[list]) -> str:
 def summary_line(r: PartitionReport) -> str:
     status = r.verdict.final_status or "IN PROGRESS"
     eta = f", ETA {format_duration(r.eta_s)}" if r.eta_s is not None else ""
-    return (f"{r.task_id} ({r.provider} {r.model}): {status}; {r.final_items}/{r.items} items final "
-            f"({_pct(r.completion_rate)}), {r.reconciliation.applied} applied{eta}")
+    return (
+        f"{r.task_id} ({r.provider} {r.model}): {status}; {r.final_items}/{r.items} items final "
+        f"({_pct(r.completion_rate)}), {r.reconciliation.applied} applied{eta}"
+    )
 
 
 def timing_rows(r: PartitionReport) -> list[list[str]]:
-    rows = [["queue (submitted → first running)", format_duration(r.queue_time_s)],
-            ["run (first running → done)", format_duration(r.run_time_s) + ("" if r.done else " so far")],
-            ["total (first job → done)", format_duration(r.total_time_s) + ("" if r.done else " so far")]]
+    rows = [
+        ["queue (submitted → first running)", format_duration(r.queue_time_s)],
+        ["run (first running → done)", format_duration(r.run_time_s) + ("" if r.done else " so far")],
+        ["total (first job → done)", format_duration(r.total_time_s) + ("" if r.done else " so far")],
+    ]
     rows += [[f"in {s} (job time)", format_duration(v)] for s, v in r.time_in_state_s().items()]
     if not r.done:
         rows.append(["ETA", format_duration(r.eta_s) if r.eta_s is not None else "unknown (no progress reported yet)"])
@@ -396,32 +499,62 @@ def timing_rows(r: PartitionReport) -> list[list[str]]:
 
 def usage_rows(r: PartitionReport) -> list[list[str]]:
     t = r.tokens
-    rows = [["input tokens", f"{t.input:,}"], ["output tokens", f"{t.output:,}"],
-            ["thinking tokens (in output)", f"{t.thinking:,}" if t.thinking is not None else "not reported apart"],
-            ["cached input tokens (in input)", f"{t.cached_input:,}" if t.cached_input is not None else "not reported"],
-            ["attempts with usage", str(t.answered_attempts)]]
+    rows = [
+        ["input tokens", f"{t.input:,}"],
+        ["output tokens", f"{t.output:,}"],
+        ["thinking tokens (in output)", f"{t.thinking:,}" if t.thinking is not None else "not reported apart"],
+        ["cached input tokens (in input)", f"{t.cached_input:,}" if t.cached_input is not None else "not reported"],
+        ["attempts with usage", str(t.answered_attempts)],
+    ]
     if r.cost is None:
         rows.append(["cost", "not recorded in the ledger"])
     else:
-        rows += [["estimated cost", format_money(r.cost.estimated, r.cost.currency)],
-                 ["actual cost", format_money(r.cost.actual, r.cost.currency)]]
+        rows += [
+            ["estimated cost", format_money(r.cost.estimated, r.cost.currency)],
+            ["actual cost", format_money(r.cost.actual, r.cost.currency)],
+        ]
     return rows
 
 
 def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
     rec = r.reconciliation
-    parts = [f"**{summary_line(r)}**", "",
-             _md_table(["outcome", "items"], [[f"{label} ({group})", n] for group, label, n in outcome_rows(r)]
-                       + [["**total**", r.items]]),
-             "", _md_table(["retries", ""], [["items sent more than once", rec.retried],
-                                             ["highest attempt", rec.max_attempt],
-                                             ["source rows rejected (not items)", rec.source_rejects]]),
-             "", _md_table(["time", ""], timing_rows(r)),
-             "", _md_table(["usage", ""], usage_rows(r))]
+    parts = [
+        f"**{summary_line(r)}**",
+        "",
+        _md_table(
+            ["outcome", "items"],
+            [[f"{label} ({group})", n] for group, label, n in outcome_rows(r)] + [["**total**", r.items]],
+        ),
+        "",
+        _md_table(
+            ["retries", ""],
+            [
+                ["items sent more than once", rec.retried],
+                ["highest attempt", rec.max_attempt],
+                ["source rows rejected (not items)", rec.source_rejects],
+            ],
+        ),
+        "",
+        _md_table(["time", ""], timing_rows(r)),
+        "",
+        _md_table(["usage", ""], usage_rows(r)),
+    ]
     if r.jobs:
         now = r.generated_at
-        rows = [[j.job_key, j.attempt, j.lines, j.state, format_duration(j.queue_s(now)), format_duration(j.run_s(now)),
-                 format_duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"] for j in r.jobs[:max_jobs]]
+        rows = [
+            [
+                j.job_key,
+                j.attempt,
+                j.lines,
+                j.state,
+                format_duration(j.queue_s(now)),
+                format_duration(j.run_s(now)),
+                format_duration(j.total_s(now)),
+                j.endpoint or "-",
+                j.request_options or "-",
+            ]
+            for j in r.jobs[:max_jobs]
+        ]
         parts += ["", _md_table(JOB_HEADERS, rows)]
         if len(r.jobs) > max_jobs:
             parts.append(f"\n… and {len(r.jobs) - max_jobs} more jobs")
@@ -434,11 +567,25 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
 # Charts (inline SVG) and the HTML page
 # ------------------------------------------------------------------------------------------------
 
-OUTCOME_COLORS = {"applied": "#2e7d32", "revoked": "#795548", "stale": "#9e9d24", "quarantined": "#ef6c00", "final": "#c62828",
-                  "compliance_held": "#6a1b9a", "operator_canceled": "#546e7a", "open": "#1565c0",
-                  "unresolved_missing": "#b71c1c", "unapplied": "#b71c1c"}
-STATE_COLORS = {"CREATED": "#b0bec5", "VALIDATING": "#90caf9", "SUBMITTED": "#64b5f6", "RUNNING": "#1e88e5",
-                "FINALIZING": "#3949ab"}
+OUTCOME_COLORS = {
+    "applied": "#2e7d32",
+    "revoked": "#795548",
+    "stale": "#9e9d24",
+    "quarantined": "#ef6c00",
+    "final": "#c62828",
+    "compliance_held": "#6a1b9a",
+    "operator_canceled": "#546e7a",
+    "open": "#1565c0",
+    "unresolved_missing": "#b71c1c",
+    "unapplied": "#b71c1c",
+}
+STATE_COLORS = {
+    "CREATED": "#b0bec5",
+    "VALIDATING": "#90caf9",
+    "SUBMITTED": "#64b5f6",
+    "RUNNING": "#1e88e5",
+    "FINALIZING": "#3949ab",
+}
 FONT = "font-family='system-ui, sans-serif' font-size='12'"
 
 
@@ -451,21 +598,27 @@ def _outcome_color(key: str) -> str:
 def outcome_chart_svg(r: PartitionReport, width: int = 640) -> str:
     """Horizontal bars: items by outcome (final outcomes, final failures by class, open states)."""
     bars = [(k, n) for k, n in r.outcomes().items() if n or k == "applied"]
-    labels = {k: (f"final failed: {k.split(':', 1)[1]}" if k.startswith("final_failed:") else OUTCOME_LABELS[k])
-              for k, _ in bars}
+    labels = {
+        k: (f"final failed: {k.split(':', 1)[1]}" if k.startswith("final_failed:") else OUTCOME_LABELS[k])
+        for k, _ in bars
+    }
     row, left, right = 24, 220, 60
     height = row * len(bars) + 30
     top = max([n for _, n in bars] + [1])
     scale = (width - left - right) / top
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='chart outcomes' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' role='img' aria-label='Items by outcome'>",
-           f"<title>Items by outcome ({r.items} items)</title>"]
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='chart outcomes' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' role='img' aria-label='Items by outcome'>",
+        f"<title>Items by outcome ({r.items} items)</title>",
+    ]
     for i, (k, n) in enumerate(bars):
         y = 10 + i * row
         w = max(n * scale, 1 if n else 0)
         out.append(f"<text x='{left - 8}' y='{y + 15}' text-anchor='end' {FONT}>{html.escape(labels[k])}</text>")
-        out.append(f"<rect x='{left}' y='{y + 3}' width='{w:.1f}' height='{row - 8}' fill='{_outcome_color(k)}'>"
-                   f"<title>{html.escape(labels[k])}: {n}</title></rect>")
+        out.append(
+            f"<rect x='{left}' y='{y + 3}' width='{w:.1f}' height='{row - 8}' fill='{_outcome_color(k)}'>"
+            f"<title>{html.escape(labels[k])}: {n}</title></rect>"
+        )
         out.append(f"<text x='{left + w + 6:.1f}' y='{y + 15}' {FONT}>{n}</text>")
     out.append("</svg>")
     return "\n".join(out)
@@ -478,9 +631,11 @@ def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) ->
     per_line = max(1, (width - left) // 160)  # legend entries per line
     legend = 18 * -(-len(STATE_ORDER) // per_line) + 22
     height = row * max(len(jobs), 1) + legend + 30
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='chart states' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' role='img' aria-label='Time in each state'>",
-           "<title>Time each provider job spent in each state</title>"]
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='chart states' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' role='img' aria-label='Time in each state'>",
+        "<title>Time each provider job spent in each state</title>",
+    ]
     if not jobs:
         out.append(f"<text x='10' y='30' {FONT}>no provider job yet</text></svg>")
         return "\n".join(out)
@@ -490,24 +645,32 @@ def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) ->
     scale = (width - left - right) / span
     for i, job in enumerate(jobs):
         y = 10 + i * row
-        out.append(f"<text x='{left - 8}' y='{y + 14}' text-anchor='end' {FONT}>"
-                   f"{html.escape(_short_job(job.job_key, r.task_id))}</text>")
+        out.append(
+            f"<text x='{left - 8}' y='{y + 14}' text-anchor='end' {FONT}>"
+            f"{html.escape(_short_job(job.job_key, r.task_id))}</text>"
+        )
         for state, s, e in job.segments:
             x = left + _seconds(start, s) * scale
             w = max(_seconds(s, e) * scale, 0.5)
-            out.append(f"<rect x='{x:.1f}' y='{y + 3}' width='{w:.1f}' height='{row - 7}' "
-                       f"fill='{STATE_COLORS.get(state, '#78909c')}'><title>{html.escape(job.job_key)} {state}: "
-                       f"{format_duration(_seconds(s, e))}</title></rect>")
+            out.append(
+                f"<rect x='{x:.1f}' y='{y + 3}' width='{w:.1f}' height='{row - 7}' "
+                f"fill='{STATE_COLORS.get(state, '#78909c')}'><title>{html.escape(job.job_key)} {state}: "
+                f"{format_duration(_seconds(s, e))}</title></rect>"
+            )
         if job.terminal_at:
             x = left + _seconds(start, job.terminal_at) * scale
             out.append(f"<text x='{x + 3:.1f}' y='{y + 14}' {FONT}>{html.escape(job.state)}</text>")
     y = 10 + len(jobs) * row + 8
-    out.append(f"<text x='{left}' y='{y + 10}' {FONT}>0</text>"
-               f"<text x='{width - right}' y='{y + 10}' text-anchor='end' {FONT}>{format_duration(span)}</text>")
+    out.append(
+        f"<text x='{left}' y='{y + 10}' {FONT}>0</text>"
+        f"<text x='{width - right}' y='{y + 10}' text-anchor='end' {FONT}>{format_duration(span)}</text>"
+    )
     for i, (state, seconds) in enumerate(r.time_in_state_s().items()):
         x, ly = left + 160 * (i % per_line), y + 18 + 18 * (i // per_line)
-        out.append(f"<rect x='{x}' y='{ly}' width='12' height='12' fill='{STATE_COLORS.get(state, '#78909c')}'/>"
-                   f"<text x='{x + 16}' y='{ly + 10}' {FONT}>{state} {format_duration(seconds)}</text>")
+        out.append(
+            f"<rect x='{x}' y='{ly}' width='12' height='12' fill='{STATE_COLORS.get(state, '#78909c')}'/>"
+            f"<text x='{x + 16}' y='{ly + 10}' {FONT}>{state} {format_duration(seconds)}</text>"
+        )
     if len(r.jobs) > max_jobs:
         out.append(f"<text x='10' y='{height - 2}' {FONT}>first {max_jobs} of {len(r.jobs)} jobs</text>")
     out.append("</svg>")
@@ -516,7 +679,7 @@ def state_chart_svg(r: PartitionReport, width: int = 640, max_jobs: int = 30) ->
 
 def _short_job(job_key: str, task_id: str) -> str:
     """The job key without its task_id prefix (e.g. `a1_s0000:job1`)."""
-    return job_key[len(task_id) + 1:] if job_key.startswith(task_id + "_") else job_key[-18:]
+    return job_key[len(task_id) + 1 :] if job_key.startswith(task_id + "_") else job_key[-18:]
 
 
 def _html_table(headers: list[str], rows: list[list]) -> str:
@@ -529,12 +692,30 @@ def render_html(r: PartitionReport) -> str:
     rec = r.reconciliation
     status = r.verdict.final_status or "IN PROGRESS"
     now = r.generated_at
-    jobs = _html_table(JOB_HEADERS,
-                       [[j.job_key, j.attempt, j.lines, j.state, format_duration(j.queue_s(now)), format_duration(j.run_s(now)),
-                         format_duration(j.total_s(now)), j.endpoint or "-", j.request_options or "-"]
-                        for j in r.jobs]) if r.jobs else "<p>No provider job yet.</p>"
-    reasons = "" if r.verdict.passed else (
-        "<p class='warn'>Not done: " + html.escape("; ".join(r.verdict.reasons)) + "</p>")
+    jobs = (
+        _html_table(
+            JOB_HEADERS,
+            [
+                [
+                    j.job_key,
+                    j.attempt,
+                    j.lines,
+                    j.state,
+                    format_duration(j.queue_s(now)),
+                    format_duration(j.run_s(now)),
+                    format_duration(j.total_s(now)),
+                    j.endpoint or "-",
+                    j.request_options or "-",
+                ]
+                for j in r.jobs
+            ],
+        )
+        if r.jobs
+        else "<p>No provider job yet.</p>"
+    )
+    reasons = (
+        "" if r.verdict.passed else ("<p class='warn'>Not done: " + html.escape("; ".join(r.verdict.reasons)) + "</p>")
+    )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(r.task_id)} report</title>
@@ -553,9 +734,22 @@ td:not(:first-child) {{ text-align: right; }}
 {reasons}
 <h2>Items by outcome</h2>
 {outcome_chart_svg(r)}
-{_html_table(["outcome", "", "items"], [[label, group, n] for group, label, n in outcome_rows(r)] + [["total", "", r.items]])}
-{_html_table(["retries", ""], [["items sent more than once", rec.retried], ["highest attempt", rec.max_attempt],
-                                ["source rows rejected (not items)", rec.source_rejects]])}
+{
+        _html_table(
+            ["outcome", "", "items"],
+            [[label, group, n] for group, label, n in outcome_rows(r)] + [["total", "", r.items]],
+        )
+    }
+{
+        _html_table(
+            ["retries", ""],
+            [
+                ["items sent more than once", rec.retried],
+                ["highest attempt", rec.max_attempt],
+                ["source rows rejected (not items)", rec.source_rejects],
+            ],
+        )
+    }
 <h2>Time in each state</h2>
 {state_chart_svg(r)}
 {_html_table(["time", ""], timing_rows(r))}

@@ -5,8 +5,15 @@ from __future__ import annotations
 from batch_assets.formatting import format_money, format_table
 from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, Reconciliation
 
-SHORT_CLASS = {"validation_error": "valid", "rate_or_capacity_error": "rate", "content_policy_error": "policy",
-               "internal_error": "internal", "parse_error": "parse", "expired": "expired", "canceled": "canceled"}
+SHORT_CLASS = {
+    "validation_error": "valid",
+    "rate_or_capacity_error": "rate",
+    "content_policy_error": "policy",
+    "internal_error": "internal",
+    "parse_error": "parse",
+    "expired": "expired",
+    "canceled": "canceled",
+}
 
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:
@@ -16,16 +23,53 @@ def reconciliation_table(recs: list[Reconciliation]) -> str:
 
 def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[list]]:
     """(headers, rows) of `reconciliation_table`, for front ends that draw their own tables."""
-    headers = ["task_id", "items", "rejected", "quarant", "sent", "retried", "attempts", "applied", "revoked",
-               "stale", *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES), "held", "canceled", "in_flight", "retry_pend",
-               "unresolved", "balanced", "check", "status"]
+    headers = [
+        "task_id",
+        "items",
+        "rejected",
+        "quarant",
+        "sent",
+        "retried",
+        "attempts",
+        "applied",
+        "revoked",
+        "stale",
+        *(f"ff:{SHORT_CLASS[c]}" for c in FAILURE_CLASSES),
+        "held",
+        "canceled",
+        "in_flight",
+        "retry_pend",
+        "unresolved",
+        "balanced",
+        "check",
+        "status",
+    ]
     rows = []
     for r in recs:
         verdict = r.verdict()
-        rows.append([r.task_id, r.manifest_items, r.source_rejects, r.quarantined, r.submitted_lines, r.retried,
-                     r.max_attempt, r.applied, r.revoked, r.stale, *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
-                     r.compliance_held, r.operator_canceled, r.in_flight, r.retry_pending, r.unresolved,
-                     "yes" if not r.problems() else "NO", verdict.status, r.final_status or "-"])
+        rows.append(
+            [
+                r.task_id,
+                r.manifest_items,
+                r.source_rejects,
+                r.quarantined,
+                r.submitted_lines,
+                r.retried,
+                r.max_attempt,
+                r.applied,
+                r.revoked,
+                r.stale,
+                *(r.final_failed.get(c, 0) for c in FAILURE_CLASSES),
+                r.compliance_held,
+                r.operator_canceled,
+                r.in_flight,
+                r.retry_pending,
+                r.unresolved,
+                "yes" if not r.problems() else "NO",
+                verdict.status,
+                r.final_status or "-",
+            ]
+        )
     return headers, rows
 
 
@@ -36,8 +80,27 @@ def _count(v: int | None) -> str:
 def gate_cells(gates) -> tuple[list[str], list[list]]:
     """(headers, rows): per partition, items sent redacted / blocked for sensitive data, estimated and actual
     cost, thinking tokens (part of the output) and cached input tokens (part of the input); `-`: not reported."""
-    headers = ["task_id", "pii_redacted", "pii_blocked", "cost_est", "cost_actual", "currency", "thinking_tokens",
-               "cached_input_tokens"]
-    rows = [[g.task_id, g.pii_redacted, g.pii_blocked, format_money(g.cost_estimated, unknown="?"), format_money(g.cost_actual, unknown="?"),
-             g.currency or "?", _count(g.thinking_tokens), _count(g.cached_input_tokens)] for g in gates]
+    headers = [
+        "task_id",
+        "pii_redacted",
+        "pii_blocked",
+        "cost_est",
+        "cost_actual",
+        "currency",
+        "thinking_tokens",
+        "cached_input_tokens",
+    ]
+    rows = [
+        [
+            g.task_id,
+            g.pii_redacted,
+            g.pii_blocked,
+            format_money(g.cost_estimated, unknown="?"),
+            format_money(g.cost_actual, unknown="?"),
+            g.currency or "?",
+            _count(g.thinking_tokens),
+            _count(g.cached_input_tokens),
+        ]
+        for g in gates
+    ]
     return headers, rows

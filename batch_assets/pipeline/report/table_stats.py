@@ -33,10 +33,10 @@ class Column:
 
 @dataclass(frozen=True)
 class TableStats:
-    table: str                          # schema.table
-    columns: tuple[Column, ...]         # empty when the table does not exist (yet)
-    rows: int                           # ledger table: the task's rows (every partition); else all rows
-    partition_rows: int | None = None   # the rows of the partitions asked about (None: not countable)
+    table: str  # schema.table
+    columns: tuple[Column, ...]  # empty when the table does not exist (yet)
+    rows: int  # ledger table: the task's rows (every partition); else all rows
+    partition_rows: int | None = None  # the rows of the partitions asked about (None: not countable)
 
 
 def source_tables(spec: TaskSpec) -> list[str]:
@@ -75,14 +75,16 @@ def qualified(table: str) -> str:
 
 def table_columns(conn: duckdb.DuckDBPyConnection, table: str) -> tuple[Column, ...]:
     schema, name = qualified(table).split(".", 1)
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         SELECT column_name, data_type, is_nullable = 'YES' FROM information_schema.columns
-        WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position""", [schema, name]).fetchall()
+        WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position""",
+        [schema, name],
+    ).fetchall()
     return tuple(Column(n, t, bool(null)) for n, t, null in rows)
 
 
-def ledger_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_name: str,
-                       task_ids: list[str]) -> TableStats:
+def ledger_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_name: str, task_ids: list[str]) -> TableStats:
     """A ledger table's columns, its rows of every partition of the task (task_id `<name>_YYYYMMDD`;
     task names are lower-case letters, digits and '_') and its rows of `task_ids`."""
     columns = table_columns(conn, table)
@@ -91,12 +93,12 @@ def ledger_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_name: s
     rows, partition_rows = conn.execute(
         f"SELECT count(*), count(*) FILTER (task_id IN (SELECT unnest($ids))) FROM {table} "
         "WHERE regexp_full_match(task_id, $pattern)",
-        {"ids": task_ids, "pattern": task_name + r"_\d{8}"}).fetchone()
+        {"ids": task_ids, "pattern": task_name + r"_\d{8}"},
+    ).fetchone()
     return TableStats(table, columns, int(rows), int(partition_rows))
 
 
-def business_table_stats(conn: duckdb.DuckDBPyConnection, table: str,
-                         task_ids: list[str] | None = None) -> TableStats:
+def business_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_ids: list[str] | None = None) -> TableStats:
     """A business (or source) table's columns and rows; with task_ids, also the rows those
     partitions wrote (the table's task_id column, which the apply step fills)."""
     name = qualified(table)
@@ -106,8 +108,11 @@ def business_table_stats(conn: duckdb.DuckDBPyConnection, table: str,
     rows = int(conn.execute(f"SELECT count(*) FROM {_quoted(name)}").fetchone()[0])
     partition_rows = None
     if task_ids is not None and any(c.name == "task_id" for c in columns):
-        partition_rows = int(conn.execute(f"SELECT count(*) FROM {_quoted(name)} WHERE task_id IN (SELECT unnest(?))",
-                                          [task_ids]).fetchone()[0])
+        partition_rows = int(
+            conn.execute(
+                f"SELECT count(*) FROM {_quoted(name)} WHERE task_id IN (SELECT unnest(?))", [task_ids]
+            ).fetchone()[0]
+        )
     return TableStats(name, columns, rows, partition_rows)
 
 

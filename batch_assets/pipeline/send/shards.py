@@ -34,13 +34,13 @@ from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
-from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
-from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
 from batch_assets.pipeline.files import file_sha256
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
 from batch_assets.pipeline.freeze.render import request_id_sql, request_line_sql
+from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
 from batch_assets.pipeline.settle.retry_ledger import due_retries_sql
-from batch_assets.sqltext import sql_literal
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 FIRST_ATTEMPT = 1
 
@@ -61,25 +61,41 @@ def _quarantine_rules(task: ResolvedTask) -> list[tuple[str, str, str]]:
     return [
         # The sensitive-data policy's verdict at freeze (detector and column, never the value).
         (BLOCKED_CODE, "blocked_reason IS NOT NULL", "blocked_reason"),
-        ("empty_input", "len(blank_columns) > 0",
-         "'required column(s) ' || array_to_string(blank_columns, ', ') || ' empty for ' || business_id "
-         "|| '; fix the source row or adjust source.required_columns'"),
-        ("over_token_budget", f"est_input_tokens > {task.spec.max_input_tokens}",
-         f"'estimated ' || est_input_tokens || ' input tokens > max_input_tokens {task.spec.max_input_tokens}; "
-         "shorten the input or raise max_input_tokens in the task spec'"),
-        ("line_too_large", f"line_bytes > {line_cap}",
-         f"'request line of ' || line_bytes || ' bytes > provider limit {line_cap} bytes; "
-         "shorten the input or override limits.max_line_bytes'"),
-        ("over_enqueued_token_limit", f"est_tokens > {limits.max_enqueued_tokens}",
-         f"'estimated ' || est_tokens || ' tokens > max_enqueued_tokens {limits.max_enqueued_tokens}; "
-         "shorten the input or lower params.max_tokens'"),
-        ("invalid_line", "NOT line_valid",
-         "'rendered request line is not valid JSON; report this as a bug with the custom_id'"),
+        (
+            "empty_input",
+            "len(blank_columns) > 0",
+            "'required column(s) ' || array_to_string(blank_columns, ', ') || ' empty for ' || business_id "
+            "|| '; fix the source row or adjust source.required_columns'",
+        ),
+        (
+            "over_token_budget",
+            f"est_input_tokens > {task.spec.max_input_tokens}",
+            f"'estimated ' || est_input_tokens || ' input tokens > max_input_tokens {task.spec.max_input_tokens}; "
+            "shorten the input or raise max_input_tokens in the task spec'",
+        ),
+        (
+            "line_too_large",
+            f"line_bytes > {line_cap}",
+            f"'request line of ' || line_bytes || ' bytes > provider limit {line_cap} bytes; "
+            "shorten the input or override limits.max_line_bytes'",
+        ),
+        (
+            "over_enqueued_token_limit",
+            f"est_tokens > {limits.max_enqueued_tokens}",
+            f"'estimated ' || est_tokens || ' tokens > max_enqueued_tokens {limits.max_enqueued_tokens}; "
+            "shorten the input or lower params.max_tokens'",
+        ),
+        (
+            "invalid_line",
+            "NOT line_valid",
+            "'rendered request line is not valid JSON; report this as a bug with the custom_id'",
+        ),
     ]
 
 
-def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | None,
-                       selected: tuple[int, str] | None = None) -> str:
+def rendered_lines_sql(
+    conn, task: ResolvedTask, manifest_uri: str, todo: str | None, selected: tuple[int, str] | None = None
+) -> str:
     """The request lines of the items in `todo` (custom_id, attempt), rendered exactly as they are
     sent (from the frozen, redacted prompt text), measured and validated, with their quarantine
     reason (NULL: sendable). The one rendering path of shards and `batch-assets dry-run`.
@@ -94,16 +110,17 @@ def rendered_lines_sql(conn, task: ResolvedTask, manifest_uri: str, todo: str | 
     # Manifests frozen before the sensitive-data gate have no blocked_reason column, those frozen
     # before item numbers no item_no (their lines take it from ledger.manifest_item when recorded).
     blocked = "p.blocked_reason" if "blocked_reason" in columns_frozen else "NULL::VARCHAR AS blocked_reason"
-    item_no = (f"{frozen_item_no_sql('p')} AS item_no" if "item_no_base" in columns_frozen
-               else "NULL::BIGINT AS item_no")
+    item_no = f"{frozen_item_no_sql('p')} AS item_no" if "item_no_base" in columns_frozen else "NULL::BIGINT AS item_no"
     frozen = f"read_parquet({sql_literal(manifest_uri)}, file_row_number = true) p"
     if selected is None:
         attempt, rows = "t.custom_id, t.attempt", f"{todo} t JOIN {frozen} USING (custom_id)"
     else:
         attempt = f"p.custom_id, {int(selected[0])} AS attempt"
         rows = f"{frozen} WHERE get_bit(getvariable({sql_literal(selected[1])}), p.file_row_number::INTEGER) = 1"
-    columns = (f"{attempt}, {item_no}, p.file_row_number AS row_no, p.business_id, p.prompt_text, p.blank_columns, "
-               f"{blocked}, p.est_input_tokens")
+    columns = (
+        f"{attempt}, {item_no}, p.file_row_number AS row_no, p.business_id, p.prompt_text, p.blank_columns, "
+        f"{blocked}, p.est_input_tokens"
+    )
     return f"""
         SELECT *, {reason_code} AS reason_code, {reason} AS reason
         FROM (SELECT custom_id, item_no, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
@@ -126,10 +143,10 @@ class ShardPacker:
 
     def __init__(self, max_bytes: int, max_tokens: int, max_requests: int):
         self.max_bytes, self.max_tokens, self.max_requests = max_bytes, max_tokens, max_requests
-        self.starts: list[int] = []   # the index of each shard's first line found so far
-        self.lines = 0                # lines fed so far
-        self._start = 0               # the open shard's first line
-        self._base_b = self._base_t = 0      # running totals before it
+        self.starts: list[int] = []  # the index of each shard's first line found so far
+        self.lines = 0  # lines fed so far
+        self._start = 0  # the open shard's first line
+        self._base_b = self._base_t = 0  # running totals before it
         self._before_b = self._before_t = 0  # running totals at the last line fed
 
     def feed(self, cum_b: pl.Series, cum_t: pl.Series) -> None:
@@ -150,12 +167,11 @@ class ShardPacker:
             ends += [offset + i for i in (i_b, i_t) if i < n]
             end = min(ends)
             if end > offset + n:
-                break              # the open shard goes on into the next chunk
+                break  # the open shard goes on into the next chunk
             self._start = max(end, self._start + 1)
             self.starts.append(self._start)
             k = self._start - 1 - offset  # the new shard's totals start after line start-1
-            self._base_b, self._base_t = ((int(cum_b[k]), int(cum_t[k])) if k >= 0
-                                          else (self._before_b, self._before_t))
+            self._base_b, self._base_t = (int(cum_b[k]), int(cum_t[k])) if k >= 0 else (self._before_b, self._before_t)
         self.lines += n
         self._before_b, self._before_t = int(cum_b[-1]), int(cum_t[-1])
 
@@ -169,8 +185,9 @@ class ShardPacker:
         return [s for s in self.starts if s < self.lines]
 
 
-def shard_starts(cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: int, max_tokens: int,
-                 max_requests: int) -> list[int]:
+def shard_starts(
+    cumulative: Iterable[tuple[pl.Series, pl.Series]], max_bytes: int, max_tokens: int, max_requests: int
+) -> list[int]:
     """The index of each shard's first line for the running totals `cumulative` (consecutive
     chunks, in line order), packed greedily within all three limits."""
     packer = ShardPacker(max_bytes, max_tokens, max_requests)
@@ -190,7 +207,7 @@ SELECTED_VARIABLE = "_shards_selected_rows"
 STREAM_BATCH_BYTES = 16 << 20
 STREAM_BATCH_ROWS = 1 << 16
 MIN_STREAM_BATCH_ROWS = 64
-LINE_ENVELOPE_BYTES = 1024   # allowance for a line's bytes beyond its prompt text (JSON, parameters)
+LINE_ENVELOPE_BYTES = 1024  # allowance for a line's bytes beyond its prompt text (JSON, parameters)
 STREAM_SAMPLE_ROWS = 2048
 
 
@@ -198,8 +215,14 @@ def stream_batch_rows(conn, manifest_uri: str) -> int:
     """Lines per streamed batch for the frozen manifest at `manifest_uri`: about STREAM_BATCH_BYTES
     of lines, from the size of its first STREAM_SAMPLE_ROWS prompts (a read of its first row group;
     the Parquet's page sizes are no measure: repeated texts are dictionary-encoded)."""
-    prompt_bytes = scalar(conn, f"SELECT avg(strlen(prompt_text)) FROM (SELECT prompt_text FROM "
-                                f"read_parquet({sql_literal(manifest_uri)}) LIMIT {STREAM_SAMPLE_ROWS})") or 0
+    prompt_bytes = (
+        scalar(
+            conn,
+            f"SELECT avg(strlen(prompt_text)) FROM (SELECT prompt_text FROM "
+            f"read_parquet({sql_literal(manifest_uri)}) LIMIT {STREAM_SAMPLE_ROWS})",
+        )
+        or 0
+    )
     per_line = prompt_bytes + LINE_ENVELOPE_BYTES
     return min(STREAM_BATCH_ROWS, max(MIN_STREAM_BATCH_ROWS, int(STREAM_BATCH_BYTES // per_line)))
 
@@ -214,11 +237,13 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     with wh.connect() as conn:
         uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
         if uri is None:
-            raise ValueError(f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first")
+            raise ValueError(
+                f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"
+            )
         # The items to cut, by number when the frozen Parquet numbers its rows: 12 bytes an item
         # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join (10M
         # items: the custom_id join's hash table and _todo held up to 865 + 593 MB of the pool).
-        numbered = "item_no_base" in frozen_columns(conn, uri)   # False: frozen before item numbers
+        numbered = "item_no_base" in frozen_columns(conn, uri)  # False: frozen before item numbers
         key = "item_no" if numbered else "custom_id"
         due = f"UNION ALL SELECT {key}, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
         conn.execute(f"""
@@ -240,13 +265,27 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             with transaction(conn):
                 # Lines of a manifest frozen before item numbers take theirs from the manifest items.
                 quarantined = ledger_shards.insert_quarantine(
-                    conn, task_id, _with_item_no(f"SELECT custom_id, item_no, reason_code, reason FROM "
-                                                 f"{spool.read('quarantined')}", numbered, task_id))
+                    conn,
+                    task_id,
+                    _with_item_no(
+                        f"SELECT custom_id, item_no, reason_code, reason FROM {spool.read('quarantined')}",
+                        numbered,
+                        task_id,
+                    ),
+                )
                 if shards:
-                    conn.register("_new_shards", pa.Table.from_pylist(
-                        [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]))
-                    ledger_shards.insert_shards(conn, task_id=task_id, provider=spec.provider, endpoint=spec.endpoint,
-                                                model=spec.model, query="SELECT * FROM _new_shards")
+                    conn.register(
+                        "_new_shards",
+                        pa.Table.from_pylist([{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]),
+                    )
+                    ledger_shards.insert_shards(
+                        conn,
+                        task_id=task_id,
+                        provider=spec.provider,
+                        endpoint=spec.endpoint,
+                        model=spec.model,
+                        query="SELECT * FROM _new_shards",
+                    )
                     # Each line takes its shard's id from the shard it was written into, looked up
                     # by number in the attempt's list of ids (a projection, not a join): the lines
                     # are recorded in the spool's order, shard after shard. A join's output order
@@ -257,12 +296,22 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                         first = cut[0]["shard_no"]
                         if [s["shard_no"] for s in cut] != list(range(first, first + len(cut))):  # by _ShardFiles
                             raise RuntimeError(f"cut {task_id}: attempt {attempt}'s shard numbers are not consecutive")
-                        ledger_shards.insert_shard_lines(conn, task_id, attempt, _with_item_no(f"""
+                        ledger_shards.insert_shard_lines(
+                            conn,
+                            task_id,
+                            attempt,
+                            _with_item_no(
+                                f"""
                             SELECT ($shard_ids)[l.shard_no - $first_shard_no + 1] AS shard_id, l.line_no,
                                    l.custom_id, l.item_no, l.request_id, l.line_bytes, l.est_tokens
-                            FROM {spool.read('lines')} l
+                            FROM {spool.read("lines")} l
                             WHERE l.attempt = {attempt}
-                        """, numbered, task_id), {"shard_ids": [s["shard_id"] for s in cut], "first_shard_no": first})
+                        """,
+                                numbered,
+                                task_id,
+                            ),
+                            {"shard_ids": [s["shard_id"] for s in cut], "first_shard_no": first},
+                        )
                     conn.unregister("_new_shards")
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
@@ -277,8 +326,10 @@ def _with_item_no(rows: str, numbered: bool, task_id: str) -> str:
     frozen manifest had none (frozen before item numbers)."""
     if numbered:
         return rows
-    return (f"SELECT _r.* REPLACE (m.item_no AS item_no) FROM ({rows}) _r LEFT JOIN ledger.manifest_item m "
-            f"ON m.custom_id = _r.custom_id AND m.task_id = {sql_literal(task_id)}")
+    return (
+        f"SELECT _r.* REPLACE (m.item_no AS item_no) FROM ({rows}) _r LEFT JOIN ledger.manifest_item m "
+        f"ON m.custom_id = _r.custom_id AND m.task_id = {sql_literal(task_id)}"
+    )
 
 
 class _Spool:
@@ -288,12 +339,21 @@ class _Spool:
     10M lines); removed when the cut ends."""
 
     SCHEMAS = {
-        "lines": pa.schema([("custom_id", pa.string()), ("item_no", pa.int64()), ("attempt", pa.int32()),
-                            ("request_id", pa.string()),
-                            ("line_bytes", pa.int64()), ("est_tokens", pa.int64()), ("shard_no", pa.int64()),
-                            ("line_no", pa.int64())]),
-        "quarantined": pa.schema([("custom_id", pa.string()), ("item_no", pa.int64()), ("reason_code", pa.string()),
-                                  ("reason", pa.string())]),
+        "lines": pa.schema(
+            [
+                ("custom_id", pa.string()),
+                ("item_no", pa.int64()),
+                ("attempt", pa.int32()),
+                ("request_id", pa.string()),
+                ("line_bytes", pa.int64()),
+                ("est_tokens", pa.int64()),
+                ("shard_no", pa.int64()),
+                ("line_no", pa.int64()),
+            ]
+        ),
+        "quarantined": pa.schema(
+            [("custom_id", pa.string()), ("item_no", pa.int64()), ("reason_code", pa.string()), ("reason", pa.string())]
+        ),
     }
 
     def __init__(self, wh: Warehouse):
@@ -351,8 +411,15 @@ class _ShardFiles:
         shard_no = self.first_shard_no + len(self.shards)
         shard_id = f"{self.task_id}_a{self.attempt}_s{shard_no:04d}"
         path = self.wh.path("shards", self.task_id, f"{shard_id}.jsonl")
-        shard = {"shard_no": shard_no, "shard_id": shard_id, "attempt": self.attempt, "path": str(path),
-                 "line_count": 0, "byte_count": 0, "est_tokens": 0}
+        shard = {
+            "shard_no": shard_no,
+            "shard_id": shard_id,
+            "attempt": self.attempt,
+            "path": str(path),
+            "line_count": 0,
+            "byte_count": 0,
+            "est_tokens": 0,
+        }
         self.shards.append(shard)
         self._current.append(self._pool.submit(self._open, shard))
 
@@ -399,12 +466,16 @@ def _line_bytes(lines: pa.Array) -> tuple[memoryview, memoryview, int]:
     if not (pa.types.is_string(lines.type) or pa.types.is_large_string(lines.type)):
         lines = lines.cast(pa.large_string())
     _, offsets, data = lines.buffers()
-    return (memoryview(offsets).cast("q" if pa.types.is_large_string(lines.type) else "i"), memoryview(data),
-            lines.offset)
+    return (
+        memoryview(offsets).cast("q" if pa.types.is_large_string(lines.type) else "i"),
+        memoryview(data),
+        lines.offset,
+    )
 
 
-def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int,
-                   spool: _Spool, key: str) -> list[dict]:
+def _write_attempt(
+    conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: str, attempt: int, spool: _Spool, key: str
+) -> list[dict]:
     """Render one attempt's lines of `_todo` in ONE streamed pass over the frozen Parquet: quarantine
     the bad ones, pack the good ones into shards in the order they stream (the manifest's row order)
     and write each shard's file as its lines arrive. The lines are never stored: memory stays one
@@ -415,8 +486,11 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
         max_requests = max(1, int(max_requests * task.spec.retry.shrink ** (attempt - 1)))
-    next_shard_no = scalar(conn, "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
-                           [task_id, attempt])
+    next_shard_no = scalar(
+        conn,
+        "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
+        [task_id, attempt],
+    )
     # The attempt's rows as a bitstring over the frozen Parquet's row numbers, so the lines stream
     # out of a filtered scan in the Parquet's row order (the order of a join's output is not kept).
     rows = scalar(conn, f"SELECT count(*) FROM read_parquet({sql_literal(uri)})")
@@ -429,7 +503,7 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
             SELECT bitstring_agg(p.file_row_number, 0, {rows - 1})
             FROM (SELECT {key} FROM _todo WHERE attempt = {int(attempt)}) t
             JOIN read_parquet({sql_literal(uri)}, file_row_number = true) p
-              ON t.{key} = {frozen_item_no_sql('p') if key == 'item_no' else 'p.custom_id'})
+              ON t.{key} = {frozen_item_no_sql("p") if key == "item_no" else "p.custom_id"})
     """)
     batch_rows = stream_batch_rows(conn, uri)  # before the query: its result holds the connection
     # The newline is part of each good line, so a run of lines is one slice of the batch's buffer.
@@ -450,8 +524,9 @@ def _write_attempt(conn, wh: Warehouse, task: ResolvedTask, task_id: str, uri: s
     return files.shards
 
 
-def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: pa.RecordBatch, attempt: int,
-                 first_shard_no: int) -> None:
+def _write_batch(
+    packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: pa.RecordBatch, attempt: int, first_shard_no: int
+) -> None:
     """Spool the batch's bad lines for quarantine; pack the good ones, write them into their shard
     files and spool them as the cut's lines."""
     good = pc.is_null(batch.column("reason_code"))
@@ -459,8 +534,12 @@ def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: 
     rows = batch.num_rows
     n = pc.sum(good).as_py() or 0
     if n < rows:
-        spool.write("quarantined", pa.Table.from_batches(
-            [batch.filter(pc.invert(good)).select(["custom_id", "item_no", "reason_code", "reason"])]))
+        spool.write(
+            "quarantined",
+            pa.Table.from_batches(
+                [batch.filter(pc.invert(good)).select(["custom_id", "item_no", "reason_code", "reason"])]
+            ),
+        )
         narrow = narrow.filter(good)
     if n == 0:
         return
@@ -483,18 +562,28 @@ def _write_batch(packer: ShardPacker, files: _ShardFiles, spool: _Spool, batch: 
     for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
         if i > 0 or (starts and starts[0] == offset):
             files.open_next()
-        files.write(data[offsets[first + row(a)]:offsets[first + row(b)]], b - a, int(est_tokens.slice(a, b - a).sum()))
+        files.write(
+            data[offsets[first + row(a)] : offsets[first + row(b)]], b - a, int(est_tokens.slice(a, b - a).sum())
+        )
     # Each line's shard (the last start at or before it) and its line number in that shard.
     idx = pl.int_range(offset, offset + n, dtype=pl.Int64, eager=True)
     all_starts = pl.Series(packer.starts, dtype=pl.Int64)
     shard = all_starts.search_sorted(idx, side="right") - 1
-    spool.write("lines", pa.table({
-        "custom_id": narrow.column("custom_id"), "item_no": narrow.column("item_no"),
-        "attempt": pa.array([attempt] * n, pa.int32()),
-        "request_id": narrow.column("request_id"),
-        "line_bytes": line_bytes.to_arrow(), "est_tokens": est_tokens.to_arrow(),
-        "shard_no": (shard + first_shard_no).to_arrow(), "line_no": (idx - all_starts.gather(shard) + 1).to_arrow(),
-    }))
+    spool.write(
+        "lines",
+        pa.table(
+            {
+                "custom_id": narrow.column("custom_id"),
+                "item_no": narrow.column("item_no"),
+                "attempt": pa.array([attempt] * n, pa.int32()),
+                "request_id": narrow.column("request_id"),
+                "line_bytes": line_bytes.to_arrow(),
+                "est_tokens": est_tokens.to_arrow(),
+                "shard_no": (shard + first_shard_no).to_arrow(),
+                "line_no": (idx - all_starts.gather(shard) + 1).to_arrow(),
+            }
+        ),
+    )
 
 
 def _count_lines(path: Path) -> int:
@@ -513,20 +602,32 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
     task_id = task.task_id(partition_date)
     problems: list[str] = []
     with wh.connect() as conn:
-        shards = fetch_dicts(conn, """
+        shards = fetch_dicts(
+            conn,
+            """
             SELECT s.*, (SELECT count(*) FROM ledger.shard_line l WHERE l.shard_id = s.shard_id) AS ledger_lines
-            FROM ledger.shard s WHERE task_id = ? ORDER BY shard_no""", [task_id])
-        items = scalar(conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id])
+            FROM ledger.shard s WHERE task_id = ? ORDER BY shard_no""",
+            [task_id],
+        )
+        items = scalar(
+            conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
+        )
         quarantined = scalar(conn, "SELECT count(*) FROM ledger.quarantine WHERE task_id = ?", [task_id])
         # Lines of items a refreeze superseded stay in their (already cut) shards but are no items.
-        superseded_lines = scalar(conn, """
+        superseded_lines = scalar(
+            conn,
+            """
             SELECT count(*) FROM ledger.shard_line WHERE task_id = $t AND attempt = 1 AND custom_id IN
                 (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)""",
-                                  {"t": task_id})
-        superseded_quarantined = scalar(conn, """
+            {"t": task_id},
+        )
+        superseded_quarantined = scalar(
+            conn,
+            """
             SELECT count(*) FROM ledger.quarantine WHERE task_id = $t AND custom_id IN
                 (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)""",
-                                        {"t": task_id})
+            {"t": task_id},
+        )
     for s in shards:
         path, sid = Path(s["path"]), s["shard_id"]
         if s.get("purged_at") is not None:
@@ -537,17 +638,28 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
         if file_sha256(path) != s["sha256"]:
             problems.append(f"{sid}: file {path} changed after it was cut (sha256 mismatch)")
         if path.stat().st_size != s["byte_count"] or s["byte_count"] > limits.max_shard_bytes:
-            problems.append(f"{sid}: {path.stat().st_size} bytes on disk, {s['byte_count']} recorded, limit {limits.max_shard_bytes}")
+            problems.append(
+                f"{sid}: {path.stat().st_size} bytes on disk, {s['byte_count']} recorded, limit {limits.max_shard_bytes}"
+            )
         lines = _count_lines(path)
         if not (lines == s["line_count"] == s["ledger_lines"]) or lines > limits.max_requests_per_shard:
-            problems.append(f"{sid}: {lines} lines on disk, {s['line_count']} recorded, {s['ledger_lines']} in shard_line, "
-                            f"limit {limits.max_requests_per_shard}")
+            problems.append(
+                f"{sid}: {lines} lines on disk, {s['line_count']} recorded, {s['ledger_lines']} in shard_line, "
+                f"limit {limits.max_requests_per_shard}"
+            )
         if s["est_tokens"] > limits.max_enqueued_tokens:
-            problems.append(f"{sid}: {s['est_tokens']} estimated tokens > max_enqueued_tokens {limits.max_enqueued_tokens}")
+            problems.append(
+                f"{sid}: {s['est_tokens']} estimated tokens > max_enqueued_tokens {limits.max_enqueued_tokens}"
+            )
     shard_lines = sum(s["ledger_lines"] for s in shards if s["attempt"] == FIRST_ATTEMPT) - superseded_lines
     retry_lines = sum(s["ledger_lines"] for s in shards if s["attempt"] != FIRST_ATTEMPT)
     quarantined -= superseded_quarantined
     if shard_lines + quarantined != items:
         problems.append(f"shard lines {shard_lines} + quarantined {quarantined} != manifest items {items}")
-    return problems, {"manifest_items": items, "shard_lines": shard_lines, "retry_lines": retry_lines,
-                      "quarantined": quarantined, "shards": len(shards)}
+    return problems, {
+        "manifest_items": items,
+        "shard_lines": shard_lines,
+        "retry_lines": retry_lines,
+        "quarantined": quarantined,
+        "shards": len(shards),
+    }

@@ -35,16 +35,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batch_assets.ledger.jobs import (
-    DEFAULT_CLAIM_LEASE_S, CreateMark, claim_intent, claim_new_intent, mark_create_failed, mark_create_unknown, record_created,
-    record_found, release_claim, release_claims_of, renew_claim, set_input_file,
+    DEFAULT_CLAIM_LEASE_S,
+    CreateMark,
+    claim_intent,
+    claim_new_intent,
+    mark_create_failed,
+    mark_create_unknown,
+    record_created,
+    record_found,
+    release_claim,
+    release_claims_of,
+    renew_claim,
+    set_input_file,
 )
 from batch_assets.ledger.shards import mark_shards_deferred
 from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, BatchError, BatchProvider, CreateOutcome, CreateRequest, FindHints, FindOutcome, FindResult,
-    InputKind, JobState, PreparedInput,
+    JOB_KEY_METADATA,
+    BatchError,
+    BatchProvider,
+    CreateOutcome,
+    CreateRequest,
+    FindHints,
+    FindOutcome,
+    FindResult,
+    InputKind,
+    JobState,
+    PreparedInput,
 )
 from batch_assets.providers.registry import job_endpoint, wire_format
 from batch_assets.spec.resolve import ResolvedTask
@@ -89,8 +108,7 @@ def new_run_owner(run_id: str | None = None) -> str:
 
 
 def _error_text(error: BatchError | None, status_code: int | None) -> str:
-    parts = [f"HTTP {status_code}" if status_code else None,
-             f"{error.code}: {error.message}" if error else None]
+    parts = [f"HTTP {status_code}" if status_code else None, f"{error.code}: {error.message}" if error else None]
     return " ".join(p for p in parts if p) or "no answer"
 
 
@@ -130,16 +148,25 @@ class _Run:
 
     def hints(self, shard: dict, intent_unix: int) -> FindHints:
         with self.wh.connect() as conn:
-            known = frozenset(r[0] for r in conn.execute(
-                "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
-                [self.provider]).fetchall())
-        return FindHints(created_after_unix=intent_unix - CLOCK_SKEW_S, line_count=int(shard["line_count"]),
-                         known_batch_ids=known, shard_path=Path(shard["path"]))
+            known = frozenset(
+                r[0]
+                for r in conn.execute(
+                    "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
+                    [self.provider],
+                ).fetchall()
+            )
+        return FindHints(
+            created_after_unix=intent_unix - CLOCK_SKEW_S,
+            line_count=int(shard["line_count"]),
+            known_batch_ids=known,
+            shard_path=Path(shard["path"]),
+        )
 
     @staticmethod
     def has_batch(conn, job_key: str) -> bool:
-        return bool(scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?",
-                           [job_key]))
+        return bool(
+            scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?", [job_key])
+        )
 
     def fits_enqueued_tokens(self, shard: dict) -> bool:
         """Whether the shard's estimated tokens fit what the provider still lets this model enqueue.
@@ -178,9 +205,19 @@ class _Run:
             job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
             mode, url = job_endpoint(self.provider, self.adapter.settings)
             with self.wh.connect() as conn:
-                won = claim_new_intent(conn, job_key, self.task_id, shard["shard_id"], self.provider,
-                                       self.task.spec.endpoint, self.owner, self.lease_s, endpoint_mode=mode,
-                                       endpoint_url=url, request_options=self.request_options)
+                won = claim_new_intent(
+                    conn,
+                    job_key,
+                    self.task_id,
+                    shard["shard_id"],
+                    self.provider,
+                    self.task.spec.endpoint,
+                    self.owner,
+                    self.lease_s,
+                    endpoint_mode=mode,
+                    endpoint_url=url,
+                    request_options=self.request_options,
+                )
                 lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:
@@ -216,8 +253,9 @@ class _Run:
         prepared = self.prepare(shard, job_key)
         self.create(shard, job_key, prepared, intent_unix)
 
-    def settled_by_lookup(self, job_key: str, found: FindResult, *, created_now: bool,
-                          create_error: str | None) -> bool:
+    def settled_by_lookup(
+        self, job_key: str, found: FindResult, *, created_now: bool, create_error: str | None
+    ) -> bool:
         """Act on a lookup: FOUND -> adopt; CANNOT_TELL -> record undecided (nothing created);
         ABSENT -> False (creating is safe)."""
         if found.outcome == FindOutcome.FOUND:
@@ -239,8 +277,9 @@ class _Run:
     def prepare(self, shard: dict, job_key: str) -> PreparedInput:
         if shard["input_file_id"]:
             return PreparedInput(InputKind.FILE, Path(shard["path"]), shard["input_file_id"])
-        prepared = self.adapter.prepare_input(Path(shard["path"]), job_key, self.task.spec.endpoint,
-                                              self.task.limits.max_inline_bytes)
+        prepared = self.adapter.prepare_input(
+            Path(shard["path"]), job_key, self.task.spec.endpoint, self.task.limits.max_inline_bytes
+        )
         if prepared.file_id:
             with self.wh.connect() as conn:
                 set_input_file(conn, job_key, prepared.file_id)
@@ -252,10 +291,17 @@ class _Run:
         settings.max_retries more times, with backoff). A refusal raises."""
         spec, shard_id = self.task.spec, shard["shard_id"]
         request = CreateRequest(
-            job_key=job_key, endpoint=spec.endpoint, model=spec.model,
-            completion_window=self.task.limits.completion_window, line_count=int(shard["line_count"]),
-            metadata={JOB_KEY_METADATA: job_key, "task_id": self.task_id, "shard_id": shard_id,
-                      "lines": str(shard["line_count"])},
+            job_key=job_key,
+            endpoint=spec.endpoint,
+            model=spec.model,
+            completion_window=self.task.limits.completion_window,
+            line_count=int(shard["line_count"]),
+            metadata={
+                JOB_KEY_METADATA: job_key,
+                "task_id": self.task_id,
+                "shard_id": shard_id,
+                "lines": str(shard["line_count"]),
+            },
         )
         retries = self.adapter.settings.max_retries
         error = ""
@@ -276,28 +322,41 @@ class _Run:
                 with self.wh.connect() as conn:
                     mark_create_failed(conn, job_key, error)
                 details = result.error.as_dict() if result.error else {}
-                raise SubmissionRefused(f"{self.adapter.name} refused the batch for shard {shard_id} (job {job_key}): "
-                                        f"HTTP {result.status_code} {details}")
+                raise SubmissionRefused(
+                    f"{self.adapter.name} refused the batch for shard {shard_id} (job {job_key}): "
+                    f"HTTP {result.status_code} {details}"
+                )
             with self.wh.connect() as conn:
                 mark_create_unknown(conn, job_key, f"create call: {error}")
             found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
             if self.settled_by_lookup(job_key, found, created_now=True, create_error=error):
                 return
             if attempt < retries:
-                time.sleep(CREATE_BACKOFF_S * 2 ** attempt)
-        raise SubmissionUnresolved(f"creating the {self.adapter.name} batch for shard {shard_id} (job {job_key}) "
-                                   f"gave no answer {retries + 1} times and no such batch was found; last: {error}")
+                time.sleep(CREATE_BACKOFF_S * 2**attempt)
+        raise SubmissionUnresolved(
+            f"creating the {self.adapter.name} batch for shard {shard_id} (job {job_key}) "
+            f"gave no answer {retries + 1} times and no such batch was found; last: {error}"
+        )
 
 
-def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapter: BatchProvider, *,
-                   run_id: str | None = None, lease_s: float = DEFAULT_CLAIM_LEASE_S) -> SubmitSummary:
+def submit_pending(
+    wh: Warehouse,
+    task: ResolvedTask,
+    partition_date: str,
+    adapter: BatchProvider,
+    *,
+    run_id: str | None = None,
+    lease_s: float = DEFAULT_CLAIM_LEASE_S,
+) -> SubmitSummary:
     """Submit the partition's shards that have no batch yet (see the module docstring). `run_id`
     (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease."""
     spec = task.spec
     task_id = task.task_id(partition_date)
     with wh.connect() as conn:
         # Per shard: its live job (the newest one not abandoned), if any, and how many jobs it ever had.
-        shards = fetch_dicts(conn, f"""
+        shards = fetch_dicts(
+            conn,
+            f"""
             SELECT s.shard_id, s.path, s.line_count, s.est_tokens, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
                    epoch(j.created_at)::BIGINT AS intent_unix,
                    (SELECT count(*) FROM ledger.provider_job k WHERE k.shard_id = s.shard_id) AS jobs_of_shard
@@ -306,15 +365,30 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
             WHERE s.task_id = ?
             QUALIFY row_number() OVER (PARTITION BY s.shard_id ORDER BY j.created_at DESC, j.job_key DESC) = 1
             ORDER BY s.shard_no
-        """, [task_id])
-        in_flight = scalar(conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}",
-                           [spec.provider])
-        tokens = scalar(conn, f"""
+        """,
+            [task_id],
+        )
+        in_flight = scalar(
+            conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}", [spec.provider]
+        )
+        tokens = scalar(
+            conn,
+            f"""
             SELECT coalesce(sum(s.est_tokens), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
-            WHERE j.provider = ? AND s.model = ? AND {in_flight_sql('j')}""", [spec.provider, spec.model])
-    run = _Run(wh, task, task_id, adapter, new_run_owner(run_id), lease_s,
-               capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
-               token_room=task.limits.max_enqueued_tokens - int(tokens), tokens_in_flight=int(tokens))
+            WHERE j.provider = ? AND s.model = ? AND {in_flight_sql("j")}""",
+            [spec.provider, spec.model],
+        )
+    run = _Run(
+        wh,
+        task,
+        task_id,
+        adapter,
+        new_run_owner(run_id),
+        lease_s,
+        capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
+        token_room=task.limits.max_enqueued_tokens - int(tokens),
+        tokens_in_flight=int(tokens),
+    )
     try:
         for shard in shards:
             run.shard(shard)
@@ -323,25 +397,32 @@ def submit_pending(wh: Warehouse, task: ResolvedTask, partition_date: str, adapt
     if run.submitted or run.recovered:
         with wh.connect() as conn:
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
-    return SubmitSummary(task_id, run.submitted, run.recovered, run.waiting, run.already,
-                         run.claimed_elsewhere, run.undecided)
+    return SubmitSummary(
+        task_id, run.submitted, run.recovered, run.waiting, run.already, run.claimed_elsewhere, run.undecided
+    )
 
 
 # --- Intents left behind by runs that ended ------------------------------------------------------
 
+
 def _open_intent_sql(alias: str) -> str:
     """Predicate: an intent without a batch whose create is not settled (never answered, or unknown)."""
-    return (f"{alias}.provider_batch_id IS NULL AND {alias}.state = '{JobState.CREATED.value}' AND "
-            f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = '{CreateMark.UNKNOWN.value}')")
+    return (
+        f"{alias}.provider_batch_id IS NULL AND {alias}.state = '{JobState.CREATED.value}' AND "
+        f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = '{CreateMark.UNKNOWN.value}')"
+    )
 
 
 def intent_claim_owners(conn) -> list[str]:
     """Who holds a live claim on an intent that has no batch yet (a submit run mid-create, or one
     that died holding it)."""
-    return [r[0] for r in conn.execute(f"""
+    return [
+        r[0]
+        for r in conn.execute(f"""
         SELECT DISTINCT j.claimed_by FROM ledger.provider_job j
-        WHERE {_open_intent_sql('j')} AND j.claimed_by IS NOT NULL AND j.claim_expires_at > now()::TIMESTAMP
-        ORDER BY 1""").fetchall()]
+        WHERE {_open_intent_sql("j")} AND j.claimed_by IS NOT NULL AND j.claim_expires_at > now()::TIMESTAMP
+        ORDER BY 1""").fetchall()
+    ]
 
 
 def release_claims_of_ended_runs(conn, is_ended: Callable[[str], bool]) -> int:
@@ -355,10 +436,13 @@ def partitions_with_orphaned_intents(conn) -> list[tuple[str, str, int, str]]:
     owns (never claimed again after their run ended, or the lease ran out) and whose create was not
     settled: a submit run looks each up by its job key and creates only what the provider lacks. The
     fingerprint changes when the set of such intents does."""
-    return [tuple(r) for r in conn.execute(f"""
+    return [
+        tuple(r)
+        for r in conn.execute(f"""
         SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), count(*),
                md5(string_agg(j.job_key, ',' ORDER BY j.job_key))[:12]
         FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-        WHERE {_open_intent_sql('j')}
+        WHERE {_open_intent_sql("j")}
           AND (j.claimed_by IS NULL OR j.claim_expires_at <= now()::TIMESTAMP)
-        GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()]
+        GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
+    ]

@@ -20,14 +20,14 @@ from batch_assets.ledger.review import insert_applied_previous, insert_review_it
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.govern.sensitive import restore_json_sql, source_fingerprint_sql
 from batch_assets.pipeline.errors import SourceQueryError
 from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
-from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_subquery
 from batch_assets.pipeline.freeze.render import input_hash_sql
-from batch_assets.sqltext import in_range_sql, quote_ident, sql_literal
+from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_subquery
+from batch_assets.pipeline.govern.sensitive import restore_json_sql, source_fingerprint_sql
 from batch_assets.pipeline.settle.business_table import column_type, ensure_target_table, value_sql
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import in_range_sql, quote_ident, sql_literal
 
 
 def review_sample_sql(task: ResolvedTask, applied: str) -> str:
@@ -78,12 +78,12 @@ def _chunk_sql(task: ResolvedTask, task_id: str, lo: int | None, hi: int | None)
         SELECT p.custom_id, p.item_no, p.attempt, m.business_id, m.input_hash, p.output_json AS answer,
                CASE WHEN l.fresh THEN 'applied' ELSE 'stale' END AS outcome
         FROM (SELECT custom_id, item_no, attempt, output_json FROM ledger.parsed_result p
-              WHERE {_usable_sql(task_id)} AND {between('item_no')}
+              WHERE {_usable_sql(task_id)} AND {between("item_no")}
                 AND output_schema_version = {sql_literal(task.spec.output.version)}) p
-        JOIN (SELECT item_no, attempt, fresh FROM _live WHERE {between('item_no')}) l
+        JOIN (SELECT item_no, attempt, fresh FROM _live WHERE {between("item_no")}) l
           ON l.item_no = p.item_no AND l.attempt = p.attempt
         JOIN (SELECT item_no, business_id, input_hash FROM ledger.manifest_item
-              WHERE task_id = {tid} AND {between('item_no')}) m ON m.item_no = p.item_no
+              WHERE task_id = {tid} AND {between("item_no")}) m ON m.item_no = p.item_no
     """
 
 
@@ -119,12 +119,15 @@ def _ids_follow_item_numbers(conn: duckdb.DuckDBPyConnection, task_id: str) -> b
     chunk sorted by it instead (10M keys in ten commits, plain DuckDB: 32 s spread over the key
     range, 14 s sorted per chunk, 10 s in key ranges), which costs ~0.1 s a chunk where it is not
     needed. One grouped scan of the ids, no sort."""
-    return conn.execute(f"""
+    return conn.execute(
+        f"""
         SELECT coalesce(bool_and(hi <= next_lo), true)
         FROM (SELECT hi, lead(lo) OVER (ORDER BY b) AS next_lo
               FROM (SELECT item_no // {_COUNT_BLOCK} AS b, min(business_id) AS lo, max(business_id) AS hi
                     FROM ledger.manifest_item WHERE task_id = ? GROUP BY b))
-    """, [task_id]).fetchone()[0]
+    """,
+        [task_id],
+    ).fetchone()[0]
 
 
 # Answers written per transaction (see apply_results).
@@ -137,7 +140,7 @@ class ApplySummary:
     applied: int
     stale: int
     target_table: str
-    refused_version: int = 0   # answers parsed under another output version than the task's now: not written
+    refused_version: int = 0  # answers parsed under another output version than the task's now: not written
 
 
 def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> str:
@@ -180,12 +183,13 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
         if has_fp:  # manifests frozen before fingerprints and numbers lack them: every row is re-hashed
             # With few candidates (a re-apply of some retries) only their ids' source rows are read;
             # with most of the partition's items the filter would cost a hash join and save nothing.
-            items = conn.execute("SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? "
-                                 "AND superseded_at IS NULL", [task_id]).fetchone()[0]
+            items = conn.execute(
+                "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
+            ).fetchone()[0]
             few = 2 * candidates < items
             only_candidates = f"WHERE hash({bid}) IN (SELECT id_hash FROM _cand)" if few else ""
             frozen_rows = f"""
-                (SELECT {frozen_item_no_sql('p')} AS item_no, hash(business_id) AS id_hash,
+                (SELECT {frozen_item_no_sql("p")} AS item_no, hash(business_id) AS id_hash,
                         hash(input_hash) AS input_hash_hash, source_fp
                  FROM {frozen} p)"""
             if not few and _source_as_frozen(conn, task, bid, frozen, partition_date):
@@ -233,8 +237,9 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     return how
 
 
-def _source_as_frozen(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, frozen: str,
-                      partition_date: str) -> bool:
+def _source_as_frozen(
+    conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, frozen: str, partition_date: str
+) -> bool:
     """Whether the source now holds exactly the frozen manifest's rows: the same number of rows with
     an id the freeze did not reject (the Parquet holds every row the freeze kept), and the same sum
     and xor of 64-bit hashes of (id, fingerprint) — a multiset checksum, so an order change does
@@ -244,34 +249,51 @@ def _source_as_frozen(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: 
     fp = source_fingerprint_sql(task, "_q")
     # The rows the freeze kept: an id, and not one it rejected (held twice then: its rows are not in
     # the Parquet, nor is any candidate of it). Without rejects, no anti-join.
-    rejected = f"SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task.task_id(partition_date))}"
-    not_rejected = (f"AND {bid} NOT IN ({rejected} AND business_id IS NOT NULL)"
-                    if conn.execute(f"SELECT EXISTS ({rejected})").fetchone()[0] else "")
-    now, then = conn.execute(f"""
+    rejected = (
+        f"SELECT business_id FROM ledger.source_reject WHERE task_id = {sql_literal(task.task_id(partition_date))}"
+    )
+    not_rejected = (
+        f"AND {bid} NOT IN ({rejected} AND business_id IS NOT NULL)"
+        if conn.execute(f"SELECT EXISTS ({rejected})").fetchone()[0]
+        else ""
+    )
+    now, then = conn.execute(
+        f"""
         SELECT (SELECT (count(*), sum(h), bit_xor(h)) FROM (
                     SELECT hash(hash({bid}), {fp}) AS h FROM {source_subquery(task)} AS _q
                     WHERE {bid} IS NOT NULL AND trim({bid}) <> '' {not_rejected})),
                (SELECT (count(*), sum(h), bit_xor(h)) FROM (
                     SELECT hash(hash(business_id), source_fp) AS h FROM {frozen} p))
-    """, {"partition_date": partition_date}).fetchone()
+    """,
+        {"partition_date": partition_date},
+    ).fetchone()
     return now == then and now[0] > 0
 
 
-def _live_by_id(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, only_candidates: str,
-                frozen_rows: str, partition_date: str) -> None:
+def _live_by_id(
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    bid: str,
+    only_candidates: str,
+    frozen_rows: str,
+    partition_date: str,
+) -> None:
     """Temp table `_live` from the source grouped by id: a candidate is decided by its frozen row
     when its id is in the source once with the frozen fingerprint (undecided otherwise)."""
     # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
     # Two statements, one join each: at 10M, alone, the one statement with both joins took
     # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
-    conn.execute(f"""
+    conn.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE _source_now AS
         SELECT c.item_no, c.attempt, c.id_hash, c.input_hash_hash, f.n, f.fp
         FROM _cand c
-        LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, '_q')}) AS fp
+        LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, "_q")}) AS fp
                    FROM {source_subquery(task)} AS _q {only_candidates}
                    GROUP BY ALL) f ON f.id_hash = c.id_hash
-    """, {"partition_date": partition_date})
+    """,
+        {"partition_date": partition_date},
+    )
     # The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the join's build
     # side stays ~32 bytes a row (with both strings it spilled at 10M).
     conn.execute(f"""
@@ -319,8 +341,10 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             # An item can hold usable answers at two attempts (a batch's output that arrived after
             # its items were sent again): it is written once, with its latest attempt's answer (the
             # one reconcile counts). Its second row would fail the chunk's keyed insert on every run.
-            conn.execute("CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM _cand "
-                         "QUALIFY attempt = max(attempt) OVER (PARTITION BY item_no)")
+            conn.execute(
+                "CREATE OR REPLACE TEMP TABLE _cand AS SELECT * FROM _cand "
+                "QUALIFY attempt = max(attempt) OVER (PARTITION BY item_no)"
+            )
             n_cand = conn.execute("SELECT count(*) FROM _cand").fetchone()[0]
         if n_cand == 0:
             conn.execute("DROP TABLE _cand")
@@ -334,8 +358,9 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         # A task without review picks yet (its first apply) adds each chunk's with a plain INSERT
         # (see insert_review_items). A custom_id begins with its task's id, so only this task's
         # rows could be an item picked before.
-        none_picked_before = not conn.execute("SELECT EXISTS (SELECT 1 FROM ledger.review_item WHERE task_id = ?)",
-                                              [task_id]).fetchone()[0]
+        none_picked_before = not conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM ledger.review_item WHERE task_id = ?)", [task_id]
+        ).fetchone()[0]
         # Written in chunks of about APPLY_CHUNK answers (ranges of item numbers), each in its own
         # transaction: an answer's business row and its ledger rows still commit together, and a
         # transaction never holds more than a chunk (one transaction of 10M answers ran out of
@@ -354,8 +379,13 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                 conn.execute(f"CREATE OR REPLACE TEMP TABLE _raw_part AS SELECT * FROM {chunk}")
                 conn.execute(f"""
                     UPDATE _raw_part SET answer = r.restored
-                    FROM ({restore_json_sql("CAST(answer AS VARCHAR)", "custom_id",
-                                            "_raw_part WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)")}) AS r
+                    FROM ({
+                    restore_json_sql(
+                        "CAST(answer AS VARCHAR)",
+                        "custom_id",
+                        "_raw_part WHERE custom_id IN (SELECT custom_id FROM ledger.pii_mapping)",
+                    )
+                }) AS r
                     WHERE _raw_part.custom_id = r.custom_id
                 """)
                 chunk = "_raw_part"
@@ -363,12 +393,16 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE IF EXISTS _raw_part")
             # Every candidate of the range read back, or nothing of the chunk is written: the counts
             # above come from the candidates, and one counted but not written would look applied.
-            read, expected = conn.execute(f"SELECT (SELECT count(*) FROM _part), "
-                                          f"(SELECT count(*) FROM _live WHERE {in_range_sql('item_no', lo, hi)})").fetchone()
+            read, expected = conn.execute(
+                f"SELECT (SELECT count(*) FROM _part), "
+                f"(SELECT count(*) FROM _live WHERE {in_range_sql('item_no', lo, hi)})"
+            ).fetchone()
             if read != expected:
-                raise RuntimeError(f"apply {task_id}: the chunk of item numbers [{lo}, {hi}) read {read} answers "
-                                   f"back for {expected} candidates; nothing of it was written (a ledger row changed "
-                                   "during the apply? run it again)")
+                raise RuntimeError(
+                    f"apply {task_id}: the chunk of item numbers [{lo}, {hi}) read {read} answers "
+                    f"back for {expected} candidates; nothing of it was written (a ledger row changed "
+                    "during the apply? run it again)"
+                )
             _write_chunk(conn, task, task_id, fields, any_held, none_picked_before)
             conn.execute("DROP TABLE _part")
         conn.execute("DROP TABLE _held; DROP TABLE _live;")
@@ -413,8 +447,9 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         rows = "(SELECT item_no, fresh AND item_no NOT IN (SELECT item_no FROM _held) AS appends FROM _live)"
     else:
         rows = "(SELECT item_no, fresh AS appends FROM _live)"
-    blocks = conn.execute(f"SELECT item_no // {_COUNT_BLOCK} AS b, count(*), count(*) FILTER (appends) "
-                          f"FROM {rows} GROUP BY b ORDER BY b").fetchall()
+    blocks = conn.execute(
+        f"SELECT item_no // {_COUNT_BLOCK} AS b, count(*), count(*) FILTER (appends) FROM {rows} GROUP BY b ORDER BY b"
+    ).fetchall()
     # The appended-row ordinals where a chunk ends, each as (block, ordinal within the block); and
     # where rows that append nothing (stale answers, overwritten keys) would make a chunk hold more
     # than half as many rows again as a chunk: a cut at the start of a block (a transaction stays
@@ -434,13 +469,16 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         before += count
     marks = list(cuts)
     if wanted:  # the item number of each wanted ordinal, looked up in its block only
-        marks += [r[0] for r in conn.execute(f"""
+        marks += [
+            r[0]
+            for r in conn.execute(f"""
             SELECT d.item_no FROM (SELECT item_no, item_no // {_COUNT_BLOCK} AS b,
                                           row_number() OVER (PARTITION BY item_no // {_COUNT_BLOCK} ORDER BY item_no) - 1 AS k
                                    FROM {rows}
                                    WHERE item_no // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
             JOIN (VALUES {", ".join(f"({b}, {k})" for b, k in wanted)}) AS t(b, k) ON t.b = d.b AND t.k = d.k
-        """).fetchall()]
+        """).fetchall()
+        ]
     marks = sorted(set(marks))
     if marks:
         # The last chunk holds what is left after the last mark, often a sliver (at 10M items ~90k
@@ -449,7 +487,9 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         # cap. Where it ends needs no alignment: nothing of this apply commits after it, and a later
         # apply's first chunk aligns from the table's row count (next_mark).
         before_last = marks[-2] if len(marks) > 1 else None
-        tail = conn.execute(f"SELECT count(*) FROM {rows} WHERE {in_range_sql('item_no', before_last, None)}").fetchone()[0]
+        tail = conn.execute(
+            f"SELECT count(*) FROM {rows} WHERE {in_range_sql('item_no', before_last, None)}"
+        ).fetchone()[0]
         if tail <= cap:
             marks.pop()
     return marks
@@ -458,8 +498,11 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
 def _table_rows(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> int:
     """The business table's rows as its storage counts them (deleted ones included): the catalog's
     figure, read without a scan. 0 if the catalog does not list it (the chunks only align less well)."""
-    row = conn.execute("SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
-                       "AND schema_name = 'main' AND table_name = ?", [task.spec.apply.table]).fetchone()
+    row = conn.execute(
+        "SELECT estimated_size FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ?",
+        [task.spec.apply.table],
+    ).fetchone()
     return int(row[0] or 0) if row else 0
 
 
@@ -480,8 +523,14 @@ def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
     return conn.execute("SELECT EXISTS (SELECT 1 FROM _held)").fetchone()[0]
 
 
-def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, fields: list[str],
-                 any_held: bool, none_picked_before: bool) -> None:
+def _write_chunk(
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    task_id: str,
+    fields: list[str],
+    any_held: bool,
+    none_picked_before: bool,
+) -> None:
     """One transaction: the answers of `_part` (one chunk's, see _answers_sql) into the business table
     (the rows they overwrite kept for revoke), their outcomes into ledger.applied_result, the review
     picks into ledger.review_item. `any_held`: whether `_held` has any candidate;
@@ -507,8 +556,13 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
                   ON b.{key} = d.business_id AND b.output_version = {sql_literal(spec.output.version)}
                 WHERE d.outcome = 'applied' AND {held}
             """)
-            insert_applied_previous(conn, task_id, "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
-                                    target_table=apply.table, output_version=spec.output.version)
+            insert_applied_previous(
+                conn,
+                task_id,
+                "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
+                target_table=apply.table,
+                output_version=spec.output.version,
+            )
             overwrites = conn.execute("SELECT count(*) FROM _over").fetchone()[0]
 
         def rows(held: str) -> str:
@@ -517,22 +571,34 @@ def _write_chunk(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: s
                 SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
                 FROM _part WHERE outcome = 'applied' AND {held}
             """
+
         # Keys the table does not hold take a plain INSERT (the primary key still refuses one written
         # meanwhile: the chunk fails and rolls back, nothing is overwritten unrecorded); ON
         # CONFLICT's update path costs about twice as much per row, so only overwritten keys take it.
         conn.execute(rows("business_id NOT IN (SELECT business_id FROM _over)" if overwrites else "true"))
         if overwrites:
-            conn.execute(rows("business_id IN (SELECT business_id FROM _over)") + f"""
+            conn.execute(
+                rows("business_id IN (SELECT business_id FROM _over)")
+                + f"""
                 ON CONFLICT ({key}, output_version) DO UPDATE SET {updates},
                     custom_id = excluded.custom_id, input_hash = excluded.input_hash,
                     task_id = excluded.task_id, applied_at = excluded.applied_at
-            """)
+            """
+            )
         conn.execute("DROP TABLE IF EXISTS _over")
         faultpoints.reached("apply.before_commit")
-        insert_applied_results(conn, task_id, "SELECT custom_id, item_no, business_id, outcome FROM _part",
-                               target_table=apply.table, output_version=spec.output.version)
+        insert_applied_results(
+            conn,
+            task_id,
+            "SELECT custom_id, item_no, business_id, outcome FROM _part",
+            target_table=apply.table,
+            output_version=spec.output.version,
+        )
         if spec.review.sample_rate > 0 or spec.review.always_if:
             named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
-            insert_review_items(conn, task_id, review_sample_sql(
-                task, f"(SELECT custom_id, attempt{named} FROM _part WHERE outcome = 'applied')"),
-                none_picked_before=none_picked_before)
+            insert_review_items(
+                conn,
+                task_id,
+                review_sample_sql(task, f"(SELECT custom_id, attempt{named} FROM _part WHERE outcome = 'applied')"),
+                none_picked_before=none_picked_before,
+            )

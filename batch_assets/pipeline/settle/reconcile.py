@@ -36,8 +36,15 @@ from batch_assets.sqltext import in_range_sql
 
 # Classes an item can be final-failed with (expired / canceled remainders are retried; an
 # operator's cancel is its own outcome).
-FAILURE_CLASSES = ("validation_error", "rate_or_capacity_error", "content_policy_error", "internal_error",
-                   "parse_error", "expired", "canceled")
+FAILURE_CLASSES = (
+    "validation_error",
+    "rate_or_capacity_error",
+    "content_policy_error",
+    "internal_error",
+    "parse_error",
+    "expired",
+    "canceled",
+)
 DEFAULT_MAX_FAILED_FRACTION = 0.01
 # Items per range of item numbers in the per-item pass (see _item_ranges).
 RECONCILE_CHUNK = 1 << 20
@@ -47,9 +54,9 @@ PASSED, WARN, FAILED = "passed", "warn", "failed"
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str          # passed | warn | failed
+    status: str  # passed | warn | failed
     reasons: tuple[str, ...]
-    final_status: str | None   # the partition's final status; None while work is pending
+    final_status: str | None  # the partition's final status; None while work is pending
 
     @property
     def passed(self) -> bool:
@@ -62,28 +69,28 @@ class Reconciliation:
     manifest_items: int = 0
     source_rejects: int = 0
     quarantined: int = 0
-    unsharded: int = 0                # items neither in a shard nor quarantined (shards not cut yet)
-    shard_lines: int = 0              # first-attempt lines
-    retry_lines: int = 0              # lines of attempts 2, 3, …
-    retry_lines_expected: int = 0     # retry decisions whose next attempt was cut
-    submitted_lines: int = 0          # lines of shards the provider accepted as a batch (all attempts)
-    provider_counted_lines: int = 0   # of those, lines of batches whose provider reports request counts
+    unsharded: int = 0  # items neither in a shard nor quarantined (shards not cut yet)
+    shard_lines: int = 0  # first-attempt lines
+    retry_lines: int = 0  # lines of attempts 2, 3, …
+    retry_lines_expected: int = 0  # retry decisions whose next attempt was cut
+    submitted_lines: int = 0  # lines of shards the provider accepted as a batch (all attempts)
+    provider_counted_lines: int = 0  # of those, lines of batches whose provider reports request counts
     provider_request_total: int = 0
-    succeeded: int = 0                # latest attempt answered and not refused for content
-    failed: dict[str, int] = field(default_factory=dict)   # latest attempt failed, by class
+    succeeded: int = 0  # latest attempt answered and not refused for content
+    failed: dict[str, int] = field(default_factory=dict)  # latest attempt failed, by class
     expired: int = 0
     canceled: int = 0
-    missing: int = 0                  # latest line without an outcome (in flight included)
+    missing: int = 0  # latest line without an outcome (in flight included)
     in_flight: int = 0
     applied: int = 0
-    revoked: int = 0                  # applied, then taken back (`batch-assets revoke`): final
+    revoked: int = 0  # applied, then taken back (`batch-assets revoke`): final
     stale: int = 0
     failed_to_parse: int = 0
     orphan_lines: int = 0
     duplicate_lines: int = 0
     malformed_lines: int = 0
-    answered_lines: int = 0       # result lines matched to an item (raw_result status ok), all attempts
-    parsed_from_lines: int = 0    # outcomes taken from a result line (not from the batch's end state)
+    answered_lines: int = 0  # result lines matched to an item (raw_result status ok), all attempts
+    parsed_from_lines: int = 0  # outcomes taken from a result line (not from the batch's end state)
     jobs: int = 0
     jobs_terminal: int = 0
     # finality of every item (one state each)
@@ -92,12 +99,12 @@ class Reconciliation:
     operator_canceled: int = 0
     retry_pending: int = 0
     undecided: int = 0
-    unresolved_missing: int = 0       # a finished batch gave the item no outcome (or it was not collected)
-    unapplied: int = 0                # a usable answer that was not written
-    retried: int = 0                  # items sent more than once
+    unresolved_missing: int = 0  # a finished batch gave the item no outcome (or it was not collected)
+    unapplied: int = 0  # a usable answer that was not written
+    retried: int = 0  # items sent more than once
     max_attempt: int = 0
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
-    final_status: str | None = None   # as recorded in ledger.batch_task
+    final_status: str | None = None  # as recorded in ledger.batch_task
     # The provider's own reason for each batch it failed as a whole (e.g. "too_many_tasks: …").
     batch_failures: list[str] = field(default_factory=list)
 
@@ -122,27 +129,48 @@ class Reconciliation:
     def problems(self, require_applied: bool = True) -> list[str]:
         """Every equation that does not balance, spelled out with its numbers."""
         out = []
-        outcome = (self.succeeded + self.failed_total + self.expired + self.canceled + self.quarantined + self.missing
-                   + self.unsharded)
+        outcome = (
+            self.succeeded
+            + self.failed_total
+            + self.expired
+            + self.canceled
+            + self.quarantined
+            + self.missing
+            + self.unsharded
+        )
         if self.manifest_items != outcome:
-            out.append(f"manifest items {self.manifest_items} != succeeded {self.succeeded} + failed {self.failed_total} "
-                       f"+ expired {self.expired} + canceled {self.canceled} + quarantined {self.quarantined} "
-                       f"+ missing {self.missing} + unsharded {self.unsharded} (= {outcome})")
+            out.append(
+                f"manifest items {self.manifest_items} != succeeded {self.succeeded} + failed {self.failed_total} "
+                f"+ expired {self.expired} + canceled {self.canceled} + quarantined {self.quarantined} "
+                f"+ missing {self.missing} + unsharded {self.unsharded} (= {outcome})"
+            )
         if self.shard_lines + self.unsharded != self.manifest_items - self.quarantined:
-            out.append(f"first-attempt shard lines {self.shard_lines} + unsharded {self.unsharded} != manifest items "
-                       f"{self.manifest_items} - quarantined {self.quarantined}")
+            out.append(
+                f"first-attempt shard lines {self.shard_lines} + unsharded {self.unsharded} != manifest items "
+                f"{self.manifest_items} - quarantined {self.quarantined}"
+            )
         if self.retry_lines != self.retry_lines_expected:
-            out.append(f"retry shard lines {self.retry_lines} != retry decisions sent again {self.retry_lines_expected}")
+            out.append(
+                f"retry shard lines {self.retry_lines} != retry decisions sent again {self.retry_lines_expected}"
+            )
         if self.provider_request_total != self.provider_counted_lines:
-            out.append(f"provider request counts {self.provider_request_total} != lines submitted "
-                       f"{self.provider_counted_lines} (batches whose provider reports counts)")
-        if self.parsed_from_lines > self.answered_lines or (require_applied and self.parsed_from_lines != self.answered_lines):
-            out.append(f"outcomes from result lines {self.parsed_from_lines} != result lines matched to items "
-                       f"{self.answered_lines}")
+            out.append(
+                f"provider request counts {self.provider_request_total} != lines submitted "
+                f"{self.provider_counted_lines} (batches whose provider reports counts)"
+            )
+        if self.parsed_from_lines > self.answered_lines or (
+            require_applied and self.parsed_from_lines != self.answered_lines
+        ):
+            out.append(
+                f"outcomes from result lines {self.parsed_from_lines} != result lines matched to items "
+                f"{self.answered_lines}"
+            )
         if require_applied and self.applied + self.revoked + self.stale + self.failed_to_parse != self.succeeded:
             revoked = f" + revoked {self.revoked}" if self.revoked else ""
-            out.append(f"applied {self.applied}{revoked} + stale {self.stale} + failed to parse "
-                       f"{self.failed_to_parse} != succeeded {self.succeeded}")
+            out.append(
+                f"applied {self.applied}{revoked} + stale {self.stale} + failed to parse "
+                f"{self.failed_to_parse} != succeeded {self.succeeded}"
+            )
         return out
 
     def verdict(self) -> Verdict:
@@ -152,20 +180,30 @@ class Reconciliation:
         if problems:
             return Verdict(FAILED, tuple(f"unbalanced: {p}" for p in problems), None if self.pending else "FAILED")
         if self.pending:
-            return Verdict(WARN, (f"{self.pending} item(s) not final yet: {self.in_flight} in flight, "
-                                  f"{self.retry_pending} retry pending, {self.undecided} undecided, "
-                                  f"{self.unsharded} not sharded",), None)
+            return Verdict(
+                WARN,
+                (
+                    f"{self.pending} item(s) not final yet: {self.in_flight} in flight, "
+                    f"{self.retry_pending} retry pending, {self.undecided} undecided, "
+                    f"{self.unsharded} not sharded",
+                ),
+                None,
+            )
         reasons = []
         if self.unresolved_missing:
-            reasons.append(f"{self.unresolved_missing} item(s) got no outcome from a finished batch "
-                           "(missing, orphan-only or malformed-only lines, or results not collected)")
+            reasons.append(
+                f"{self.unresolved_missing} item(s) got no outcome from a finished batch "
+                "(missing, orphan-only or malformed-only lines, or results not collected)"
+            )
         if self.unapplied:
             reasons.append(f"{self.unapplied} usable answer(s) not applied")
         tolerance = self.max_failed_fraction * self.manifest_items
         if self.final_failed_total > tolerance:
             by_class = ", ".join(f"{c} {n}" for c, n in sorted(self.final_failed.items()) if n)
-            reasons.append(f"{self.final_failed_total} final failure(s) ({by_class}) > tolerance "
-                           f"{self.max_failed_fraction:.2%} of {self.manifest_items} items")
+            reasons.append(
+                f"{self.final_failed_total} final failure(s) ({by_class}) > tolerance "
+                f"{self.max_failed_fraction:.2%} of {self.manifest_items} items"
+            )
         if reasons:
             reasons += [f"provider failed batch {f}" for f in self.batch_failures]
             return Verdict(FAILED, tuple(reasons), "FAILED")
@@ -193,7 +231,9 @@ class Reconciliation:
 
 # An item superseded by a refreeze no longer counts anywhere. (Rows of ids unknown to the manifest
 # still count, so a stray or tampered row unbalances the equation instead of vanishing.)
-ACTIVE = "custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)"
+ACTIVE = (
+    "custom_id NOT IN (SELECT custom_id FROM ledger.manifest_item WHERE task_id = $t AND superseded_at IS NOT NULL)"
+)
 
 
 def _active(any_superseded: bool, alias: str = "") -> str:
@@ -214,7 +254,7 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
         f"""SELECT count(*) FILTER (attempt = 1) AS shard_lines, count(*) FILTER (attempt > 1) AS retry_lines
             FROM ledger.shard_line WHERE task_id = $t AND {active}""",
         f"""SELECT count(*) AS retry_lines_expected FROM ledger.retry_decision d
-            WHERE d.task_id = $t AND d.action IN {RETRY_ACTIONS} AND {_active(any_superseded, 'd.')}
+            WHERE d.task_id = $t AND d.action IN {RETRY_ACTIONS} AND {_active(any_superseded, "d.")}
               AND EXISTS (SELECT 1 FROM ledger.shard_line sl WHERE sl.task_id = $t AND sl.custom_id = d.custom_id
                           AND sl.attempt = d.next_attempt)""",
         # Gemini reports no request counts to the SDK; batches still validating report 0.
@@ -242,14 +282,18 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
     ]
 
 
-def reconcile_conn(conn: duckdb.DuckDBPyConnection, task_id: str,
-                   max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
+def reconcile_conn(
+    conn: duckdb.DuckDBPyConnection, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+) -> Reconciliation:
     r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction)
     params = {"t": task_id}
-    r.manifest_items, superseded, revocations, lo, hi = conn.execute("""
+    r.manifest_items, superseded, revocations, lo, hi = conn.execute(
+        """
         SELECT count(*) FILTER (superseded_at IS NULL), count(*) FILTER (superseded_at IS NOT NULL),
                (SELECT count(*) FROM ledger.revocation), min(item_no), max(item_no)
-        FROM ledger.manifest_item WHERE task_id = $t""", params).fetchone()
+        FROM ledger.manifest_item WHERE task_id = $t""",
+        params,
+    ).fetchone()
     # One statement each: as one statement (a cross product of the single-row queries) they took
     # 38 ms at 1M items, one after another 23 ms.
     terms = {}
@@ -279,8 +323,13 @@ def _item_ranges(lo: int | None, hi: int | None) -> list[tuple[int | None, int |
     return list(zip([None, *marks], [*marks, None]))
 
 
-def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, manifest_rows: int,
-              numbers: tuple[int | None, int | None]) -> None:
+def _per_item(
+    conn: duckdb.DuckDBPyConnection,
+    task_id: str,
+    r: Reconciliation,
+    manifest_rows: int,
+    numbers: tuple[int | None, int | None],
+) -> None:
     """The terms that need each item's latest attempt, from one pass over the ids: outcomes of
     latest attempts (parsed results by class, lines without one), unsharded items, and the finality
     state of every manifest item. The latest attempt is found once; each table is read once.
@@ -299,24 +348,37 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
         )"""
     # What the partition's lines hold, from their integer columns and their shards (cheap): lines of
     # ids the manifest does not know, of attempts other than the first, of shards still open.
-    unknown_lines, other_attempts, open_lines = conn.execute(f"""
+    unknown_lines, other_attempts, open_lines = conn.execute(
+        f"""
         WITH {closed_shards}
         SELECT coalesce(bool_or(sl.item_no IS NULL), false), coalesce(bool_or(sl.attempt <> 1), false),
                coalesce(bool_or(c.shard_id IS NULL), false)
-        FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id) WHERE sl.task_id = $t""", params).fetchone()
+        FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id) WHERE sl.task_id = $t""",
+        params,
+    ).fetchone()
     # By ranges of item numbers, unless a line has none (then in one statement: such lines are told
     # apart by custom_id and belong to no range).
     ranges = [(None, None)] if unknown_lines else _item_ranges(*numbers)
     if unknown_lines:  # rare (a line of an id the manifest does not know): key (item_no, unknown_id)
+
         def unknown(alias: str) -> str:
             return f"CASE WHEN {alias}item_no IS NULL THEN {alias}custom_id END AS unknown_id"
 
         def same(a: str, b: str) -> str:
-            return (f"{a}.item_no IS NOT DISTINCT FROM {b}.item_no AND {a}.unknown_id IS NOT DISTINCT FROM {b}.unknown_id")
-        line_key, result_key, line_group = f"sl.item_no, {unknown('sl.')}", f"item_no, {unknown('')}", "sl.item_no, unknown_id"
+            return (
+                f"{a}.item_no IS NOT DISTINCT FROM {b}.item_no AND {a}.unknown_id IS NOT DISTINCT FROM {b}.unknown_id"
+            )
+
+        line_key, result_key, line_group = (
+            f"sl.item_no, {unknown('sl.')}",
+            f"item_no, {unknown('')}",
+            "sl.item_no, unknown_id",
+        )
     else:  # every line is a manifest item's: its number alone is the key (exactly equivalent)
+
         def same(a: str, b: str) -> str:
             return f"{a}.item_no = {b}.item_no"
+
         line_key, result_key, line_group = "sl.item_no", "item_no", "sl.item_no"
     # How many lines an item has at its latest attempt: at attempt 1 the first-attempt count; lines
     # of other attempts are few (retries), counted apart and only when there are any. With every
@@ -325,7 +387,7 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
     if other_attempts:
         retry_counts = f"""LEFT JOIN (SELECT {result_key}, attempt, count(*) AS lines FROM ledger.shard_line
                                       WHERE task_id = $t AND attempt <> 1 AND {{in_range}} GROUP BY ALL) rl
-                                 ON {same('rl', 'l')} AND rl.attempt = l.attempt"""
+                                 ON {same("rl", "l")} AND rl.attempt = l.attempt"""
         latest_lines = "CASE WHEN l.attempt = 1 THEN l.first_lines ELSE coalesce(rl.lines, 0) END"
         at_attempt, attempt_filter = " AND {0}.attempt = l.attempt", ""
     else:
@@ -355,9 +417,9 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
                        o.provider_succeeded, d.action, d.error_class AS decided_class
                 FROM lines l
                 LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
-                           WHERE task_id = $t{attempt_filter} AND {in_range}) o ON {same('o', 'l')}{at_attempt.format('o')}
+                           WHERE task_id = $t{attempt_filter} AND {in_range}) o ON {same("o", "l")}{at_attempt.format("o")}
                 LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
-                           WHERE task_id = $t{attempt_filter} AND {in_range}) d ON {same('d', 'l')}{at_attempt.format('d')}
+                           WHERE task_id = $t{attempt_filter} AND {in_range}) d ON {same("d", "l")}{at_attempt.format("d")}
                 {retry_counts.format(in_range=in_range)}
             ),
             ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
@@ -420,8 +482,10 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
         # row of the outer join is a manifest row's and there are as many as manifest rows (no item
         # met two lines); checked from the same statement's counts, else it runs grouped.
         if not unknown_lines:
-            ungrouped = ("SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "
-                         "FROM ledger.shard_line sl WHERE sl.task_id = $t AND {in_range}")
+            ungrouped = (
+                "SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "
+                "FROM ledger.shard_line sl WHERE sl.task_id = $t AND {in_range}"
+            )
             rows = [row for lo, hi in ranges for row in conn.execute(statement(ungrouped, lo, hi), params).fetchall()]
             groups = [(row[8], row[9]) for row in rows]  # (listed: a manifest row's, rows of the group)
             if sum(n for listed, n in groups if listed) == manifest_rows and all(listed for listed, _ in groups):
@@ -432,8 +496,20 @@ def _per_item(conn: duckdb.DuckDBPyConnection, task_id: str, r: Reconciliation, 
 
 def _add_terms(r: Reconciliation, rows: list[tuple]) -> None:
     """Add the per-item statement's rows (one per combination of terms) to `r`."""
-    for state, cls, result_cls, provider_ok, item, counted_result, retried, unsharded, _listed, n, max_attempt, missing \
-            in rows:
+    for (
+        state,
+        cls,
+        result_cls,
+        provider_ok,
+        item,
+        counted_result,
+        retried,
+        unsharded,
+        _listed,
+        n,
+        max_attempt,
+        missing,
+    ) in rows:
         items, results = (n if item else 0), (n if counted_result else 0)
         r.missing += missing or 0
         r.unsharded += n if unsharded else 0
@@ -467,8 +543,9 @@ def reconcile(wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_
         return reconcile_conn(conn, task_id, max_failed_fraction)
 
 
-def settle(wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
-           ) -> tuple[Reconciliation, Verdict]:
+def settle(
+    wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+) -> tuple[Reconciliation, Verdict]:
     """Reconcile the partition and record its final status (cleared again while work is pending)."""
     from batch_assets.ledger.retries import set_final_status
 

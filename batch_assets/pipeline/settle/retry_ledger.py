@@ -28,7 +28,11 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.retries import (
-    insert_compliance_holds, insert_retry_decisions, record_operator_action, reopen_decisions, set_final_status,
+    insert_compliance_holds,
+    insert_retry_decisions,
+    record_operator_action,
+    reopen_decisions,
+    set_final_status,
 )
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
@@ -37,8 +41,13 @@ from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import rows_of_partitions, sql_literal
 
 DEFAULT_ACTIONS = {
-    "rate_or_capacity_error": "retry", "internal_error": "retry", "expired": "retry", "canceled": "retry",
-    "parse_error": "retry", "validation_error": "await_operator", "content_policy_error": "compliance_hold",
+    "rate_or_capacity_error": "retry",
+    "internal_error": "retry",
+    "expired": "retry",
+    "canceled": "retry",
+    "parse_error": "retry",
+    "validation_error": "await_operator",
+    "content_policy_error": "compliance_hold",
 }
 # A batch rejected whole for capacity charges no attempt; this many re-queues end it all the same.
 MAX_REQUEUES = 20
@@ -62,12 +71,15 @@ def _action_sql(task: ResolvedTask) -> str:
     """SQL CASE: the action for a failed attempt (columns of the planner's `f` relation)."""
     retry = task.spec.retry
     actions = {**DEFAULT_ACTIONS, **retry.actions}
-    base = "CASE error_class " + " ".join(
-        f"WHEN {sql_literal(c)} THEN {sql_literal(actions[c])}" for c in FAILURE_CLASSES if c in actions
-    ) + " ELSE 'final_failed' END"
+    base = (
+        "CASE error_class "
+        + " ".join(f"WHEN {sql_literal(c)} THEN {sql_literal(actions[c])}" for c in FAILURE_CLASSES if c in actions)
+        + " ELSE 'final_failed' END"
+    )
     # An operator's cancel is final; the stuck-job policy's cancel re-sends what did not run.
-    operator_cancel = ("" if "canceled" in retry.actions
-                       else "WHEN error_class = 'canceled' AND NOT system_cancel THEN 'canceled'")
+    operator_cancel = (
+        "" if "canceled" in retry.actions else "WHEN error_class = 'canceled' AND NOT system_cancel THEN 'canceled'"
+    )
     return f"""
         CASE
             {operator_cancel}
@@ -124,9 +136,13 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
         """)
         with transaction(conn):
             decided = insert_retry_decisions(conn, task_id, "FROM _decided")
-            insert_compliance_holds(conn, task_id, """
+            insert_compliance_holds(
+                conn,
+                task_id,
+                """
                 SELECT custom_id, business_id, attempt, error_code AS provider_code, error_message AS provider_reason
-                FROM _decided WHERE action = 'compliance_hold'""")
+                FROM _decided WHERE action = 'compliance_hold'""",
+            )
         by_action = dict(conn.execute("SELECT action, count(*) FROM _decided GROUP BY 1").fetchall())
         conn.execute("DROP TABLE _decided; DROP TABLE _failed")
     return RetryPlan(task_id, decided, by_action)
@@ -158,7 +174,7 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
     and a line of its attempt, looked up only in the partitions with such open decisions. The
     sensor runs this every tick; taking the latest attempt of every shard line of the ledger grew
     with its history (2.7 s with ten 1M-item partitions in the ledger)."""
-    with transaction(conn):   # one snapshot for both reads
+    with transaction(conn):  # one snapshot for both reads
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _open_retries AS
             SELECT d.task_id, d.custom_id, d.attempt, d.next_attempt, d.not_before
@@ -170,7 +186,9 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
         try:
             tasks = [r[0] for r in conn.execute("SELECT DISTINCT task_id FROM _open_retries").fetchall()]
             lines = rows_of_partitions("ledger.shard_line", "task_id, custom_id, attempt", tasks)
-            return fetch_dicts(conn, f"""
+            return fetch_dicts(
+                conn,
+                f"""
                 SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
                        count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
                        max(d.next_attempt) AS next_attempt
@@ -178,13 +196,15 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
                 SEMI JOIN {lines} sl ON sl.task_id = d.task_id AND sl.custom_id = d.custom_id AND sl.attempt = d.attempt
                 JOIN ledger.batch_task t ON t.task_id = d.task_id
                 GROUP BY ALL ORDER BY 1, 2
-            """)
+            """,
+            )
         finally:
             conn.execute("DROP TABLE IF EXISTS _open_retries")
 
 
-def reopen_for_operator(wh: Warehouse, task_id: str, classes: tuple[str, ...], *, dry_run: bool = False,
-                        who: str = "cli") -> dict[str, int]:
+def reopen_for_operator(
+    wh: Warehouse, task_id: str, classes: tuple[str, ...], *, dry_run: bool = False, who: str = "cli"
+) -> dict[str, int]:
     """An operator's explicit retry: items whose latest attempt is final-failed (or awaiting an
     operator) with one of `classes` become due retries. Returns counts by class (nothing written on dry run)."""
     unknown = sorted(set(classes) - set(FAILURE_CLASSES))
@@ -200,11 +220,14 @@ def reopen_for_operator(wh: Warehouse, task_id: str, classes: tuple[str, ...], *
           AND d.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
     """
     with wh.connect(read_only=dry_run) as conn:
-        counts = dict(conn.execute(f"SELECT error_class, count(*) FROM ({keys}) GROUP BY 1", [list(classes)]).fetchall())
+        counts = dict(
+            conn.execute(f"SELECT error_class, count(*) FROM ({keys}) GROUP BY 1", [list(classes)]).fetchall()
+        )
         if not dry_run and counts:
             with transaction(conn):
                 reopen_decisions(conn, keys, [list(classes)], reason=f"operator retry ({who})")
                 set_final_status(conn, task_id, None)  # work is pending again
-                record_operator_action(conn, "retry", task_id=task_id,
-                                       detail=", ".join(f"{c}={n}" for c, n in sorted(counts.items())))
+                record_operator_action(
+                    conn, "retry", task_id=task_id, detail=", ".join(f"{c}={n}" for c, n in sorted(counts.items()))
+                )
     return counts

@@ -20,8 +20,21 @@ import anthropic
 from anthropic.types.messages import MessageBatch
 
 from batch_assets.providers.contract import (
-    BatchError, ClientSettings, CreateOutcome, CreateRequest, CreateResult, FindHints, FindOutcome, FindResult,
-    InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
+    BatchError,
+    ClientSettings,
+    CreateOutcome,
+    CreateRequest,
+    CreateResult,
+    FindHints,
+    FindOutcome,
+    FindResult,
+    InputKind,
+    JobRef,
+    JobSnapshot,
+    JobState,
+    PreparedInput,
+    ResultFile,
+    create_outcome_for_status,
 )
 from batch_assets.providers.files import stream_to_file
 from batch_assets.providers.listing import list_snapshots, sdk_pages
@@ -54,8 +67,11 @@ def snapshot_from_batch(batch) -> JobSnapshot:
     else:  # in_progress, or canceling (cancel flag below)
         state = JobState.RUNNING
     return JobSnapshot(
-        provider_batch_id=batch.id, raw_status=batch.processing_status, state=state,
-        request_total=total, request_completed=c.succeeded if ended else total - c.processing,
+        provider_batch_id=batch.id,
+        raw_status=batch.processing_status,
+        state=state,
+        request_total=total,
+        request_completed=c.succeeded if ended else total - c.processing,
         request_failed=(c.errored + c.canceled + c.expired) if ended else 0,
         results_ready=ended and bool(batch.results_url),
         cancel_requested=batch.cancel_initiated_at is not None,
@@ -108,8 +124,12 @@ class AnthropicBatchAdapter:
 
     def __init__(self, settings: ClientSettings):
         self.settings = settings
-        self._client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
-                                           max_retries=settings.max_retries, timeout=settings.timeout_s)
+        self._client = anthropic.Anthropic(
+            api_key=settings.api_key,
+            base_url=settings.base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.timeout_s,
+        )
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
         """Nothing to upload: the shard's lines are the create call's request body."""
@@ -124,11 +144,15 @@ class AnthropicBatchAdapter:
         try:
             with _create_body(prepared.shard_path) as body:
                 batch = self._client.with_options(max_retries=0).post(
-                    CREATE_PATH, cast_to=MessageBatch, content=body,
-                    options={"headers": {"Content-Type": "application/json"}})
+                    CREATE_PATH,
+                    cast_to=MessageBatch,
+                    content=body,
+                    options={"headers": {"Content-Type": "application/json"}},
+                )
         except anthropic.APIStatusError as exc:
-            return CreateResult(create_outcome_for_status(exc.status_code), error=error_of(exc),
-                                status_code=exc.status_code)
+            return CreateResult(
+                create_outcome_for_status(exc.status_code), error=error_of(exc), status_code=exc.status_code
+            )
         except anthropic.APIConnectionError as exc:  # timeouts included
             return CreateResult(CreateOutcome.UNKNOWN, error=BatchError(type(exc).__name__, str(exc)))
         return CreateResult(CreateOutcome.CREATED, snapshot_from_batch(batch))
@@ -152,23 +176,34 @@ class AnthropicBatchAdapter:
         ids = tuple(c.provider_batch_id for c in candidates)
         unfinished = [c.provider_batch_id for c in candidates if not c.results_ready]
         if unfinished:
-            return FindResult(FindOutcome.CANNOT_TELL, candidates=ids,
-                              reason=f"waiting for candidate batches {', '.join(unfinished)} to end: "
-                                     f"{len(candidates)} unclaimed batch(es) of {hints.line_count} requests were "
-                                     "created since the intent, and only their results tell whose they are")
+            return FindResult(
+                FindOutcome.CANNOT_TELL,
+                candidates=ids,
+                reason=f"waiting for candidate batches {', '.join(unfinished)} to end: "
+                f"{len(candidates)} unclaimed batch(es) of {hints.line_count} requests were "
+                "created since the intent, and only their results tell whose they are",
+            )
         if hints.shard_path is None:
-            return FindResult(FindOutcome.CANNOT_TELL, candidates=ids,
-                              reason="no shard file to match the candidates' request ids against")
+            return FindResult(
+                FindOutcome.CANNOT_TELL,
+                candidates=ids,
+                reason="no shard file to match the candidates' request ids against",
+            )
         request_ids = _request_ids(hints.shard_path)
         matches = [c for c in candidates if self._results_all_in(c.provider_batch_id, request_ids)]
         if not matches:
-            return FindResult(FindOutcome.ABSENT, reason=f"none of the ended candidate batches {', '.join(ids)} "
-                                                         "holds this shard's request ids")
+            return FindResult(
+                FindOutcome.ABSENT,
+                reason=f"none of the ended candidate batches {', '.join(ids)} holds this shard's request ids",
+            )
         if len(matches) == 1:
             return FindResult(FindOutcome.FOUND, matches[0], reason=MATCHED_BY_REQUEST_IDS)
-        return FindResult(FindOutcome.CANNOT_TELL, candidates=tuple(m.provider_batch_id for m in matches),
-                          reason=f"{len(matches)} batches ({', '.join(m.provider_batch_id for m in matches)}) hold "
-                                 "exactly this shard's request ids: a person must decide (batch-assets jobs adopt)")
+        return FindResult(
+            FindOutcome.CANNOT_TELL,
+            candidates=tuple(m.provider_batch_id for m in matches),
+            reason=f"{len(matches)} batches ({', '.join(m.provider_batch_id for m in matches)}) hold "
+            "exactly this shard's request ids: a person must decide (batch-assets jobs adopt)",
+        )
 
     def _results_all_in(self, batch_id: str, request_ids: frozenset[str]) -> bool:
         """Whether the ended batch's results (streamed line by line, stopping at the first stranger)
@@ -190,14 +225,20 @@ class AnthropicBatchAdapter:
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return snapshot_from_batch(self._client.messages.batches.retrieve(job.provider_batch_id))
 
-    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                    deadline: float) -> dict[str, JobSnapshot]:
+    def poll_listed(
+        self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float, deadline: float
+    ) -> dict[str, JobSnapshot]:
         """The jobs' snapshots from the batch listing (newest first, POLL_PAGE_SIZE a page, the
         `after_id` cursor), built as `poll` builds them; see `providers.listing.list_snapshots`."""
-        return list_snapshots(self._batch_pages(), {j.provider_batch_id: prev for j, prev in jobs},
-                              batch_id=lambda b: b.id, created_unix=_created_unix,
-                              snapshot=lambda b, _prev: snapshot_from_batch(b),
-                              created_after_unix=created_after_unix, deadline=deadline)
+        return list_snapshots(
+            self._batch_pages(),
+            {j.provider_batch_id: prev for j, prev in jobs},
+            batch_id=lambda b: b.id,
+            created_unix=_created_unix,
+            snapshot=lambda b, _prev: snapshot_from_batch(b),
+            created_after_unix=created_after_unix,
+            deadline=deadline,
+        )
 
     def _batch_pages(self) -> Iterator[Sequence]:
         # A generator, as the walk expects: nothing is listed until it asks for the first page.

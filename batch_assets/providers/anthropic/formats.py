@@ -7,14 +7,21 @@ Shards are still written as JSONL (one request per line); the adapter sends them
 
 from __future__ import annotations
 
-from batch_assets.sqltext import sql_literal
 from batch_assets.providers.wire import WireFormat, json_const, system_and_user
+from batch_assets.sqltext import sql_literal
 
 # Anthropic reports error *types*; the HTTP status each stands for (their API error docs).
 ERROR_TYPE_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
-    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-    "timeout_error": 504, "overloaded_error": 529,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
 }
 
 # Error types that mean "capacity or quota": retry later, smaller.
@@ -33,9 +40,11 @@ def _input_tokens_sql(raw: str) -> str:
     breakpoint; cache writes and reads are counted apart (`cache_creation_input_tokens`,
     `cache_read_input_tokens`). Summed so that, as for the other providers, cached tokens are part
     of input_tokens. NULL when the message reports no usage."""
-    usage = [f"TRY_CAST({raw}.body ->> '$.usage.{k}' AS BIGINT)"
-             for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    return (f"CASE WHEN {usage[0]} IS NOT NULL THEN {usage[0]} + coalesce({usage[1]}, 0) + coalesce({usage[2]}, 0) END")
+    usage = [
+        f"TRY_CAST({raw}.body ->> '$.usage.{k}' AS BIGINT)"
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    ]
+    return f"CASE WHEN {usage[0]} IS NOT NULL THEN {usage[0]} + coalesce({usage[1]}, 0) + coalesce({usage[2]}, 0) END"
 
 
 class Messages(WireFormat):
@@ -46,15 +55,21 @@ class Messages(WireFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
         system, user = system_and_user(task, prompt_col)
-        params = [f"'model', {sql_literal(spec.model)}", f"'max_tokens', {int(spec.params.max_tokens)}",
-                  f"'temperature', {float(spec.params.temperature)!r}",
-                  f"'messages', json_array(json_object('role', 'user', 'content', {user}))"]
+        params = [
+            f"'model', {sql_literal(spec.model)}",
+            f"'max_tokens', {int(spec.params.max_tokens)}",
+            f"'temperature', {float(spec.params.temperature)!r}",
+            f"'messages', json_array(json_object('role', 'user', 'content', {user}))",
+        ]
         if system:
             params.append(f"'system', {system}")
         if spec.output.kind == "json":
-            params.append("'output_config', " + json_const(
-                {"format": {"type": "json_schema", "schema": task.output_schema}}))
-        return f"CAST(json_object('custom_id', {request_id_col}, 'params', json_object({', '.join(params)})) AS VARCHAR)"
+            params.append(
+                "'output_config', " + json_const({"format": {"type": "json_schema", "schema": task.output_schema}})
+            )
+        return (
+            f"CAST(json_object('custom_id', {request_id_col}, 'params', json_object({', '.join(params)})) AS VARCHAR)"
+        )
 
     def request_options(self, task) -> dict[str, str | int]:
         return {"output_config.format": "json_schema"} if task.spec.output.kind == "json" else {}

@@ -34,14 +34,20 @@ class _DashScopeErrors:
         openai_error = super()._error_sql(line)  # type: ignore[misc]
         body = f"{line}.response.body"
         failed_body = f"(CASE WHEN coalesce({line}.response.status_code NOT BETWEEN 200 AND 299, true) THEN {body} END)"
-        code = (f"coalesce({line}.error_code, {line}.error ->> '$.error_code', {body} ->> '$.error.code', "
-                f"{body} ->> '$.error.type', {body} ->> '$.error_code', {failed_body} ->> '$.code')")
-        message = (f"coalesce({line}.error_msg, {line}.error ->> '$.error_msg', {line}.error ->> '$.message', "
-                   f"{body} ->> '$.error.message', {body} ->> '$.error_msg', {failed_body} ->> '$.message')")
+        code = (
+            f"coalesce({line}.error_code, {line}.error ->> '$.error_code', {body} ->> '$.error.code', "
+            f"{body} ->> '$.error.type', {body} ->> '$.error_code', {failed_body} ->> '$.code')"
+        )
+        message = (
+            f"coalesce({line}.error_msg, {line}.error ->> '$.error_msg', {line}.error ->> '$.message', "
+            f"{body} ->> '$.error.message', {body} ->> '$.error_msg', {failed_body} ->> '$.message')"
+        )
         has_openai_code = f"coalesce({line}.error ->> '$.code', {line}.error ->> '$.type') IS NOT NULL"
-        return (f"CASE WHEN {has_openai_code} THEN {openai_error} "
-                f"WHEN {code} IS NOT NULL THEN json_object('code', {code}, 'message', {message}) "
-                f"ELSE {openai_error} END")
+        return (
+            f"CASE WHEN {has_openai_code} THEN {openai_error} "
+            f"WHEN {code} IS NOT NULL THEN json_object('code', {code}, 'message', {message}) "
+            f"ELSE {openai_error} END"
+        )
 
 
 class ChatCompletions(_DashScopeErrors, openai_formats.ChatCompletions):

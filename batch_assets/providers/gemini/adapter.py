@@ -33,8 +33,22 @@ from google.genai import types
 from google.genai.errors import ExperimentalWarning
 
 from batch_assets.providers.contract import (
-    TERMINAL_STATES, BatchError, ClientSettings, CreateOutcome, CreateRequest, CreateResult, FindHints, FindOutcome,
-    FindResult, InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile, create_outcome_for_status,
+    TERMINAL_STATES,
+    BatchError,
+    ClientSettings,
+    CreateOutcome,
+    CreateRequest,
+    CreateResult,
+    FindHints,
+    FindOutcome,
+    FindResult,
+    InputKind,
+    JobRef,
+    JobSnapshot,
+    JobState,
+    PreparedInput,
+    ResultFile,
+    create_outcome_for_status,
 )
 from batch_assets.providers.gemini.formats import grpc_code_name
 from batch_assets.providers.listing import list_snapshots
@@ -54,11 +68,16 @@ SINGLE_ATTEMPT = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts
 LIST_PAGE_SIZE = 100
 
 STATE_MAP = {
-    "JOB_STATE_PENDING": JobState.SUBMITTED, "JOB_STATE_QUEUED": JobState.SUBMITTED,
-    "JOB_STATE_RUNNING": JobState.RUNNING, "JOB_STATE_UPDATING": JobState.RUNNING,
-    "JOB_STATE_PAUSED": JobState.RUNNING, "JOB_STATE_CANCELLING": JobState.RUNNING,
-    "JOB_STATE_SUCCEEDED": JobState.COMPLETED, "JOB_STATE_PARTIALLY_SUCCEEDED": JobState.COMPLETED,
-    "JOB_STATE_FAILED": JobState.FAILED, "JOB_STATE_CANCELLED": JobState.CANCELLED,
+    "JOB_STATE_PENDING": JobState.SUBMITTED,
+    "JOB_STATE_QUEUED": JobState.SUBMITTED,
+    "JOB_STATE_RUNNING": JobState.RUNNING,
+    "JOB_STATE_UPDATING": JobState.RUNNING,
+    "JOB_STATE_PAUSED": JobState.RUNNING,
+    "JOB_STATE_CANCELLING": JobState.RUNNING,
+    "JOB_STATE_SUCCEEDED": JobState.COMPLETED,
+    "JOB_STATE_PARTIALLY_SUCCEEDED": JobState.COMPLETED,
+    "JOB_STATE_FAILED": JobState.FAILED,
+    "JOB_STATE_CANCELLED": JobState.CANCELLED,
     "JOB_STATE_EXPIRED": JobState.EXPIRED,
 }
 
@@ -86,10 +105,13 @@ def snapshot_from_job(job, previous: JobState = JobState.SUBMITTED) -> JobSnapsh
     error = getattr(job, "error", None)
     errors = (BatchError(code=grpc_code_name(error.code), message=error.message or ""),) if error else ()
     return JobSnapshot(
-        provider_batch_id=job.name, raw_status=raw, state=state,
+        provider_batch_id=job.name,
+        raw_status=raw,
+        state=state,
         output_file_id=file_name if terminal else None,
         results_ready=terminal and bool(file_name or _inline_responses(job)),
-        errors=errors, cancel_requested=raw == "JOB_STATE_CANCELLING",
+        errors=errors,
+        cancel_requested=raw == "JOB_STATE_CANCELLING",
     )
 
 
@@ -118,12 +140,18 @@ def _inline_request(line: dict) -> dict:
     """A REST-shaped input line (`{key, request}`) as the SDK's InlinedRequest."""
     req = line["request"]
     gen = req.get("generationConfig") or {}
-    config = {k: v for k, v in {
-        "temperature": gen.get("temperature"), "max_output_tokens": gen.get("maxOutputTokens"),
-        "response_mime_type": gen.get("responseMimeType"), "response_json_schema": gen.get("responseJsonSchema"),
-        "response_schema": gen.get("responseSchema"),
-        "system_instruction": req.get("systemInstruction"),
-    }.items() if v is not None}
+    config = {
+        k: v
+        for k, v in {
+            "temperature": gen.get("temperature"),
+            "max_output_tokens": gen.get("maxOutputTokens"),
+            "response_mime_type": gen.get("responseMimeType"),
+            "response_json_schema": gen.get("responseJsonSchema"),
+            "response_schema": gen.get("responseSchema"),
+            "system_instruction": req.get("systemInstruction"),
+        }.items()
+        if v is not None
+    }
     return {"contents": req["contents"], "config": config, "metadata": {"key": line["key"]}}
 
 
@@ -133,8 +161,12 @@ class GeminiBatchAdapter:
     def __init__(self, settings: ClientSettings):
         self.settings = settings
         retry = types.HttpRetryOptions(attempts=settings.max_retries + 1) if settings.max_retries else None
-        self._client = genai.Client(api_key=settings.api_key, http_options=types.HttpOptions(
-            base_url=settings.base_url, timeout=int(settings.timeout_s * 1000), retry_options=retry))
+        self._client = genai.Client(
+            api_key=settings.api_key,
+            http_options=types.HttpOptions(
+                base_url=settings.base_url, timeout=int(settings.timeout_s * 1000), retry_options=retry
+            ),
+        )
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
         """Inline when the task opted in (`inline_max_bytes` > 0) and the shard is within it (never for
@@ -142,7 +174,8 @@ class GeminiBatchAdapter:
         if endpoint != EMBED_ENDPOINT and 0 < shard_path.stat().st_size <= inline_max_bytes:
             return PreparedInput(InputKind.INLINE, shard_path)
         uploaded = self._client.files.upload(
-            file=str(shard_path), config=types.UploadFileConfig(display_name=job_key, mime_type="jsonl"))
+            file=str(shard_path), config=types.UploadFileConfig(display_name=job_key, mime_type="jsonl")
+        )
         return PreparedInput(InputKind.FILE, shard_path, uploaded.name)
 
     def create(self, request: CreateRequest, prepared: PreparedInput) -> CreateResult:
@@ -155,7 +188,8 @@ class GeminiBatchAdapter:
                 with warnings.catch_warnings():  # the SDK marks batch embeddings experimental; used on purpose
                     warnings.simplefilter("ignore", ExperimentalWarning)
                     job = self._client.batches.create_embeddings(
-                        model=request.model, src={"file_name": prepared.file_id}, config=config)
+                        model=request.model, src={"file_name": prepared.file_id}, config=config
+                    )
             elif prepared.kind == InputKind.INLINE:
                 with open(prepared.shard_path, encoding="utf-8") as f:
                     src = [_inline_request(json.loads(line)) for line in f if line.strip()]
@@ -169,8 +203,12 @@ class GeminiBatchAdapter:
         try:
             snapshot = self._snapshot(job)
         except (genai_errors.APIError, *TRANSPORT_ERRORS) as exc:  # the batch exists: never report it unknown
-            snapshot = replace(snapshot_from_job(job), errors=(
-                BatchError(None, f"the batch failed; its error could not be read: {type(exc).__name__}: {exc}"),))
+            snapshot = replace(
+                snapshot_from_job(job),
+                errors=(
+                    BatchError(None, f"the batch failed; its error could not be read: {type(exc).__name__}: {exc}"),
+                ),
+            )
         return CreateResult(CreateOutcome.CREATED, snapshot)
 
     def find_job(self, job_key: str, hints: FindHints) -> FindResult:
@@ -199,16 +237,22 @@ class GeminiBatchAdapter:
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return self._snapshot(self._client.batches.get(name=job.provider_batch_id), previous)
 
-    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                    deadline: float) -> dict[str, JobSnapshot]:
+    def poll_listed(
+        self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float, deadline: float
+    ) -> dict[str, JobSnapshot]:
         """The jobs' snapshots from the batch listing (newest first, LIST_PAGE_SIZE a page, the
         pager's nextPageToken), built by `_snapshot` exactly as `poll` builds them: the previous
         state kept for JOB_STATE_UNSPECIFIED, and a failed job's operation read once more for the
         error the SDK's converter drops (one GET for each of those few)."""
-        return list_snapshots(self._job_pages(), {j.provider_batch_id: prev for j, prev in jobs},
-                              batch_id=lambda b: b.name, created_unix=_created_unix,
-                              snapshot=self._snapshot, created_after_unix=created_after_unix,
-                              deadline=deadline)
+        return list_snapshots(
+            self._job_pages(),
+            {j.provider_batch_id: prev for j, prev in jobs},
+            batch_id=lambda b: b.name,
+            created_unix=_created_unix,
+            snapshot=self._snapshot,
+            created_after_unix=created_after_unix,
+            deadline=deadline,
+        )
 
     def _job_pages(self) -> Iterator[list]:
         pager = self._client.batches.list(config={"page_size": LIST_PAGE_SIZE})
@@ -247,7 +291,8 @@ class GeminiBatchAdapter:
                         f"gemini batch {job.provider_batch_id}: {unkeyed} of {len(responses)} inline responses carry "
                         "no metadata.key, so they cannot be matched to their requests (responses may come back "
                         "in any order; matching by position would misattribute answers). Nothing was written; "
-                        "the job stays collectable. Send such shards as files (limits.max_inline_bytes: 0).")
+                        "the job stays collectable. Send such shards as files (limits.max_inline_bytes: 0)."
+                    )
                 with open(tmp, "w", encoding="utf-8") as out:
                     for r in responses:
                         line = {"key": r.metadata["key"]}

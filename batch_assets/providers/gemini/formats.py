@@ -24,11 +24,22 @@ CANCELLED_CODES = ("CANCELLED",)
 
 # gRPC code -> (its name, the HTTP status Google maps it to), from google/rpc/code.proto.
 GRPC_CODES: dict[int, tuple[str, int]] = {
-    1: ("CANCELLED", 499), 2: ("UNKNOWN", 500), 3: ("INVALID_ARGUMENT", 400), 4: ("DEADLINE_EXCEEDED", 504),
-    5: ("NOT_FOUND", 404), 6: ("ALREADY_EXISTS", 409), 7: ("PERMISSION_DENIED", 403),
-    8: ("RESOURCE_EXHAUSTED", 429), 9: ("FAILED_PRECONDITION", 400), 10: ("ABORTED", 409),
-    11: ("OUT_OF_RANGE", 400), 12: ("UNIMPLEMENTED", 501), 13: ("INTERNAL", 500), 14: ("UNAVAILABLE", 503),
-    15: ("DATA_LOSS", 500), 16: ("UNAUTHENTICATED", 401),
+    1: ("CANCELLED", 499),
+    2: ("UNKNOWN", 500),
+    3: ("INVALID_ARGUMENT", 400),
+    4: ("DEADLINE_EXCEEDED", 504),
+    5: ("NOT_FOUND", 404),
+    6: ("ALREADY_EXISTS", 409),
+    7: ("PERMISSION_DENIED", 403),
+    8: ("RESOURCE_EXHAUSTED", 429),
+    9: ("FAILED_PRECONDITION", 400),
+    10: ("ABORTED", 409),
+    11: ("OUT_OF_RANGE", 400),
+    12: ("UNIMPLEMENTED", 501),
+    13: ("INTERNAL", 500),
+    14: ("UNAVAILABLE", 503),
+    15: ("DATA_LOSS", 500),
+    16: ("UNAUTHENTICATED", 401),
 }
 GRPC_NAMES = {name: code for code, (name, _) in GRPC_CODES.items()}
 # Codes Google maps to a 5xx (INTERNAL, UNAVAILABLE, ...): a batch failed with one is the service's fault.
@@ -50,18 +61,23 @@ def _status_code_sql(error: str) -> str:
     """HTTP status of an rpc.Status: an HTTP-style code as is, a gRPC code or `status` name mapped."""
     code = f"TRY_CAST({error} ->> '$.code' AS INTEGER)"
     by_code = " ".join(f"WHEN {c} THEN {http}" for c, (_, http) in GRPC_CODES.items())
-    by_name = " ".join(f"WHEN {sql_literal(name)} THEN {http}" for name, http in
-                       ((n, GRPC_CODES[c][1]) for n, c in GRPC_NAMES.items()))
-    return (f"CASE WHEN {code} BETWEEN 100 AND 599 THEN {code} "
-            f"ELSE coalesce(CASE {code} {by_code} END, CASE upper({error} ->> '$.status') {by_name} END, "
-            f"CASE WHEN {error} IS NOT NULL THEN 500 END) END")
+    by_name = " ".join(
+        f"WHEN {sql_literal(name)} THEN {http}" for name, http in ((n, GRPC_CODES[c][1]) for n, c in GRPC_NAMES.items())
+    )
+    return (
+        f"CASE WHEN {code} BETWEEN 100 AND 599 THEN {code} "
+        f"ELSE coalesce(CASE {code} {by_code} END, CASE upper({error} ->> '$.status') {by_name} END, "
+        f"CASE WHEN {error} IS NOT NULL THEN 500 END) END"
+    )
 
 
 def _error_code_sql(error: str) -> str:
     """The rpc.Status name (from `status`, else from the gRPC code), or an HTTP-style code as text."""
     by_code = " ".join(f"WHEN {c} THEN {sql_literal(name)}" for c, (name, _) in GRPC_CODES.items())
-    return (f"coalesce({error} ->> '$.status', CASE TRY_CAST({error} ->> '$.code' AS INTEGER) {by_code} END, "
-            f"{error} ->> '$.code')")
+    return (
+        f"coalesce({error} ->> '$.status', CASE TRY_CAST({error} ->> '$.code' AS INTEGER) {by_code} END, "
+        f"{error} ->> '$.code')"
+    )
 
 
 class GeminiFormat(WireFormat):
@@ -84,8 +100,7 @@ class GeminiFormat(WireFormat):
 
     @staticmethod
     def _errors(raw: str) -> str:
-        return (f"{_error_code_sql(f'{raw}.error')} AS error_code, "
-                f"{raw}.error ->> '$.message' AS error_message")
+        return f"{_error_code_sql(f'{raw}.error')} AS error_code, {raw}.error ->> '$.message' AS error_message"
 
 
 def response_schema(json_schema: dict) -> dict:
@@ -94,8 +109,9 @@ def response_schema(json_schema: dict) -> dict:
     the subset lacks dropped."""
     from google.genai import types
 
-    schema = types.Schema.from_json_schema(json_schema=types.JSONSchema.model_validate(json_schema),
-                                           api_option="GEMINI_API")
+    schema = types.Schema.from_json_schema(
+        json_schema=types.JSONSchema.model_validate(json_schema), api_option="GEMINI_API"
+    )
     return schema.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
@@ -113,27 +129,36 @@ def _output_tokens_sql(raw: str) -> str:
     + thoughts). NULL only when the response reports neither."""
     candidates = f"TRY_CAST({raw}.body ->> '$.usageMetadata.candidatesTokenCount' AS BIGINT)"
     thoughts = f"TRY_CAST({raw}.body ->> '$.usageMetadata.thoughtsTokenCount' AS BIGINT)"
-    return (f"CASE WHEN {candidates} IS NULL AND {thoughts} IS NULL THEN NULL "
-            f"ELSE coalesce({candidates}, 0) + coalesce({thoughts}, 0) END")
+    return (
+        f"CASE WHEN {candidates} IS NULL AND {thoughts} IS NULL THEN NULL "
+        f"ELSE coalesce({candidates}, 0) + coalesce({thoughts}, 0) END"
+    )
 
 
 def _usage_count_sql(raw: str, field: str) -> str:
     """A usageMetadata count that the service leaves out when it is zero (proto3 JSON omits default
     values: a model that did not think has no `thoughtsTokenCount`): 0 when the response reports
     usage without it, NULL when it reports no usage at all."""
-    return (f"CASE WHEN json_type({raw}.body, '$.usageMetadata') = 'OBJECT' "
-            f"THEN coalesce(TRY_CAST({raw}.body ->> '$.usageMetadata.{field}' AS BIGINT), 0) END")
+    return (
+        f"CASE WHEN json_type({raw}.body, '$.usageMetadata') = 'OBJECT' "
+        f"THEN coalesce(TRY_CAST({raw}.body ->> '$.usageMetadata.{field}' AS BIGINT), 0) END"
+    )
 
 
 class GenerateContent(GeminiFormat):
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
         system, user = system_and_user(task, prompt_col)
-        config = [f"'temperature', {float(spec.params.temperature)!r}", f"'maxOutputTokens', {int(spec.params.max_tokens)}"]
+        config = [
+            f"'temperature', {float(spec.params.temperature)!r}",
+            f"'maxOutputTokens', {int(spec.params.max_tokens)}",
+        ]
         if spec.output.kind == "json":
             config += ["'responseMimeType', 'application/json'", schema_config_sql(task)]
-        request = [f"'contents', json_array(json_object('role', 'user', 'parts', json_array(json_object('text', {user}))))",
-                   f"'generationConfig', json_object({', '.join(config)})"]
+        request = [
+            f"'contents', json_array(json_object('role', 'user', 'parts', json_array(json_object('text', {user}))))",
+            f"'generationConfig', json_object({', '.join(config)})",
+        ]
         if system:
             request.append(f"'systemInstruction', json_object('parts', json_array(json_object('text', {system})))")
         return f"CAST(json_object('key', {request_id_col}, 'request', json_object({', '.join(request)})) AS VARCHAR)"
@@ -158,8 +183,7 @@ class GenerateContent(GeminiFormat):
             f"TRY_CAST({raw}.body ->> '$.usageMetadata.promptTokenCount' AS BIGINT) AS input_tokens, "
             f"{_output_tokens_sql(raw)} AS output_tokens, "
             f"{_usage_count_sql(raw, 'thoughtsTokenCount')} AS thinking_tokens, "
-            f"{_usage_count_sql(raw, 'cachedContentTokenCount')} AS cached_input_tokens, "
-            + self._errors(raw)
+            f"{_usage_count_sql(raw, 'cachedContentTokenCount')} AS cached_input_tokens, " + self._errors(raw)
         )
 
 
@@ -180,6 +204,5 @@ class EmbedContent(GeminiFormat):
             f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.embedding.values') AS vector, "
             f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.tokenCount' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
-            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, "
-            + self._errors(raw)
+            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, " + self._errors(raw)
         )

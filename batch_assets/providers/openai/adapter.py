@@ -13,8 +13,22 @@ from pathlib import Path
 import openai
 
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA, TERMINAL_STATES, BatchError, ClientSettings, CreateOutcome, CreateRequest, CreateResult,
-    FindHints, FindOutcome, FindResult, InputKind, JobRef, JobSnapshot, JobState, PreparedInput, ResultFile,
+    JOB_KEY_METADATA,
+    TERMINAL_STATES,
+    BatchError,
+    ClientSettings,
+    CreateOutcome,
+    CreateRequest,
+    CreateResult,
+    FindHints,
+    FindOutcome,
+    FindResult,
+    InputKind,
+    JobRef,
+    JobSnapshot,
+    JobState,
+    PreparedInput,
+    ResultFile,
     create_outcome_for_status,
 )
 from batch_assets.providers.files import stream_to_file
@@ -73,8 +87,10 @@ class OpenAIBatchAdapter:
     def __init__(self, settings: ClientSettings):
         self.settings = settings
         self._client = openai.OpenAI(
-            api_key=settings.api_key, base_url=settings.base_url,
-            max_retries=settings.max_retries, timeout=settings.timeout_s,
+            api_key=settings.api_key,
+            base_url=settings.base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.timeout_s,
         )
 
     def prepare_input(self, shard_path: Path, job_key: str, endpoint: str, inline_max_bytes: int) -> PreparedInput:
@@ -97,12 +113,15 @@ class OpenAIBatchAdapter:
             raise ValueError(f"{self.name} batches take an uploaded file, got {prepared.kind}")
         try:
             batch = self._client.with_options(max_retries=0).batches.create(
-                input_file_id=prepared.file_id, endpoint=request.endpoint,
-                completion_window=request.completion_window, metadata=self._create_metadata(request),
+                input_file_id=prepared.file_id,
+                endpoint=request.endpoint,
+                completion_window=request.completion_window,
+                metadata=self._create_metadata(request),
             )
         except openai.APIStatusError as exc:
-            return CreateResult(create_outcome_for_status(exc.status_code), error=error_of(exc),
-                                status_code=exc.status_code)
+            return CreateResult(
+                create_outcome_for_status(exc.status_code), error=error_of(exc), status_code=exc.status_code
+            )
         except openai.APIConnectionError as exc:  # timeouts included: the request may have been processed
             return CreateResult(CreateOutcome.UNKNOWN, error=BatchError(type(exc).__name__, str(exc)))
         return CreateResult(CreateOutcome.CREATED, snapshot_from_batch(batch))
@@ -120,14 +139,20 @@ class OpenAIBatchAdapter:
     def poll(self, job: JobRef, previous: JobState) -> JobSnapshot:
         return snapshot_from_batch(self._client.batches.retrieve(job.provider_batch_id))
 
-    def poll_listed(self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float,
-                    deadline: float) -> dict[str, JobSnapshot]:
+    def poll_listed(
+        self, jobs: Sequence[tuple[JobRef, JobState]], created_after_unix: float, deadline: float
+    ) -> dict[str, JobSnapshot]:
         """The jobs' snapshots from the batch listing (newest first, LIST_PAGE_SIZE a page, the
         `after` cursor), built as `poll` builds them; see `providers.listing.list_snapshots`."""
-        return list_snapshots(self._batch_pages(), {j.provider_batch_id: prev for j, prev in jobs},
-                              batch_id=lambda b: b.id, created_unix=lambda b: b.created_at,
-                              snapshot=lambda b, _prev: snapshot_from_batch(b),
-                              created_after_unix=created_after_unix, deadline=deadline)
+        return list_snapshots(
+            self._batch_pages(),
+            {j.provider_batch_id: prev for j, prev in jobs},
+            batch_id=lambda b: b.id,
+            created_unix=lambda b: b.created_at,
+            snapshot=lambda b, _prev: snapshot_from_batch(b),
+            created_after_unix=created_after_unix,
+            deadline=deadline,
+        )
 
     def _batch_pages(self) -> Iterator[Sequence]:
         # A generator, as the walk expects: nothing is listed until it asks for the first page.

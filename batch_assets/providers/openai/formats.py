@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import fnmatch
 
-from batch_assets.sqltext import sql_literal
 from batch_assets.providers.wire import WireFormat, json_const, system_and_user
+from batch_assets.sqltext import sql_literal
 
 # `response` is read straight into a struct (one JSON parse per line, at scan time); its body stays JSON.
-OPENAI_RESULT_COLUMNS = {"id": "VARCHAR", "custom_id": "VARCHAR",
-                         "response": "STRUCT(status_code INTEGER, request_id VARCHAR, body JSON)", "error": "JSON"}
+OPENAI_RESULT_COLUMNS = {
+    "id": "VARCHAR",
+    "custom_id": "VARCHAR",
+    "response": "STRUCT(status_code INTEGER, request_id VARCHAR, body JSON)",
+    "error": "JSON",
+}
 
 
 # Error codes OpenAI reports (per line, or for a whole batch) that mean "capacity or quota".
@@ -30,8 +34,10 @@ class OpenAIFormat(WireFormat):
     content_policy_codes = CONTENT_POLICY_CODES
 
     def _line(self, task, request_id_col: str, body: str) -> str:
-        return (f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "
-                f"'url', {sql_literal(task.spec.endpoint)}, 'body', {body}) AS VARCHAR)")
+        return (
+            f"CAST(json_object('custom_id', {request_id_col}, 'method', 'POST', "
+            f"'url', {sql_literal(task.spec.endpoint)}, 'body', {body}) AS VARCHAR)"
+        )
 
     def envelope_sql(self, line: str) -> str:
         return (
@@ -59,21 +65,26 @@ def _messages(task, prompt_col: str) -> str:
     """[system?, user] chat messages as a SQL JSON array."""
     system, user = system_and_user(task, prompt_col)
     messages = ([f"json_object('role', 'system', 'content', {system})"] if system else []) + [
-        f"json_object('role', 'user', 'content', {user})"]
+        f"json_object('role', 'user', 'content', {user})"
+    ]
     return f"json_array({', '.join(messages)})"
 
 
 def _usage(raw: str, input_key: str, output_key: str) -> str:
     """Tokens of the responses API: reasoning tokens are part of output_tokens, cached of input_tokens."""
-    return (f"TRY_CAST({raw}.body ->> '$.usage.{input_key}' AS BIGINT) AS input_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}' AS BIGINT) AS output_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.{output_key}_details.reasoning_tokens' AS BIGINT) AS thinking_tokens, "
-            f"TRY_CAST({raw}.body ->> '$.usage.{input_key}_details.cached_tokens' AS BIGINT) AS cached_input_tokens, ")
+    return (
+        f"TRY_CAST({raw}.body ->> '$.usage.{input_key}' AS BIGINT) AS input_tokens, "
+        f"TRY_CAST({raw}.body ->> '$.usage.{output_key}' AS BIGINT) AS output_tokens, "
+        f"TRY_CAST({raw}.body ->> '$.usage.{output_key}_details.reasoning_tokens' AS BIGINT) AS thinking_tokens, "
+        f"TRY_CAST({raw}.body ->> '$.usage.{input_key}_details.cached_tokens' AS BIGINT) AS cached_input_tokens, "
+    )
 
 
 def _finish(expr: str) -> str:
-    return (f"CASE {expr} WHEN 'stop' THEN 'stop' WHEN 'length' THEN 'length' "
-            f"WHEN 'content_filter' THEN 'content_filter' ELSE {expr} END")
+    return (
+        f"CASE {expr} WHEN 'stop' THEN 'stop' WHEN 'length' THEN 'length' "
+        f"WHEN 'content_filter' THEN 'content_filter' ELSE {expr} END"
+    )
 
 
 # Reasoning models (o-series, gpt-5) reject chat's `max_tokens` ("Unsupported parameter: 'max_tokens' is
@@ -107,22 +118,40 @@ class ChatCompletions(OpenAIFormat):
 
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
-        fields = [f"'model', {sql_literal(spec.model)}", f"'messages', {_messages(task, prompt_col)}",
-                  *_sampling_fields(task, self.max_tokens_field)]
+        fields = [
+            f"'model', {sql_literal(spec.model)}",
+            f"'messages', {_messages(task, prompt_col)}",
+            *_sampling_fields(task, self.max_tokens_field),
+        ]
         if spec.output.kind == "json":
-            fields.append("'response_format', " + json_const(
-                {"type": "json_schema",
-                 "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema}}))
+            fields.append(
+                "'response_format', "
+                + json_const(
+                    {
+                        "type": "json_schema",
+                        "json_schema": {"name": spec.output.name, "strict": True, "schema": task.output_schema},
+                    }
+                )
+            )
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
     def request_options(self, task) -> dict[str, str | int]:
         structured = {"response_format": "json_schema"} if task.spec.output.kind == "json" else {}
         return {**structured, **_sampling_options(task)}
 
-    _PATHS = ("$.choices[0].message.content", "$.choices[0].finish_reason", "$.choices[0].message.refusal",
-              "$.usage.prompt_tokens", "$.usage.completion_tokens", "$.error.code", "$.error.type", "$.error.message",
-              # Reasoning tokens (o-series, gpt-5) are part of completion_tokens; cached ones of prompt_tokens.
-              "$.usage.completion_tokens_details.reasoning_tokens", "$.usage.prompt_tokens_details.cached_tokens")
+    _PATHS = (
+        "$.choices[0].message.content",
+        "$.choices[0].finish_reason",
+        "$.choices[0].message.refusal",
+        "$.usage.prompt_tokens",
+        "$.usage.completion_tokens",
+        "$.error.code",
+        "$.error.type",
+        "$.error.message",
+        # Reasoning tokens (o-series, gpt-5) are part of completion_tokens; cached ones of prompt_tokens.
+        "$.usage.completion_tokens_details.reasoning_tokens",
+        "$.usage.prompt_tokens_details.cached_tokens",
+    )
 
     def answer_sql(self, raw: str) -> str:
         # One multi-path extraction; DuckDB's common-subexpression elimination parses each body once.
@@ -142,12 +171,25 @@ class Responses(OpenAIFormat):
 
     def request_line_sql(self, task, request_id_col: str, prompt_col: str) -> str:
         spec = task.spec
-        fields = [f"'model', {sql_literal(spec.model)}", f"'input', {_messages(task, prompt_col)}",
-                  *_sampling_fields(task, "max_output_tokens")]
+        fields = [
+            f"'model', {sql_literal(spec.model)}",
+            f"'input', {_messages(task, prompt_col)}",
+            *_sampling_fields(task, "max_output_tokens"),
+        ]
         if spec.output.kind == "json":
-            fields.append("'text', " + json_const(
-                {"format": {"type": "json_schema", "name": spec.output.name, "strict": True,
-                            "schema": task.output_schema}}))
+            fields.append(
+                "'text', "
+                + json_const(
+                    {
+                        "format": {
+                            "type": "json_schema",
+                            "name": spec.output.name,
+                            "strict": True,
+                            "schema": task.output_schema,
+                        }
+                    }
+                )
+            )
         return self._line(task, request_id_col, f"json_object({', '.join(fields)})")
 
     def request_options(self, task) -> dict[str, str | int]:
@@ -156,18 +198,23 @@ class Responses(OpenAIFormat):
 
     def answer_sql(self, raw: str) -> str:
         # The text is the output_text part of the (last) message item of `output`.
-        text = (f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
-                f"lambda c: c ->> '$.type' = 'output_text')")
+        text = (
+            f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
+            f"lambda c: c ->> '$.type' = 'output_text')"
+        )
         incomplete = f"({raw}.body ->> '$.incomplete_details.reason')"
-        refusal = (f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
-                   f"lambda c: c ->> '$.type' = 'refusal')")
+        refusal = (
+            f"list_filter(CAST(json_extract({raw}.body, '$.output[*].content[*]') AS JSON[]), "
+            f"lambda c: c ->> '$.type' = 'refusal')"
+        )
         return (
             f"{text}[-1] ->> '$.text' AS content, NULL::JSON AS vector, "
             f"CASE WHEN {incomplete} = 'max_output_tokens' THEN 'length' "
             f"WHEN {incomplete} = 'content_filter' THEN 'content_filter' "
             f"WHEN ({raw}.body ->> '$.status') = 'completed' THEN 'stop' ELSE {raw}.body ->> '$.status' END AS finish_reason, "
             f"{refusal}[-1] ->> '$.refusal' AS refusal, "
-            + _usage(raw, "input_tokens", "output_tokens") + self._errors(raw)
+            + _usage(raw, "input_tokens", "output_tokens")
+            + self._errors(raw)
         )
 
 
@@ -188,6 +235,5 @@ class Embeddings(OpenAIFormat):
             f"NULL::VARCHAR AS content, json_extract({raw}.body, '$.data[0].embedding') AS vector, "
             f"NULL::VARCHAR AS finish_reason, NULL::VARCHAR AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usage.prompt_tokens' AS BIGINT) AS input_tokens, 0::BIGINT AS output_tokens, "
-            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, "
-            + self._errors(raw)
+            f"NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens, " + self._errors(raw)
         )

@@ -34,13 +34,13 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.errors import ApiError
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings
 from batch_assets.emulator.store import Record, Store
+from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
 from batch_assets.providers.anthropic.emulator.messages import (
     CONTEXT_WINDOW_EXCEEDED,
     PAUSE_TURN,
     REFUSAL,
     result_for,
 )
-from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
 from batch_assets.providers.anthropic.emulator.requests import (
     MAX_REQUESTS,
     checked_requests,

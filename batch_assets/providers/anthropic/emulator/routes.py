@@ -128,7 +128,9 @@ class _Routes:
             async for piece in request.stream():
                 size += len(piece)
                 if size > MAX_BODY_BYTES:
-                    raise ApiError(413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large")
+                    raise ApiError(
+                        413, "Request exceeds the maximum allowed number of bytes.", kind="request_too_large"
+                    )
                 sink.write(piece)
         return JSONResponse(await run_in_threadpool(self.service.create, batch_id, _origin(request)))
 

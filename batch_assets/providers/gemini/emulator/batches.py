@@ -48,7 +48,6 @@ from batch_assets.providers.gemini.emulator.wire import (
     GRPC_CODES,
     counts,
     failed_precondition,
-    field as get_field,
     google_error,
     invalid_argument,
     page_after,
@@ -56,6 +55,9 @@ from batch_assets.providers.gemini.emulator.wire import (
     random_id,
     resource_id,
     rfc3339,
+)
+from batch_assets.providers.gemini.emulator.wire import (
+    field as get_field,
 )
 
 KIND = "gemini_batches"
@@ -309,7 +311,10 @@ class GeminiBatchService:
         return sum(
             r["prompt_tokens"]
             for r in self.store.all(KIND)
-            if r["model"] == model and r["id"] != batch_id and r["error"] is None and self._phase(r, at).state not in clock.TERMINAL
+            if r["model"] == model
+            and r["id"] != batch_id
+            and r["error"] is None
+            and self._phase(r, at).state not in clock.TERMINAL
         )
 
     # --- read, cancel, delete -----------------------------------------------------------------

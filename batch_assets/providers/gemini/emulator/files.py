@@ -188,9 +188,7 @@ class GeminiFileService:
         with self.store.locked():  # a concurrent delete must not remove the blob mid-read
             record = self.record(name)
             if record["source"] != GENERATED:
-                raise failed_precondition(
-                    f"Only generated files can be downloaded; files/{record['id']} was uploaded."
-                )
+                raise failed_precondition(f"Only generated files can be downloaded; files/{record['id']} was uploaded.")
             return self.store.read_blob(blob_name(record["id"]))
 
     def open_content(self, name: str) -> BinaryIO:
@@ -198,9 +196,7 @@ class GeminiFileService:
         with self.store.locked():
             record = self.record(name)
             if record["source"] != GENERATED:
-                raise failed_precondition(
-                    f"Only generated files can be downloaded; files/{record['id']} was uploaded."
-                )
+                raise failed_precondition(f"Only generated files can be downloaded; files/{record['id']} was uploaded.")
             return self.store.open_blob(blob_name(record["id"]))
 
     def input_blob(self, name: str) -> str:

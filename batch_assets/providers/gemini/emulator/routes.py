@@ -131,9 +131,14 @@ class _Routes:
 
     def guarded(self, handler: Handler) -> Handler:
         """API key, injected failures and Google error bodies around one handler."""
-        return guard(handler, refusal=_refusal, take_injected_failure=self.runtime.take_injected_failure,
-                     take_after_processing_fault=self.runtime.take_after_processing_fault,
-                     injected=_injected, render=_error)
+        return guard(
+            handler,
+            refusal=_refusal,
+            take_injected_failure=self.runtime.take_injected_failure,
+            take_after_processing_fault=self.runtime.take_after_processing_fault,
+            injected=_injected,
+            render=_error,
+        )
 
     # --- files --------------------------------------------------------------------------------
 

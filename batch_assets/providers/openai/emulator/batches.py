@@ -166,8 +166,12 @@ class BatchService:
 
         def take(custom_id: str, body: dict[str, Any]) -> None:
             custom_ids.append(custom_id)
-            invalid.append(request_error(endpoint, body, flavor.max_embedding_dimensions,
-                              flavor.reasons(str(body.get("model", "")))) is not None)
+            invalid.append(
+                request_error(
+                    endpoint, body, flavor.max_embedding_dimensions, flavor.reasons(str(body.get("model", "")))
+                )
+                is not None
+            )
             tokens["prompt"] += prompt_of(endpoint, body).tokens
             tokens["max"] += _max_tokens(output_format(endpoint, body).max_tokens)
 

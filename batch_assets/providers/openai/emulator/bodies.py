@@ -64,8 +64,9 @@ def _error_result(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: 
         message = "The server had an error while processing your request. Sorry about that!"
         error = ApiError(500, message, kind="server_error")
     elif outcome == faults.INVALID_REQUEST:
-        found = request_error(endpoint, body, flavor.max_embedding_dimensions,
-                              flavor.reasons(str(body.get("model", ""))))
+        found = request_error(
+            endpoint, body, flavor.max_embedding_dimensions, flavor.reasons(str(body.get("model", "")))
+        )
         assert found is not None, "outcome INVALID_REQUEST is only given to bodies request_error rejects"
         error = found
     else:

@@ -103,12 +103,22 @@ def _reasoning_error(endpoint: str, body: dict[str, Any]) -> ApiError | None:
     gabrii/Cursor-Azure-GPT-5#33, OpenHands/OpenHands#4131). [GUESS] that the responses endpoint
     refuses temperature the same way (reported for gpt-5 via Azure and litellm, not recorded here)."""
     if endpoint != RESPONSES and "max_tokens" in body:
-        return ApiError(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                        "Use 'max_completion_tokens' instead.", param="max_tokens", code="unsupported_parameter")
+        return ApiError(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            param="max_tokens",
+            code="unsupported_parameter",
+        )
     temperature = body.get("temperature")
     if temperature is not None and temperature != 1:
-        return ApiError(400, f"Unsupported value: 'temperature' does not support {temperature} with this model. "
-                        "Only the default (1) value is supported.", param="temperature", code="unsupported_value")
+        return ApiError(
+            400,
+            f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+            "Only the default (1) value is supported.",
+            param="temperature",
+            code="unsupported_value",
+        )
     return None
 
 

@@ -86,9 +86,14 @@ class _Routes:
 
     def guarded(self, handler: Handler) -> Handler:
         """Auth, injected failures and error rendering around one handler."""
-        return guard(handler, refusal=_refusal, take_injected_failure=self.runtime.take_injected_failure,
-                     take_after_processing_fault=self.runtime.take_after_processing_fault,
-                     injected=_injected, render=error_response)
+        return guard(
+            handler,
+            refusal=_refusal,
+            take_injected_failure=self.runtime.take_injected_failure,
+            take_after_processing_fault=self.runtime.take_after_processing_fault,
+            injected=_injected,
+            render=error_response,
+        )
 
     async def create_file(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "multipart/form-data":
@@ -108,9 +113,16 @@ class _Routes:
                 raise missing_parameter("file")
             anchor, seconds = fields.get("expires_after[anchor]"), fields.get("expires_after[seconds]")
             expires_after = None if anchor is None and seconds is None else {"anchor": anchor, "seconds": seconds}
-            return JSONResponse(await run_in_threadpool(
-                self.files.upload, self.flavor, upload.filename or "upload.jsonl", fields["purpose"], upload.file,
-                expires_after))
+            return JSONResponse(
+                await run_in_threadpool(
+                    self.files.upload,
+                    self.flavor,
+                    upload.filename or "upload.jsonl",
+                    fields["purpose"],
+                    upload.file,
+                    expires_after,
+                )
+            )
         finally:
             await form.close()
 

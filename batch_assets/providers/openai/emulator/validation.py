@@ -73,9 +73,7 @@ def _check_line(
         return batch_error("invalid_json_line", "This line is not parseable as valid JSON.", number)
     for name in _REQUIRED:
         if name not in line:
-            return batch_error(
-                "missing_required_parameter", f"Missing required parameter: '{name}'.", number, name
-            )
+            return batch_error("missing_required_parameter", f"Missing required parameter: '{name}'.", number, name)
     custom_id, body = line["custom_id"], line["body"]
     if not isinstance(custom_id, str) or not custom_id:
         return batch_error("invalid_type", "'custom_id' must be a non-empty string.", number, "custom_id")
