@@ -60,8 +60,22 @@ def poll_jobs(
 ) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
     recently polled, when given) and record what changed."""
+    jobs = _jobs_to_poll(wh, task_id, max_jobs)
+    result = PollResult()
+    # Polls stop early enough that recording them (one set-based write) still fits the budget.
+    deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
+    adapters = {provider: adapter_for(provider) for provider in {j["provider"] for j in jobs}}
+    bulk = _listed_jobs(jobs, adapters)
+    snapshots = _poll_all(jobs, bulk, adapters, deadline, max_workers, result)
+    if snapshots:
+        _record(wh, snapshots, result)
+    return result
+
+
+def _jobs_to_poll(wh: Warehouse, task_id: str | None, max_jobs: int | None) -> list[dict]:
+    """Non-terminal jobs, and completed ones whose results are not fetchable yet, least recently polled first."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(
+        return fetch_dicts(
             conn,
             f"""
             SELECT job_key, provider, provider_batch_id, state, epoch(created_at) AS created_unix
@@ -74,76 +88,107 @@ def poll_jobs(
         """,
             [task_id, task_id, max_jobs],
         )
-    result = PollResult()
-    # Polls stop early enough that recording them (one set-based write) still fits the budget.
-    deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
-    snapshots: dict[str, JobSnapshot] = {}
-    adapters: dict[str, BatchProvider] = {}
-    for provider in {j["provider"] for j in jobs}:
-        adapters[provider] = adapter_for(provider)
 
-    def poll_one(job: dict) -> JobSnapshot | None:
-        if time.monotonic() > deadline:  # the rest waits for the next tick (round-robin by last_polled_at)
-            return None
-        return adapters[job["provider"]].poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
 
-    def list_provider(provider: str, provider_jobs: list[dict]) -> dict[str, JobSnapshot]:
-        refs = [(JobRef(j["provider_batch_id"]), JobState(j["state"])) for j in provider_jobs]
-        created_after = min(float(j["created_unix"]) for j in provider_jobs) - LIST_CLOCK_SKEW_S
-        return poll_listed(adapters[provider], refs, created_after, deadline)
-
+def _listed_jobs(jobs: list[dict], adapters: dict[str, BatchProvider]) -> dict[str, list[dict]]:
+    """provider -> its jobs, for the providers polled through their batch listing this tick."""
     by_provider: dict[str, list[dict]] = {}
     for job in jobs:
         by_provider.setdefault(job["provider"], []).append(job)
-    bulk = {
+    return {
         provider: provider_jobs
         for provider, provider_jobs in by_provider.items()
         if len(provider_jobs) >= BULK_POLL_MIN_JOBS and hasattr(adapters[provider], "poll_listed")
     }
 
+
+def _poll_one(adapters: dict[str, BatchProvider], deadline: float, job: dict) -> JobSnapshot | None:
+    if time.monotonic() > deadline:  # the rest waits for the next tick (round-robin by last_polled_at)
+        return None
+    return adapters[job["provider"]].poll(JobRef(job["provider_batch_id"]), JobState(job["state"]))
+
+
+def _list_provider(
+    adapters: dict[str, BatchProvider], deadline: float, provider: str, provider_jobs: list[dict]
+) -> dict[str, JobSnapshot]:
+    refs = [(JobRef(j["provider_batch_id"]), JobState(j["state"])) for j in provider_jobs]
+    created_after = min(float(j["created_unix"]) for j in provider_jobs) - LIST_CLOCK_SKEW_S
+    return poll_listed(adapters[provider], refs, created_after, deadline)
+
+
+def _poll_all(
+    jobs: list[dict],
+    bulk: dict[str, list[dict]],
+    adapters: dict[str, BatchProvider],
+    deadline: float,
+    max_workers: int,
+    result: PollResult,
+) -> dict[str, JobSnapshot]:
+    """job_key -> snapshot for the jobs polled before the deadline; errors go to `result`."""
+    snapshots: dict[str, JobSnapshot] = {}
     # The pool takes jobs in submission order, least recently polled first, so a job left out by
     # the deadline is among the first of the next tick. Listings go first; a job its provider's
     # listing did not show joins the queue when that listing is done.
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        listings: dict[Future, str] = {pool.submit(list_provider, p, pj): p for p, pj in bulk.items()}
-        polls: dict[Future, dict] = {pool.submit(poll_one, job): job for job in jobs if job["provider"] not in bulk}
+        listings: dict[Future, str] = {
+            pool.submit(_list_provider, adapters, deadline, p, pj): p for p, pj in bulk.items()
+        }
+        polls: dict[Future, dict] = {
+            pool.submit(_poll_one, adapters, deadline, job): job for job in jobs if job["provider"] not in bulk
+        }
         pending = set(listings) | set(polls)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
-                if fut in listings:
-                    provider = listings.pop(fut)
-                    try:
-                        listed = fut.result()
-                    except Exception as exc:  # a failed listing falls back to one retrieve per job
-                        result.listing_errors[provider] = f"{type(exc).__name__}: {exc}"
-                        listed = {}
-                    for job in bulk[provider]:
-                        snap = listed.get(job["provider_batch_id"])
-                        if snap is not None:
-                            snapshots[job["job_key"]] = snap
-                            result.listed += 1
-                        else:
-                            retrieve = pool.submit(poll_one, job)
-                            polls[retrieve] = job
-                            pending.add(retrieve)
+                if fut not in listings:
+                    _take_poll(fut, polls.pop(fut), snapshots, result)
                     continue
-                job = polls.pop(fut)
-                try:
-                    snap = fut.result()
-                except Exception as exc:  # one failing poll never hides the others
-                    result.errors[job["job_key"]] = f"{type(exc).__name__}: {exc}"
-                    continue
-                if snap is not None:
-                    snapshots[job["job_key"]] = snap
-    if snapshots:
-        with wh.connect() as conn:
-            result.transitions = record_snapshots(conn, snapshot_columns(snapshots))
-        result.polled = len(snapshots)
-        for job_key, _old, new in result.transitions:
-            if JobState(new) in FAILED_TERMINAL_STATES:
-                result.batch_failures[job_key] = failure_reason(snapshots[job_key])
-    return result
+                provider = listings.pop(fut)
+                for job in _take_listing(fut, provider, bulk[provider], snapshots, result):
+                    retrieve = pool.submit(_poll_one, adapters, deadline, job)
+                    polls[retrieve] = job
+                    pending.add(retrieve)
+    return snapshots
+
+
+def _take_listing(
+    fut: Future, provider: str, provider_jobs: list[dict], snapshots: dict[str, JobSnapshot], result: PollResult
+) -> list[dict]:
+    """Keep the snapshots a provider's listing returned; the jobs it did not show, to retrieve one by one."""
+    try:
+        listed = fut.result()
+    except Exception as exc:  # a failed listing falls back to one retrieve per job
+        result.listing_errors[provider] = f"{type(exc).__name__}: {exc}"
+        listed = {}
+    missing = []
+    for job in provider_jobs:
+        snap = listed.get(job["provider_batch_id"])
+        if snap is not None:
+            snapshots[job["job_key"]] = snap
+            result.listed += 1
+        else:
+            missing.append(job)
+    return missing
+
+
+def _take_poll(fut: Future, job: dict, snapshots: dict[str, JobSnapshot], result: PollResult) -> None:
+    try:
+        snap = fut.result()
+    except Exception as exc:  # one failing poll never hides the others
+        result.errors[job["job_key"]] = f"{type(exc).__name__}: {exc}"
+        return
+    if snap is not None:
+        snapshots[job["job_key"]] = snap
+
+
+def _record(wh: Warehouse, snapshots: dict[str, JobSnapshot], result: PollResult) -> None:
+    """Record the tick's snapshots in one write; note the transitions and why failed batches failed."""
+    with wh.connect() as conn:
+        result.transitions = record_snapshots(conn, snapshot_columns(snapshots))
+    result.polled = len(snapshots)
+    for job_key, _old, new in result.transitions:
+        if JobState(new) in FAILED_TERMINAL_STATES:
+            result.batch_failures[job_key] = failure_reason(snapshots[job_key])
 
 
 def failure_reason(snap: JobSnapshot) -> str:

@@ -110,13 +110,22 @@ def _dicts(value) -> Iterator[dict]:
 def _check_node(node: dict, ctes: set[str], functions: set[str], tables: set[tuple[str, str, str]]) -> None:
     kind, cls = node.get("type"), node.get("class")
     if cls is not None:
-        if cls not in _EXPRESSIONS:
-            raise _Refused(f"the query uses {cls.lower()} expressions")
-        if cls == "FUNCTION":
-            functions.add(node["function_name"])
-        return
-    if not isinstance(kind, str):
-        return
+        _check_expression(node, cls, functions)
+    elif isinstance(kind, str):
+        _check_clause(node, kind)
+        if kind not in _QUERY_NODES and "alias" in node and "query_location" in node:  # a table reference
+            _check_table_ref(node, kind, ctes, tables)
+
+
+def _check_expression(node: dict, cls: str, functions: set[str]) -> None:
+    if cls not in _EXPRESSIONS:
+        raise _Refused(f"the query uses {cls.lower()} expressions")
+    if cls == "FUNCTION":
+        functions.add(node["function_name"])
+
+
+def _check_clause(node: dict, kind: str) -> None:
+    """Refuse query nodes, modifiers and samples whose rows are not fixed by the query."""
     if kind.endswith("_NODE") and kind not in _QUERY_NODES:
         raise _Refused(f"the query uses {kind.lower()}")
     if kind.endswith("_MODIFIER"):
@@ -124,17 +133,18 @@ def _check_node(node: dict, ctes: set[str], functions: set[str], tables: set[tup
             raise _Refused(f"the query uses {kind.removesuffix('_MODIFIER').lower().replace('_', ' ')}")
     if node.get("sample"):
         raise _Refused("the query samples rows")
-    if kind in _QUERY_NODES:
-        return
-    if "alias" in node and "query_location" in node:  # a table reference
-        if kind not in _TABLE_REFS:
-            raise _Refused(f"the query reads a {kind.lower().replace('_', ' ')}")
-        if kind == "BASE_TABLE":
-            if node.get("at_clause"):
-                raise _Refused("the query reads a table AT a version")
-            name = (node.get("catalog_name") or "", node.get("schema_name") or "", node["table_name"])
-            if not (name[0] == name[1] == "" and name[2] in ctes):
-                tables.add(name)
+
+
+def _check_table_ref(node: dict, kind: str, ctes: set[str], tables: set[tuple[str, str, str]]) -> None:
+    """Refuse table references other than plain tables and subqueries; collect the tables named."""
+    if kind not in _TABLE_REFS:
+        raise _Refused(f"the query reads a {kind.lower().replace('_', ' ')}")
+    if kind == "BASE_TABLE":
+        if node.get("at_clause"):
+            raise _Refused("the query reads a table AT a version")
+        name = (node.get("catalog_name") or "", node.get("schema_name") or "", node["table_name"])
+        if not (name[0] == name[1] == "" and name[2] in ctes):
+            tables.add(name)
 
 
 def _check_functions(conn: duckdb.DuckDBPyConnection, names: set[str]) -> None:
