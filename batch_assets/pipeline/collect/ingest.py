@@ -174,7 +174,7 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
         return
     except duckdb.Error:
         pass  # a malformed or truncated line: take the line-by-line path below
-    reader = pa.RecordBatchReader.from_batches(
+    reader = pa.RecordBatchReader.from_batches(  # noqa: F841 -- read by name in the SQL below (replacement scan)
         pa.schema([("line_no", pa.int64()), ("line", pa.string())]), _line_batches(Path(path))
     )
     # Same columns and types as the fast path; a value of the wrong shape becomes NULL.
@@ -312,7 +312,8 @@ def _line_spans(conn: duckdb.DuckDBPyConnection, shard_ids: set[str]) -> dict[st
     return {
         sid: (lo, hi)
         for sid, lo, hi in conn.execute(
-            f"SELECT shard_id, min(rowid), max(rowid) FROM ledger.shard_line WHERE shard_id IN ({listed}) GROUP BY shard_id"
+            f"SELECT shard_id, min(rowid), max(rowid) FROM ledger.shard_line "
+            f"WHERE shard_id IN ({listed}) GROUP BY shard_id"
         ).fetchall()
     }
 
@@ -409,7 +410,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 CREATE OR REPLACE TEMP TABLE _keyed AS
                 SELECT i.file_key, i.line_no, f.job_key, f.attempt, sl.custom_id, sl.item_no,
                        CASE WHEN sl.custom_id IS NOT NULL
-                            THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt ORDER BY f.ord, i.line_no) END AS nth
+                            THEN row_number() OVER (PARTITION BY sl.custom_id, f.attempt
+                                                    ORDER BY f.ord, i.line_no) END AS nth
                 FROM _in i JOIN _files f USING (file_key)
                 LEFT JOIN (SELECT shard_id, request_id, custom_id, item_no FROM ledger.shard_line WHERE {in_spans}) sl
                        ON sl.shard_id = f.shard_id AND sl.request_id = i.request_id
@@ -435,7 +437,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 mark_files_ingested(
                     conn,
                     """
-                    SELECT f.file_key, count(i.file_key) AS line_count FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1
+                    SELECT f.file_key, count(i.file_key) AS line_count
+                    FROM _files f LEFT JOIN _in i USING (file_key) GROUP BY 1
                 """,
                 )
                 faultpoints.reached("ingest.before_commit")

@@ -111,12 +111,14 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                             WHEN answer IS NULL THEN 'no_answer'
                             WHEN violation IS NOT NULL THEN 'schema_mismatch' END AS error_code,
                        CASE WHEN NOT ok THEN error_message
-                            WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN coalesce(refusal, 'answer blocked by the provider content filter')
+                            WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL
+                                 THEN coalesce(refusal, 'answer blocked by the provider content filter')
                             WHEN finish_reason = 'length' THEN 'answer cut off at max_tokens; raise params.max_tokens'
                             WHEN answer IS NULL THEN {sql_literal(_EMPTY_ANSWER[task.spec.output.kind])}
                             ELSE violation END AS error_message,
                        status_code AS http_status,
-                       CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL AND finish_reason IS DISTINCT FROM 'length'
+                       CASE WHEN ok AND answer IS NOT NULL AND violation IS NULL
+                                 AND finish_reason IS DISTINCT FROM 'length'
                             THEN CAST(answer AS VARCHAR) END AS output_json,
                        finish_reason, input_tokens, output_tokens, provider_request_id,
                        thinking_tokens, cached_input_tokens, output_schema_version
@@ -140,11 +142,15 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _failed_lines AS
                 SELECT sl.custom_id, sl.item_no, sl.attempt, j.job_key, j.state, m.output_schema_version,
-                       CASE j.state WHEN '{JobState.FAILED}' THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
-                                    WHEN '{JobState.EXPIRED}' THEN 'batch_expired' ELSE 'batch_cancelled' END AS error_code,
-                       CASE j.state WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
-                                                       || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
-                                    ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
+                       CASE j.state
+                            WHEN '{JobState.FAILED}'
+                                 THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
+                            WHEN '{JobState.EXPIRED}' THEN 'batch_expired'
+                            ELSE 'batch_cancelled' END AS error_code,
+                       CASE j.state
+                            WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
+                                 || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
+                            ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                 FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
                 JOIN ledger.manifest_item m ON m.task_id = {tid} AND m.custom_id = sl.custom_id
                 WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
@@ -153,6 +159,8 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             """)
             synthesized = 0
             if conn.execute("SELECT count(*) FROM _failed_lines").fetchone()[0]:
+                capacity_codes = ", ".join(map(sql_literal, fmt.capacity_codes))
+                internal_codes = ", ".join(map(sql_literal, fmt.internal_codes or ("",)))
                 synthesized = insert_parsed_results(
                     conn,
                     task_id,
@@ -162,16 +170,19 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                         WHERE p.task_id = {tid} AND p.custom_id IN (SELECT custom_id FROM _failed_lines)
                         UNION ALL
                         SELECT r.custom_id, r.attempt FROM ledger.raw_result r
-                        WHERE r.task_id = {tid} AND r.status = 'ok' AND r.custom_id IN (SELECT custom_id FROM _failed_lines)
+                        WHERE r.task_id = {tid} AND r.status = 'ok'
+                          AND r.custom_id IN (SELECT custom_id FROM _failed_lines)
                     )
                     SELECT custom_id, item_no, attempt, job_key, false AS provider_succeeded,
-                           CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired' WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
-                                WHEN error_code IN ({", ".join(map(sql_literal, fmt.capacity_codes))}) THEN 'rate_or_capacity_error'
-                                WHEN error_code IN ({", ".join(map(sql_literal, fmt.internal_codes or ("",)))}) THEN 'internal_error'
+                           CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired'
+                                WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
+                                WHEN error_code IN ({capacity_codes}) THEN 'rate_or_capacity_error'
+                                WHEN error_code IN ({internal_codes}) THEN 'internal_error'
                                 ELSE 'validation_error' END AS error_class,
                            error_code, error_message,
                            NULL::INTEGER AS http_status, NULL::VARCHAR AS output_json, NULL::VARCHAR AS finish_reason,
-                           NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens, NULL::VARCHAR AS provider_request_id,
+                           NULL::BIGINT AS input_tokens, NULL::BIGINT AS output_tokens,
+                           NULL::VARCHAR AS provider_request_id,
                            NULL::BIGINT AS thinking_tokens, NULL::BIGINT AS cached_input_tokens,
                            output_schema_version
                     FROM _failed_lines l

@@ -44,7 +44,6 @@ class ManifestSummary:
 
 
 def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
-    spec = task.spec
     task_id = task.task_id(partition_date)
     with wh.connect() as conn:
         existing = conn.execute(
@@ -75,8 +74,8 @@ def _freeze(
         task_id,
         f"""
         SELECT business_id, count(*) AS row_count,
-               CASE WHEN business_id IS NULL OR trim(business_id) = '' THEN 'missing_business_id' ELSE 'duplicate_business_id' END
-                   AS reason_code,
+               CASE WHEN business_id IS NULL OR trim(business_id) = '' THEN 'missing_business_id'
+                    ELSE 'duplicate_business_id' END AS reason_code,
                CASE WHEN business_id IS NULL OR trim(business_id) = ''
                     THEN 'source rows without a value in ' || {sql_literal(spec.source.business_id)}
                          || '; fix the source data or filter such rows out in source.sql'
@@ -119,8 +118,9 @@ def _freeze(
                                  {estimated_tokens_sql("prompt_text")} AS est_input_tokens
                           FROM _src
                           WHERE business_id IS NOT NULL AND trim(business_id) <> ''
-                            AND business_id NOT IN (SELECT business_id FROM ledger.source_reject
-                                                    WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL)))
+                            AND business_id NOT IN (
+                                SELECT business_id FROM ledger.source_reject
+                                WHERE task_id = {sql_literal(task_id)} AND business_id IS NOT NULL)))
                     {earlier_items})
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)

@@ -88,7 +88,8 @@ def _line_template(task: ResolvedTask) -> tuple[str, str, str] | None:
     )
     with duckdb.connect() as conn:
         text, q1, q2 = conn.execute(
-            f"SELECT {sql}, CAST(to_json({sql_literal(_RID)}) AS VARCHAR), CAST(to_json({sql_literal(_PROMPT)}) AS VARCHAR)"
+            f"SELECT {sql}, CAST(to_json({sql_literal(_RID)}) AS VARCHAR), "
+            f"CAST(to_json({sql_literal(_PROMPT)}) AS VARCHAR)"
         ).fetchone()
     if text.count(q1) != 1 or text.count(q2) != 1 or text.index(q1) > text.index(q2):
         return None  # the format uses the values more than once or elsewhere: keep the per-row form

@@ -152,7 +152,8 @@ def _check_functions(conn: duckdb.DuckDBPyConnection, names: set[str]) -> None:
         return
     rows = conn.execute(
         """
-        SELECT n.name, bool_and(f.function_type = 'scalar' AND f.stability IN (SELECT unnest(?))) AND count(f.function_name) > 0
+        SELECT n.name,
+               bool_and(f.function_type = 'scalar' AND f.stability IN (SELECT unnest(?))) AND count(f.function_name) > 0
         FROM (SELECT unnest(?) AS name) n LEFT JOIN duckdb_functions() f ON f.function_name = lower(n.name)
         GROUP BY n.name
     """,
@@ -173,7 +174,8 @@ def _check_tables(conn: duckdb.DuckDBPyConnection, names: set[tuple[str, str, st
                 SELECT 'table' AS kind, t.database_name, t.schema_name, d.type AS db_type, t.table_name AS name
                 FROM duckdb_tables() t JOIN duckdb_databases() d USING (database_name)
                 UNION ALL
-                SELECT 'view', v.database_name, v.schema_name, NULL, v.view_name FROM duckdb_views() v WHERE NOT v.internal)
+                SELECT 'view', v.database_name, v.schema_name, NULL, v.view_name
+                FROM duckdb_views() v WHERE NOT v.internal)
             WHERE lower(name) = lower(?) AND (? = '' OR lower(schema_name) = lower(?))
               AND (? = '' OR lower(database_name) = lower(?))
         """,

@@ -45,17 +45,22 @@ def partition_gate_sql() -> str:
     cached_input_tokens) of every partition."""
     return f"""
         SELECT t.task_id,
-               (SELECT count(DISTINCT p.custom_id) FROM ledger.pii_mapping p JOIN ledger.manifest_item m USING (custom_id)
+               (SELECT count(DISTINCT p.custom_id)
+                FROM ledger.pii_mapping p JOIN ledger.manifest_item m USING (custom_id)
                 WHERE p.task_id = t.task_id AND m.superseded_at IS NULL) AS pii_redacted,
                (SELECT count(*) FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
-                WHERE q.task_id = t.task_id AND q.reason_code = '{BLOCKED_CODE}' AND m.superseded_at IS NULL) AS pii_blocked,
+                WHERE q.task_id = t.task_id AND q.reason_code = '{BLOCKED_CODE}' AND m.superseded_at IS NULL)
+                   AS pii_blocked,
                (SELECT sum(m.est_cost) FROM ledger.manifest_item m
                 WHERE m.task_id = t.task_id AND m.superseded_at IS NULL
-                  AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = t.task_id)) AS cost_estimated,
-               CASE WHEN t.currency IS NULL THEN NULL ELSE
-                   coalesce((SELECT sum(r.cost) FROM ledger.parsed_result r WHERE r.task_id = t.task_id), 0) END AS cost_actual,
+                  AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = t.task_id))
+                   AS cost_estimated,
+               CASE WHEN t.currency IS NULL THEN NULL
+                    ELSE coalesce((SELECT sum(r.cost) FROM ledger.parsed_result r WHERE r.task_id = t.task_id), 0)
+               END AS cost_actual,
                t.currency,
-               (SELECT sum(r.thinking_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id) AS thinking_tokens,
+               (SELECT sum(r.thinking_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id)
+                   AS thinking_tokens,
                (SELECT sum(r.cached_input_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id)
                    AS cached_input_tokens
         FROM ledger.batch_task t

@@ -194,7 +194,8 @@ def restore_json_sql(text_col: str, custom_id_col: str, relation: str) -> str:
         rep AS (
             SELECT ph.custom_id, ph.k,
                    coalesce(CASE WHEN m.value IS NOT NULL THEN
-                                 substr(CAST(to_json(m.value) AS VARCHAR), 2, length(CAST(to_json(m.value) AS VARCHAR)) - 2)
+                                 substr(CAST(to_json(m.value) AS VARCHAR), 2,
+                                        length(CAST(to_json(m.value) AS VARCHAR)) - 2)
                             END, ph.ph) AS r
             FROM ph LEFT JOIN ledger.pii_mapping AS m ON m.custom_id = ph.custom_id AND m.placeholder = ph.ph
         )

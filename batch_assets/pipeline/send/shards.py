@@ -123,7 +123,8 @@ def rendered_lines_sql(
     )
     return f"""
         SELECT *, {reason_code} AS reason_code, {reason} AS reason
-        FROM (SELECT custom_id, item_no, attempt, row_no, business_id, request_id, blank_columns, blocked_reason, est_input_tokens,
+        FROM (SELECT custom_id, item_no, attempt, row_no, business_id, request_id, blank_columns, blocked_reason,
+                     est_input_tokens,
                      est_input_tokens + {int(task.spec.params.max_tokens)} AS est_tokens,
                      prompt_text, line, strlen(line) AS line_bytes, json_valid(line) AS line_valid
               FROM (SELECT *, {request_line_sql(task)} AS line
@@ -639,7 +640,8 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
             problems.append(f"{sid}: file {path} changed after it was cut (sha256 mismatch)")
         if path.stat().st_size != s["byte_count"] or s["byte_count"] > limits.max_shard_bytes:
             problems.append(
-                f"{sid}: {path.stat().st_size} bytes on disk, {s['byte_count']} recorded, limit {limits.max_shard_bytes}"
+                f"{sid}: {path.stat().st_size} bytes on disk, {s['byte_count']} recorded, "
+                f"limit {limits.max_shard_bytes}"
             )
         lines = _count_lines(path)
         if not (lines == s["line_count"] == s["ledger_lines"]) or lines > limits.max_requests_per_shard:

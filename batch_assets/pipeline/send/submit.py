@@ -151,7 +151,8 @@ class _Run:
             known = frozenset(
                 r[0]
                 for r in conn.execute(
-                    "SELECT provider_batch_id FROM ledger.provider_job WHERE provider = ? AND provider_batch_id IS NOT NULL",
+                    "SELECT provider_batch_id FROM ledger.provider_job "
+                    "WHERE provider = ? AND provider_batch_id IS NOT NULL",
                     [self.provider],
                 ).fetchall()
             )
@@ -357,11 +358,13 @@ def submit_pending(
         shards = fetch_dicts(
             conn,
             f"""
-            SELECT s.shard_id, s.path, s.line_count, s.est_tokens, j.job_key, j.state, j.input_file_id, j.provider_batch_id,
+            SELECT s.shard_id, s.path, s.line_count, s.est_tokens,
+                   j.job_key, j.state, j.input_file_id, j.provider_batch_id,
                    epoch(j.created_at)::BIGINT AS intent_unix,
                    (SELECT count(*) FROM ledger.provider_job k WHERE k.shard_id = s.shard_id) AS jobs_of_shard
             FROM ledger.shard s
-            LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'
+            LEFT JOIN ledger.provider_job j
+                   ON j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'
             WHERE s.task_id = ?
             QUALIFY row_number() OVER (PARTITION BY s.shard_id ORDER BY j.created_at DESC, j.job_key DESC) = 1
             ORDER BY s.shard_no

@@ -228,9 +228,10 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     conn.execute(f"""
         UPDATE _live SET fresh = r.fresh
         FROM (SELECT u.item_no, u.attempt, h.live_hash = u.input_hash AS fresh
-              FROM {undecided_rows} u JOIN (SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
-                                      FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
-                                      GROUP BY business_id) h USING (business_id)) r
+              FROM {undecided_rows} u
+              JOIN (SELECT business_id, CASE WHEN count(*) = 1 THEN any_value(live_hash) END AS live_hash
+                    FROM (SELECT business_id, {input_hash_sql(task)} AS live_hash FROM _src)
+                    GROUP BY business_id) h USING (business_id)) r
         WHERE _live.item_no = r.item_no AND _live.attempt = r.attempt AND _live.fresh IS NULL
     """)
     drop_source(conn)
@@ -469,14 +470,17 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         before += count
     marks = list(cuts)
     if wanted:  # the item number of each wanted ordinal, looked up in its block only
+        blocks = ", ".join(str(b) for b, _ in wanted)
+        ordinals = ", ".join(f"({b}, {k})" for b, k in wanted)
         marks += [
             r[0]
             for r in conn.execute(f"""
-            SELECT d.item_no FROM (SELECT item_no, item_no // {_COUNT_BLOCK} AS b,
-                                          row_number() OVER (PARTITION BY item_no // {_COUNT_BLOCK} ORDER BY item_no) - 1 AS k
-                                   FROM {rows}
-                                   WHERE item_no // {_COUNT_BLOCK} IN ({", ".join(str(b) for b, _ in wanted)}) AND appends) d
-            JOIN (VALUES {", ".join(f"({b}, {k})" for b, k in wanted)}) AS t(b, k) ON t.b = d.b AND t.k = d.k
+            SELECT d.item_no
+            FROM (SELECT item_no, item_no // {_COUNT_BLOCK} AS b,
+                         row_number() OVER (PARTITION BY item_no // {_COUNT_BLOCK} ORDER BY item_no) - 1 AS k
+                  FROM {rows}
+                  WHERE item_no // {_COUNT_BLOCK} IN ({blocks}) AND appends) d
+            JOIN (VALUES {ordinals}) AS t(b, k) ON t.b = d.b AND t.k = d.k
         """).fetchall()
         ]
     marks = sorted(set(marks))
@@ -568,7 +572,8 @@ def _write_chunk(
         def rows(held: str) -> str:
             return f"""
                 INSERT INTO {table} ({key}, {targets}, output_version, custom_id, input_hash, task_id, applied_at)
-                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid}, now()::TIMESTAMP
+                SELECT business_id, {values}, {sql_literal(spec.output.version)}, custom_id, input_hash, {tid},
+                       now()::TIMESTAMP
                 FROM _part WHERE outcome = 'applied' AND {held}
             """
 

@@ -15,9 +15,10 @@ millions of items, terms over one table share its scan, and the terms that need 
 latest attempt are computed in one statement that finds it once (`_per_item`).
 
 Finality: every item ends in exactly one final outcome — applied, revoked (applied, then taken back),
-stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an operator. Not final: in flight
-(its latest attempt's batch has not ended, or its shard is not submitted yet), retry pending,
-undecided, and unresolved (a finished batch gave it no outcome; an answer that was not applied).
+stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an
+operator. Not final: in flight (its latest attempt's batch has not ended, or its shard is not
+submitted yet), retry pending, undecided, and unresolved (a finished batch gave it no outcome; an
+answer that was not applied).
 The verdict passes only when every item is final, the equations hold and final failures are within
 the task's tolerance; it warns while work is pending; it fails when nothing is pending and any
 item is unresolved or failures exceed the tolerance. Green means done.
@@ -417,13 +418,16 @@ def _per_item(
                        o.provider_succeeded, d.action, d.error_class AS decided_class
                 FROM lines l
                 LEFT JOIN (SELECT {result_key}, attempt, error_class, provider_succeeded FROM ledger.parsed_result
-                           WHERE task_id = $t{attempt_filter} AND {in_range}) o ON {same("o", "l")}{at_attempt.format("o")}
+                           WHERE task_id = $t{attempt_filter} AND {in_range}) o
+                       ON {same("o", "l")}{at_attempt.format("o")}
                 LEFT JOIN (SELECT {result_key}, attempt, action, error_class FROM ledger.retry_decision
-                           WHERE task_id = $t{attempt_filter} AND {in_range}) d ON {same("d", "l")}{at_attempt.format("d")}
+                           WHERE task_id = $t{attempt_filter} AND {in_range}) d
+                       ON {same("d", "l")}{at_attempt.format("d")}
                 {retry_counts.format(in_range=in_range)}
             ),
             ids AS (  -- manifest rows (superseded ones mark their ids inactive) and ids only lines know
-                SELECT coalesce(m.listed AND NOT m.superseded, false) AS item, coalesce(m.superseded, false) AS superseded,
+                SELECT coalesce(m.listed AND NOT m.superseded, false) AS item,
+                       coalesce(m.superseded, false) AS superseded,
                        m.listed IS NOT NULL AS listed,
                        m.after_cut, q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
                 -- Booleans, not the timestamps: the smaller the rows of a hash table, the less it spills.
@@ -432,7 +436,8 @@ def _per_item(
                                                    frozen_at) AS after_cut
                       FROM ledger.manifest_item WHERE task_id = $t AND {in_range}) m
                 FULL JOIN latest l ON l.item_no = m.item_no
-                LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t AND {in_range}) q ON q.item_no = m.item_no
+                LEFT JOIN (SELECT item_no FROM ledger.quarantine WHERE task_id = $t AND {in_range}) q
+                       ON q.item_no = m.item_no
                 LEFT JOIN (SELECT item_no, outcome FROM ledger.applied_result WHERE task_id = $t AND {in_range}) a
                        ON a.item_no = m.item_no
             ),

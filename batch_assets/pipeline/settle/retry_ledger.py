@@ -111,7 +111,8 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
                               count(*) FILTER (error_class = 'parse_error' AND action = 'retry') AS reasks
                        FROM ledger.retry_decision WHERE task_id = {tid} GROUP BY custom_id) h USING (custom_id)
             WHERE o.task_id = {tid} AND o.error_class IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM ledger.retry_decision d WHERE d.custom_id = o.custom_id AND d.attempt = o.attempt)
+              AND NOT EXISTS (SELECT 1 FROM ledger.retry_decision d
+                              WHERE d.custom_id = o.custom_id AND d.attempt = o.attempt)
               AND o.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
         """)
         conn.execute(f"""
@@ -125,7 +126,8 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
                    action <> 'requeue' AS charged,
                    CASE action
                        WHEN 'requeue' THEN 'batch rejected whole for capacity; re-queued without charging an attempt'
-                       WHEN 'retry' THEN error_class || ': attempt ' || (attempt + 1) || ' of ' || {int(retry.max_attempts)}
+                       WHEN 'retry'
+                            THEN error_class || ': attempt ' || (attempt + 1) || ' of ' || {int(retry.max_attempts)}
                        WHEN 'final_failed' THEN error_class || ': final after attempt ' || attempt
                        WHEN 'await_operator' THEN error_class || ': not resent unchanged; fix, then '
                                                   || '`batch-assets retry {task_id} --class ' || error_class || '`'
