@@ -17,9 +17,8 @@ def in_range_sql(column: str, lo: int | None, hi: int | None) -> str:
     return " AND ".join(bounds) or "true"
 
 
-# A bound on the statement's size: beyond this many partitions (the first sensor tick after an
-# upgrade, say) one IN-list scan is used instead of a scan each. Not tuned: measured, two equality
-# scans cost half of one IN-list scan of the same ten-partition table.
+# A bound on the statement's size, not a tuned threshold: beyond this many partitions (the first
+# sensor tick after an upgrade, say) one IN-list scan is used instead of a scan each.
 MAX_PARTITION_SCANS = 16
 
 

@@ -75,7 +75,7 @@ def supersede_items_not_in(conn: duckdb.DuckDBPyConnection, task_id: str, curren
     """Mark superseded (now) the partition's live items whose custom_id is not among the
     `custom_id`s of `current_ids_query`. Returns the number superseded."""
     # A first freeze has no live items: the anti-join would still read every current id first
-    # (1.1 s at 10M items, and the freeze's highest memory), so it is not run at all.
+    # (the freeze's highest memory), so it is not run at all.
     if not conn.execute(
         "SELECT EXISTS (SELECT 1 FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL)", [task_id]
     ).fetchone()[0]:

@@ -20,8 +20,7 @@ def insert_review_items(
     `none_picked_before`: the caller knows no item of `query` can hold a row yet (see
     pipeline.settle.apply: the task has none). Then a plain INSERT, which the primary key still guards (a
     row that does exist fails the statement, it is never overwritten): ON CONFLICT checks every row
-    against the table's index, which grows with the table (at 10M items the last chunk's picks took
-    1.5x the first's)."""
+    against the table's index, which grows with the table, so each chunk's picks cost more."""
     return insert_select(
         conn,
         "review_item",

@@ -26,15 +26,10 @@ log = logging.getLogger(__name__)
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
-# DuckDB's own default is 80% of RAM; a bounded limit makes large stages spill instead of holding
-# millions of rows of prompts and responses in memory. The limit covers DuckDB's buffer pool only:
-# the interpreter, imported libraries and allocations outside the pool add 200-350 MB. A stage over
-# a large partition fills its pool (with cached blocks, if nothing else), so its process holds the
-# pool plus that. 1000MB is about what the largest 1M-item stage (apply) needs anyway (1.19-1.24 GB
-# at a 1000MB or a 1600MB pool, in the same time), so with the eviction flush below a 10M-item
-# partition peaks no higher than a 1M one (`batch-assets bench` growth run of 2026-12-03: 1,180 MB
-# at 10M, 1,190 MB at 1M; at 1600MB the 10M stages reached 1.71-1.82 GB) and each stage process
-# stays well within 2 GB.
+# DuckDB's own default is 80% of RAM; a bounded pool makes large stages spill instead of holding
+# every prompt and response in memory. A larger pool does not make the largest stage (apply) faster,
+# and with the eviction flush below a 10M-item partition peaks no higher than a 1M one. The limit
+# covers the buffer pool only: a stage's process holds the interpreter and its libraries on top.
 DEFAULT_MEMORY_LIMIT = "1000MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
@@ -49,13 +44,9 @@ _UNIT_BYTES = {
     "gib": 2**30,
     "tib": 2**40,
 }
-# A stage at its pool's limit evicts blocks to make room, and jemalloc keeps what they freed for a
-# while: DuckDB hands it back to the OS at once only when one eviction frees more than
-# allocator_bulk_deallocation_flush_threshold (512 MiB by default: half of a 1000MB pool). At a
-# quarter of the pool the 10M-item apply (a `batch-assets bench` child on a kept ledger, alternating
-# default / a quarter / an eighth) peaks at 1,177 / 1,177 MB instead of 1,269 / 1,263 MB (an eighth:
-# 1,181 / 1,181), in 50.1 / 46.0 s against 52.0 / 49.1 s (an eighth: 50.8 / 49.4); the 1M-item apply
-# stays at 1,190-1,191 MB (4.24-4.68 s).
+# Evicted blocks' memory goes back to the OS at once only when one eviction frees more than
+# allocator_bulk_deallocation_flush_threshold (512 MiB by default, half the default pool); a quarter
+# of the pool lowers a large stage's peak without slowing it.
 _BULK_FLUSH_SHARE = 4
 _BULK_FLUSH_MAX_BYTES = 512 * 2**20
 

@@ -198,10 +198,8 @@ def stage_result_file(conn: duckdb.DuckDBPyConnection, path: str, fmt: WireForma
 
 INGEST_BATCH_BYTES = 256 << 20  # result-file bytes staged per transaction (bounds memory)
 # DuckDB stores a table in row groups of this many rows, and each insert leaves its last one partly
-# filled. A checkpoint merges runs of adjacent row groups that fit into fewer: when an insert's last
-# row group is at most half full, the runs around it are rewritten (plain DuckDB, 35 inserts of
-# 300,000 rows each: 17.1 s of checkpoint; of 315,760 rows: 0.2 s, nothing merged). The checkpoint
-# at the end of an ingest rewrote most of what it had written.
+# filled. A checkpoint merges runs of adjacent row groups that fit into fewer: an insert whose last
+# row group is at most half full makes it rewrite the runs around it, most of what an ingest wrote.
 ROW_GROUP_ROWS = 122_880
 
 
@@ -227,9 +225,9 @@ def planned_batch(files: list[dict], expected: list[int], limit: int | None = No
     stage as the next batch: at most INGEST_BATCH_BYTES of them (one file at least), and of those
     the most that end at a job's end with an expected line count leaving the insert's last row
     group more than half full (PLAN_MARGIN_ROWS from either edge), so that aligned_prefix keeps the
-    whole batch. Staging a fixed number of bytes instead left ~47,000 of a batch's ~289,000 lines
-    (bench data) for the next batch to read again, every batch. All of them when they fit (the last
-    batch has nothing after it to align with); every file that fits when no end qualifies."""
+    whole batch (a batch of a fixed number of bytes leaves its unaligned tail for the next batch to
+    read again). All of them when they fit (the last batch has nothing after it to align with);
+    every file that fits when no end qualifies."""
     limit = INGEST_BATCH_BYTES if limit is None else limit
     fit, size = 0, 0
     for f in files:
@@ -291,8 +289,8 @@ def _stage_batch(conn: duckdb.DuckDBPyConnection, batch: list[dict], fmt: WireFo
         conn.execute("DROP TABLE _in; ALTER TABLE _in_all RENAME TO _in")
         return
     # A line's number is its row id minus that of its file's first line (the ids are consecutive
-    # within the table). _in is a table, not a view over _raw_in: an insert from such a view kept
-    # its rows in the transaction until the commit (10M items: commit 2 s -> 28 s, peak +80 MB).
+    # within the table). _in is a table, not a view over _raw_in: an insert from such a view keeps
+    # its rows in the transaction until the commit, which makes the commit slow.
     conn.execute("""
         CREATE OR REPLACE TEMP TABLE _in AS
         SELECT f.file_key, r.rowid - s.first_row + 1 AS line_no, r.* EXCLUDE (filename)
@@ -381,7 +379,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             done += len(batch)
             # The batch's shards, and every job of them, as constant lists: the ledger's line and
             # result tables are filtered by them, so a batch reads its own shards' rows, not the
-            # partition's (which made ingest quadratic in the number of batches).
+            # partition's (which would make ingest quadratic in the number of batches).
             shard_ids = sorted({f["shard_id"] for f in batch})
             shards_in = ", ".join(sql_literal(s) for s in shard_ids)
             jobs_in = ", ".join(
@@ -391,7 +389,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
                 ).fetchall()
             )
             # Shard and job ids share long prefixes, which DuckDB's string zone maps cannot tell
-            # apart: filtered by id alone, every batch read the ids of all the partition's lines and
+            # apart: filtered by id alone, every batch reads the ids of all the partition's lines and
             # results. The lines are read within their shards' row span, and earlier results only
             # when one of these jobs had a file ingested before (they are written together).
             in_spans = f"shard_id IN ({shards_in}) AND {_rowid_range(spans, shard_ids)}"

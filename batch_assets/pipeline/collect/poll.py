@@ -9,8 +9,8 @@ fetchable yet are polled too, until it has.
 A provider with at least BULK_POLL_MIN_JOBS jobs to poll in a tick is polled through its batch
 listing (`poll_listed`: a page of batches per HTTP call, newest first, stopping at the oldest job
 of the tick) where its adapter can; the jobs the listing did not show are then retrieved one by
-one like the others. A retrieve costs about 2 ms of client-side CPU (SDK + httpx, bound by the
-GIL) and one request against the provider's rate limit; a listed batch a fraction of that.
+one like the others. A retrieve costs client-side CPU (SDK + httpx, bound by the GIL) and one
+request against the provider's rate limit; a listed batch a fraction of that.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def frozen_item_no_sql(alias: str = "p") -> str:
     partition's highest number + 1 at the freeze) and `earlier_no` (on a refreeze, the number of an
     item frozen before; NULL otherwise); a new item's number is its row in the file after the base,
     so numbers stay unique. Not a number column written by the freeze's COPY: a window's
-    row_number() there made the COPY single-threaded (1M items: 5.2 -> 13.1 s), a sequence took
-    8.8 s; a constant and the file's row number cost nothing. Manifests frozen before item numbers
-    have neither column (`"item_no_base" not in frozen_columns(...)`)."""
+    row_number() there makes the COPY single-threaded and a sequence is slow too; a constant and the
+    file's row number cost nothing. Manifests frozen before item numbers have neither column
+    (`"item_no_base" not in frozen_columns(...)`)."""
     return f"coalesce({alias}.earlier_no, {alias}.item_no_base + {alias}.file_row_number)"

@@ -92,9 +92,8 @@ def _freeze(
     )
     prefix = sql_literal(task_id + ":" + spec.item_type + ":")
     # The items go straight into the manifest Parquet, the only copy of the prompt texts; the
-    # ledger statements below read their narrow columns back from it. (Materializing the items,
-    # texts included, and then copying them out wrote and read them twice: at 10M items ~6 GB
-    # spilled out of the memory pool and back.)
+    # ledger statements below read their narrow columns back from it (materializing the items first
+    # would write and read the texts twice, spilling a large partition out of the memory pool).
     manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
     # Each item's number (ledger.manifest_item.item_no, see frozen_item_no_sql): a first
     # freeze numbers its items by their row in the Parquet (0, 1, 2, …); a refreeze keeps the number

@@ -2,14 +2,14 @@
 
 The freeze reads its source several times (the gate's id check and scan, the rejects, the manifest
 COPY). A copy of the source rows (`_raw_src`) makes those reads agree whatever the query does, but
-at 10M items it is a 5.4 GB temp table that spills out of the memory pool and is read back. A view
-reads the same rows each time when the query is a pure function of DuckDB tables: inside one
-transaction DuckDB reads every table as of the transaction's start, and the warehouse file (and
-any attached DuckDB file) cannot be written by another process while this one holds it.
+a copy of a 10M-item source spills out of the memory pool and is read back. A view reads the same
+rows each time when the query is a pure function of DuckDB tables: inside one transaction DuckDB
+reads every table as of the transaction's start, and the warehouse file (and any attached DuckDB
+file) cannot be written by another process while this one holds it.
 
 So `view_sql` accepts a query only when its parsed form (`json_serialize_sql`) is made of plain
 parts, and returns it with `$partition_date` written in as a literal (a view holds no parameters).
-Anything it does not know, it refuses, and the freeze copies as before:
+Anything it does not know, it refuses, and the freeze copies the source:
 * every table it names is a DuckDB base table outside the ledger schema (not a view, whose text
   is not checked; not a table function such as `read_csv`, whose files may change; not another
   engine's catalog);

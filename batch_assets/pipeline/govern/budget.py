@@ -100,9 +100,9 @@ def _lines_with_item_cost_sql(tasks: set[str]) -> str:
     """Rows (task_id, shard_id, est_cost): every shard line of `tasks` with its item's estimated cost.
 
     A line and its item share a partition and an item number (both written from one manifest row),
-    so each partition's lines join its items by the 8-byte number alone. Keyed by the ~60-byte
-    custom_id, the join's hash table spilled at 10M lines under a 1000MB pool (the stage 5.1 s,
-    against 1.9 s at 1600MB). Beyond MAX_PARTITION_SCANS partitions: one join by (task_id, item_no)."""
+    so each partition's lines join its items by the 8-byte number alone (keyed by the ~60-byte
+    custom_id, the join's hash table spills at 10M lines under the default pool). Beyond
+    MAX_PARTITION_SCANS partitions: one join by (task_id, item_no)."""
     ids = sorted(tasks)
     if len(ids) > MAX_PARTITION_SCANS:
         lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, item_no", ids)

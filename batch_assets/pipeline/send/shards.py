@@ -130,8 +130,7 @@ def rendered_lines_sql(
               FROM (SELECT *, {request_line_sql(task)} AS line
                     FROM (SELECT *, {request_id_sql(task)} AS request_id
                           -- Everything comes from the frozen Parquet (it holds the business id too): a
-                          -- second hash join over every item's custom_id (with ledger.manifest_item) ran
-                          -- out of memory at 10M items.
+                          -- hash join with ledger.manifest_item over every custom_id runs out of memory.
                           FROM (SELECT {columns} FROM {rows}))))
     """
 
@@ -200,11 +199,9 @@ def shard_starts(
 SELECTED_VARIABLE = "_shards_selected_rows"
 
 # The lines stream out of DuckDB in batches of about STREAM_BATCH_BYTES (at most STREAM_BATCH_ROWS
-# lines). A batch costs several times its size outside DuckDB's pool (DuckDB's result chunks, the
-# Arrow batch, the two batches the writer thread may hold): 1M items of 1.7 KB lines, 1000MB pool,
-# the stage alone on a kept ledger: 65,536-line batches 1,229-1,348 MB peak, 16,384 903-953 MB,
-# 8,192 855-862 MB, 4,096 813 MB, in the same 11-13 s. Sized by bytes, so long prompts stream in
-# fewer lines per batch.
+# lines): a batch costs several times its size outside DuckDB's pool (result chunks, the Arrow batch,
+# the writer thread's two), and smaller batches lower the peak at no cost in time. Sized by bytes, so
+# long prompts stream in fewer lines per batch.
 STREAM_BATCH_BYTES = 16 << 20
 STREAM_BATCH_ROWS = 1 << 16
 MIN_STREAM_BATCH_ROWS = 64
@@ -242,8 +239,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                 f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"
             )
         # The items to cut, by number when the frozen Parquet numbers its rows: 12 bytes an item
-        # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join (10M
-        # items: the custom_id join's hash table and _todo held up to 865 + 593 MB of the pool).
+        # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join.
         numbered = "item_no_base" in frozen_columns(conn, uri)  # False: frozen before item numbers
         key = "item_no" if numbered else "custom_id"
         due = f"UNION ALL SELECT {key}, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""
@@ -289,9 +285,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                     )
                     # Each line takes its shard's id from the shard it was written into, looked up
                     # by number in the attempt's list of ids (a projection, not a join): the lines
-                    # are recorded in the spool's order, shard after shard. A join's output order
-                    # is not kept, and a shard's lines spread over half the table at 10M lines,
-                    # so each ingest batch read that much of it for its own shards' lines.
+                    # are recorded in the spool's order, shard after shard, so ingest finds a shard's
+                    # lines in one span of the table (a join's output order is not kept).
                     for attempt in sorted({s["attempt"] for s in shards}):
                         cut = sorted((s for s in shards if s["attempt"] == attempt), key=lambda s: s["shard_no"])
                         first = cut[0]["shard_no"]
@@ -336,8 +331,8 @@ def _with_item_no(rows: str, numbered: bool, task_id: str) -> str:
 class _Spool:
     """Parquet files for the rows a cut records at its end: its lines (with shard and line number)
     and its quarantined items. Written batch by batch as the lines stream, so neither memory nor
-    DuckDB's pool holds them (rows kept in DuckDB until the commit grew past its memory limit at
-    10M lines); removed when the cut ends."""
+    DuckDB's pool holds them (kept in DuckDB until the commit, a large cut's rows outgrow its memory
+    limit); removed when the cut ends."""
 
     SCHEMAS = {
         "lines": pa.schema(

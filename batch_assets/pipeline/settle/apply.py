@@ -116,9 +116,8 @@ def _ids_follow_item_numbers(conn: duckdb.DuckDBPyConnection, task_id: str) -> b
     block of _COUNT_BLOCK numbers holds ids above the block before's): then a chunk (a range of
     item numbers) writes its keys into the business table's index in about key order. Items are
     numbered in the source's order; a source that does not list its rows by business id gets each
-    chunk sorted by it instead (10M keys in ten commits, plain DuckDB: 32 s spread over the key
-    range, 14 s sorted per chunk, 10 s in key ranges), which costs ~0.1 s a chunk where it is not
-    needed. One grouped scan of the ids, no sort."""
+    chunk sorted by it instead (keys written spread over the index's whole range cost the most), a
+    sort wasted where they already ascend. One grouped scan of the ids, no sort."""
     return conn.execute(
         f"""
         SELECT coalesce(bool_and(hi <= next_lo), true)
@@ -282,8 +281,7 @@ def _live_by_id(
     """Temp table `_live` from the source grouped by id: a candidate is decided by its frozen row
     when its id is in the source once with the frozen fingerprint (undecided otherwise)."""
     # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
-    # Two statements, one join each: at 10M, alone, the one statement with both joins took
-    # 7.1-8.9 s against 6.8-7.0 s and peaked at 1,870-1,923 MB against 1,784-1,826 MB.
+    # Two statements, one join each: faster and lower at the peak than one statement with both.
     conn.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _source_now AS
@@ -296,7 +294,7 @@ def _live_by_id(
         {"partition_date": partition_date},
     )
     # The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the join's build
-    # side stays ~32 bytes a row (with both strings it spilled at 10M).
+    # side stays narrow (with both strings it spills at 10M items).
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _live AS
         SELECT c.item_no, c.attempt,
@@ -325,9 +323,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             WHERE {_usable_sql(task_id)} AND p.output_schema_version <> {version} AND {not_applied}
         """).fetchone()[0]
         # The candidates, narrow: (item number, attempt) and 64-bit hashes of the business id and
-        # input hash, ~28 bytes a row. The guard and the chunk marks need no more; each chunk reads
-        # its own answers, ids and hashes (_chunk_sql). (A candidate table with the answers and
-        # strings was ~300 bytes a row: at 10M items, sorted, it took 15 s and spilled.)
+        # input hash. The guard and the chunk marks need no more; each chunk reads its own answers,
+        # ids and hashes (_chunk_sql): a candidate table with the answers and strings spills.
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _cand AS
             SELECT p.item_no, p.attempt, m.id_hash, m.input_hash_hash
@@ -425,12 +422,11 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
     A chunk ends where the business table's row count reaches a multiple of its row group
     (`table_rows`: the rows it has now, deleted ones included; only fresh answers for keys it does
     not hold append a row, see `_held`), about every APPLY_CHUNK appended rows: a commit that leaves
-    the table's row count off a multiple of the row group makes the next chunk's commit cost 2-4x
-    more (chunks of 1M answers into a table of 1M-4M rows: 0.83-1.7 s per commit against 0.38-0.40 s
-    aligned, plain DuckDB 2.0; one chunk that is 10 rows short costs it already). Rows that append
-    nothing still count toward a chunk's size: no chunk holds more than 1.5x APPLY_CHUNK rows (a
-    re-apply that overwrites every key stays in bounded transactions). The rows after the last mark
-    join the chunk before when the two stay within that.
+    the table's row count off a multiple of the row group, even by a few rows, makes the next chunk's
+    commit cost several times more. Rows that append nothing still count toward a chunk's size: no
+    chunk holds more than 1.5x APPLY_CHUNK rows (a re-apply that overwrites every key stays in
+    bounded transactions). The rows after the last mark join the chunk before when the two stay
+    within that.
 
     A chunk is a range of item numbers, which the scans of ledger.parsed_result and
     ledger.manifest_item read without touching the rest (see _chunk_sql), and each chunk's keys
@@ -485,11 +481,10 @@ def _chunk_marks(conn: duckdb.DuckDBPyConnection, table_rows: int, any_held: boo
         ]
     marks = sorted(set(marks))
     if marks:
-        # The last chunk holds what is left after the last mark, often a sliver (at 10M items ~90k
-        # answers after ten chunks of ~983k, and its chunk took 0.68 s: a chunk costs ~0.3 s beyond
-        # its rows, most of it the commit). It joins the chunk before when the two stay within the
-        # cap. Where it ends needs no alignment: nothing of this apply commits after it, and a later
-        # apply's first chunk aligns from the table's row count (next_mark).
+        # The last chunk holds what is left after the last mark, often a sliver, and a chunk costs a
+        # commit beyond its rows: it joins the chunk before when the two stay within the cap. Where it
+        # ends needs no alignment: nothing of this apply commits after it, and a later apply's first
+        # chunk aligns from the table's row count (next_mark).
         before_last = marks[-2] if len(marks) > 1 else None
         tail = conn.execute(
             f"SELECT count(*) FROM {rows} WHERE {in_range_sql('item_no', before_last, None)}"
@@ -579,7 +574,7 @@ def _write_chunk(
 
         # Keys the table does not hold take a plain INSERT (the primary key still refuses one written
         # meanwhile: the chunk fails and rolls back, nothing is overwritten unrecorded); ON
-        # CONFLICT's update path costs about twice as much per row, so only overwritten keys take it.
+        # CONFLICT's update path costs more per row, so only overwritten keys take it.
         conn.execute(rows("business_id NOT IN (SELECT business_id FROM _over)" if overwrites else "true"))
         if overwrites:
             conn.execute(

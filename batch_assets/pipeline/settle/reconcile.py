@@ -295,8 +295,7 @@ def reconcile_conn(
         FROM ledger.manifest_item WHERE task_id = $t""",
         params,
     ).fetchone()
-    # One statement each: as one statement (a cross product of the single-row queries) they took
-    # 38 ms at 1M items, one after another 23 ms.
+    # One statement each: as one statement (a cross product of the single-row queries) they are slower.
     terms = {}
     for sql in _table_terms(superseded > 0, revocations > 0):
         cur = conn.execute(sql, params)
@@ -315,9 +314,9 @@ def _item_ranges(lo: int | None, hi: int | None) -> list[tuple[int | None, int |
     RECONCILE_CHUNK of the partition's numbers (`lo`..`hi`, its lowest and highest; None: it has
     none); together they cover every number once.
 
-    The pass joins five tables by item number. Over a whole 10M partition each join's hash table
-    holds 10M rows and the statement took 16x its 1M time; over ranges of ~1M numbers each is the
-    1M statement again, and the tables, stored in about item order, are read by range (zone maps)."""
+    The pass joins five tables by item number. Over a whole large partition each join's hash table
+    holds every item and the statement grows faster than the partition; over ranges each statement
+    stays the size of a range, and the tables, stored in about item order, are read by range (zone maps)."""
     if lo is None:
         return [(None, None)]
     marks = list(range(lo + RECONCILE_CHUNK, hi + 1, RECONCILE_CHUNK))
@@ -483,9 +482,9 @@ def _per_item(
         lines = f"""SELECT {line_key}, 1 AS attempt, 2 AS open_key, count(*) AS first_lines
             FROM ledger.shard_line sl WHERE sl.task_id = $t AND {{in_range}} GROUP BY {line_group}"""
         # Usually each item has one line: the lines are then taken as they are, without grouping
-        # them (a hash aggregate over every line, ~0.1 s CPU at 1M). Exactly equivalent when every
-        # row of the outer join is a manifest row's and there are as many as manifest rows (no item
-        # met two lines); checked from the same statement's counts, else it runs grouped.
+        # them (a hash aggregate over every line). Exactly equivalent when every row of the outer
+        # join is a manifest row's and there are as many as manifest rows (no item met two lines);
+        # checked from the same statement's counts, else it runs grouped.
         if not unknown_lines:
             ungrouped = (
                 "SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "

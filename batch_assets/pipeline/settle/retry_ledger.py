@@ -174,8 +174,8 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
     """pending_retries on `conn`. A retry decision is pending while its attempt is the item's latest
     line: no later line of the item (the few lines of attempt > 1, which attempt's zone maps find)
     and a line of its attempt, looked up only in the partitions with such open decisions. The
-    sensor runs this every tick; taking the latest attempt of every shard line of the ledger grew
-    with its history (2.7 s with ten 1M-item partitions in the ledger)."""
+    sensor runs this every tick; taking the latest attempt of every shard line of the ledger grows
+    with its history."""
     with transaction(conn):  # one snapshot for both reads
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _open_retries AS
