@@ -102,7 +102,8 @@ def manifest(probe: Probe, workdir: str) -> dict:
         f"""
         CREATE OR REPLACE TABLE {SCHEMA}.manifest AS
         SELECT ticket_id AS business_id, prompt_text, sha256('v1|gpt-4o-mini|t0|m200|' || prompt_text) AS input_hash,
-               '{tag}:ticket:' || ticket_id || ':' || left(sha256('v1|gpt-4o-mini|t0|m200|' || prompt_text), 8) AS custom_id
+               '{tag}:ticket:' || ticket_id || ':'
+                   || left(sha256('v1|gpt-4o-mini|t0|m200|' || prompt_text), 8) AS custom_id
         FROM (SELECT ticket_id, 'Subject: ' || subject || chr(10) || chr(10) || body AS prompt_text
               FROM main.support_tickets WHERE created_date = DATE '{day}' AND body <> '')
     """,

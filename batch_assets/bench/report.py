@@ -198,7 +198,8 @@ class BenchReport:
                 f"{self.max_floor_peak_rss_mb:,.0f}",
                 f"{self.max_peak_rss_mb / self.max_floor_peak_rss_mb:.2f}x" if self.max_floor_peak_rss_mb else "-",
                 f"total <= {TOTAL_VS_FLOOR_MAX:g}x floors: {_verdict(self.total_within_target)}; "
-                f"every stage <= {STAGE_VS_FLOOR_MAX:g}x its floor: {_verdict(all(s.within_target for s in self.stages))}; "
+                f"every stage <= {STAGE_VS_FLOOR_MAX:g}x its floor: "
+                f"{_verdict(all(s.within_target for s in self.stages))}; "
                 f"every stage's peak <= {RSS_VS_FLOOR_MAX:g}x the floors' peak: {_verdict(self.peak_within_target)}",
             ]
         )
@@ -265,7 +266,8 @@ class BenchReport:
         loads = [s.load_avg for s in self.stages if s.load_avg is not None]
         if loads:
             out.append(
-                f"host load (1-min avg at stage start): {', '.join(f'{s.stage} {s.load_avg:.1f}' for s in self.stages)} "
+                "host load (1-min avg at stage start): "
+                f"{', '.join(f'{s.stage} {s.load_avg:.1f}' for s in self.stages)} "
                 f"on {self.environment.get('cpus')} cores; cpu s = user+sys of the stage process (all threads)"
             )
         out.append(f"peak RSS: {self.rss_method}")

@@ -120,14 +120,16 @@ class SensorReport:
             f"sensor benchmark: {self.jobs:,} in-flight jobs "
             f"({', '.join(f'{p} {n:,}' for p, n in self.registered.items())}; "
             f"{self.submitted_for_real} through submit_pending), registered in {self.register_s:.1f} s",
-            f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'listed':>7} {'recorded':>8} {'peak RSS MB':>11} "
+            f"{'tick':>4} {'seconds':>8} {'polling':>8} {'polled':>7} {'listed':>7} {'recorded':>8} "
+            f"{'peak RSS MB':>11} "
             f"{'RSS MB':>7} {'not polled in 2 ticks':>21} {'oldest poll (ticks ago)':>23}",
         ]
         for t in self.ticks:
             gap = "-" if t.not_polled_in_two_ticks is None else str(t.not_polled_in_two_ticks)
             lines.append(
                 f"{t.number:>4} {t.seconds:>8.2f} {t.poll_s:>8.2f} {t.polled if t.polled is not None else '?':>7} "
-                f"{t.listed if t.listed is not None else '?':>7} {t.recorded:>8} {t.peak_rss_mb:>11.0f} {t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}"
+                f"{t.listed if t.listed is not None else '?':>7} {t.recorded:>8} {t.peak_rss_mb:>11.0f} "
+                f"{t.rss_mb:>7.0f} {gap:>21} {t.staleness:>23}"
             )
         lines.append(
             f"target: every tick <= {TICK_TARGET_S:.0f} s: {'met' if self.fast_enough else 'MISSED'} "

@@ -169,20 +169,24 @@ def source_table_sql(items: int, partition_date: str = PARTITION_DATE) -> str:
         )
         SELECT printf('TK-%s-%07d', strftime(DATE {sql_literal(partition_date)}, '%Y%m%d'), i) AS ticket_id,
                DATE {sql_literal(partition_date)} AS created_date,
-               TIMESTAMP {sql_literal(partition_date)} + to_seconds(CAST(hash(i, 'at') % 86400 AS BIGINT)) AS created_at,
+               TIMESTAMP {sql_literal(partition_date)}
+                   + to_seconds(CAST(hash(i, 'at') % 86400 AS BIGINT)) AS created_at,
                ['email', 'web', 'chat', 'phone'][1 + CAST(hash(i, 'ch') % 4 AS BIGINT)] AS channel,
                CASE WHEN is_zh THEN 'zh' ELSE 'en' END AS language,
                CASE WHEN is_zh THEN '客户' ELSE 'Customer ' END || (hash(i, 'cu') % 50000) AS customer_name,
                'customer' || (hash(i, 'cu') % 50000) || '@example.com' AS customer_email,
-               CASE WHEN is_zh THEN {_list_sql(ZH_SUBJECTS)}[1 + CAST(hash(i, 'su') % {len(ZH_SUBJECTS)} AS BIGINT)]
-                    ELSE {_list_sql(EN_SUBJECTS)}[1 + CAST(hash(i, 'su') % {len(EN_SUBJECTS)} AS BIGINT)] END AS subject,
+               CASE WHEN is_zh
+                    THEN {_list_sql(ZH_SUBJECTS)}[1 + CAST(hash(i, 'su') % {len(ZH_SUBJECTS)} AS BIGINT)]
+                    ELSE {_list_sql(EN_SUBJECTS)}[1 + CAST(hash(i, 'su') % {len(EN_SUBJECTS)} AS BIGINT)]
+               END AS subject,
                CASE WHEN i % {EMPTY_BODY_EVERY} = 3 THEN ''
                     ELSE array_to_string(list_transform(range(n_frag), lambda j:
                         CASE WHEN is_zh AND hash(i, j, 'mix') % 4 <> 0
                              THEN {zh}[1 + CAST(hash(i, j) % {n_zh} AS BIGINT)]
                              ELSE {en}[1 + CAST(hash(i, j) % {n_en} AS BIGINT)] END), ' ')
                     || CASE WHEN hash(i, 'mail') % 100 < {ADDRESS_PERCENT}
-                            THEN ' ' || CASE WHEN is_zh THEN {sql_literal(ZH_ADDRESS)} ELSE {sql_literal(EN_ADDRESS)} END
+                            THEN ' ' || CASE WHEN is_zh THEN {sql_literal(ZH_ADDRESS)}
+                                             ELSE {sql_literal(EN_ADDRESS)} END
                             ELSE '' END
                END AS body
         FROM base
@@ -243,7 +247,8 @@ def _result_lines_sql(task_id: str, max_tokens: int) -> str:
         'model', {sql_literal(MODEL_SNAPSHOT)},
         'choices', json_array(json_object(
             'index', 0,
-            'message', json_object('role', 'assistant', 'content', {content}, 'refusal', NULL, 'annotations', []::JSON[]),
+            'message', json_object('role', 'assistant', 'content', {content}, 'refusal', NULL,
+                                   'annotations', []::JSON[]),
             'logprobs', NULL,
             'finish_reason', CASE WHEN r >= {BAD_SCHEMA_BELOW} AND r < {LENGTH_BELOW} THEN 'length' ELSE 'stop' END)),
         'usage', json_object(
@@ -345,7 +350,7 @@ def register_terminal_jobs(
     """The ledger rows submit + poll + download_results leave behind, inserted set-based."""
     task_id = task.task_id(partition_date)
     spec = task.spec
-    bench_raw_files = pa.table(
+    bench_raw_files = pa.table(  # noqa: F841 -- read by name in the SQL below (a replacement scan)
         {
             "job_key": [f["job_key"] for f in outputs.files],
             "kind": [f["kind"] for f in outputs.files],
@@ -361,8 +366,10 @@ def register_terminal_jobs(
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _bench_jobs AS
                 SELECT s.shard_id, s.shard_id || ':job1' AS job_key, s.line_count,
-                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 >= {ERR_500_BELOW}) AS completed,
-                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 < {ERR_500_BELOW}) AS failed
+                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 >= {ERR_500_BELOW})
+                           AS completed,
+                       count(sl.custom_id) FILTER (hash(sl.custom_id, 'outcome') % 10000 < {ERR_500_BELOW})
+                           AS failed
                 FROM ledger.shard s JOIN ledger.shard_line sl USING (shard_id)
                 WHERE s.task_id = {tid}
                 GROUP BY ALL
@@ -371,7 +378,8 @@ def register_terminal_jobs(
                 conn,
                 task_id,
                 f"""
-                SELECT j.job_key, j.shard_id, {sql_literal(spec.provider)} AS provider, {sql_literal(spec.endpoint)} AS endpoint,
+                SELECT j.job_key, j.shard_id, {sql_literal(spec.provider)} AS provider,
+                       {sql_literal(spec.endpoint)} AS endpoint,
                        'batch_' || md5(j.job_key) AS provider_batch_id, 'file-in-' || md5(j.job_key) AS input_file_id,
                        (SELECT 'file-out-' || md5(f.job_key) FROM _bench_files f
                         WHERE f.job_key = j.job_key AND f.kind = 'output') AS output_file_id,
@@ -380,7 +388,8 @@ def register_terminal_jobs(
                        'completed' AS raw_status, '{JobState.COMPLETED}' AS state, false AS cancel_requested,
                        j.line_count AS request_total, j.completed AS request_completed, j.failed AS request_failed,
                        NULL AS provider_errors,
-                       now()::TIMESTAMP - INTERVAL 2 HOUR AS created_at, now()::TIMESTAMP - INTERVAL 2 HOUR AS submitted_at,
+                       now()::TIMESTAMP - INTERVAL 2 HOUR AS created_at,
+                       now()::TIMESTAMP - INTERVAL 2 HOUR AS submitted_at,
                        now()::TIMESTAMP - INTERVAL 5 MINUTE AS state_changed_at,
                        now()::TIMESTAMP - INTERVAL 5 MINUTE AS terminal_at,
                        now()::TIMESTAMP - INTERVAL 5 MINUTE AS last_polled_at, now()::TIMESTAMP AS downloaded_at
@@ -401,7 +410,8 @@ def register_terminal_jobs(
                 task_id,
                 """
                 SELECT f.job_key || ':' || f.kind AS file_key, f.job_key, f.kind,
-                       CASE f.kind WHEN 'output' THEN 'file-out-' ELSE 'file-err-' END || md5(f.job_key) AS provider_file_id,
+                       CASE f.kind WHEN 'output' THEN 'file-out-' ELSE 'file-err-' END || md5(f.job_key)
+                           AS provider_file_id,
                        f.path, f.sha256, f.byte_count
                 FROM _bench_files f
             """,

@@ -5,7 +5,8 @@
 Layout: parser.py builds the argparse tree (each subcommand parses only its own flags; emulator,
 bench and soak get every word after their name), one module per command (or pair of commands) holds
 its function, output.py renders read commands as table/json/csv, console.py draws rich tables and
-progress bars on a terminal (plain text elsewhere), errors.py turns exceptions into one line on stderr. `main` is the console script and `python -m batch_assets.cli`.
+progress bars on a terminal (plain text elsewhere), errors.py turns exceptions into one line on stderr.
+`main` is the console script and `python -m batch_assets.cli`.
 """
 
 from __future__ import annotations

@@ -154,7 +154,8 @@ def run_demo(
     unresolved = sum(r.unresolved for r in recs)
     _say(
         f"{sum(r.retried for r in recs)} item(s) retried, {unresolved} unresolved, "
-        f"{sum(r.final_failed_total for r in recs)} final-failed, {sum(r.compliance_held for r in recs)} held for compliance"
+        f"{sum(r.final_failed_total for r in recs)} final-failed, "
+        f"{sum(r.compliance_held for r in recs)} held for compliance"
     )
     print(f"DuckDB warehouse: {wh.database}")
     print(

@@ -425,8 +425,10 @@ def _person(rng: random.Random, lang: str) -> tuple[str, str, str]:
     """A random (display name, e-mail local part, sign-off)."""
     if lang == "en":
         first, last = rng.choice(P["en_first_names"]), rng.choice(P["en_last_names"])
-        f, l = _ascii(first), _ascii(last)
-        local = rng.choice((f"{f}.{l}", f"{f[0]}.{l}", f"{f}{l[0]}", f"{f}_{l}", f"{f[0]}{l}{rng.randint(1, 99)}"))
+        fn, ln = _ascii(first), _ascii(last)
+        local = rng.choice(
+            (f"{fn}.{ln}", f"{fn[0]}.{ln}", f"{fn}{ln[0]}", f"{fn}_{ln}", f"{fn[0]}{ln}{rng.randint(1, 99)}")
+        )
         return f"{first} {last}", local, first
     (surname, s), (given, g) = rng.choice(P["zh_surnames"]), rng.choice(P["zh_given_names"])
     local = rng.choice((f"{s}.{g}", f"{g}.{s}", f"{s}{g}{rng.randint(1, 99)}", f"{s}_{g}"))

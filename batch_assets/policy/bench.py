@@ -55,7 +55,8 @@ def _pools(rng: random.Random, size: int = 500) -> pa.Table:
         card = base + luhn.calc_check_digit(base)
         kinds.append("card")
         values.append(" ".join(card[i : i + 4] for i in range(0, 16, 4)))
-        body = f"110105{rng.randrange(1950, 2005)}{rng.randrange(1, 13):02d}{rng.randrange(1, 29):02d}{rng.randrange(1000):03d}"
+        birth = f"{rng.randrange(1950, 2005)}{rng.randrange(1, 13):02d}{rng.randrange(1, 29):02d}"
+        body = f"110105{birth}{rng.randrange(1000):03d}"
         kinds.append("cn_id")
         values.append(body + _cn_id_check(body))
         kinds.append("iban")

@@ -119,16 +119,8 @@ def make_confirm_phone(regions: Sequence[str] = ("CN",), *, fast_paths: bool = T
     cn_only = regions == ("CN",)
 
     def confirm_phone(candidate: str) -> Confirmed:
-        if fast_paths:
-            # Skip libphonenumber (~70 us a call) where its answer is known to be "nothing":
-            # a bare date/time, and - for CN alone - a bare digit run that starts with neither the
-            # trunk 0, a mobile's 1, nor the country code 86 (no + or 00 is possible without
-            # a separator-free prefix, and prefix-less landlines are rejected below anyway).
-            # Order numbers and time stamps are most phone candidates in real text.
-            if _DATETIME_ONLY.fullmatch(candidate):
-                return []
-            if cn_only and candidate.isdigit() and candidate.isascii() and not candidate.startswith(("0", "1", "86")):
-                return []
+        if fast_paths and _known_not_phone(candidate, cn_only):
+            return []
         found: dict[int, str] = {}
         if cn:
             for m in _CN_MOBILE.finditer(candidate):
@@ -140,16 +132,31 @@ def make_confirm_phone(regions: Sequence[str] = ("CN",), *, fast_paths: bool = T
                 prev = found.get(m.start)
                 if prev is None or len(m.raw_string) > len(prev):
                     found[m.start] = m.raw_string
-        # Different regions can match overlapping spans: keep the earliest, then the longest.
-        out: Confirmed = []
-        end = -1
-        for start in sorted(found):
-            if start >= end:
-                out.append((start, found[start]))
-                end = start + len(found[start])
-        return out
+        return _without_overlaps(found)
 
     return confirm_phone
+
+
+def _known_not_phone(candidate: str, cn_only: bool) -> bool:
+    """True where libphonenumber's answer is known to be "nothing" (it is the scan's costliest call):
+    a bare date/time, and - for CN alone - a bare digit run that starts with neither the trunk 0, a
+    mobile's 1, nor the country code 86 (no + or 00 is possible without a separator-free prefix, and
+    prefix-less landlines are rejected anyway). Order numbers and time stamps are most phone
+    candidates in real text."""
+    if _DATETIME_ONLY.fullmatch(candidate):
+        return True
+    return cn_only and candidate.isdigit() and candidate.isascii() and not candidate.startswith(("0", "1", "86"))
+
+
+def _without_overlaps(found: dict[int, str]) -> Confirmed:
+    """Different regions can match overlapping spans: keep the earliest, then the longest."""
+    out: Confirmed = []
+    end = -1
+    for start in sorted(found):
+        if start >= end:
+            out.append((start, found[start]))
+            end = start + len(found[start])
+    return out
 
 
 _CN_MOBILE = re.compile(

@@ -40,8 +40,9 @@ def failure_class_sql(
 ) -> str:
     """The class of a provider-level failure, from the normalized status_code / error_code.
 
-    Classes: expired, canceled (also the provider's own cancelled codes), rate_or_capacity_error (HTTP 429 or one of the provider's capacity
-    or quota codes: retry later, smaller), content_policy_error (one of its content-policy codes),
+    Classes: expired, canceled (also the provider's own cancelled codes), rate_or_capacity_error (HTTP 429
+    or one of the provider's capacity or quota codes: retry later, smaller), content_policy_error (one of
+    its content-policy codes),
     validation_error (any other 4xx except 408 and 409), internal_error (everything else).
     """
     whens = [

@@ -91,78 +91,95 @@ def _path_lit(path: str) -> str:
 
 
 def _value_checks(schema: dict, value_sql: str, type_sql: str, label: str) -> list[tuple[str, str]]:
-    """(condition that must hold, message) pairs for one JSON value."""
-    checks: list[tuple[str, str]] = []
+    """(condition that must hold, message) pairs for one JSON value, in the order they are reported."""
     types = _types(schema)
-    nullable = "null" in types
     concrete = [t for t in types if t != "null"]
     tests = " OR ".join(_TYPE_TESTS[t].format(t=type_sql, v=value_sql) for t in types)
-    checks.append((f"({tests})", f"{label}: expected {'/'.join(types)}"))
-    guard = f"{type_sql} = 'NULL' OR " if nullable else ""
+    checks: list[tuple[str, str]] = [(f"({tests})", f"{label}: expected {'/'.join(types)}")]
+    guard = f"{type_sql} = 'NULL' OR " if "null" in types else ""
     str_sql = f"({value_sql} ->> '$')"
     if "enum" in schema:
-        # Strings compare as text, numbers as numbers (TRY_CAST: a huge or odd value is a
-        # violation of this one answer, never an error of the whole query).
-        texts = [v for v in schema["enum"] if isinstance(v, str)]
-        numbers = [v for v in schema["enum"] if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        bools = [v for v in schema["enum"] if isinstance(v, bool)]
-        options = []
-        if texts:
-            options.append(f"({type_sql} = 'VARCHAR' AND {str_sql} IN ({', '.join(_lit(v) for v in texts)}))")
-        if numbers:
-            options.append(f"TRY_CAST({str_sql} AS DOUBLE) IN ({', '.join(repr(float(v)) for v in numbers)})")
-        if bools:
-            options.append(
-                f"({type_sql} = 'BOOLEAN' AND {str_sql} IN ({', '.join(_lit(str(v).lower()) for v in bools)}))"
-            )
-        checks.append((f"({guard}{' OR '.join(options) or 'false'})", f"{label}: not one of {schema['enum']}"))
+        checks.append(_enum_check(schema["enum"], type_sql, str_sql, label, guard))
     if "string" in concrete:
-        if "minLength" in schema:
-            checks.append(
-                (
-                    f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
-                    f"{label}: shorter than {schema['minLength']}",
-                )
-            )
-        if "maxLength" in schema:
-            checks.append(
-                (
-                    f"({guard}length({str_sql}) <= {int(schema['maxLength'])})",
-                    f"{label}: longer than {schema['maxLength']}",
-                )
-            )
-        if "pattern" in schema:
-            checks.append(
-                (
-                    f"({guard}regexp_matches({str_sql}, {_lit(schema['pattern'])}))",
-                    f"{label}: does not match {schema['pattern']}",
-                )
-            )
-    num = f"TRY_CAST({str_sql} AS DOUBLE)"
-    for key, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
-        if key in schema:
-            checks.append((f"({guard}{num} {op} {float(schema[key])!r})", f"{label}: {key} {schema[key]}"))
+        checks.extend(_string_checks(schema, str_sql, label, guard))
+    checks.extend(_number_checks(schema, str_sql, label, guard))
     if "array" in concrete:
-        length = f"json_array_length({value_sql})"
-        if "minItems" in schema:
-            checks.append(
-                (f"({guard}{length} >= {int(schema['minItems'])})", f"{label}: fewer than {schema['minItems']} items")
-            )
-        if "maxItems" in schema:
-            checks.append(
-                (f"({guard}{length} <= {int(schema['maxItems'])})", f"{label}: more than {schema['maxItems']} items")
-            )
-        if "items" in schema:
-            item_checks = _value_checks(schema["items"], "x", "json_type(x)", f"{label}[]")
-            every = " AND ".join(cond for cond, _ in item_checks)
-            checks.append(
-                (
-                    f"({guard}coalesce(list_bool_and(list_transform(json_extract({value_sql}, '$[*]'), lambda x: {every})), true))",
-                    f"{label}: an item is not {json.dumps(schema['items'], ensure_ascii=False)}",
-                )
-            )
+        checks.extend(_array_checks(schema, value_sql, label, guard))
     if "object" in concrete:
         checks.extend(_object_checks(schema, value_sql, label, guard))
+    return checks
+
+
+def _enum_check(enum: list, type_sql: str, str_sql: str, label: str, guard: str) -> tuple[str, str]:
+    # Strings compare as text, numbers as numbers (TRY_CAST: a huge or odd value is a
+    # violation of this one answer, never an error of the whole query).
+    texts = [v for v in enum if isinstance(v, str)]
+    numbers = [v for v in enum if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    bools = [v for v in enum if isinstance(v, bool)]
+    options = []
+    if texts:
+        options.append(f"({type_sql} = 'VARCHAR' AND {str_sql} IN ({', '.join(_lit(v) for v in texts)}))")
+    if numbers:
+        options.append(f"TRY_CAST({str_sql} AS DOUBLE) IN ({', '.join(repr(float(v)) for v in numbers)})")
+    if bools:
+        options.append(f"({type_sql} = 'BOOLEAN' AND {str_sql} IN ({', '.join(_lit(str(v).lower()) for v in bools)}))")
+    return f"({guard}{' OR '.join(options) or 'false'})", f"{label}: not one of {enum}"
+
+
+def _string_checks(schema: dict, str_sql: str, label: str, guard: str) -> list[tuple[str, str]]:
+    checks = []
+    if "minLength" in schema:
+        checks.append(
+            (
+                f"({guard}length({str_sql}) >= {int(schema['minLength'])})",
+                f"{label}: shorter than {schema['minLength']}",
+            )
+        )
+    if "maxLength" in schema:
+        checks.append(
+            (f"({guard}length({str_sql}) <= {int(schema['maxLength'])})", f"{label}: longer than {schema['maxLength']}")
+        )
+    if "pattern" in schema:
+        checks.append(
+            (
+                f"({guard}regexp_matches({str_sql}, {_lit(schema['pattern'])}))",
+                f"{label}: does not match {schema['pattern']}",
+            )
+        )
+    return checks
+
+
+def _number_checks(schema: dict, str_sql: str, label: str, guard: str) -> list[tuple[str, str]]:
+    num = f"TRY_CAST({str_sql} AS DOUBLE)"
+    bounds = (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<"))
+    return [
+        (f"({guard}{num} {op} {float(schema[key])!r})", f"{label}: {key} {schema[key]}")
+        for key, op in bounds
+        if key in schema
+    ]
+
+
+def _array_checks(schema: dict, value_sql: str, label: str, guard: str) -> list[tuple[str, str]]:
+    checks = []
+    length = f"json_array_length({value_sql})"
+    if "minItems" in schema:
+        checks.append(
+            (f"({guard}{length} >= {int(schema['minItems'])})", f"{label}: fewer than {schema['minItems']} items")
+        )
+    if "maxItems" in schema:
+        checks.append(
+            (f"({guard}{length} <= {int(schema['maxItems'])})", f"{label}: more than {schema['maxItems']} items")
+        )
+    if "items" in schema:
+        item_checks = _value_checks(schema["items"], "x", "json_type(x)", f"{label}[]")
+        every = " AND ".join(cond for cond, _ in item_checks)
+        checks.append(
+            (
+                f"({guard}coalesce(list_bool_and(list_transform("
+                f"json_extract({value_sql}, '$[*]'), lambda x: {every})), true))",
+                f"{label}: an item is not {json.dumps(schema['items'], ensure_ascii=False)}",
+            )
+        )
     return checks
 
 
@@ -194,7 +211,8 @@ def _object_checks(
         allowed = ", ".join(_lit(p) for p in props) or "NULL"
         checks.append(
             (
-                f"({guard}coalesce(list_bool_and(list_transform(json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
+                f"({guard}coalesce(list_bool_and(list_transform("
+                f"json_keys({value_sql}), lambda k: k IN ({allowed}))), true))",
                 f"{label}: has fields not in the schema (allowed: {', '.join(props)})",
             )
         )

@@ -174,10 +174,12 @@ class GenerateContent(GeminiFormat):
         finish = f"({raw}.body ->> '$.candidates[0].finishReason')"
         blocked = ", ".join(f"'{b}'" for b in BLOCKED_FINISH)
         return (
-            f"nullif(array_to_string(list_transform(list_filter({parts}, lambda p: (p ->> '$.thought') IS DISTINCT FROM 'true'), "
+            "nullif(array_to_string(list_transform("
+            f"list_filter({parts}, lambda p: (p ->> '$.thought') IS DISTINCT FROM 'true'), "
             f"lambda p: p ->> '$.text'), ''), '') AS content, NULL::JSON AS vector, "
             f"CASE WHEN {finish} = 'STOP' THEN 'stop' WHEN {finish} = 'MAX_TOKENS' THEN 'length' "
-            f"WHEN {finish} IN ({blocked}) OR ({raw}.body ->> '$.promptFeedback.blockReason') IS NOT NULL THEN 'content_filter' "
+            f"WHEN {finish} IN ({blocked}) OR ({raw}.body ->> '$.promptFeedback.blockReason') IS NOT NULL "
+            "THEN 'content_filter' "
             f"ELSE lower({finish}) END AS finish_reason, "
             f"{raw}.body ->> '$.promptFeedback.blockReason' AS refusal, "
             f"TRY_CAST({raw}.body ->> '$.usageMetadata.promptTokenCount' AS BIGINT) AS input_tokens, "

@@ -211,7 +211,8 @@ class Responses(OpenAIFormat):
             f"{text}[-1] ->> '$.text' AS content, NULL::JSON AS vector, "
             f"CASE WHEN {incomplete} = 'max_output_tokens' THEN 'length' "
             f"WHEN {incomplete} = 'content_filter' THEN 'content_filter' "
-            f"WHEN ({raw}.body ->> '$.status') = 'completed' THEN 'stop' ELSE {raw}.body ->> '$.status' END AS finish_reason, "
+            f"WHEN ({raw}.body ->> '$.status') = 'completed' THEN 'stop' "
+            f"ELSE {raw}.body ->> '$.status' END AS finish_reason, "
             f"{refusal}[-1] ->> '$.refusal' AS refusal, "
             + _usage(raw, "input_tokens", "output_tokens")
             + self._errors(raw)

@@ -161,7 +161,8 @@ class GeminiBatchService:
         data: bytes | None,
         settings: EmulatorSettings,
     ) -> tuple[Record, float]:
-        """The batch's record; its input (the uploaded blob `source`, or inline `data`) is read later, by `_validate`."""
+        """The batch's record; its input (the uploaded blob `source`, or inline `data`) is read later,
+        by `_validate`."""
         created = clock.now()
         batch_id = random_id(36)
         # The batch keeps its own copy of the input, so deleting the uploaded file cannot break it.
