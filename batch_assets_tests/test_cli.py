@@ -295,6 +295,9 @@ def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, fin
             "parse_error",
             "expired",
             "canceled",
+            "provider_canceled",
+            "missing_result",
+            "account_error",
         )
     }
     assert (row["retried"], row["max_attempt"], row["in_flight"], row["retry_pending"], row["unresolved"]) == (

@@ -17,7 +17,8 @@ from batch_assets.pipeline.report.partition_report import (
     report_path,
     write_report,
 )
-from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, reconcile
+from batch_assets.pipeline.settle.reconcile import reconcile
+from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
 from .conftest import DAY1
 

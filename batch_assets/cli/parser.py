@@ -26,6 +26,7 @@ from batch_assets.cli import (
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
 from batch_assets.cli.output import add_format_option
+from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
 PROG = "batch-assets"
 DESCRIPTION = (
@@ -308,15 +309,7 @@ def build_parser() -> CliParser:
         dest="failure_class",
         action="append",
         metavar="CLASS",
-        choices=(
-            "validation_error",
-            "rate_or_capacity_error",
-            "content_policy_error",
-            "internal_error",
-            "parse_error",
-            "expired",
-            "canceled",
-        ),
+        choices=FAILURE_CLASSES,
         help="reopen final failures of this class (repeatable)",
     )
     c.add_argument("--dry-run", action="store_true", help="only count what would be sent")

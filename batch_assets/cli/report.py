@@ -58,7 +58,7 @@ GATE_FIELDS = (
 
 
 def fields(fmt: str) -> list[Field]:
-    from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES
+    from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
     if fmt == "csv":
         names = [n for n in SUMMARY_FIELDS if n != "final_failed"]
@@ -70,7 +70,7 @@ def fields(fmt: str) -> list[Field]:
 def record(rec, gate=None) -> dict:
     """One partition's Reconciliation (and its sensitive-data and cost figures, `PartitionGate`) as a
     report record."""
-    from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES
+    from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
     verdict = rec.verdict()
     final_failed = {c: rec.final_failed.get(c, 0) for c in FAILURE_CLASSES}

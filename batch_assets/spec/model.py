@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from batch_assets.formatting import parse_duration
 from batch_assets.policy.model import PolicySpec
 from batch_assets.providers.registry import known_providers, provider_limits
+from batch_assets.spec.failure_classes import unknown_classes_error
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 SQL_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -161,15 +162,6 @@ class LimitsSpec(_Strict):
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
 
 
-FAILURE_CLASSES = (
-    "validation_error",
-    "rate_or_capacity_error",
-    "expired",
-    "content_policy_error",
-    "internal_error",
-    "parse_error",
-    "canceled",
-)
 RetryAction = Literal["retry", "final_failed", "compliance_hold", "await_operator"]
 
 
@@ -207,9 +199,8 @@ class RetrySpec(_Strict):
     @field_validator("actions")
     @classmethod
     def _classes(cls, v: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(v) - set(FAILURE_CLASSES))
-        if unknown:
-            raise ValueError(f"unknown failure class(es) {unknown}; use: {', '.join(FAILURE_CLASSES)}")
+        if error := unknown_classes_error(v):
+            raise error
         return v
 
 

@@ -25,12 +25,12 @@ from batch_assets.formatting import format_duration, format_money
 from batch_assets.ledger.jobs import CreateMark
 from batch_assets.pipeline.settle.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
-    FAILURE_CLASSES,
     Reconciliation,
     Verdict,
     reconcile_conn,
 )
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
+from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
 # Final outcomes and the states of items that are not final yet, in display order.
 FINAL_OUTCOMES = ("applied", "revoked", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")

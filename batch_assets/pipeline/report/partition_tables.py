@@ -3,17 +3,8 @@
 from __future__ import annotations
 
 from batch_assets.formatting import format_money, format_table
-from batch_assets.pipeline.settle.reconcile import FAILURE_CLASSES, Reconciliation
-
-SHORT_CLASS = {
-    "validation_error": "valid",
-    "rate_or_capacity_error": "rate",
-    "content_policy_error": "policy",
-    "internal_error": "internal",
-    "parse_error": "parse",
-    "expired": "expired",
-    "canceled": "canceled",
-}
+from batch_assets.pipeline.settle.reconcile import Reconciliation
+from batch_assets.spec.failure_classes import FAILURE_CLASSES, SHORT_CLASS
 
 
 def reconciliation_table(recs: list[Reconciliation]) -> str:

@@ -35,17 +35,6 @@ from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.settle.retry_ledger import FINAL_FAILED_ACTIONS, RETRY_ACTIONS
 from batch_assets.sqltext import in_range_sql
 
-# Classes an item can be final-failed with (expired / canceled remainders are retried; an
-# operator's cancel is its own outcome).
-FAILURE_CLASSES = (
-    "validation_error",
-    "rate_or_capacity_error",
-    "content_policy_error",
-    "internal_error",
-    "parse_error",
-    "expired",
-    "canceled",
-)
 DEFAULT_MAX_FAILED_FRACTION = 0.01
 # Items per range of item numbers in the per-item pass (see _item_ranges).
 RECONCILE_CHUNK = 1 << 20

@@ -36,19 +36,10 @@ from batch_assets.ledger.retries import (
 )
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.spec.model import FAILURE_CLASSES
+from batch_assets.spec.failure_classes import DEFAULT_ACTIONS, FAILURE_CLASSES, unknown_classes_error
 from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import rows_of_partitions, sql_literal
 
-DEFAULT_ACTIONS = {
-    "rate_or_capacity_error": "retry",
-    "internal_error": "retry",
-    "expired": "retry",
-    "canceled": "retry",
-    "parse_error": "retry",
-    "validation_error": "await_operator",
-    "content_policy_error": "compliance_hold",
-}
 # A batch rejected whole for capacity charges no attempt; this many re-queues end it all the same.
 MAX_REQUEUES = 20
 RETRY_ACTIONS = ("retry", "requeue")
@@ -209,9 +200,8 @@ def reopen_for_operator(
 ) -> dict[str, int]:
     """An operator's explicit retry: items whose latest attempt is final-failed (or awaiting an
     operator) with one of `classes` become due retries. Returns counts by class (nothing written on dry run)."""
-    unknown = sorted(set(classes) - set(FAILURE_CLASSES))
-    if unknown:
-        raise ValueError(f"unknown failure class(es) {unknown}; use: {', '.join(FAILURE_CLASSES)}")
+    if error := unknown_classes_error(classes):
+        raise error
     tid = sql_literal(task_id)
     keys = f"""
         SELECT d.custom_id, d.attempt, d.error_class
