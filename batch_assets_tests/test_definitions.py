@@ -163,6 +163,7 @@ def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     assert checks == [
         ("dry_run_recorded", True),
         ("model_allowed", True),
+        ("no_blocked_items", True),
         ("prompt_unchanged", True),
         ("shards_within_limits", True),
         ("within_budget", True),

@@ -730,13 +730,20 @@ def test_openai_reasoning_models_refuse_max_tokens_and_temperature(emulator: Emu
 
 
 def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(
-    seeded_copy, ticket_task, adapter, run_partition
+    seeded_copy, ticket_task, adapter, run_partition, monkeypatch
 ) -> None:
     """ticket_triage on o3-mini: lines carry max_completion_tokens and no temperature, so every item is
     answered; the job records that the temperature was left out."""
     import dataclasses
 
-    task = dataclasses.replace(ticket_task, spec=ticket_task.spec.model_copy(update={"model": "o3-mini"}))
+    import batch_assets.pipeline.govern.send_gate as send_gate
+
+    # A deployment that added o3-mini to openai's allow-list (the shipped list does not have it).
+    monkeypatch.setattr(send_gate, "allowed_models", lambda provider: ["o3-mini", "gpt-4o-mini*"])
+    # o3-mini has no price in prices.yaml: no budget cap to check it against.
+    uncapped = ticket_task.spec.budget.model_copy(update={"max_cost_per_partition": None})
+    spec = ticket_task.spec.model_copy(update={"model": "o3-mini", "budget": uncapped})
+    task = dataclasses.replace(ticket_task, spec=spec)
     r = run_partition(seeded_copy, task, "2026-11-20", adapter)
     with seeded_copy.connect() as conn:
         classes = conn.execute(

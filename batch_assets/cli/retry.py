@@ -3,7 +3,8 @@
 With --class, items whose latest attempt is final-failed (or waits for an operator) with that class
 are reopened first — e.g. `--class validation_error` after fixing the prompt or the schema. Then
 every retry that is due is cut into new shards (attempt n+1) and submitted, exactly as the
-submissions asset would. --dry-run only counts.
+submissions asset would: through the same gate (`may_send`: model, prompt, dry run, budget,
+sensitive data). --dry-run only counts, and says what the gate would refuse.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_retry(args) -> int:
-    from batch_assets.pipeline.govern.send_gate import failed_gates
+    from batch_assets.pipeline.govern.send_gate import SendRefused, failed_gates, may_send
     from batch_assets.pipeline.send.shards import cut_shards, verify_shards
     from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
@@ -48,6 +49,8 @@ def cmd_retry(args) -> int:
             ).fetchall()
         )
     if args.dry_run:
+        for verdict in may_send(wh, task, partition):
+            print(f"{args.task_id}: would be refused: {verdict.check} failed: {verdict.reason}")
         for cls, n in sorted(reopened.items()):
             print(f"{args.task_id}: would reopen {n} final {cls} item(s)")
         total = sum(due.values()) + sum(reopened.values())
@@ -66,7 +69,10 @@ def cmd_retry(args) -> int:
         print(f"{args.task_id}: no retry is due (see `batch-assets report --task {args.task_id}`)")
         return 0
     providers = default_resources()["providers"]
-    summary = submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
+    try:
+        summary = submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
+    except SendRefused as refused:
+        raise CliError(f"{refused} (the reopened items stay due; retry again after the fix)") from None
     print(
         f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
         f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity"

@@ -5,15 +5,19 @@ import dagster as dg
 
 from batch_assets.components.asset_metadata import table_name_metadata, tag_run
 from batch_assets.components.summary_metadata import totals, verdicts_result
-from batch_assets.components.wiring import BUDGET_CHECK, SHARDS_CHECK, TaskWiring
+from batch_assets.components.wiring import SHARDS_CHECK, TaskWiring
 from batch_assets.pipeline.govern.budget import check_budget
 from batch_assets.pipeline.govern.dry_run import render_sample
 from batch_assets.pipeline.govern.send_gate import (
+    BUDGET_CHECK,
     DRY_RUN_CHECK,
     MODEL_CHECK,
     PROMPT_CHECK,
+    SENSITIVE_CHECK,
+    SendRefused,
     check_dry_run,
     check_model,
+    check_no_blocked_lines,
     check_prompt,
     failed_gates,
 )
@@ -46,6 +50,7 @@ def _gate_check_specs(w: TaskWiring) -> list[dg.AssetCheckSpec]:
         "and of the output schema, unchanged since the partition was frozen.",
         DRY_RUN_CHECK: "A partition above gate.dry_run_threshold items (default 10,000) has a recorded dry run "
         "(`batch-assets dry-run <task_id>`) of the task's prompt version.",
+        SENSITIVE_CHECK: "No unsent line belongs to an item the sensitive-data policy blocked.",
     }
     return [
         dg.AssetCheckSpec(check, asset=w.key("shards"), blocking=True, description=text)
@@ -84,6 +89,7 @@ def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
         problems = [f"{pk}: {p}" for pk, (found, _) in zip(cut, verified) for p in found]
         counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]} if verified else {}
         dry_runs = [check_dry_run(wh, task, pk) for pk in keys]
+        unblocked = [check_no_blocked_lines(wh, task, pk) for pk in keys]
         # The lines as they will be sent (what `batch-assets dry-run` shows), for the UI.
         samples = [render_sample(wh, task, pk) for pk in cut]
         sample_metadata = (
@@ -120,6 +126,7 @@ def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
                 verdicts_result(MODEL_CHECK, models),
                 verdicts_result(PROMPT_CHECK, prompts),
                 verdicts_result(DRY_RUN_CHECK, dry_runs),
+                verdicts_result(SENSITIVE_CHECK, unblocked),
             ],
         )
 
@@ -141,26 +148,25 @@ def _cut_due_retries(wh, task, partition_keys) -> int:
     return lines
 
 
+def _refusal_failure(refused: SendRefused) -> dg.Failure:
+    first = refused.refusals[0]
+    return dg.Failure(str(refused), metadata={k: str(v) for k, v in first.as_metadata().items()})
+
+
 def _refuse_failed_gates(wh, task, partition_keys) -> None:
-    """The gate also holds when `submissions` runs on its own (not after `shards`)."""
+    """Before due retries are cut: no line is written for a partition the gate refuses anyway."""
     for pk in partition_keys:
-        for verdict in failed_gates(wh, task, pk):
-            raise dg.Failure(
-                f"{verdict.task_id}: {verdict.check} failed; nothing submitted. {verdict.reason}",
-                metadata={k: str(v) for k, v in verdict.as_metadata().items()},
-            )
+        refusals = failed_gates(wh, task, pk)
+        if refusals:
+            raise _refusal_failure(SendRefused(refusals))
 
 
-def _refuse_over_budget(wh, task, partition_keys) -> None:
-    """After due retries were cut: their lines count in the partition's estimate."""
-    for pk in partition_keys:
-        verdict = check_budget(wh, task, pk)
-        if not verdict.passed:
-            raise dg.Failure(
-                f"{verdict.task_id}: over budget; nothing submitted. Override with run config "
-                f"budget_override on the shards asset (a reason).",
-                metadata={k: str(v) for k, v in verdict.as_metadata().items()},
-            )
+def _submit_all(wh, task, partition_keys, adapter, run_id):
+    """The gate itself (`may_send`) is inside submit_pending, for every sender."""
+    try:
+        return [submit_pending(wh, task, pk, adapter, run_id=run_id) for pk in partition_keys]
+    except SendRefused as refused:
+        raise _refusal_failure(refused) from None
 
 
 def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
@@ -188,8 +194,7 @@ def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
         keys = context.partition_keys
         _refuse_failed_gates(wh, task, keys)
         retry_lines = _cut_due_retries(wh, task, keys) if spec.retry.automatic or config.send_retries else 0
-        _refuse_over_budget(wh, task, keys)
-        out = [submit_pending(wh, task, pk, adapter, run_id=context.run.run_id) for pk in keys]
+        out = _submit_all(wh, task, keys, adapter, context.run.run_id)
         elsewhere = [k for s in out for k in s.claimed_elsewhere]
         undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(

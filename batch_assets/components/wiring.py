@@ -16,7 +16,6 @@ SUBMIT_STAGES = ("manifest", "shards", "submissions")
 COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
 REPORT_STAGE = "report"  # run by the collect job after `applied`
 SHARDS_CHECK = "shards_within_limits"
-BUDGET_CHECK = "within_budget"
 RECONCILIATION_CHECK = "reconciliation"
 STUCK_CHECK = "no_stuck_jobs"
 

@@ -1,4 +1,7 @@
-"""The rest of the pre-submission gate, as verdicts the shards asset turns into blocking checks:
+"""The pre-submission gate: one function, `may_send`, decides whether a partition's lines may go
+to the provider, and every sender calls it (`pipeline.send.submit.submit_pending` does, first, so
+the submissions asset, `batch-assets retry`, the sensor's runs and any later escalation cannot
+skip it). Its verdicts, each saying why it passed or what to do:
 
 * `model_allowed`: the task's model is on its provider's allow-list (`providers/<name>/models.yaml`)
   and, when the task narrows it (`gate.allowed_models`), on the task's list too;
@@ -6,9 +9,11 @@
   (template + system message) and output schema recorded when the partition was frozen still
   match the task file;
 * `dry_run_recorded`: a partition above `gate.dry_run_threshold` items needs a recorded dry run
-  (`batch-assets dry-run`) of the task's prompt version.
+  (`batch-assets dry-run`) of the task's prompt version;
+* `within_budget`: the caps of `pipeline.govern.budget`;
+* `no_blocked_items`: no unsent line belongs to an item the sensitive-data policy blocked.
 
-Each verdict says why it passed or what to do. Budgets are `pipeline.govern.budget`.
+The shards asset reports the same verdicts as blocking checks.
 """
 
 from __future__ import annotations
@@ -17,13 +22,20 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.ledger.jobs import CreateMark
+from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.pipeline.freeze.frozen import frozen_columns
+from batch_assets.pipeline.govern.budget import BudgetVerdict, check_budget
+from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
 from batch_assets.providers.models import allowed_models, matches, models_file
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets.sqltext import sql_literal
 
 MODEL_CHECK = "model_allowed"
 PROMPT_CHECK = "prompt_unchanged"
 DRY_RUN_CHECK = "dry_run_recorded"
+BUDGET_CHECK = "within_budget"
+SENSITIVE_CHECK = "no_blocked_items"
 
 
 @dataclass(frozen=True)
@@ -212,9 +224,91 @@ def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
     )
 
 
+def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
+    """No line of an unsent shard (no job, or only abandoned ones) belongs to an item the policy
+    blocked: quarantined as blocked, or blocked in the partition's current frozen manifest (a
+    refreeze under a stricter policy after the shards were cut). Counts and ids only, never a value."""
+    task_id = task.task_id(partition_date)
+    with wh.connect() as conn:
+        uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
+        frozen_blocked = (
+            f"UNION ALL SELECT custom_id FROM read_parquet({sql_literal(uri)}) WHERE blocked_reason IS NOT NULL"
+            if uri and "blocked_reason" in frozen_columns(conn, uri)
+            else ""
+        )
+        blocked, example = conn.execute(
+            f"""
+            WITH unsent AS (
+                SELECT shard_id FROM ledger.shard WHERE task_id = $t AND shard_id NOT IN (
+                    SELECT shard_id FROM ledger.provider_job
+                    WHERE create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}')
+            ),
+            blocked AS (
+                SELECT custom_id FROM ledger.quarantine WHERE task_id = $t AND reason_code = '{BLOCKED_CODE}'
+                {frozen_blocked}
+            )
+            SELECT count(*), min(custom_id) FROM ledger.shard_line
+            WHERE task_id = $t AND shard_id IN (SELECT shard_id FROM unsent)
+              AND custom_id IN (SELECT custom_id FROM blocked)
+            """,
+            {"t": task_id},
+        ).fetchone()
+    if blocked:
+        return Verdict(
+            SENSITIVE_CHECK,
+            task_id,
+            False,
+            f"{blocked} unsent line(s) belong to items the sensitive-data policy blocked (e.g. {example}). "
+            f"Fix: refreeze and recut the partition (run config refreeze: true on {task.spec.name}/manifest)",
+            {"blocked_lines": blocked},
+        )
+    return Verdict(SENSITIVE_CHECK, task_id, True, "no unsent line belongs to a blocked item", {"blocked_lines": 0})
+
+
+def budget_verdict(verdict: BudgetVerdict) -> Verdict:
+    """The budget's verdict in the gate's shape."""
+    reason = (
+        "; ".join(verdict.refusals) + " (an operator may override: run config budget_override, a reason, "
+        "on the shards asset)"
+        if not verdict.passed
+        else "within every budget cap" + (f" (override: {verdict.overridden})" if verdict.overridden else "")
+    )
+    return Verdict(BUDGET_CHECK, verdict.task_id, verdict.passed, reason, verdict.as_metadata())
+
+
+class SendRefused(Exception):
+    """`may_send` refused: nothing was sent. The message is the first refusal's check and reason."""
+
+    def __init__(self, refusals: list[Verdict]):
+        self.refusals = refusals
+        first = refusals[0]
+        super().__init__(f"{first.task_id}: {first.check} failed; nothing submitted. {first.reason}")
+
+
+def may_send(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Verdict]:
+    """The refusals of the gate (see the module docstring); empty when the partition's lines may be
+    sent. Every path that sends calls this (through `require_may_send`)."""
+    verdicts = (
+        check_model(task, partition_date),
+        check_prompt(wh, task, partition_date),
+        check_dry_run(wh, task, partition_date),
+        budget_verdict(check_budget(wh, task, partition_date)),
+        check_no_blocked_lines(wh, task, partition_date),
+    )
+    return [v for v in verdicts if not v.passed]
+
+
+def require_may_send(wh: Warehouse, task: ResolvedTask, partition_date: str) -> None:
+    """Raise SendRefused unless `may_send` lets the partition through."""
+    refusals = may_send(wh, task, partition_date)
+    if refusals:
+        raise SendRefused(refusals)
+
+
 def failed_gates(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Verdict]:
-    """The failing verdicts of the three checks; empty when the partition may be sent. Used where
-    lines are cut and sent outside the shards asset (submissions on its own, `batch-assets retry`)."""
+    """The failing verdicts of the checks that shape the lines themselves (model, prompt, dry run):
+    a sender refuses these before it cuts retries, so no line is written for a partition the gate
+    would refuse anyway. The decision to send is `may_send`'s."""
     verdicts = (
         check_model(task, partition_date),
         check_prompt(wh, task, partition_date),

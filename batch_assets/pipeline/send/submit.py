@@ -52,6 +52,7 @@ from batch_assets.ledger.shards import mark_shards_deferred
 from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.pipeline.govern.send_gate import require_may_send
 from batch_assets.providers.contract import (
     JOB_KEY_METADATA,
     BatchError,
@@ -350,9 +351,11 @@ def submit_pending(
     lease_s: float = DEFAULT_CLAIM_LEASE_S,
 ) -> SubmitSummary:
     """Submit the partition's shards that have no batch yet (see the module docstring). `run_id`
-    (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease."""
+    (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease.
+    Raises SendRefused, sending nothing, unless the gate (`may_send`) lets the partition through."""
     spec = task.spec
     task_id = task.task_id(partition_date)
+    require_may_send(wh, task, partition_date)
     with wh.connect() as conn:
         # Per shard: its live job (the newest one not abandoned), if any, and how many jobs it ever had.
         shards = fetch_dicts(
