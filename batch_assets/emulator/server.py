@@ -58,6 +58,13 @@ def serve(
     uvicorn_server(create_app(state_dir, settings), host, port).run()
 
 
+def _default_text(knob: dataclasses.Field) -> str:
+    """A knob's default as a user types it (JSON for the structured ones, which have a factory)."""
+    if knob.default is not dataclasses.MISSING:
+        return str(knob.default)
+    return json.dumps(knob.default_factory())  # type: ignore[misc]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batch-assets emulator",
@@ -73,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         kind = next((a for a in typing.get_args(hints[knob.name]) if a is not type(None)), hints[knob.name])
         extra: dict[str, typing.Any] = {
             "default": argparse.SUPPRESS,
-            "help": f"{knob.metadata['help']} (default: {knob.default})",
+            "help": f"{knob.metadata['help']} (default: {_default_text(knob)})",
         }
         if knob.name in STRUCTURED:
             parser.add_argument(flag, type=json.loads, **extra)
