@@ -156,7 +156,7 @@ def test_seed_creates_the_warehouse_and_says_what_it_wrote(capsys, tmp_path):
 
 
 def test_export_writes_every_item_for_a_spreadsheet(capsys, finished_db, tmp_path):
-    out_file = tmp_path / "out" / "triage.csv"
+    out_file = tmp_path / "triage.csv"
     code, out, err = run(capsys, "--database", finished_db, "export", TASK_ID, "--out", out_file)
     assert (code, err) == (0, "")
     assert out == f"wrote 58 rows to {out_file} (UTF-8 with BOM)\n"
