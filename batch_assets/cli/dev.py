@@ -1,13 +1,14 @@
 """`batch-assets dev`: the provider emulator plus the Dagster UI and daemon (`dg dev`), on 127.0.0.1.
 
 Both ports are checked before anything starts, and the emulator must answer before `dg dev`
-starts, so a taken port or a failed start never leaves half of the stack running.
+starts, so a taken port or a failed start never leaves half of the stack running. Each runs in its
+own process group (batch_assets.process_group): SIGINT or SIGTERM stops both, with every process
+they started (the webserver and the daemon under `dg dev`).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from batch_assets.cli.context import reject_database_option
 from batch_assets.cli.errors import CliError, UsageError
 from batch_assets.ports import LOOPBACK, is_listening, port_in_use
+from batch_assets.process_group import Stopped, start_group, stop_group, stop_on_signals
 
 HOST = LOOPBACK
 DEFAULT_UI_PORT = 3000
@@ -52,16 +54,6 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, timeout_s: float) -
     raise CliError(f"the emulator did not listen on port {port} within {timeout_s:.0f} s")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def cmd_dev(args) -> int:
     reject_database_option(args, "dev")
     check_ports(args.ui_port, args.emulator_port)
@@ -86,7 +78,12 @@ def cmd_dev(args) -> int:
     # dg wants to see the project's virtualenv as the active one.
     env["VIRTUAL_ENV"] = str(bin_dir.parent)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    emulator = subprocess.Popen(
+    with stop_on_signals():
+        return _run_stack(args, dg, env, data_dir, emulator_url)
+
+
+def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> int:
+    emulator = start_group(
         [
             sys.executable,
             "-m",
@@ -99,9 +96,16 @@ def cmd_dev(args) -> int:
         ],
         env=env,
     )
+    ui = None
     try:
         _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
         print(f"emulator: {emulator_url}   Dagster UI: http://{HOST}:{args.ui_port}", flush=True)
-        return subprocess.call([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
+        ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
+        return ui.wait()
+    except Stopped as stopped:
+        print(f"{stopped}: stopping the Dagster UI, the daemon and the emulator", file=sys.stderr, flush=True)
+        return 128 + stopped.signum
     finally:
-        _stop(emulator)
+        if ui is not None:
+            stop_group(ui)
+        stop_group(emulator)
