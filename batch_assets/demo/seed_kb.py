@@ -268,10 +268,10 @@ def _article_body(
     base.shuffle(trouble)
     related = [other for other in neighbours[(lang, family)] if other.article_id != article.article_id]
     related = base.sample(related, base.randint(2, 4))
-    befores = K["before_you_begin"][family][lang]
     scope = base.choice(K["plan_scopes"][lang])
+    blocks = _Blocks(article, slots, heads, K["before_you_begin"][family][lang], scope, related)
 
-    # Candidate blocks in the order they are considered; the layout order is fixed below.
+    # Candidate blocks in the order they are considered; the layout order is fixed in `_layout`.
     candidates: list[tuple[str, object]] = [("trouble", item) for item in trouble[2:]]
     candidates += [("section", item) for item in bank["sections"]]
     candidates += [("procedure", item) for item in procedures[1:]]
@@ -283,33 +283,7 @@ def _article_body(
         ("related", None),
     ]
     base.shuffle(candidates)
-    target = base.triangular(MIN_WORDS, MAX_WORDS, 420)
-    # An edit: the article gets a little longer or shorter, and a block may move or drop out.
-    target = min(MAX_WORDS, max(MIN_WORDS, target * edit.uniform(0.85, 1.2)))
-    if edit.random() < 0.5:
-        candidates.pop(edit.randrange(len(candidates)))
-    i = edit.randrange(len(candidates) - 1)
-    candidates[i], candidates[i + 1] = candidates[i + 1], candidates[i]
-    if long:
-        target = MAX_WORDS
-
-    def render(kind: str, item) -> str:
-        if kind == "trouble":
-            return f"**{item['symptom'].format_map(slots)}**\n{item['fix'].format_map(slots)}"
-        if kind in ("section", "generic"):
-            return f"## {item['heading']}\n\n{item['text'].format_map(slots)}"
-        if kind == "procedure":
-            return _numbered(item, slots)
-        if kind == "before":
-            return f"## {heads['before']}\n\n" + "\n".join(f"- {b.format_map(slots)}" for b in befores)
-        if kind == "callout":
-            return item.format_map(slots)
-        if kind == "applies":
-            return "> " + heads["applies"].format(product=article.product, plans=scope)
-        if kind == "related":
-            links = "\n".join(f"- [{other.title}](/hc/articles/{other.article_id})" for other in related)
-            return f"## {heads['related']}\n\n{links}"
-        raise AssertionError(kind)
+    target = _edited_target(base, edit, candidates, long=long)
 
     footer = heads["updated"].format(date=_format_date(lang, day))
     core = {
@@ -319,21 +293,86 @@ def _article_body(
         "trouble_heading": f"## {heads['troubleshooting']}",
         "footer": footer,
     }
-    core_troubles = [render("trouble", item) for item in trouble[:2]]
+    core_troubles = [blocks.render("trouble", item) for item in trouble[:2]]
     size = sum(article_words(text, lang) for text in (*core.values(), *core_troubles))
+    chosen = _chosen_blocks(edit, blocks, candidates, size, target)
+    body = _layout(core, core_troubles, chosen)
+    if long:
+        body += "\n\n" + _appendix(edit, lang, family, slots, day)
+    return f"{body}\n\n{footer}"
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """Renders an article's blocks as Markdown; rendering draws nothing from the RNGs."""
+
+    article: _Article
+    slots: dict[str, str]
+    heads: dict[str, str]
+    befores: list[str]
+    scope: str
+    related: list[_Article]
+
+    def render(self, kind: str, item) -> str:
+        slots, heads = self.slots, self.heads
+        if kind == "trouble":
+            return f"**{item['symptom'].format_map(slots)}**\n{item['fix'].format_map(slots)}"
+        if kind in ("section", "generic"):
+            return f"## {item['heading']}\n\n{item['text'].format_map(slots)}"
+        if kind == "procedure":
+            return _numbered(item, slots)
+        if kind == "before":
+            return f"## {heads['before']}\n\n" + "\n".join(f"- {b.format_map(slots)}" for b in self.befores)
+        if kind == "callout":
+            return item.format_map(slots)
+        if kind == "applies":
+            return "> " + heads["applies"].format(product=self.article.product, plans=self.scope)
+        if kind == "related":
+            links = "\n".join(f"- [{other.title}](/hc/articles/{other.article_id})" for other in self.related)
+            return f"## {heads['related']}\n\n{links}"
+        raise AssertionError(kind)
+
+
+def _edited_target(
+    base: random.Random, edit: random.Random, candidates: list[tuple[str, object]], *, long: bool
+) -> float:
+    """The body's length target in words. An edit makes the article a little longer or shorter, and
+    may drop one candidate block and move another (``candidates`` is changed in place)."""
+    target = base.triangular(MIN_WORDS, MAX_WORDS, 420)
+    target = min(MAX_WORDS, max(MIN_WORDS, target * edit.uniform(0.85, 1.2)))
+    if edit.random() < 0.5:
+        candidates.pop(edit.randrange(len(candidates)))
+    i = edit.randrange(len(candidates) - 1)
+    candidates[i], candidates[i + 1] = candidates[i + 1], candidates[i]
+    if long:
+        return MAX_WORDS
+    return target
+
+
+def _chosen_blocks(
+    edit: random.Random, blocks: _Blocks, candidates: list[tuple[str, object]], size: int, target: float
+) -> list[tuple[str, str]]:
+    """(kind, text) of the blocks added to the core: maybe an edit note, then candidates in order until
+    the body of ``size`` words reaches ``target``, skipping any that would exceed ``MAX_WORDS``."""
+    lang = blocks.article.language
     chosen: list[tuple[str, str]] = []
     if edit.random() < 0.3:
-        note = edit.choice(K["edit_notes"][lang]).format_map(slots)
+        note = edit.choice(K["edit_notes"][lang]).format_map(blocks.slots)
         chosen.append(("edit_note", note))
         size += article_words(note, lang)
     for kind, item in candidates:
         if size >= target:
             break
-        text = render(kind, item)
+        text = blocks.render(kind, item)
         words = article_words(text, lang)
         if size + words <= MAX_WORDS:
             chosen.append((kind, text))
             size += words
+    return chosen
+
+
+def _layout(core: dict[str, str], core_troubles: list[str], chosen: list[tuple[str, str]]) -> str:
+    """The body without its footer: the core and the chosen blocks in their fixed order."""
 
     def picked(*kinds: str) -> list[str]:
         return [text for kind, text in chosen if kind in kinds]
@@ -353,10 +392,7 @@ def _article_body(
         *picked("trouble"),
         *picked("related"),
     ]
-    body = "\n\n".join(parts)
-    if long:
-        body += "\n\n" + _appendix(edit, lang, family, slots, day)
-    return f"{body}\n\n{footer}"
+    return "\n\n".join(parts)
 
 
 # --- the very long article -------------------------------------------------------------------------

@@ -247,67 +247,89 @@ def _connect(rng: random.Random, lang: str, tone: str, sentence: str) -> str:
 
 
 def _body(rng, lang, category, rating, voice, length, slots) -> str:
-    def fill(parts: list[str]) -> list[str]:
-        return [part.format_map(slots) for part in parts]
-
-    closers = R["closers"][lang]
     used: set[str] = set()  # no sentence twice in one review
     if voice == "sarcastic":
-        parts = rng.sample(R["sarcasm"][lang], 1 if length == "short" else 2)
-        if length != "short" and rng.random() < 0.4:
-            parts += _pick(rng, lang, category, "neg", rating, 1, used)
-        return _join(lang, fill(parts))
+        return _join(lang, _fill(_sarcastic_parts(rng, lang, category, rating, length, used), slots))
     if voice == "complaint":
-        parts = [rng.choice(R["five_star_complaints"][lang])]
-        if length != "short":
-            parts += _pick(rng, lang, category, "neg", rating, rng.randint(1, 2), used)
-        return _join(lang, fill(parts))
-
+        return _join(lang, _fill(_complaint_parts(rng, lang, category, rating, length, used), slots))
     tone = _TONE[voice]
     if length == "short":
-        if tone in ("pos", "neg") and rng.random() < 0.35:
-            return _join(lang, fill(_pick(rng, lang, category, tone, rating, 1, used)))
-        return rng.choice(R["short"][lang][tone]).format_map(slots)
-
-    def sentences(count: int) -> list[str]:
-        if tone == "neutral":
-            fresh = [s for s in R["neutral"][lang] if s not in used]
-            chosen = rng.sample(fresh, min(count, len(fresh)))
-            used.update(chosen)
-            return chosen
-        if tone == "mixed":
-            # Both halves talk about the product itself, so they contrast rather than contradict.
-            # (5 aspects per tone; a long review takes at most 2 + 2 of each, so neither half runs dry.)
-            good = [s for s in R["aspects"][lang][category]["pos"] if s not in used]
-            good = rng.sample(good, min(2, max(1, count // 2)))
-            bad = [s for s in R["aspects"][lang][category]["neg"] if s not in used]
-            bad = rng.sample(bad, min(2, max(1, count - len(good))))
-            used.update(good + bad)
-            (first, second), turn = ((good, bad), "neg") if rng.random() < 0.7 else ((bad, good), "pos")
-            second[0] = _connect(rng, lang, turn, second[0])
-            return first + second
-        return _pick(rng, lang, category, tone, rating, count, used)
-
-    closer_pool = closers[tone]
+        return _short_body(rng, lang, category, tone, rating, slots, used)
     if length == "medium":
-        parts = []
-        if rng.random() < 0.35:
-            parts.append(rng.choice(R["openers"][lang]))
-        parts += sentences(rng.randint(2, 4))
-        if rng.random() < 0.5:
-            parts.append(rng.choice(closer_pool))
-        return _join(lang, fill(parts))
+        return _join(lang, _fill(_medium_parts(rng, lang, category, tone, rating, used), slots))
+    return _long_body(rng, lang, category, tone, rating, slots, used)
 
-    # Several paragraphs: how it arrived, what it is like, service/value, maybe an update, a verdict.
-    paragraphs = [[rng.choice(R["openers"][lang])] + sentences(rng.randint(1, 2)), sentences(rng.randint(2, 4))]
+
+def _fill(parts: list[str], slots: dict[str, str]) -> list[str]:
+    return [part.format_map(slots) for part in parts]
+
+
+def _sarcastic_parts(rng, lang, category, rating, length, used) -> list[str]:
+    parts = rng.sample(R["sarcasm"][lang], 1 if length == "short" else 2)
+    if length != "short" and rng.random() < 0.4:
+        parts += _pick(rng, lang, category, "neg", rating, 1, used)
+    return parts
+
+
+def _complaint_parts(rng, lang, category, rating, length, used) -> list[str]:
+    parts = [rng.choice(R["five_star_complaints"][lang])]
+    if length != "short":
+        parts += _pick(rng, lang, category, "neg", rating, rng.randint(1, 2), used)
+    return parts
+
+
+def _short_body(rng, lang, category, tone, rating, slots, used) -> str:
+    if tone in ("pos", "neg") and rng.random() < 0.35:
+        return _join(lang, _fill(_pick(rng, lang, category, tone, rating, 1, used), slots))
+    return rng.choice(R["short"][lang][tone]).format_map(slots)
+
+
+def _sentences(rng, lang, category, tone, rating, count, used) -> list[str]:
+    """About ``count`` sentences in ``tone`` ('pos' / 'neg' / 'neutral' / 'mixed'), none of them in ``used``
+    (the chosen ones are added to it)."""
+    if tone == "neutral":
+        fresh = [s for s in R["neutral"][lang] if s not in used]
+        chosen = rng.sample(fresh, min(count, len(fresh)))
+        used.update(chosen)
+        return chosen
+    if tone == "mixed":
+        # Both halves talk about the product itself, so they contrast rather than contradict.
+        # (5 aspects per tone; a long review takes at most 2 + 2 of each, so neither half runs dry.)
+        good = [s for s in R["aspects"][lang][category]["pos"] if s not in used]
+        good = rng.sample(good, min(2, max(1, count // 2)))
+        bad = [s for s in R["aspects"][lang][category]["neg"] if s not in used]
+        bad = rng.sample(bad, min(2, max(1, count - len(good))))
+        used.update(good + bad)
+        (first, second), turn = ((good, bad), "neg") if rng.random() < 0.7 else ((bad, good), "pos")
+        second[0] = _connect(rng, lang, turn, second[0])
+        return first + second
+    return _pick(rng, lang, category, tone, rating, count, used)
+
+
+def _medium_parts(rng, lang, category, tone, rating, used) -> list[str]:
+    parts = []
+    if rng.random() < 0.35:
+        parts.append(rng.choice(R["openers"][lang]))
+    parts += _sentences(rng, lang, category, tone, rating, rng.randint(2, 4), used)
+    if rng.random() < 0.5:
+        parts.append(rng.choice(R["closers"][lang][tone]))
+    return parts
+
+
+def _long_body(rng, lang, category, tone, rating, slots, used) -> str:
+    """Several paragraphs: how it arrived, what it is like, service/value, maybe an update, a verdict."""
+    paragraphs = [
+        [rng.choice(R["openers"][lang])] + _sentences(rng, lang, category, tone, rating, rng.randint(1, 2), used),
+        _sentences(rng, lang, category, tone, rating, rng.randint(2, 4), used),
+    ]
     if tone in ("pos", "neg"):
         paragraphs.append(_pick(rng, lang, category, tone, rating, rng.randint(1, 2), used, aspects_first=False))
     if rng.random() < 0.5:
         later = "neg" if tone in ("neg", "mixed") else "pos" if tone == "pos" else rng.choice(("pos", "neg"))
         update = _pick(rng, lang, category, later, rating, rng.randint(1, 2), used)
         paragraphs.append([rng.choice(R["updates"][lang]) + update[0]] + update[1:])
-    paragraphs[-1].append(rng.choice(closer_pool))
-    return "\n\n".join(_join(lang, fill(paragraph)) for paragraph in paragraphs)
+    paragraphs[-1].append(rng.choice(R["closers"][lang][tone]))
+    return "\n\n".join(_join(lang, _fill(paragraph, slots)) for paragraph in paragraphs)
 
 
 def _diary(rng: random.Random, lang: str, category: str, rating: int, slots: dict[str, str]) -> tuple[str, str]:
