@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import signal
 import socket
@@ -184,8 +185,7 @@ def _openai_format(base_url: str, work: Path, count: int, calls: Calls, dashscop
     )
     while batch.status not in ("completed", "failed", "expired", "cancelled"):
         time.sleep(_POLL_S)
-        batch_id = batch.id
-        batch = calls.timed("batches.retrieve", lambda: client.batches.retrieve(batch_id))
+        batch = calls.timed("batches.retrieve", functools.partial(client.batches.retrieve, batch.id))
     if batch.status != "completed" or batch.output_file_id is None:
         raise RuntimeError(f"batch ended {batch.status}: {batch.errors}")
     output = work / "output.jsonl"
@@ -231,8 +231,7 @@ def _anthropic(base_url: str, work: Path, count: int, calls: Calls) -> Run:
         )
     while batch.processing_status != "ended":
         time.sleep(_POLL_S)
-        batch_id = batch.id
-        batch = calls.timed("messages.batches.retrieve", lambda: client.messages.batches.retrieve(batch_id))
+        batch = calls.timed("messages.batches.retrieve", functools.partial(client.messages.batches.retrieve, batch.id))
     output = work / "results.jsonl"
     download_started = time.perf_counter()
     # The SDK's `results()` decodes every line into models; the raw stream is what a download is.
@@ -279,8 +278,7 @@ def _gemini(base_url: str, work: Path, count: int, calls: Calls) -> Run:
     ):
         time.sleep(_POLL_S)
         assert batch.name is not None
-        batch_name = batch.name
-        batch = calls.timed("batches.get", lambda: client.batches.get(name=batch_name))
+        batch = calls.timed("batches.get", functools.partial(client.batches.get, name=batch.name))
     if batch.state.name != "JOB_STATE_SUCCEEDED" or batch.dest is None or batch.dest.file_name is None:
         raise RuntimeError(f"batch ended {batch.state}: {batch.error}")
     output = work / "output.jsonl"

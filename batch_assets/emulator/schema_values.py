@@ -65,25 +65,36 @@ class _Generator:
         if "const" in schema:
             return schema["const"]
         if schema.get("enum"):
-            # An option the prompt's content names (e.g. "account" in an account ticket) wins,
-            # so classifications look plausible; otherwise a deterministic draw.
-            named = [
-                v
-                for v in schema["enum"]
-                if isinstance(v, str) and len(v) >= 3 and re.search(rf"\b{re.escape(v.lower())}\b", self.topic.focus)
-            ]
-            if named and self.rng.random() < 0.85:  # not always: repeated draws (uniqueItems) still vary
-                return named[0]
-            return self.rng.choice(schema["enum"])
+            return self.enum(schema["enum"])
         for key in ("anyOf", "oneOf"):
             options = [self.resolve(o) for o in schema.get(key) or []]
             if options:
-                non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
-                if depth >= _MAX_DEPTH and len(non_null) < len(options):
-                    return None
-                return self.value(self.rng.choice(non_null or options), name, depth + 1)
+                return self.alternative(options, name, depth)
         if schema.get("allOf"):
             return self.value(self._merge(schema), name, depth + 1)
+        return self.typed(schema, name, depth)
+
+    def enum(self, options: list[Any]) -> Any:
+        # An option the prompt's content names (e.g. "account" in an account ticket) wins,
+        # so classifications look plausible; otherwise a deterministic draw.
+        named = [
+            v
+            for v in options
+            if isinstance(v, str) and len(v) >= 3 and re.search(rf"\b{re.escape(v.lower())}\b", self.topic.focus)
+        ]
+        if named and self.rng.random() < 0.85:  # not always: repeated draws (uniqueItems) still vary
+            return named[0]
+        return self.rng.choice(options)
+
+    def alternative(self, options: list[Any], name: str, depth: int) -> Any:
+        """A value for one of anyOf/oneOf's (resolved) `options`; null near the depth limit when allowed."""
+        non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        if depth >= _MAX_DEPTH and len(non_null) < len(options):
+            return None
+        return self.value(self.rng.choice(non_null or options), name, depth + 1)
+
+    def typed(self, schema: dict[str, Any], name: str, depth: int) -> Any:
+        """A value for a schema that is neither a constant, an enum nor a combination: by its type."""
         kind = self._type(schema)
         if kind == "object":
             return self.object(schema, depth)

@@ -114,6 +114,14 @@ class EmulatorSettings:
         return EmulatorSettings(**values)
 
     def __post_init__(self) -> None:
+        self._check_timing()
+        self._check_rates_and_sizes()
+        _check_token_limit(self.enqueued_token_limit)
+        _check_rules(self.after_processing_faults)
+        self._check_gemini_knobs()
+        self._check_injected_faults()
+
+    def _check_timing(self) -> None:
         if self.speed <= 0:
             raise ValueError("speed must be > 0")
         for name in ("queue_delay_s", "seconds_per_request", "finalize_delay_s", "cancel_delay_s"):
@@ -121,6 +129,8 @@ class EmulatorSettings:
                 raise ValueError(f"{name} must be >= 0")
         if self.completion_window_s is not None and self.completion_window_s <= 0:
             raise ValueError("completion_window_s must be > 0")
+
+    def _check_rates_and_sizes(self) -> None:
         for name in _RATES:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
@@ -128,13 +138,15 @@ class EmulatorSettings:
             raise ValueError("background_min_bytes must be >= 0")
         if self.max_requests_per_batch < 1:
             raise ValueError("max_requests_per_batch must be >= 1")
-        _check_token_limit(self.enqueued_token_limit)
-        _check_rules(self.after_processing_faults)
+
+    def _check_gemini_knobs(self) -> None:
         if self.succeeded_before_results_s < 0:
             raise ValueError("succeeded_before_results_s must be >= 0")
         models = self.gemini_thinking_models
         if not isinstance(models, list) or not all(isinstance(p, str) and p for p in models):
             raise ValueError("gemini_thinking_models must be a list of non-empty strings")
+
+    def _check_injected_faults(self) -> None:
         if self.fail_next_requests < 0:
             raise ValueError("fail_next_requests must be >= 0")
         if self.unspecified_state_reads < 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -170,31 +170,44 @@ def _requests_of(reader: _JsonReader) -> Iterator[Any]:
         raise invalid("body: Input should be a valid dictionary")
     found = False
     if not reader.take("}"):
-        while True:
-            key = reader.value()
-            if not isinstance(key, str) or not reader.take(":"):
-                raise invalid("There was an issue with your request body: invalid JSON (expecting a property name).")
-            if key == "requests" and reader.take("["):
-                found = True
-                if not reader.take("]"):
-                    while True:
-                        yield reader.value()
-                        if reader.take("]"):
-                            break
-                        if not reader.take(","):
-                            raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
-            else:
-                value = reader.value()
-                if key == "requests":
-                    parse_create({"requests": value})  # not a list: refused as parse_create refuses it
-            if reader.take("}"):
-                break
-            if not reader.take(","):
-                raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
+        found = yield from _members(reader)
     if reader.peek():
         raise invalid("There was an issue with your request body: invalid JSON (extra data).")
     if not found:
         raise invalid("requests: Field required")
+
+
+def _members(reader: _JsonReader) -> Generator[Any, None, bool]:
+    """Read the body object's members up to and including its closing `}`, yielding the items of a
+    `requests` list; returns whether one was found."""
+    found = False
+    while True:
+        key = reader.value()
+        if not isinstance(key, str) or not reader.take(":"):
+            raise invalid("There was an issue with your request body: invalid JSON (expecting a property name).")
+        if key == "requests" and reader.take("["):
+            found = True
+            yield from _list_items(reader)
+        else:
+            value = reader.value()
+            if key == "requests":
+                parse_create({"requests": value})  # not a list: refused as parse_create refuses it
+        if reader.take("}"):
+            return found
+        if not reader.take(","):
+            raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
+
+
+def _list_items(reader: _JsonReader) -> Iterator[Any]:
+    """The items of a list whose `[` has been read, up to and including its closing `]`."""
+    if reader.take("]"):
+        return
+    while True:
+        yield reader.value()
+        if reader.take("]"):
+            return
+        if not reader.take(","):
+            raise invalid("There was an issue with your request body: invalid JSON (expecting ',').")
 
 
 def _check_custom_id(item: dict[str, Any], where: str) -> str:

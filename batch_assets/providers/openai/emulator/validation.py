@@ -71,6 +71,21 @@ def _check_line(
         line = None
     if not isinstance(line, dict):
         return batch_error("invalid_json_line", "This line is not parseable as valid JSON.", number)
+    problem = _envelope_error(line, number, endpoint, seen_ids) or _model_error(line["body"], number, parsed)
+    if problem:
+        return problem
+    custom_id, body = line["custom_id"], line["body"]
+    seen_ids.add(custom_id)
+    parsed.count += 1
+    if on_request is None:
+        parsed.requests.append((custom_id, body))
+    else:
+        on_request(custom_id, body)
+    return None
+
+
+def _envelope_error(line: dict[str, Any], number: int, endpoint: str, seen_ids: set[str]) -> dict[str, Any] | None:
+    """The first problem with the line's own fields (custom_id, method, url, body), or None."""
     for name in _REQUIRED:
         if name not in line:
             return batch_error("missing_required_parameter", f"Missing required parameter: '{name}'.", number, name)
@@ -95,6 +110,11 @@ def _check_line(
             number,
             "custom_id",
         )
+    return None
+
+
+def _model_error(body: dict[str, Any], number: int, parsed: ParsedInput) -> dict[str, Any] | None:
+    """The problem with the body's model, or None; the file's first model becomes `parsed.model`."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         message = "Missing required parameter: 'body.model'."
@@ -109,10 +129,4 @@ def _check_line(
             number,
             "body.model",
         )
-    seen_ids.add(custom_id)
-    parsed.count += 1
-    if on_request is None:
-        parsed.requests.append((custom_id, body))
-    else:
-        on_request(custom_id, body)
     return None
