@@ -102,9 +102,13 @@ class Warehouse:
 
     @classmethod
     def at(cls, database: str | Path, data_dir: str | Path | None = None, memory_limit: str | None = None) -> Warehouse:
-        database = Path(database)
+        # Absolute: the ledger records file paths, which must not depend on the working directory
+        # of the process that wrote them (a relative data dir under `dg launch` recorded `data/...`).
+        database = Path(database).absolute()
         return cls(
-            database=database, data_dir=Path(data_dir) if data_dir else database.parent, memory_limit=memory_limit
+            database=database,
+            data_dir=Path(data_dir).absolute() if data_dir else database.parent,
+            memory_limit=memory_limit,
         )
 
     def path(self, *parts: str) -> Path:
