@@ -10,11 +10,13 @@ a live provider without its key refuses to load. Secrets come only from the envi
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import dagster as dg
 from pydantic import Field, field_validator
 
+from batch_assets import dev_stack
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import BatchProvider, ClientSettings
 from batch_assets.providers.registry import build_adapter, job_endpoint, known_providers, provider_definition
@@ -179,12 +181,24 @@ def connections_from_env() -> dict[str, ProviderConnection]:
     return connections
 
 
+def emulator_url_from_env() -> str:
+    """$BATCH_ASSETS_EMULATOR_URL; else the emulator of a `batch-assets dev` running over this data
+    directory; else the default port."""
+    explicit = os.environ.get("BATCH_ASSETS_EMULATOR_URL")
+    if explicit:
+        return explicit
+    data_dir = os.environ.get("BATCH_ASSETS_DATA_DIR") or os.path.dirname(
+        os.environ.get("BATCH_ASSETS_DATABASE", DEFAULT_DATABASE)
+    )
+    return dev_stack.recorded_emulator_url(Path(data_dir or ".")) or DEFAULT_EMULATOR_URL
+
+
 def providers_from_env() -> ProvidersResource:
     """The provider clients as the environment sets them. Every live provider must have its API key:
     a missing one is refused here (at definitions load), naming the variable and the fix."""
     resource = ProvidersResource(
         mode=_mode_from_env(PROVIDER_MODE_ENV) or EMULATOR,
-        emulator_url=os.environ.get("BATCH_ASSETS_EMULATOR_URL", DEFAULT_EMULATOR_URL),
+        emulator_url=emulator_url_from_env(),
         connections=connections_from_env(),
     )
     missing = [name for name in known_providers() if resource.is_live(name) and not os.environ.get(api_key_env(name))]

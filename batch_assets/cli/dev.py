@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from batch_assets import dev_stack
 from batch_assets.cli.context import reject_database_option
 from batch_assets.cli.errors import CliError, UsageError
 from batch_assets.ports import LOOPBACK, is_listening, port_in_use
@@ -99,13 +100,21 @@ def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> 
     ui = None
     try:
         _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
-        print(f"emulator: {emulator_url}   Dagster UI: http://{HOST}:{args.ui_port}", flush=True)
+        ui_url = f"http://{HOST}:{args.ui_port}"
+        dev_stack.record(data_dir, emulator_url=emulator_url, ui_url=ui_url)
+        print(f"emulator: {emulator_url}   Dagster UI: {ui_url}", flush=True)
+        print(
+            f"other shells: export BATCH_ASSETS_DATABASE={data_dir / 'warehouse.duckdb'} "
+            f"BATCH_ASSETS_EMULATOR_URL={emulator_url}",
+            flush=True,
+        )
         ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
         return ui.wait()
     except Stopped as stopped:
         print(f"{stopped}: stopping the Dagster UI, the daemon and the emulator", file=sys.stderr, flush=True)
         return 128 + stopped.signum
     finally:
+        dev_stack.clear(data_dir)
         if ui is not None:
             stop_group(ui)
         stop_group(emulator)
