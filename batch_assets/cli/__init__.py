@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else 0
     debug = getattr(args, "debug", False) or _debug_env()
-    from batch_assets.cli.console import bars
+    from batch_assets.cli.console import FULL_WIDTH, bars
 
+    FULL_WIDTH.set(bool(getattr(args, "wide", False)))
     try:
         with bars():  # progress bars on stderr when it is a terminal; nothing otherwise
             return int(args.run(args) or 0)

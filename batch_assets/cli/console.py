@@ -3,8 +3,10 @@
 - Progress bars go to stderr, only when stderr is a terminal (or FORCE_COLOR / TTY_COMPATIBLE=1 say
   to treat it as one). BATCH_ASSETS_PROGRESS=0 turns them off; =1 shows them even when stderr is not
   a terminal. Library code reports through `batch_assets.progress`; `bars()` installs the reporter.
-- Tables: a rich table when the stream they go to is a terminal, else the plain aligned text of
-  `batch_assets.formatting.format_table` (stable for scripts, no ANSI codes). JSON and CSV never come here.
+- Tables: a rich table when the stream they go to is a terminal, cut to the terminal's width (the
+  columns left out are named; `--wide` keeps them), else the plain aligned text of
+  `batch_assets.formatting.format_table` (every column, stable for scripts, no ANSI codes). JSON and
+  CSV never come here.
 
 rich is imported inside the functions, so `--help` stays fast.
 """
@@ -12,6 +14,7 @@ rich is imported inside the functions, so `--help` stays fast.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -52,17 +55,58 @@ def is_terminal(out: TextIO) -> bool:
 # --- tables ----------------------------------------------------------------------------------------------
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
+# Set for one command by `--wide`: tables keep every column however wide the terminal is.
+FULL_WIDTH: contextvars.ContextVar[bool] = contextvars.ContextVar("full_width", default=False)
+
+
+# Columns kept to the last on a narrow terminal: the verdict is what an operator reads a row for.
+VERDICT_HEADERS = frozenset({"check", "status", "state", "verdict", "note"})
+# Cells that say nothing: a column made only of them goes first when the table is too wide.
+EMPTY_CELLS = frozenset({"", "0", "-", "0.0000"})
+
+
+def fit_columns(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """(headers, rows, dropped headers) of a table that fits in `width` characters: columns whose
+    every cell is empty or zero go first, then the others from the right; the first column (what a
+    row is) and the verdict columns stay."""
+    headers = [str(h) for h in headers]
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    shown = list(range(len(headers)))
+
+    def too_wide() -> bool:
+        return sum(widths[i] for i in shown) + 2 * (len(shown) - 1) > width
+
+    droppable = [i for i in shown[1:] if headers[i] not in VERDICT_HEADERS]
+    empty = [i for i in droppable if all(r[i] in EMPTY_CELLS for r in cells)]
+    for i in [*reversed(empty), *(i for i in reversed(droppable) if i not in empty)]:
+        if not too_wide():
+            break
+        shown.remove(i)
+    dropped = [headers[i] for i in range(len(headers)) if i not in shown]
+    return [headers[i] for i in shown], [[r[i] for i in shown] for r in cells], dropped
+
+
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None, wide: bool | None = None
+) -> None:
     """The rows under `headers` on `out` (default stdout): rich on a terminal, plain text elsewhere.
-    First column left-aligned, the others right-aligned, either way."""
+    First column left-aligned, the others right-aligned, either way. On a terminal the columns that do
+    not fit its width are left out and named below the table, unless `wide` (or `--wide`)."""
     from batch_assets.formatting import format_table
 
     out = sys.stdout if out is None else out
-    plain = format_table(list(headers), [list(r) for r in rows])
     con = console(out)
-    if not con.is_terminal:
-        out.write(plain + "\n")
+    if not con.is_terminal:  # scripts and files get every column, stable
+        out.write(format_table(list(headers), [list(r) for r in rows]) + "\n")
         return
+    wide = FULL_WIDTH.get() if wide is None else wide
+    dropped: list[str] = []
+    if not wide:
+        headers, rows, dropped = fit_columns(headers, rows, con.width)
+    plain = format_table(list(headers), [list(r) for r in rows])
     from rich import box
     from rich.table import Table
 
@@ -71,9 +115,12 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: Text
         table.add_column(str(h), justify="right" if i else "left", no_wrap=True)
     for r in rows:
         table.add_row(*(str(c) for c in r))
-    # Never squeeze or cut a cell: as wide as the table needs (the terminal wraps, as with plain text).
+    # Never squeeze or cut a cell: as wide as the table needs (with --wide the terminal wraps).
     needed = len(plain.splitlines()[0]) + 2 * len(headers) + 2
-    console(out, force_terminal=True, width=max(con.width, needed)).print(table)
+    wide_console = console(out, force_terminal=True, width=max(con.width, needed))
+    wide_console.print(table)
+    if dropped:
+        wide_console.print(f"{len(dropped)} more column(s) not shown: {', '.join(dropped)} (--wide shows them)")
 
 
 # --- progress bars ---------------------------------------------------------------------------------------

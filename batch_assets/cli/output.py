@@ -48,6 +48,11 @@ def add_format_option(parser) -> None:
         default="table",
         help="table (default, for people), json (one array of objects) or csv (header + rows)",
     )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="tables keep every column on a narrow terminal (by default the ones that do not fit are left out)",
+    )
 
 
 def render(
