@@ -113,6 +113,11 @@ def duplicated(file_sha: str, custom_id: str, rate: float) -> bool:
     return rate > 0 and unit_draw("duplicate", file_sha, custom_id) < rate
 
 
+def missing(file_sha: str, custom_id: str, rate: float) -> bool:
+    """Whether this item of a completed batch gets no result line at all (`missing_output_lines`)."""
+    return rate > 0 and unit_draw("missing", file_sha, custom_id) < rate
+
+
 def processing_order(count: int, file_sha: str, shuffle: bool) -> list[int]:
     """Input-line indexes in the order the batch processes (and writes) them."""
     order = list(range(count))

@@ -44,6 +44,11 @@ class EmulatorSettings:
     content_filter_rate: float = _knob(0.0, "fraction answered 200 with finish_reason content_filter")
     truncate_rate: float = _knob(0.0, "fraction answered 200 with finish_reason length and cut-off content")
     duplicate_output_lines: float = _knob(0.0, "fraction of output-file lines written a second time")
+    missing_output_lines: float = _knob(
+        0.0,
+        "OpenAI/DashScope: fraction of the requests of a completed batch that get no line in either results "
+        "file (counted as completed, as a real batch that lost a line reports it)",
+    )
     max_requests_per_batch: int = _knob(50_000, "more lines fail the batch with too_many_tasks")
     enqueued_token_limit: int | dict[str, int] | None = _knob(
         None,
@@ -94,6 +99,13 @@ class EmulatorSettings:
     gemini_strict_request_fields: bool = _knob(
         True, "Gemini: an unknown or misplaced field in a JSONL request file fails the batch (INVALID_ARGUMENT)"
     )
+    # --- DashScope ---
+    dashscope_item_error_codes: list[str] = _knob(
+        [],
+        "DashScope: item errors (item_error_rate) answer these Model Studio error codes in turn, e.g. "
+        '["InvalidParameter", "Arrearage"], each as an `error: {code, message}` line with no response; '
+        "empty: Throttling.RateQuota / InternalError / InvalidParameter for the 429 / 500 / 400 draws",
+    )
     # --- Anthropic ---
     anthropic_context_window_exceeded_rate: float = _knob(
         0.0, "Anthropic: fraction of succeeded results with stop_reason model_context_window_exceeded"
@@ -119,6 +131,7 @@ class EmulatorSettings:
         _check_token_limit(self.enqueued_token_limit)
         _check_rules(self.after_processing_faults)
         self._check_gemini_knobs()
+        self._check_dashscope_knobs()
         self._check_injected_faults()
 
     def _check_timing(self) -> None:
@@ -146,6 +159,11 @@ class EmulatorSettings:
         if not isinstance(models, list) or not all(isinstance(p, str) and p for p in models):
             raise ValueError("gemini_thinking_models must be a list of non-empty strings")
 
+    def _check_dashscope_knobs(self) -> None:
+        codes = self.dashscope_item_error_codes
+        if not isinstance(codes, list) or not all(isinstance(c, str) and c for c in codes):
+            raise ValueError("dashscope_item_error_codes must be a list of non-empty strings")
+
     def _check_injected_faults(self) -> None:
         if self.fail_next_requests < 0:
             raise ValueError("fail_next_requests must be >= 0")
@@ -165,6 +183,7 @@ _RATES = (
     "content_filter_rate",
     "truncate_rate",
     "duplicate_output_lines",
+    "missing_output_lines",
     "inline_responses_drop_keys_rate",
     "gemini_cached_token_fraction",
     "anthropic_context_window_exceeded_rate",
@@ -172,7 +191,9 @@ _RATES = (
     "anthropic_refusal_rate",
 )
 # Knobs holding JSON structures: their values are checked by `__post_init__`, not by type.
-STRUCTURED = frozenset({"enqueued_token_limit", "after_processing_faults", "gemini_thinking_models"})
+STRUCTURED = frozenset(
+    {"enqueued_token_limit", "after_processing_faults", "gemini_thinking_models", "dashscope_item_error_codes"}
+)
 
 
 def _positive_int(value: Any) -> bool:

@@ -528,6 +528,9 @@ def _result_lines(
     offsets = _line_offsets(source)
     order = faults.processing_order(len(record["outcomes"]), record["file_sha"], record["shuffle_output"])
     processed = target["processed"]
+    settings = record["settings"]
+    missing_rate = settings.get("missing_output_lines", 0.0) if target["state"] == clock.DONE else 0.0
+    failures = 0
     for position, index in enumerate(order):
         source.seek(offsets[index])
         request = json.loads(source.readline())
@@ -537,13 +540,22 @@ def _result_lines(
             code, message = _UNFINISHED[target["state"]]
             yield _line(line_id, custom_id, None, {"code": code, "message": message}), True
             continue
+        if faults.missing(record["file_sha"], custom_id, missing_rate):
+            continue  # the batch completed, and this request got no line in either file
         finished = int(timeline.running + (position + 1) * timeline.per_request)
-        result = respond(flavor, record["endpoint"], body, record["outcomes"][position], line_id, finished)
+        outcome = record["outcomes"][position]
+        result = respond(flavor, record["endpoint"], body, outcome, line_id, finished)
+        if result.status_code != 200:
+            message = str((result.body.get("error") or {}).get("message", ""))
+            own = flavor.item_error(outcome, message, failures, settings)
+            failures += 1
+            response = (
+                None if own else {"status_code": result.status_code, "request_id": request_id, "body": result.body}
+            )
+            yield _line(line_id, custom_id, response, own), True
+            continue
         response = {"status_code": result.status_code, "request_id": request_id, "body": result.body}
         line = _line(line_id, custom_id, response, None)
-        if result.status_code != 200:
-            yield line, True
-            continue
         usage["input"] += result.input_tokens
         usage["output"] += result.output_tokens
         if faults.duplicated(record["file_sha"], custom_id, record["duplicate_output_lines"]):

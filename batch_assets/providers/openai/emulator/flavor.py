@@ -9,6 +9,7 @@ few fields. Objects created under one prefix are invisible under another.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,6 +65,15 @@ class Flavor:
         self, endpoint: str, answers: list[Answer], prompt_tokens: int, model: str, seed_id: str, created: int
     ) -> dict[str, Any] | None:
         """This dialect's own chat completion body, or None for OpenAI's (`bodies`)."""
+        return None
+
+    def item_error(
+        self, outcome: str, message: str, ordinal: int, settings: Mapping[str, Any]
+    ) -> dict[str, str] | None:
+        """This dialect's own error for a failed request, written as the line's `error` with no
+        `response`; None for OpenAI's (an HTTP error response in the line). `outcome` is the injected
+        fault (`faults`), `message` OpenAI's text for it, `ordinal` how many failed lines came before
+        in the file, `settings` the batch's settings snapshot."""
         return None
 
 
