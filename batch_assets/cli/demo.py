@@ -14,6 +14,9 @@ DEMO_TASKS = ("ticket_triage", "ticket_summary", "kb_embeddings", "review_sentim
 
 def cmd_demo(args) -> int:
     context.reject_database_option(args, "demo")
+    from batch_assets.spec.settings import partition_start
+
+    partition_start()  # a bad $BATCH_ASSETS_PARTITION_START is named before anything is seeded or started
     from batch_assets.cli.console import print_table
     from batch_assets.demo.runner import run_demo
 

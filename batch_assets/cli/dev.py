@@ -57,6 +57,9 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, timeout_s: float) -
 
 def cmd_dev(args) -> int:
     reject_database_option(args, "dev")
+    from batch_assets.spec.settings import partition_start
+
+    partition_start()  # a bad $BATCH_ASSETS_PARTITION_START is named here, not in Dagster's load errors
     check_ports(args.ui_port, args.emulator_port)
     bin_dir = Path(sys.executable).parent
     dg = bin_dir / "dg"

@@ -58,6 +58,16 @@ def explain(exc: BaseException) -> tuple[str, int]:
     """(one line for stderr, exit code) for any exception a command raised."""
     if isinstance(exc, CliError):
         return str(exc), exc.exit_code
+    from batch_assets.pipeline.errors import SourceQueryError
+    from batch_assets.spec.errors import SettingError, TaskSpecError
+
+    # What the operator declared (a task file, an environment setting): the message names it and the fix.
+    if isinstance(exc, TaskSpecError):
+        return f"task file error: {first_paragraph(exc)}", EXIT_RUNTIME
+    if isinstance(exc, SettingError):
+        return f"setting error: {first_paragraph(exc)}", EXIT_RUNTIME
+    if isinstance(exc, SourceQueryError):
+        return f"task source query error: {first_paragraph(exc)}", EXIT_RUNTIME
     try:
         import duckdb
     except ImportError:  # pragma: no cover - duckdb is a dependency

@@ -1,9 +1,10 @@
 """The one daily partitioning every task shares (a partition = one day of source rows)."""
 
-import os
-
 import dagster as dg
 
-PARTITION_START = os.environ.get("BATCH_ASSETS_PARTITION_START", "2026-11-01")
+from batch_assets.spec.settings import partition_start
+
+# $BATCH_ASSETS_PARTITION_START, checked: a bad value names the variable, not a strptime format.
+PARTITION_START = partition_start()
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=PARTITION_START)

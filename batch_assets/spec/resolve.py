@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
+import pydantic
 import yaml
 
 from batch_assets.providers.limits import ProviderLimits
 from batch_assets.providers.registry import provider_limits
+from batch_assets.spec.errors import TaskSpecError
 from batch_assets.spec.model import TaskSpec
 from batch_assets.spec.output_schema import check_supported_schema, field_sql_type
 
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 COMPONENT_TYPE = "batch_assets.components.BatchTask"
 
-
-class TaskSpecError(ValueError):
-    """A task spec that cannot be used; the message names the file, the field and the fix."""
+__all__ = ["COMPONENT_TYPE", "ResolvedTask", "TaskSpecError", "load_all_tasks", "load_task_file", "resolve_task"]
 
 
 @dataclass(frozen=True)
@@ -201,17 +201,42 @@ def _output_schema(spec: TaskSpec, yaml_path: Path) -> dict:
     return schema
 
 
+def _yaml_error(yaml_path: Path, exc: yaml.YAMLError) -> TaskSpecError:
+    """A YAML syntax error as one line: the file, the line and column (1-based) and what is wrong there."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{yaml_path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(yaml_path)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context, started = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and started is not None and mark is not None and started.line != mark.line:
+        context += f" started at line {started.line + 1}"
+    detail = f"{problem} ({context})" if context else problem
+    return TaskSpecError(f"{where}: not valid YAML: {detail}. Fix: correct the YAML syntax at that line")
+
+
+def _validation_error(yaml_path: Path, exc: pydantic.ValidationError) -> TaskSpecError:
+    """The spec model's errors, one per field, on one line (each names its field and what is wrong)."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err.get("loc", ())) or "attributes"
+        problems.append(f"field '{field}': {err.get('msg', 'invalid')}")
+    return TaskSpecError(f"{yaml_path}: invalid task spec: {'; '.join(problems)}")
+
+
 def load_task_file(yaml_path: Path) -> ResolvedTask:
-    """Load one task's defs.yaml outside Dagster (CLI, demo, benchmark)."""
-    doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
-    if doc.get("type") != COMPONENT_TYPE:
+    """Load one task's defs.yaml outside Dagster (CLI, demo, benchmark). Every problem is a
+    TaskSpecError naming the file (and the line of a YAML syntax error)."""
+    try:
+        doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise _yaml_error(yaml_path, exc) from exc
+    if not isinstance(doc, dict) or doc.get("type") != COMPONENT_TYPE:
         raise TaskSpecError(
             f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: set `type: {COMPONENT_TYPE}`"
         )
     try:
         spec = TaskSpec.model_validate(doc.get("attributes") or {})
-    except Exception as exc:  # pydantic.ValidationError: keep its per-field lines
-        raise TaskSpecError(f"{yaml_path}: invalid task spec:\n{exc}") from exc
+    except pydantic.ValidationError as exc:
+        raise _validation_error(yaml_path, exc) from exc
     return resolve_task(spec, yaml_path)
 
 
