@@ -156,8 +156,8 @@ def test_the_word_bench_as_a_flag_value_does_not_start_the_benchmark(
 ):
     # `--task bench` is the jobs command's own filter (no task of that name here).
     code, out, err = run(capsys, "--database", finished_db, "jobs", "--task", "bench")
-    assert code == 0 and out.splitlines()[0].startswith("job_key")  # an (empty) job listing
-    assert "no batch task matches 'bench'" in err and "Traceback" not in err
+    assert code == 1 and out == ""  # no task of that name: an error listing the known tasks
+    assert "no batch task matches 'bench'" in err and TASK_ID in err and "Traceback" not in err
     # A warehouse file named `bench`: jobs lists its jobs.
     monkeypatch.chdir(tmp_path)
     shutil.copy(finished_db, tmp_path / "bench")
@@ -400,8 +400,8 @@ def test_a_warehouse_without_ledger_tables(capsys, tmp_path):
 
 def test_unknown_tasks(capsys, finished_db):
     code, out, err = run(capsys, "--database", finished_db, "report", "--task", "nosuch", "--format", "json")
-    assert (code, out.strip()) == (0, "[]")
-    assert "no batch task matches 'nosuch'" in err and "batch-assets report" in err
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, "no batch task matches 'nosuch'", f"known tasks: ticket_triage ({TASK_ID})")
     code, _, err = run(capsys, "--database", finished_db, "export", "ticket_triage", "--out", "x.csv")
     assert code == 1
     assert_one_line_error(err, "no batch task 'ticket_triage'", TASK_ID)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,19 +77,33 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
 def match_task_ids(task_ids: list[str], pattern: str | None) -> list[str]:
     """The task_ids `--task PATTERN` selects: all without a pattern; else the task_id itself, or the
     partitions of the task named PATTERN (`<name>_YYYYMMDD`), or failing those every task_id starting
-    with PATTERN. An unknown pattern is an error."""
+    with PATTERN. A pattern that selects nothing is an error listing the known tasks."""
     if pattern is None:
         return task_ids
     exact = [t for t in task_ids if t == pattern or re.fullmatch(re.escape(pattern) + r"_\d{8}", t)]
     found = exact or [t for t in task_ids if t.startswith(pattern)]
     if not found:
-        # An empty listing, not an error: `--format json` stays `[]` for scripts; people get a note.
-        print(
-            f"note: no batch task matches {pattern!r} (a task name or a task_id prefix; "
-            "list them with `batch-assets report`)",
-            file=sys.stderr,
+        raise CliError(
+            f"no batch task matches {pattern!r} (a task name, a task_id or a task_id prefix); {known_tasks(task_ids)}"
         )
     return found
+
+
+def known_tasks(task_ids: list[str]) -> str:
+    """The warehouse's tasks for an error message: each name with its partitions (first … last)."""
+    if not task_ids:
+        return "the warehouse holds no batch task yet (run `batch-assets demo`, or materialize a task in `dev`)"
+    by_name: dict[str, list[str]] = {}
+    for task_id in sorted(task_ids):
+        m = re.fullmatch(r"(.+)_\d{8}", task_id)
+        by_name.setdefault(m.group(1) if m else task_id, []).append(task_id)
+
+    def partitions(ids: list[str]) -> str:
+        if len(ids) <= 2:
+            return ", ".join(ids)
+        return f"{len(ids)} partitions: {ids[0]} … {ids[-1]}"
+
+    return "known tasks: " + "; ".join(f"{name} ({partitions(ids)})" for name, ids in by_name.items())
 
 
 def known_task_ids(conn: duckdb.DuckDBPyConnection) -> list[str]:
