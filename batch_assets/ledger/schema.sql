@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0012 (schema version 12).
+-- From batch_assets/ledger/migrations/0001..0013 (schema version 13).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -108,6 +108,21 @@ CREATE TABLE ledger.operator_action (
     acted_at   TIMESTAMP  NOT NULL
 );
 
+CREATE TABLE ledger.parse_generation (
+    task_id                VARCHAR    NOT NULL,
+    generation             INTEGER    NOT NULL,
+    classes                VARCHAR    NOT NULL,
+    output_schema_version  VARCHAR    NOT NULL,
+    output_schema_hash     VARCHAR,
+    candidates             BIGINT     NOT NULL,
+    changed                BIGINT     NOT NULL,
+    now_usable             BIGINT     NOT NULL,
+    still_failed           BIGINT     NOT NULL,
+    who                    VARCHAR,
+    created_at             TIMESTAMP  NOT NULL,
+    PRIMARY KEY (task_id, generation)
+);
+
 CREATE TABLE ledger.parsed_result (
     custom_id              VARCHAR    NOT NULL,
     attempt                INTEGER    NOT NULL,
@@ -130,7 +145,21 @@ CREATE TABLE ledger.parsed_result (
     thinking_tokens        BIGINT,
     cached_input_tokens    BIGINT,
     item_no                BIGINT,
+    parse_generation       INTEGER    DEFAULT 0,
     PRIMARY KEY (custom_id, attempt)
+);
+
+CREATE TABLE ledger.parsed_result_superseded (
+    custom_id         VARCHAR    NOT NULL,
+    attempt           INTEGER    NOT NULL,
+    task_id           VARCHAR    NOT NULL,
+    item_no           BIGINT,
+    parse_generation  INTEGER    NOT NULL,
+    superseded_by     INTEGER    NOT NULL,
+    parsed_row        JSON       NOT NULL,
+    retry_decision    JSON,
+    superseded_at     TIMESTAMP  NOT NULL,
+    PRIMARY KEY (custom_id, attempt, parse_generation)
 );
 
 CREATE TABLE ledger.pii_mapping (
