@@ -26,7 +26,13 @@ INJECTED_BAD_REQUEST = "b"  # HTTP 400 from fault injection
 INVALID_REQUEST = "v"  # HTTP 400 because the request body itself is wrong
 CONTENT_FILTERED = "f"  # 200, finish_reason content_filter
 TRUNCATED = "t"  # 200, finish_reason length
-FAILURES = frozenset({RATE_LIMITED, SERVER_ERROR, INJECTED_BAD_REQUEST, INVALID_REQUEST})
+# Provider-specific failures, drawn by each provider's own knobs (not by `FaultPlan.outcome`).
+FLAGGED_PROMPT = "i"  # OpenAI: HTTP 400 invalid_prompt, the prompt flagged by its usage policy
+PROVIDER_CANCELLED = "k"  # Gemini: the provider canceled this one request (rpc code 1 CANCELLED)
+TIMED_OUT = "o"  # Anthropic: an errored result of type timeout_error
+FAILURES = frozenset(
+    {RATE_LIMITED, SERVER_ERROR, INJECTED_BAD_REQUEST, INVALID_REQUEST, FLAGGED_PROMPT, PROVIDER_CANCELLED, TIMED_OUT}
+)
 _HTTP_ROTATION = (RATE_LIMITED, SERVER_ERROR, INJECTED_BAD_REQUEST)
 
 

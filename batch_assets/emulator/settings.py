@@ -72,6 +72,12 @@ class EmulatorSettings:
         "worker, while API calls answer at once; a smaller one within its create (and cancel) call, which "
         "takes milliseconds (0: every batch in the background)",
     )
+    # --- OpenAI ---
+    openai_invalid_prompt_rate: float = _knob(
+        0.0,
+        "OpenAI: fraction of requests answered 400 invalid_prompt (the prompt flagged as potentially violating "
+        "the usage policy)",
+    )
     # --- Gemini ---
     succeeded_before_results_s: float = _knob(
         0.0,
@@ -184,6 +190,7 @@ _RATES = (
     "truncate_rate",
     "duplicate_output_lines",
     "missing_output_lines",
+    "openai_invalid_prompt_rate",
     "inline_responses_drop_keys_rate",
     "gemini_cached_token_fraction",
     "anthropic_context_window_exceeded_rate",

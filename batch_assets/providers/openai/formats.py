@@ -23,7 +23,10 @@ OPENAI_RESULT_COLUMNS = {
 
 # Error codes OpenAI reports (per line, or for a whole batch) that mean "capacity or quota".
 CAPACITY_CODES = ("rate_limit_exceeded", "insufficient_quota", "token_limit_exceeded")
-CONTENT_POLICY_CODES = ("content_policy_violation", "content_filter")
+# `invalid_prompt` is a 400 with type invalid_request_error, yet a policy verdict, not a malformed
+# request: "Invalid prompt: your prompt was flagged as potentially violating our usage policy"
+# (openai/codex#7250). Held for compliance review like any refusal, never resent unchanged.
+CONTENT_POLICY_CODES = ("content_policy_violation", "content_filter", "invalid_prompt")
 
 
 class OpenAIFormat(WireFormat):

@@ -30,7 +30,7 @@ from batch_assets.providers.openai.emulator.files import (
     page,
 )
 from batch_assets.providers.openai.emulator.flavor import Flavor
-from batch_assets.providers.openai.emulator.requests import output_format, prompt_of, request_error
+from batch_assets.providers.openai.emulator.requests import EMBEDDINGS, output_format, prompt_of, request_error
 from batch_assets.providers.openai.emulator.validation import ParsedInput, batch_error, parse_input
 
 KIND = "openai_batches"
@@ -186,6 +186,8 @@ class BatchService:
             plan, occurrences = faults.plan_for(self.store, flavor.name, file_sha, settings, custom_ids)
             for position, custom_id in enumerate(custom_ids):
                 injected = plan.outcome(custom_id)  # drawn for every request: the rotation stays in input order
+                if injected == faults.OK:
+                    injected = _openai_outcome(flavor, endpoint, plan, custom_id, settings)
                 outcomes.append(faults.INVALID_REQUEST if invalid[position] else injected)
         order = faults.processing_order(len(outcomes), file_sha, settings.shuffle_output)
         in_order = "".join(outcomes[i] for i in order)
@@ -434,6 +436,19 @@ class BatchService:
             batch["usage"] = record["usage"] or _usage(0, 0)
         batch["metadata"] = record["metadata"]
         return batch
+
+
+def _openai_outcome(
+    flavor: Flavor, endpoint: str, plan: faults.FaultPlan, custom_id: str, settings: EmulatorSettings
+) -> str:
+    """A request's OpenAI-only outcome, if the `openai_*` knobs draw one (never for another flavor,
+    whose dialect has its own codes, nor for embeddings, which no usage policy screens)."""
+    if flavor.name != "openai" or endpoint == EMBEDDINGS:
+        return faults.OK
+    rate = settings.openai_invalid_prompt_rate
+    if rate > 0 and plan.draw("openai_invalid_prompt", custom_id) < rate:
+        return faults.FLAGGED_PROMPT
+    return faults.OK
 
 
 def _counts(record: Record, phase: Phase, state: str) -> dict[str, int]:

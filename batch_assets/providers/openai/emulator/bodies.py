@@ -28,6 +28,10 @@ from batch_assets.providers.openai.emulator.requests import (
 )
 
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
+INVALID_PROMPT_MESSAGE = (
+    "Invalid prompt: your prompt was flagged as potentially violating our usage policy. Please try again with a "
+    "different prompt: https://platform.openai.com/docs/guides/reasoning#advice-on-prompting"
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,10 @@ def _error_result(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: 
     elif outcome == faults.SERVER_ERROR:
         message = "The server had an error while processing your request. Sorry about that!"
         error = ApiError(500, message, kind="server_error")
+    elif outcome == faults.FLAGGED_PROMPT:
+        # The reasoning models' usage-policy screen, as users quote it (openai/codex#7250) with the
+        # code and type of its error body (invalid_request_error, invalid_prompt).
+        error = ApiError(400, INVALID_PROMPT_MESSAGE, code="invalid_prompt")
     elif outcome == faults.INVALID_REQUEST:
         found = request_error(
             endpoint, body, flavor.max_embedding_dimensions, flavor.reasons(str(body.get("model", "")))
