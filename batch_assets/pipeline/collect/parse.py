@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import duckdb
+
 from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
@@ -57,49 +59,54 @@ def _answer_checks(task: ResolvedTask) -> tuple[str, str]:
     )
 
 
-def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
-    task_id = task.task_id(partition_date)
+def create_answer_views(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, pick: str) -> None:
+    """Temp views over the partition's ok result lines that `pick` (a condition on ledger.raw_result
+    `r`) selects: `_ans_all` (each line's answer as the wire format reads it, with its item's output
+    version), `_ans` (those of the task's output version now) and `_checked` (each answer checked
+    against the output schema). The first parse and a re-parse (reparse.py) read lines through them
+    alike. Dropped by drop_answer_views."""
     tid = sql_literal(task_id)
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     answer_sql, violation = _answer_checks(task)
     version = sql_literal(task.spec.output.version)
     fields = (task.spec.output.kind == "json" and schema_fields_sql(task.output_schema, "answer")) or "NULL"
-    with wh.connect() as conn:
-        # Each result is parsed under its item's output version recorded at freeze, and only when
-        # that is the task's version now (its schema is the one checked here). When every item of
-        # the partition was frozen under one version (the usual case) that version is a constant:
-        # the results are not joined with the manifest (a hash join over every custom_id).
-        versions = conn.execute(
-            "SELECT DISTINCT output_schema_version FROM ledger.manifest_item WHERE task_id = ?", [task_id]
-        ).fetchall()
-        if len(versions) <= 1:
-            item_version, manifest_join = sql_literal(versions[0][0] if versions else task.spec.output.version), ""
-        else:
-            item_version = f"coalesce(m.output_schema_version, {version})"
-            manifest_join = "LEFT JOIN ledger.manifest_item m USING (custom_id)"
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP VIEW _ans_all AS
-            SELECT r.custom_id, r.item_no, r.attempt, r.job_key, r.status_code, r.provider_request_id,
-                   {item_version} AS output_schema_version, {fmt.answer_sql("r")}
-            FROM ledger.raw_result r {manifest_join}
-            WHERE r.task_id = {tid} AND r.status = 'ok'
-              AND NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
-                              WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)
-        """)
-        conn.execute(
-            f"CREATE OR REPLACE TEMP VIEW _ans AS SELECT * FROM _ans_all WHERE output_schema_version = {version}"
-        )
-        conn.execute(f"""
-            CREATE OR REPLACE TEMP VIEW _checked AS
-            SELECT * EXCLUDE (answer_fields), CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
-            FROM (SELECT *, {fields} AS answer_fields  -- the answer parsed once: its fields as a list
-                  FROM (SELECT *, {answer_sql} AS answer FROM _ans))
-        """)
-        with transaction(conn):
-            parsed = insert_parsed_results(
-                conn,
-                task_id,
-                f"""
+    # Each result is parsed under its item's output version recorded at freeze, and only when
+    # that is the task's version now (its schema is the one checked here). When every item of
+    # the partition was frozen under one version (the usual case) that version is a constant:
+    # the results are not joined with the manifest (a hash join over every custom_id).
+    versions = conn.execute(
+        "SELECT DISTINCT output_schema_version FROM ledger.manifest_item WHERE task_id = ?", [task_id]
+    ).fetchall()
+    if len(versions) <= 1:
+        item_version, manifest_join = sql_literal(versions[0][0] if versions else task.spec.output.version), ""
+    else:
+        item_version = f"coalesce(m.output_schema_version, {version})"
+        manifest_join = "LEFT JOIN ledger.manifest_item m USING (custom_id)"
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP VIEW _ans_all AS
+        SELECT r.custom_id, r.item_no, r.attempt, r.job_key, r.status_code, r.provider_request_id,
+               {item_version} AS output_schema_version, {fmt.answer_sql("r")}
+        FROM ledger.raw_result r {manifest_join}
+        WHERE r.task_id = {tid} AND r.status = 'ok' AND ({pick})
+    """)
+    conn.execute(f"CREATE OR REPLACE TEMP VIEW _ans AS SELECT * FROM _ans_all WHERE output_schema_version = {version}")
+    conn.execute(f"""
+        CREATE OR REPLACE TEMP VIEW _checked AS
+        SELECT * EXCLUDE (answer_fields), CASE WHEN answer IS NOT NULL THEN {violation} END AS violation
+        FROM (SELECT *, {fields} AS answer_fields  -- the answer parsed once: its fields as a list
+              FROM (SELECT *, {answer_sql} AS answer FROM _ans))
+    """)
+
+
+def drop_answer_views(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute("DROP VIEW _checked; DROP VIEW _ans; DROP VIEW _ans_all;")
+
+
+def line_outcomes_sql(task: ResolvedTask) -> str:
+    """One outcome per line of `_checked` (create_answer_views): the columns of ledger.parsed_result
+    a parse writes (PARSED_RESULT_COLUMNS, output_schema_version); priced by line_cost_sql."""
+    fmt = wire_format(task.spec.provider, task.spec.endpoint)
+    return f"""
                 SELECT custom_id, item_no, attempt, job_key, ok AS provider_succeeded,
                        CASE WHEN NOT ok THEN {fmt.failure_class_sql}
                             WHEN finish_reason = 'content_filter' OR refusal IS NOT NULL THEN 'content_policy_error'
@@ -123,16 +130,42 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                        finish_reason, input_tokens, output_tokens, provider_request_id,
                        thinking_tokens, cached_input_tokens, output_schema_version
                 FROM (SELECT *, coalesce(status_code BETWEEN 200 AND 299, false) AS ok FROM _checked)
-            """,
+            """
+
+
+def line_cost_sql(task: ResolvedTask, rows: str = "_rows") -> str:
+    """SQL of a line outcome's cost from the provider's usage on relation `rows` (NULL when unknown)."""
+    return cost_sql_or_null(
+        task.spec.provider,
+        task.spec.model,
+        f"{rows}.input_tokens",
+        f"{rows}.output_tokens",
+        f"{rows}.cached_input_tokens",
+    )
+
+
+def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
+    task_id = task.task_id(partition_date)
+    tid = sql_literal(task_id)
+    fmt = wire_format(task.spec.provider, task.spec.endpoint)
+    version = sql_literal(task.spec.output.version)
+    with wh.connect() as conn:
+        # The lines without an outcome for their attempt yet.
+        create_answer_views(
+            conn,
+            task,
+            task_id,
+            f"""NOT EXISTS (SELECT 1 FROM ledger.parsed_result p
+                            WHERE p.task_id = {tid} AND p.custom_id = r.custom_id AND p.attempt = r.attempt)""",
+        )
+        with transaction(conn):
+            parsed = insert_parsed_results(
+                conn,
+                task_id,
+                line_outcomes_sql(task),
                 output_schema_version=None,
                 from_line=True,
-                cost_sql=cost_sql_or_null(
-                    task.spec.provider,
-                    task.spec.model,
-                    "_rows.input_tokens",
-                    "_rows.output_tokens",
-                    "_rows.cached_input_tokens",
-                ),
+                cost_sql=line_cost_sql(task),
             )
             # Items of batches that ended without a line of their own take the batch's outcome: its
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
@@ -199,5 +232,5 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
         """).fetchall()
         )
         refused = conn.execute(f"SELECT count(*) FROM _ans_all WHERE output_schema_version <> {version}").fetchone()[0]
-        conn.execute("DROP VIEW _checked; DROP VIEW _ans; DROP VIEW _ans_all;")
+        drop_answer_views(conn)
     return ParseSummary(task_id, parsed, synthesized, by_class, refused)
