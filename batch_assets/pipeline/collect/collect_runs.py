@@ -1,9 +1,9 @@
 """Which task partitions still need a collect run, read from the ledger's state.
 
 A terminal provider job is collected once its results are downloaded, every downloaded file is
-ingested, every ok result line has a parsed outcome for its attempt, (a failed batch's lines
-without any line have their outcome from the batch's end state), and every usable outcome has an
-applied_result. A job short of any of these is *pending*, with the first missing step as its
+ingested, every ok result line has a parsed outcome for its attempt, (a batch's items without any
+line have their outcome from the batch's end state: missing_result when it completed), and every
+usable outcome has an applied_result. A job short of any of these is *pending*, with the first missing step as its
 reason. The provider status sensor asks for one collect run per partition with pending jobs on
 every tick, so a collect run that failed (or never ran) is asked for again.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.jobs import count_collect_attempts, mark_collected, set_collect_error
-from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState, terminal_sql
+from batch_assets.ledger.states import JobState, terminal_sql
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import rows_of_partitions
 
@@ -77,7 +77,6 @@ def _reasons_sql(jobs: str, task_ids: list[str]) -> str:
             FROM {jobs} j JOIN {lines} sl ON sl.task_id = j.task_id AND sl.shard_id = j.shard_id
             ANTI JOIN parsed p ON p.task_id = sl.task_id AND p.custom_id = sl.custom_id AND p.attempt = sl.attempt
             ANTI JOIN ok_lines r ON r.task_id = sl.task_id AND r.custom_id = sl.custom_id AND r.attempt = sl.attempt
-            WHERE j.state IN {FAILED_TERMINAL_STATES_SQL}
         ),
         not_applied AS (
             SELECT DISTINCT p.job_key

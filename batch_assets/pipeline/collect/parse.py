@@ -3,7 +3,9 @@
 One parsed_result per item that got an outcome: provider success with a schema-valid answer,
 provider success whose answer is unusable (parse_error / content_policy_error), or a provider
 failure by class. Items of jobs that ended FAILED / EXPIRED / CANCELLED without a line of their
-own get the job's outcome, so nothing stays silently unaccounted.
+own get the job's outcome, and items of a COMPLETED job that returned no line for them (once its
+files are all read) are `missing_result` failures, retried like any other: nothing stays silently
+unaccounted.
 """
 
 from __future__ import annotations
@@ -168,25 +170,38 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                 cost_sql=line_cost_sql(task),
             )
             # Items of batches that ended without a line of their own take the batch's outcome: its
-            # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity).
-            # The lines of such batches are collected first; only their own outcomes are then looked
-            # up (an anti-join against the partition's whole result set would hash every result row:
-            # out of memory at 10M items), and with no such batch nothing more is read.
+            # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity); in
+            # a COMPLETED batch such an item is a missing_result. The lines of such batches are
+            # collected first; only their own outcomes are then looked up (an anti-join against the
+            # partition's whole result set would hash every result row: out of memory at 10M items),
+            # and with no such batch nothing more is read. A COMPLETED batch is one of them only when
+            # it has fewer ok lines than it was sent (counted per job, no join by custom_id).
             conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _failed_lines AS
+                WITH short_completed AS (
+                    SELECT j.job_key FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+                    LEFT JOIN (SELECT job_key, count(*) AS ok_lines FROM ledger.raw_result
+                               WHERE task_id = {tid} AND status = 'ok' GROUP BY job_key) r USING (job_key)
+                    WHERE j.task_id = {tid} AND j.state = '{JobState.COMPLETED}' AND j.collected_at IS NULL
+                      AND j.downloaded_at IS NOT NULL AND coalesce(r.ok_lines, 0) < s.line_count
+                )
                 SELECT sl.custom_id, sl.item_no, sl.attempt, j.job_key, j.state, m.output_schema_version,
                        CASE j.state
                             WHEN '{JobState.FAILED}'
                                  THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
                             WHEN '{JobState.EXPIRED}' THEN 'batch_expired'
+                            WHEN '{JobState.COMPLETED}' THEN 'missing_result'
                             ELSE 'batch_cancelled' END AS error_code,
                        CASE j.state
                             WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
                                  || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
+                            WHEN '{JobState.COMPLETED}'
+                                 THEN 'the batch completed without a result line for this request'
                             ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                 FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
                 JOIN ledger.manifest_item m ON m.task_id = {tid} AND m.custom_id = sl.custom_id
-                WHERE j.task_id = {tid} AND j.state IN {FAILED_TERMINAL_STATES_SQL} AND j.downloaded_at IS NOT NULL
+                WHERE j.task_id = {tid} AND j.downloaded_at IS NOT NULL
+                  AND (j.state IN {FAILED_TERMINAL_STATES_SQL} OR j.job_key IN (SELECT job_key FROM short_completed))
                   AND m.output_schema_version = {version}
                   AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
             """)
@@ -209,6 +224,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                     SELECT custom_id, item_no, attempt, job_key, false AS provider_succeeded,
                            CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired'
                                 WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
+                                WHEN state = '{JobState.COMPLETED}' THEN 'missing_result'
                                 WHEN error_code IN ({capacity_codes}) THEN 'rate_or_capacity_error'
                                 WHEN error_code IN ({internal_codes}) THEN 'internal_error'
                                 ELSE 'validation_error' END AS error_class,
