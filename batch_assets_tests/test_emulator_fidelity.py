@@ -571,7 +571,7 @@ def _gemini_classes(tmp_path: Path, errors: list[dict[str, Any]]) -> list[tuple[
 
 def test_gemini_format_classifies_every_grpc_code_and_keeps_http_codes_and_names(tmp_path: Path) -> None:
     expected = {
-        1: "canceled",
+        1: "provider_canceled",  # a line of a SUCCEEDED batch: the provider canceled that request (issue 43)
         2: "internal_error",
         3: "validation_error",
         4: "internal_error",

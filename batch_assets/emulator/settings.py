@@ -93,6 +93,11 @@ class EmulatorSettings:
     inline_responses_drop_keys_rate: float = _knob(
         0.0, "Gemini: fraction of inlined responses whose metadata lacks `key`"
     )
+    gemini_item_cancelled_rate: float = _knob(
+        0.0,
+        "Gemini: fraction of the requests of a succeeding batch answered with the per-request error "
+        "{code: 1, CANCELLED} (the service canceled that one request on its own)",
+    )
     gemini_item_error_status_names: bool = _knob(
         False, "Gemini: item errors also carry the `status` name next to the gRPC `code`"
     )
@@ -192,6 +197,7 @@ _RATES = (
     "missing_output_lines",
     "openai_invalid_prompt_rate",
     "inline_responses_drop_keys_rate",
+    "gemini_item_cancelled_rate",
     "gemini_cached_token_fraction",
     "anthropic_context_window_exceeded_rate",
     "anthropic_pause_turn_rate",

@@ -6,9 +6,14 @@ generateContent answers are `candidates[0].content.parts[].text`; batch embeddin
 A failed item's `error` is a `google.rpc.Status` `{code, message}` whose `code` is a gRPC code
 (3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, ...), not an HTTP status: the envelope gives it the
 HTTP status Google maps that code to (google/rpc/code.proto) and the code's name as error_code, so
-the shared classification applies (8 -> 429 -> capacity; 1 CANCELLED -> canceled; 3, 5, 7, 9,
-16 -> 4xx -> validation; 2, 4, 13, 14 -> 5xx -> internal). An HTTP-style code (100-599) or a
-`status` name, where a line carries one, is read as such.
+the shared classification applies (8 -> 429 -> capacity; 3, 5, 7, 9, 16 -> 4xx -> validation; 2, 4,
+13, 14 -> 5xx -> internal). An HTTP-style code (100-599) or a `status` name, where a line carries
+one, is read as such.
+
+1 CANCELLED on a line is the service's own cancel of that one request: a cancelled batch has no
+results at all ("no results can be retrieved", Google's Batch API docs), so its items come without
+lines and take the batch's outcome (an operator's or this system's cancel). A CANCELLED line sits in
+a SUCCEEDED batch (seen in real traffic, issue 43): `provider_canceled`, retried, never final.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ BLOCKED_FINISH = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SP
 # google.rpc status names that mean "capacity or quota", and content blocks.
 CAPACITY_CODES = ("RESOURCE_EXHAUSTED",)
 CONTENT_POLICY_CODES = ("SAFETY", "PROHIBITED_CONTENT")
-CANCELLED_CODES = ("CANCELLED",)
+# rpc names of a request the provider itself canceled (see the module docstring).
+PROVIDER_CANCELLED_CODES = ("CANCELLED",)
 
 # gRPC code -> (its name, the HTTP status Google maps it to), from google/rpc/code.proto.
 GRPC_CODES: dict[int, tuple[str, int]] = {
@@ -84,8 +90,13 @@ class GeminiFormat(WireFormat):
     result_columns = {"key": "VARCHAR", "response": "JSON", "error": "JSON"}
     capacity_codes = CAPACITY_CODES
     content_policy_codes = CONTENT_POLICY_CODES
-    cancelled_codes = CANCELLED_CODES
     internal_codes = INTERNAL_CODES
+
+    @property
+    def failure_class_sql(self) -> str:
+        """The shared classification, but a CANCELLED line is the provider's own cancel."""
+        cancelled = ", ".join(map(sql_literal, PROVIDER_CANCELLED_CODES))
+        return f"(CASE WHEN error_code IN ({cancelled}) THEN 'provider_canceled' ELSE {super().failure_class_sql} END)"
 
     def envelope_sql(self, line: str) -> str:
         error = f"(CASE WHEN json_type({line}.error) = 'OBJECT' THEN {line}.error END)"

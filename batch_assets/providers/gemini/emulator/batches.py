@@ -266,6 +266,8 @@ class GeminiBatchService:
             plan, occurrences = faults.plan_for(self.store, "gemini", input_sha, settings, keys)
             for index, key in enumerate(keys):
                 injected = plan.outcome(key)  # drawn for every request: the rotation stays in input order
+                if injected == faults.OK:
+                    injected = _gemini_outcome(plan, key, settings)
                 outcomes.append(faults.INVALID_REQUEST if invalid[index] else injected)
         with self.store.locked():
             record = self.store.get(KIND, batch_id)
@@ -616,6 +618,14 @@ def _sha256(store: Store, blob: str) -> str:
         while chunk := source.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _gemini_outcome(plan: faults.FaultPlan, key: str, settings: EmulatorSettings) -> str:
+    """A request's Gemini-only outcome, if the `gemini_*_rate` knobs draw one."""
+    rate = settings.gemini_item_cancelled_rate
+    if rate > 0 and plan.draw("gemini_item_cancelled", key) < rate:
+        return faults.PROVIDER_CANCELLED
+    return faults.OK
 
 
 def _succeeds(record: Record) -> bool:

@@ -101,6 +101,10 @@ def _item_error(kind: str, request: dict[str, Any], outcome: str, seed_id: str) 
         found = request_error(kind, request)
         assert found is not None, "outcome INVALID_REQUEST is only given to requests request_error rejects"
         return found
+    if outcome == faults.PROVIDER_CANCELLED:
+        # One request of a SUCCEEDED batch canceled by the service itself (issue 43: seen in real
+        # traffic): rpc code 1 with the front end's text for it (google-gemini/gemini-cli#20309).
+        return google_error(499, "The operation was cancelled.", "CANCELLED")
     status, message = _INJECTED_ERRORS[outcome]
     # [GUESS] server-side item failures split between INTERNAL and UNAVAILABLE by a stable draw,
     # as the Anthropic emulator splits api_error/overloaded_error.
