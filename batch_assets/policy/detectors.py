@@ -16,6 +16,9 @@ candidate always spans the WHOLE run of digits it sits in (leftmost-first matchi
 run's first digit and the greedy tail takes the rest), and the validator rejects a run of the
 wrong length. That is how a card number inside a longer digit run is not reported, while digits
 right next to Chinese characters (`电话13812345678谢谢`) are: a CJK character is simply not a digit.
+The card candidate goes one step further: it spans the whole run of digit GROUPS (numbers joined by
+one space or dash) around a card shape, and its validator tries every window of whole groups, so a
+grouped card is found whatever number stands before or after it (`Invoice 2024 4556 7375 …`).
 Full-width digits (`１３８…`) are not detected.
 """
 
@@ -182,25 +185,58 @@ def _plausibly_written(match: phonenumbers.PhoneNumberMatch, region: str) -> boo
 
 # --- payment cards ----------------------------------------------------------------------------
 
-# Contiguous 13-19 digits, 4-4-4-4(-1..4) / 4-4-4-1..4 groups, or the Amex/Diners 4-6-4/5 shape,
-# with spaces or dashes. `[0-9]*` on both ends: the candidate is the whole digit run.
-CARD_PATTERN = (
+# One card's shape: contiguous 13-19 digits, 4-4-4-4(-1..4) / 4-4-4-1..4 groups, or the Amex/Diners
+# 4-6-4/5 shape, with spaces or dashes, glued to the digits on either side (`[0-9]*`).
+_CARD_SHAPE = (
     r"[0-9]*(?:[0-9]{4}(?:[ \-][0-9]{4}){2,3}(?:[ \-][0-9]{1,4})?"
     r"|[0-9]{4}[ \-][0-9]{6}[ \-][0-9]{4,5}"
     r"|[0-9]{13,19})[0-9]*"
 )
+# The candidate is the whole run of digit groups (separated by one space or dash) that holds a card
+# shape: the numbers written before and after it come along (`Call 13912345678 4556 7375 8689 9855`,
+# `Invoice 2024 4556 …`), and `confirm_card` tries the shape at every group boundary inside the run.
+# A card shape that starts in the middle of a digit run is never tried on its own, so a contiguous
+# run of more than 19 digits is still not a card.
+CARD_PATTERN = rf"(?:[0-9]+[ \-])*{_CARD_SHAPE}(?:[ \-][0-9]+)*"
+_CARD_SHAPE_RE = re.compile(_CARD_SHAPE, re.ASCII)
+_DIGIT_RUN = re.compile(r"[0-9]+", re.ASCII)
+
+
+def _card_number(text: str) -> bool:
+    """13-19 digits (once the separators are gone), Luhn-valid, first digit 2-6 (the card networks'
+    major industry identifiers: Mastercard 2/5, Amex/JCB/Diners 3, Visa 4, Discover/UnionPay 6).
+    The MII check drops the Luhn-valid-by-chance order numbers and time stamps that start with 1, 7,
+    8, 9 or 0."""
+    digits = text.replace(" ", "").replace("-", "")
+    if not (13 <= len(digits) <= 19) or not digits.isascii() or not digits.isdigit():
+        return False
+    return digits[0] in "23456" and luhn.is_valid(digits)
 
 
 def confirm_card(candidate: str) -> Confirmed:
-    """13–19 digits, Luhn-valid, first digit 2–6 (the card networks' major industry identifiers:
-    Mastercard 2/5, Amex/JCB/Diners 3, Visa 4, Discover/UnionPay 6). The MII check drops the
-    Luhn-valid-by-chance order numbers and time stamps that start with 1, 7, 8, 9 or 0."""
-    digits = candidate.replace(" ", "").replace("-", "")
-    if not (13 <= len(digits) <= 19) or not digits.isascii() or not digits.isdigit():
-        return []
-    if digits[0] not in "23456" or not luhn.is_valid(digits):
-        return []
-    return [(0, candidate)]
+    """The card numbers inside a run of digit groups.
+
+    Every window of whole groups (it starts and ends at group boundaries) that has a card's shape
+    and 13-19 digits is checked with `_card_number`; windows that overlap are merged into one value,
+    so every digit of a card is masked even when a neighbouring group also forms a valid number
+    with part of it. A lone run of more than 19 digits holds no window, hence no card."""
+    runs = [(m.start(), m.end()) for m in _DIGIT_RUN.finditer(candidate)]
+    spans: list[tuple[int, int]] = []
+    for i, (start, _) in enumerate(runs):
+        for _, end in runs[i:]:
+            window = candidate[start:end]
+            digits = len(window) - window.count(" ") - window.count("-")
+            if digits > 19:
+                break
+            if digits >= 13 and _CARD_SHAPE_RE.fullmatch(window) and _card_number(window):
+                spans.append((start, end))
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, candidate[start:end]) for start, end in merged]
 
 
 # --- mainland-China resident identity card number ---------------------------------------------
