@@ -17,7 +17,9 @@ from batch_assets.cli import (
     jobs,
     passthrough,
     purge,
+    reparse,
     report,
+    resume,
     retry,
     review,
     revoke,
@@ -26,7 +28,12 @@ from batch_assets.cli import (
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
 from batch_assets.cli.output import add_format_option
+from batch_assets.providers.registry import PROVIDERS
 from batch_assets.spec.failure_classes import FAILURE_CLASSES
+
+# The classes `reparse --class` takes (pipeline.collect.reparse.REPARSE_CLASSES: a content-policy
+# refusal waits for compliance review); named here so that `--help` does not import the pipeline.
+REPARSE_CLASSES = tuple(c for c in FAILURE_CLASSES if c != "content_policy_error")
 
 PROG = "batch-assets"
 DESCRIPTION = (
@@ -313,6 +320,40 @@ def build_parser() -> CliParser:
         help="reopen final failures of this class (repeatable)",
     )
     c.add_argument("--dry-run", action="store_true", help="only count what would be sent")
+
+    c = command(
+        "reparse",
+        reparse.cmd_reparse,
+        "parse a partition's kept raw results of failed items again after a parser or schema fix; sends nothing",
+        "Parse the kept raw results of a task partition's failed items again (default: those that failed "
+        "with parse_error), after a fix to the parser or the output schema. No provider is called. Outcomes "
+        "that change replace the current ones as a new parse generation (the replaced rows are kept); "
+        "answers that now parse are applied by the normal apply path (exactly once, under the stale-input "
+        "guard), outcomes that still fail get their retry decision again, and the partition is settled. "
+        "Items sent again already are left to their new attempt. Running it again changes nothing.",
+    )
+    c.add_argument("task_id", help="e.g. ticket_triage_20261120 (see `batch-assets report`)")
+    c.add_argument(
+        "--class",
+        dest="failure_class",
+        action="append",
+        metavar="CLASS",
+        choices=REPARSE_CLASSES,
+        help="re-parse failures of this class (repeatable; default parse_error)",
+    )
+    c.add_argument("--dry-run", action="store_true", help="only count what would change")
+
+    c = command(
+        "resume",
+        resume.cmd_resume,
+        "send to a provider account again after an account error paused it (billing, access, key) and it was fixed",
+        "Lift the pause a provider account got when its results said the account cannot be used (e.g. "
+        "DashScope's Arrearage, AccessDenied, InvalidApiKey): until then the send gate refuses every send to "
+        "that provider. Records the operator action, and makes the items the account error stopped due "
+        "retries again. An account that is not paused is left as it is.",
+    )
+    c.add_argument("provider", choices=PROVIDERS, help="the provider whose account to resume")
+    c.add_argument("--reason", help="what was fixed (kept with the action)")
 
     c = command(
         "cancel",

@@ -3,8 +3,10 @@
 Table (default): the reconciliation table the demo prints. JSON: one array, one object per task
 partition sorted by task_id, with the final outcomes, retries, what is still open, whether the
 equations balance and the partition's final status. CSV: the same with `final_failed` spread over
-`final_failed_<class>` columns. Always exits 0 whatever the figures say (it reports; the
-reconciliation check gates); partitions that are not done are named after the table (on stderr
+`final_failed_<class>` columns; `reparsed` / `parse_generations` count the current outcomes a
+`batch-assets reparse` gave and the re-parses that changed any (named after the table). Exits 0
+whatever the figures say (it reports; the reconciliation check gates), 1 when --task selects no
+known task; partitions that are not done are named after the table (on stderr
 with --format json/csv, so stdout stays machine-readable). With --html, each partition's report
 page (outcomes, retries, tokens, cost, time in each state, with charts) is also written to
 `<data dir>/reports/<task_id>.html`, as the `report` asset writes it; the paths are listed after
@@ -31,6 +33,8 @@ SUMMARY_FIELDS = (
     "final_failed",
     "retried",
     "max_attempt",
+    "reparsed",
+    "parse_generations",
     "in_flight",
     "retry_pending",
     "unresolved",
@@ -88,6 +92,8 @@ def record(rec, gate=None) -> dict:
         **{f"final_failed_{c}": n for c, n in final_failed.items()},
         "retried": rec.retried,
         "max_attempt": rec.max_attempt,
+        "reparsed": 0,
+        "parse_generations": 0,
         "in_flight": rec.in_flight,
         "retry_pending": rec.retry_pending,
         "unresolved": rec.unresolved,
@@ -104,8 +110,17 @@ def _with_gate(rec: dict, gate) -> dict:
     return rec | {k: gate.as_dict()[k] for k in GATE_FIELDS} if gate is not None else rec
 
 
+def _with_reparse(rec: dict, figures: dict | None) -> dict:
+    """The record with the partition's re-parse figures (`batch-assets reparse`): the current
+    outcomes that came from a re-parse, and the re-parses that changed any."""
+    if not figures:
+        return rec
+    return rec | {"reparsed": figures["reparsed"], "parse_generations": figures["parse_generations"]}
+
+
 def cmd_report(args) -> int:
     from batch_assets.cli.console import print_table
+    from batch_assets.pipeline.collect.reparse import reparse_figures
     from batch_assets.pipeline.govern.cost import partition_gates
     from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
     from batch_assets.pipeline.settle.reconcile import reconcile_conn
@@ -121,7 +136,8 @@ def cmd_report(args) -> int:
         ]
         pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
         gates = partition_gates(conn, list(task_ids))
-    records = [_with_gate(record(r), gates.get(r.task_id)) for r in recs]
+        reparsed = reparse_figures(conn, list(task_ids))
+    records = [_with_reparse(_with_gate(record(r), gates.get(r.task_id)), reparsed.get(r.task_id)) for r in recs]
     if args.format == "table":
         print_table(*reconciliation_cells(recs))
         print()
@@ -129,6 +145,14 @@ def cmd_report(args) -> int:
     else:
         render(records, fields(args.format), args.format)
     notes = sys.stdout if args.format == "table" else sys.stderr
+    if args.format == "table":  # the reconciliation table has no column for them
+        for r in records:
+            if r["parse_generations"]:
+                print(
+                    f"REPARSED {r['task_id']}: {r['reparsed']} outcome(s) from {r['parse_generations']} "
+                    "re-parse(s) of kept raw results",
+                    file=notes,
+                )
     for r in records:
         for problem in r["problems"]:
             print(f"NOT DONE {r['task_id']}: {r['check']}: {problem}", file=notes)
