@@ -16,7 +16,7 @@ import pytest
 
 from batch_assets.spec.resolve import load_all_tasks
 
-STAGES = ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
+STAGES = ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report", "settled")
 KINDS = {
     "manifest": {"duckdb", "parquet"},
     "shards": {"duckdb", "json"},
@@ -25,6 +25,7 @@ KINDS = {
     "parsed_results": {"duckdb"},
     "applied": {"duckdb", "table"},
     "report": {"html"},
+    "settled": {"duckdb"},
 }
 TABLE_OF_STAGE = {
     "manifest": "ledger.manifest_item",

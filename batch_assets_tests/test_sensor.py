@@ -33,7 +33,7 @@ from batch_assets.resources import EMULATOR_API_KEY, default_resources
 from .conftest import DAY1, DAY2
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
-COLLECT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied", "report")]
+COLLECT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied", "report", "settled")]
 
 
 @pytest.fixture(scope="module")

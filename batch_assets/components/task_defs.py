@@ -1,4 +1,4 @@
-"""A task's definitions: its seven assets (one builder each), the stuck-jobs check, two jobs and a
+"""A task's definitions: its eight assets (one builder each), the stuck-jobs check, two jobs and a
 schedule. Thin Dagster wiring over batch_assets.pipeline; every asset handles all partition keys of
 its run, so a single-run date-range backfill works."""
 
@@ -11,6 +11,7 @@ from batch_assets.components.freeze_assets import build_manifest
 from batch_assets.components.report_assets import build_report_asset
 from batch_assets.components.send_assets import build_shards, build_submissions
 from batch_assets.components.settle_assets import build_applied
+from batch_assets.components.settled_asset import build_settled
 from batch_assets.components.task_jobs import build_daily_schedule, build_jobs
 from batch_assets.components.wiring import TaskWiring
 from batch_assets.spec.resolve import ResolvedTask
@@ -23,6 +24,7 @@ ASSET_BUILDERS = (
     build_parsed_results,
     build_applied,
     build_report_asset,
+    build_settled,
 )
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import dagster as dg
 
 from batch_assets.components.asset_metadata import TAG_PARTITION, TAG_TASK
-from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SUBMIT_STAGES, TaskWiring
+from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE, SUBMIT_STAGES, TaskWiring
 
 
 def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.UnresolvedAssetJobDefinition]:
@@ -21,8 +21,9 @@ def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.Unres
     )
     collect_job = dg.define_asset_job(
         f"{w.name}__collect",
-        selection=dg.AssetSelection.assets(*[w.key(s) for s in (*COLLECT_STAGES, REPORT_STAGE)]),
-        description=f"Download, parse and apply the results of {w.name}'s terminal provider jobs, then report.",
+        selection=dg.AssetSelection.assets(*[w.key(s) for s in (*COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE)]),
+        description=f"Download, parse and apply the results of {w.name}'s terminal provider jobs, report, and "
+        "mark the partition settled when it is done.",
         tags=job_tags,
     )
     return submit_job, collect_job

@@ -15,6 +15,7 @@ from batch_assets.spec.resolve import ResolvedTask
 SUBMIT_STAGES = ("manifest", "shards", "submissions")
 COLLECT_STAGES = ("raw_results", "parsed_results", "applied")
 REPORT_STAGE = "report"  # run by the collect job after `applied`
+SETTLED_STAGE = "settled"  # run by the collect job last: green only when the partition is done
 SHARDS_CHECK = "shards_within_limits"
 RECONCILIATION_CHECK = "reconciliation"
 STUCK_CHECK = "no_stuck_jobs"
@@ -57,5 +58,5 @@ class TaskWiring:
 
 
 def collect_asset_keys(task_name: str) -> list[dg.AssetKey]:
-    """The assets of a task's collect job: collection stages, then the report."""
-    return [dg.AssetKey([task_name, stage]) for stage in (*COLLECT_STAGES, REPORT_STAGE)]
+    """The assets of a task's collect job: collection stages, the report, then whether it is settled."""
+    return [dg.AssetKey([task_name, stage]) for stage in (*COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE)]

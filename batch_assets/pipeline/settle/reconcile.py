@@ -32,6 +32,7 @@ import duckdb
 
 from batch_assets.ledger.states import JobState, not_terminal_sql
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES
 from batch_assets.pipeline.settle.retry_ledger import FINAL_FAILED_ACTIONS, RETRY_ACTIONS
 from batch_assets.sqltext import in_range_sql
 
@@ -173,7 +174,7 @@ class Reconciliation:
             return Verdict(
                 WARN,
                 (
-                    f"{self.pending} item(s) not final yet: {self.in_flight} in flight, "
+                    f"{self.pending} item(s) not final yet: {self.in_flight} in flight or being collected, "
                     f"{self.retry_pending} retry pending, {self.undecided} undecided, "
                     f"{self.unsharded} not sharded",
                 ),
@@ -331,9 +332,14 @@ def _per_item(
     `manifest_rows`: the partition's manifest rows (superseded ones too); `numbers`: their lowest and
     highest item number."""
     params = {"t": task_id}
+    # A batch that ended counts as closed once its results are downloaded (or its collection given
+    # up): between the provider's end and the collect run its items are being collected, not missing.
     closed_shards = f"""closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
             SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
-            GROUP BY shard_id HAVING NOT bool_or(coalesce({not_terminal_sql()}, false))
+            GROUP BY shard_id HAVING NOT bool_or(
+                coalesce({not_terminal_sql()}, false)
+                OR (downloaded_at IS NULL AND coalesce(collect_attempts, 0) < {DEFAULT_MAX_COLLECT_TRIES})
+            )
         )"""
     # What the partition's lines hold, from their integer columns and their shards (cheap): lines of
     # ids the manifest does not know, of attempts other than the first, of shards still open.

@@ -1,0 +1,84 @@
+"""A partition's bar tells whether it is done: the `settled` asset is materialized (green) only for a
+done partition, fails (red) for a canceled or failed one, naming why, and stays empty while work is
+under way. Checked through the Dagster instance, after real runs against the emulator."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from batch_assets.components.partitions import daily_partitions
+from batch_assets.pipeline.settle.partition_status import DONE, NOT_DONE, UNDER_WAY, partition_status
+from batch_assets.pipeline.settle.reconcile import Reconciliation
+
+from .conftest import DAY1, DAY2, FAST_EMULATOR
+
+TASK = "ticket_triage"
+SETTLED = dg.AssetKey([TASK, "settled"])
+
+
+@pytest.fixture
+def emulator_knobs():
+    return {**FAST_EMULATOR, "force_batch_status": "stuck"}  # DAY1's batch never finishes on its own
+
+
+def _run(defs, job: str, instance, day: str):
+    return defs.resolve_job_def(f"{TASK}__{job}").execute_in_process(
+        instance=instance, partition_key=day, raise_on_error=False
+    )
+
+
+def _status(instance) -> dict:
+    return instance.get_status_by_partition(SETTLED, [DAY1, DAY2], daily_partitions)
+
+
+@pytest.mark.slow
+def test_green_only_when_done_red_when_canceled_empty_while_in_flight(
+    dagster_env, instance, adapter, wait_for_jobs, capsys
+):
+    from batch_assets.cli import main
+    from batch_assets.definitions import defs as load_defs
+
+    defs = load_defs()
+    assert _run(defs, "submit", instance, DAY1).success  # its batch is stuck in progress
+    assert _run(defs, "submit", instance, DAY2).success
+    assert _run(defs, "collect", instance, DAY1).success  # nothing to collect yet: nothing settled
+    assert _status(instance)[DAY1] is None
+
+    assert main(["cancel", f"{TASK}_{DAY1.replace('-', '')}"]) == 0
+    wait_for_jobs(dagster_env, adapter)
+    canceled = _run(defs, "collect", instance, DAY1)
+    done = _run(defs, "collect", instance, DAY2)
+    status = _status(instance)
+    assert done.success and status[DAY2] == dg.AssetPartitionStatus.MATERIALIZED
+    assert not canceled.success and status[DAY1] == dg.AssetPartitionStatus.FAILED
+    failure = next(e for e in canceled.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "CANCELED" in str(failure.event_specific_data.error) and "--class canceled" in str(
+        failure.event_specific_data.error
+    )
+    # The stage assets and the check are still there for the canceled day: only `settled` says "not done".
+    applied = instance.get_status_by_partition(dg.AssetKey([TASK, "applied"]), [DAY1], daily_partitions)
+    assert applied[DAY1] == dg.AssetPartitionStatus.MATERIALIZED
+
+
+def _rec(**kw) -> Reconciliation:
+    return Reconciliation(task_id="t_20261120", manifest_items=10, **kw)
+
+
+def test_under_way_while_anything_is_pending():
+    rec = _rec(in_flight=3, applied=7, succeeded=7, shard_lines=10, submitted_lines=10)
+    assert partition_status(rec, rec.verdict()).state == UNDER_WAY
+
+
+def test_a_failed_verdict_names_the_providers_reason():
+    rec = _rec(unresolved_missing=10, shard_lines=10, batch_failures=["j1: too_many_tasks: over 50,000 lines"])
+    status = partition_status(rec, rec.verdict())
+    assert status.state == NOT_DONE and status.final_status == "FAILED"
+    assert any("too_many_tasks" in r for r in status.reasons)
+
+
+def test_done_when_every_item_is_final():
+    rec = _rec(applied=10, succeeded=10, shard_lines=10, submitted_lines=10, answered_lines=10, parsed_from_lines=10)
+    verdict = rec.verdict()
+    assert verdict.passed, verdict.reasons
+    assert partition_status(rec, verdict).state == DONE
