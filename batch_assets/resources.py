@@ -24,6 +24,7 @@ from batch_assets.providers.registry import build_adapter, job_endpoint, known_p
 DEFAULT_DATABASE = "data/warehouse.duckdb"
 DEFAULT_DATA_DIR = "data"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8765"
+DEFAULT_ACCOUNT = "default"
 # Key the SDKs are given when talking to the emulator (it accepts any non-empty bearer token).
 EMULATOR_API_KEY = "emulator-no-key"
 
@@ -70,6 +71,8 @@ class ProviderConnection(dg.Config):
     mode: str | None = None
     api_key: str | None = Field(default=None, repr=False)
     base_url: str | None = None
+    # The provider account behind the key: quota is counted per account (docs/providers.md).
+    account: str = DEFAULT_ACCOUNT
 
     @field_validator("mode")
     @classmethod
@@ -118,16 +121,24 @@ class ProvidersResource(dg.ConfigurableResource):
 
     def settings_for(self, provider: str) -> ClientSettings:
         definition = provider_definition(provider)
+        conn = self._connection(provider)
+        account = conn.account if conn else DEFAULT_ACCOUNT
         if not self.is_live(provider):
             return ClientSettings(
-                EMULATOR_API_KEY, self.emulator_url.rstrip("/") + definition.emulator_path, self.max_retries
+                EMULATOR_API_KEY,
+                self.emulator_url.rstrip("/") + definition.emulator_path,
+                self.max_retries,
+                account=account,
             )
-        conn = self._connection(provider)
         api_key = _secret(conn.api_key) if conn else None
         if not api_key:
             raise ProviderConfigurationError(missing_key_message(provider))
         return ClientSettings(
-            api_key, (conn.base_url if conn else None) or definition.live_base_url, self.max_retries, mode=LIVE
+            api_key,
+            (conn.base_url if conn else None) or definition.live_base_url,
+            self.max_retries,
+            mode=LIVE,
+            account=account,
         )
 
     def endpoint_of(self, provider: str) -> tuple[str, str]:
@@ -169,15 +180,18 @@ def _mode_from_env(variable: str) -> str | None:
 
 
 def connections_from_env() -> dict[str, ProviderConnection]:
-    """`BATCH_ASSETS_<PROVIDER>_MODE` / `<PROVIDER>_API_KEY` / `<PROVIDER>_BASE_URL` per known
+    """`BATCH_ASSETS_<PROVIDER>_MODE` / `<PROVIDER>_API_KEY` / `<PROVIDER>_BASE_URL` / `<PROVIDER>_ACCOUNT` per known
     provider, for those with any of them set."""
     connections = {}
     for name in known_providers():
         mode = _mode_from_env(provider_mode_env(name))
         api_key = _env_secret(api_key_env(name))
         base_url = os.environ.get(f"{name.upper()}_BASE_URL") or None
-        if mode is not None or api_key is not None or base_url is not None:
-            connections[name] = ProviderConnection(mode=mode, api_key=api_key, base_url=base_url)
+        account = os.environ.get(f"{name.upper()}_ACCOUNT") or None
+        if mode is not None or api_key is not None or base_url is not None or account is not None:
+            connections[name] = ProviderConnection(
+                mode=mode, api_key=api_key, base_url=base_url, account=account or DEFAULT_ACCOUNT
+            )
     return connections
 
 

@@ -21,6 +21,7 @@ from batch_assets.pipeline.report.table_stats import (
 from batch_assets.spec.resolve import ResolvedTask
 
 TAG_TASK, TAG_PARTITION = "batch_assets/task", "batch_assets/partition"
+TAG_PRIORITY = "batch_assets/priority"  # low | normal | high | urgent: overrides the task's priority for one run
 TABLES_GROUP = "warehouse"
 
 

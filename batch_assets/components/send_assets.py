@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from batch_assets.components.asset_metadata import table_name_metadata, tag_run
+from batch_assets.components.asset_metadata import TAG_PRIORITY, table_name_metadata, tag_run
 from batch_assets.components.summary_metadata import totals, verdicts_result
 from batch_assets.components.wiring import SHARDS_CHECK, TaskWiring
 from batch_assets.pipeline.govern.budget import check_budget
@@ -25,6 +25,7 @@ from batch_assets.pipeline.report.table_stats import STAGE_TABLES
 from batch_assets.pipeline.send.shards import cut_shards, verify_shards
 from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.resources import ProvidersResource, WarehouseResource
+from batch_assets.spec.model import PRIORITIES
 
 
 class ShardsConfig(dg.Config):
@@ -161,10 +162,18 @@ def _refuse_failed_gates(wh, task, partition_keys) -> None:
             raise _refusal_failure(SendRefused(refusals))
 
 
-def _submit_all(wh, task, partition_keys, adapter, run_id):
+def _run_priority(tags) -> str | None:
+    """`batch_assets/priority` on the run (an urgent rerun from the UI) overrides the task's priority."""
+    value = tags.get(TAG_PRIORITY)
+    if value is not None and value not in PRIORITIES:
+        raise dg.Failure(f"run tag {TAG_PRIORITY}={value!r} is not a priority: use one of {', '.join(PRIORITIES)}")
+    return value
+
+
+def _submit_all(wh, task, partition_keys, adapter, run_id, priority=None):
     """The gate itself (`may_send`) is inside submit_pending, for every sender."""
     try:
-        return [submit_pending(wh, task, pk, adapter, run_id=run_id) for pk in partition_keys]
+        return [submit_pending(wh, task, pk, adapter, run_id=run_id, priority=priority) for pk in partition_keys]
     except SendRefused as refused:
         raise _refusal_failure(refused) from None
 
@@ -194,7 +203,8 @@ def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
         keys = context.partition_keys
         _refuse_failed_gates(wh, task, keys)
         retry_lines = _cut_due_retries(wh, task, keys) if spec.retry.automatic or config.send_retries else 0
-        out = _submit_all(wh, task, keys, adapter, context.run.run_id)
+        out = _submit_all(wh, task, keys, adapter, context.run.run_id, _run_priority(context.run.tags))
+        waiting = {shard: why for s in out for shard, why in s.waiting_for_quota.items()}
         elsewhere = [k for s in out for k in s.claimed_elsewhere]
         undecided = {k: why for s in out for k, why in s.undecided.items()}
         return dg.MaterializeResult(
@@ -204,6 +214,8 @@ def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
                 "submitted": sum(len(s.submitted) for s in out),
                 "recovered_after_crash": sum(len(s.recovered) for s in out),
                 **totals(out, "waiting_for_capacity", "already_submitted"),
+                # Shards waiting for provider quota, and why (the limit, or who is ahead in the queue).
+                "waiting_for_quota": "\n".join(f"{k}: {why}" for k, why in waiting.items()) or "none",
                 # Shards another submit run holds: skipped here (that run submits them).
                 "claimed_elsewhere": len(elsewhere),
                 "claimed_elsewhere_jobs": ", ".join(elsewhere) or "none",

@@ -450,6 +450,7 @@ def claim_new_intent(
     endpoint_mode: str | None = None,
     endpoint_url: str | None = None,
     request_options: Mapping[str, Any] | None = None,
+    account: str = "default",
 ) -> bool:
     """Record the intent to submit a shard already claimed by `owner` (plus its first status
     event), atomically, with where it goes and its request options (as `insert_job_intent`).
@@ -467,6 +468,7 @@ def claim_new_intent(
                 "endpoint": endpoint,
                 "state": JobState.CREATED.value,
                 "claimed_by": owner,
+                "account": account,
                 **_sent_with(endpoint_mode, endpoint_url, request_options),
             },
             fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},

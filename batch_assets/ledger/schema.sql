@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0013 (schema version 13).
+-- From batch_assets/ledger/migrations/0001..0014 (schema version 14).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -212,6 +212,7 @@ CREATE TABLE ledger.provider_job (
     remote_delete_attempts  INTEGER    DEFAULT 0,
     remote_delete_error     VARCHAR,
     collected_at            TIMESTAMP,
+    account                 VARCHAR    DEFAULT 'default',
     PRIMARY KEY (job_key)
 );
 
@@ -223,6 +224,14 @@ CREATE TABLE ledger.quarantine (
     recorded_at  TIMESTAMP  NOT NULL,
     item_no      BIGINT,
     PRIMARY KEY (custom_id)
+);
+
+CREATE TABLE ledger.quota_account (
+    provider     VARCHAR    NOT NULL,
+    account      VARCHAR    NOT NULL,
+    admissions   BIGINT     NOT NULL DEFAULT 0,
+    admitted_at  TIMESTAMP,
+    PRIMARY KEY (provider, account)
 );
 
 CREATE TABLE ledger.raw_file (
@@ -319,21 +328,25 @@ CREATE TABLE ledger.schema_version (
 );
 
 CREATE TABLE ledger.shard (
-    shard_id     VARCHAR    NOT NULL,
-    task_id      VARCHAR    NOT NULL,
-    provider     VARCHAR    NOT NULL,
-    endpoint     VARCHAR    NOT NULL,
-    model        VARCHAR    NOT NULL,
-    attempt      INTEGER    NOT NULL,
-    shard_no     INTEGER    NOT NULL,
-    path         VARCHAR    NOT NULL,
-    line_count   BIGINT     NOT NULL,
-    byte_count   BIGINT     NOT NULL,
-    est_tokens   BIGINT     NOT NULL,
-    sha256       VARCHAR,
-    created_at   TIMESTAMP  NOT NULL,
-    deferred_at  TIMESTAMP,
-    purged_at    TIMESTAMP,
+    shard_id       VARCHAR    NOT NULL,
+    task_id        VARCHAR    NOT NULL,
+    provider       VARCHAR    NOT NULL,
+    endpoint       VARCHAR    NOT NULL,
+    model          VARCHAR    NOT NULL,
+    attempt        INTEGER    NOT NULL,
+    shard_no       INTEGER    NOT NULL,
+    path           VARCHAR    NOT NULL,
+    line_count     BIGINT     NOT NULL,
+    byte_count     BIGINT     NOT NULL,
+    est_tokens     BIGINT     NOT NULL,
+    sha256         VARCHAR,
+    created_at     TIMESTAMP  NOT NULL,
+    deferred_at    TIMESTAMP,
+    purged_at      TIMESTAMP,
+    wait_account   VARCHAR,
+    wait_priority  INTEGER,
+    wait_reason    VARCHAR,
+    wait_seen_at   TIMESTAMP,
     PRIMARY KEY (shard_id)
 );
 

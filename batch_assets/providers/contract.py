@@ -205,9 +205,12 @@ class ClientSettings:
     max_retries: int = 4
     timeout_s: float = 120.0
     mode: str = "emulator"
+    # The provider account the key belongs to: quota (concurrent batches, enqueued tokens, creation
+    # rate) is counted per account, shared by every task and submitter using it.
+    account: str = "default"
 
     def __repr__(self) -> str:  # never print the key
-        return f"ClientSettings(base_url={self.base_url!r}, mode={self.mode!r}, api_key=***)"
+        return f"ClientSettings(base_url={self.base_url!r}, mode={self.mode!r}, account={self.account!r}, api_key=***)"
 
 
 class BatchProvider(Protocol):

@@ -25,10 +25,20 @@ class ProviderLimits:
     # How long a job may stay in each state, and what to do then (see pipeline.collect.stuck): {sla: {STATE:
     # duration}, policy: cancel_and_retry | notify, act_after: duration}; unset: the project defaults.
     stuck: Mapping | None = None
+    # Batch creations per account per minute, shared by every submitter (None: no cap).
+    max_creates_per_minute: int | None = None
 
     def with_overrides(self, overrides) -> ProviderLimits:
-        """Apply a task's LimitsSpec (fields left unset keep the provider's value)."""
+        """Apply a task's LimitsSpec (fields left unset keep the provider's value). A task may lower a
+        provider limit, never raise it: a higher value is refused, naming the field."""
         changes = {k: v for k, v in overrides.model_dump().items() if v is not None}
+        for name, value in changes.items():
+            ceiling = getattr(self, name, None)
+            if isinstance(ceiling, int) and isinstance(value, int) and value > ceiling:
+                raise ValueError(
+                    f"limits.{name}: {value} is above the provider's {ceiling}; a task may only lower a "
+                    "provider limit (remove it or set it at most to the provider's)"
+                )
         return replace(self, **changes)
 
 

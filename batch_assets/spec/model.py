@@ -160,6 +160,13 @@ class LimitsSpec(_Strict):
     max_inline_bytes: int | None = Field(default=None, ge=0)
     max_enqueued_tokens: int | None = Field(default=None, ge=1)
     max_concurrent_jobs: int | None = Field(default=None, ge=1)
+    max_creates_per_minute: int | None = Field(default=None, ge=1)
+
+
+# Submission priority: urgent work is admitted before waiting work of lower priority (with ageing,
+# so low priority is never starved); a run tag `batch_assets/priority` overrides it for one run.
+Priority = Literal["low", "normal", "high", "urgent"]
+PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "urgent")
 
 
 RetryAction = Literal["retry", "final_failed", "compliance_hold", "await_operator"]
@@ -332,6 +339,9 @@ class TaskSpec(_Strict):
     apply: ApplySpec
     max_input_tokens: int = Field(default=8000, ge=1, description="Lines estimated above this are quarantined.")
     limits: LimitsSpec = LimitsSpec()
+    priority: Priority = Field(
+        default="normal", description="Admission priority when provider quota is scarce: low, normal, high, urgent."
+    )
     retry: RetrySpec = RetrySpec()
     stuck: StuckSpec = StuckSpec()
     policy: PolicySpec = Field(

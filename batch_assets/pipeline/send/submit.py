@@ -20,8 +20,10 @@ Exactly once:
   `batch-assets jobs adopt|abandon`). A re-run that finds an intent without a batch id does the same.
 - An abandoned intent's job key is never used again: the shard goes under the next one (`…:job2`).
 
-At most `max_concurrent_jobs` batches per provider are in flight, and at most `max_enqueued_tokens` estimated
-tokens per provider and model across them; the rest are deferred until a later run finds room.
+Quota: before a new intent is recorded, the shard is admitted against its provider account's
+limits (concurrent batches, enqueued tokens per model, creations per minute; a task's lower limits
+too) in the same transaction (ledger.admission); a shard that does not fit, or has a waiter of
+higher effective priority ahead of it, waits in the ledger's queue until a later run admits it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from batch_assets.ledger.admission import PRIORITY_RANKS, Candidate, QuotaLimits, Wait, admit, mark_waiting
 from batch_assets.ledger.jobs import (
     DEFAULT_CLAIM_LEASE_S,
     CreateMark,
@@ -48,8 +51,7 @@ from batch_assets.ledger.jobs import (
     renew_claim,
     set_input_file,
 )
-from batch_assets.ledger.shards import mark_shards_deferred
-from batch_assets.ledger.states import IN_FLIGHT_SQL, TaskStatus, in_flight_sql
+from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.govern.send_gate import require_may_send
@@ -66,7 +68,7 @@ from batch_assets.providers.contract import (
     JobState,
     PreparedInput,
 )
-from batch_assets.providers.registry import job_endpoint, wire_format
+from batch_assets.providers.registry import job_endpoint, provider_limits, wire_format
 from batch_assets.spec.resolve import ResolvedTask
 
 
@@ -82,6 +84,8 @@ class SubmitSummary:
     # Job keys whose create may or may not have happened and the provider cannot tell yet -> why.
     # Nothing was created for them; the next submit run looks again.
     undecided: dict[str, str] = field(default_factory=dict)
+    # Shard ids waiting for quota -> why (the limit, or the waiter ahead of them).
+    waiting_for_quota: dict[str, str] = field(default_factory=dict)
 
 
 # A batch created just before the intent's clock reading (clock skew) is still looked at.
@@ -125,15 +129,14 @@ class _Run:
     adapter: BatchProvider
     owner: str
     lease_s: float
-    capacity: int
-    # Tokens this provider + model may still have enqueued: the enqueued-token limit is per model
-    # across all queued batches (e.g. OpenAI's per-organization limit), not per shard.
-    token_room: int
-    tokens_in_flight: int
+    limits: QuotaLimits
+    priority: int  # PRIORITY_RANKS value of this run
     submitted: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
-    # Shards held back for the cap, recorded together when the run ends (one statement, not one each).
-    deferred: list[str] = field(default_factory=list)
+    # Shards waiting for quota (recorded in the ledger by admission), with why.
+    deferred: dict[str, str] = field(default_factory=dict)
+    # Set once the account has no room for any shard: the run's other new shards wait with it.
+    full: Wait | None = None
     already: int = 0
     claimed_elsewhere: list[str] = field(default_factory=list)
     undecided: dict[str, str] = field(default_factory=dict)
@@ -170,28 +173,31 @@ class _Run:
             scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?", [job_key])
         )
 
-    def fits_enqueued_tokens(self, shard: dict) -> bool:
-        """Whether the shard's estimated tokens fit what the provider still lets this model enqueue.
-        With nothing in flight a shard always fits (shards are cut within the limit)."""
-        return self.tokens_in_flight == 0 or int(shard["est_tokens"]) <= self.token_room
-
-    def took_tokens(self, shard: dict) -> None:
-        self.token_room -= int(shard["est_tokens"])
-        self.tokens_in_flight += int(shard["est_tokens"])
+    def candidate(self, shard: dict) -> Candidate:
+        return Candidate(
+            provider=self.provider,
+            account=self.adapter.settings.account,
+            model=self.task.spec.model,
+            task_name=self.task.spec.name,
+            shard_id=shard["shard_id"],
+            est_tokens=int(shard["est_tokens"]),
+            priority=self.priority,
+        )
 
     @property
     def waiting(self) -> int:
         return len(self.deferred)
 
-    def defer(self, shard_id: str) -> None:
-        self.deferred.append(shard_id)
+    def wait(self, shard: dict, wait: Wait) -> None:
+        self.deferred[shard["shard_id"]] = wait.reason
+        if wait.account_full:
+            self.full = wait
 
-    def record_deferred(self) -> None:
-        """Record the held-back shards, so the sensor asks for this partition's submissions again
-        when room frees: one set-based UPDATE for all of them."""
-        if self.deferred:
-            with self.wh.connect() as conn:
-                mark_shards_deferred(conn, self.deferred)
+    def wait_all(self, shards: list[dict]) -> None:
+        """The account is full: the run's new shards wait behind it, recorded in one statement."""
+        with self.wh.connect() as conn:
+            mark_waiting(conn, [self.candidate(s) for s in shards], self.full.reason)
+        self.deferred.update({s["shard_id"]: self.full.reason for s in shards})
 
     # -- one shard ---------------------------------------------------------------------------------
 
@@ -201,25 +207,33 @@ class _Run:
             return
         job_key = shard["job_key"]
         if job_key is None:
-            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
-                self.defer(shard["shard_id"])
-                return
             job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
             mode, url = job_endpoint(self.provider, self.adapter.settings)
+            won = False
             with self.wh.connect() as conn:
-                won = claim_new_intent(
-                    conn,
-                    job_key,
-                    self.task_id,
-                    shard["shard_id"],
-                    self.provider,
-                    self.task.spec.endpoint,
-                    self.owner,
-                    self.lease_s,
-                    endpoint_mode=mode,
-                    endpoint_url=url,
-                    request_options=self.request_options,
-                )
+
+                def take() -> bool:
+                    nonlocal won
+                    won = claim_new_intent(
+                        conn,
+                        job_key,
+                        self.task_id,
+                        shard["shard_id"],
+                        self.provider,
+                        self.task.spec.endpoint,
+                        self.owner,
+                        self.lease_s,
+                        endpoint_mode=mode,
+                        endpoint_url=url,
+                        request_options=self.request_options,
+                        account=self.adapter.settings.account,
+                    )
+                    return won
+
+                waits = admit(conn, self.candidate(shard), self.limits, take)
+                if waits is not None:
+                    self.wait(shard, waits)
+                    return
                 lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:
@@ -249,8 +263,11 @@ class _Run:
             found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
             if self.settled_by_lookup(job_key, found, created_now=False, create_error=None):
                 return
-            if self.capacity <= 0 or not self.fits_enqueued_tokens(shard):
-                self.defer(shard["shard_id"])
+            # Absent: creating it takes a place like a new intent (this claim is not counted against itself).
+            with self.wh.connect() as conn:
+                waits = admit(conn, self.candidate(shard), self.limits, lambda: True, exclude_job_key=job_key)
+            if waits is not None:
+                self.wait(shard, waits)
                 return
         prepared = self.prepare(shard, job_key)
         self.create(shard, job_key, prepared, intent_unix)
@@ -264,15 +281,13 @@ class _Run:
             with self.wh.connect() as conn:
                 record_found(conn, job_key, found.snapshot, self.owner, found.reason)
             (self.submitted if created_now else self.recovered).append(job_key)
-            self.capacity -= 1
             return True
         if found.outcome == FindOutcome.CANNOT_TELL:
             reason = found.reason or "the provider cannot tell"
             detail = f"{reason} (create call: {create_error})" if create_error else reason
             with self.wh.connect() as conn:
                 mark_create_unknown(conn, job_key, detail)
-            self.undecided[job_key] = detail
-            self.capacity -= 1  # the batch may exist, and then it takes a place
+            self.undecided[job_key] = detail  # the batch may exist: it keeps its place (ledger.admission)
             return True
         return False
 
@@ -316,8 +331,6 @@ class _Run:
                 with self.wh.connect() as conn:
                     record_created(conn, job_key, result.snapshot, self.owner)
                 self.submitted.append(job_key)
-                self.capacity -= 1
-                self.took_tokens(shard)
                 return
             error = _error_text(result.error, result.status_code)
             if result.outcome == CreateOutcome.FAILED:
@@ -341,6 +354,22 @@ class _Run:
         )
 
 
+def quota_limits(task: ResolvedTask) -> QuotaLimits:
+    """The account's limits (the provider's) and the task's own where it lowers them."""
+    account, own = provider_limits(task.spec.provider), task.limits
+
+    def lower(mine, theirs):
+        return mine if mine is not None and mine < theirs else None
+
+    return QuotaLimits(
+        max_jobs=account.max_concurrent_jobs,
+        max_tokens=account.max_enqueued_tokens,
+        max_creates_per_minute=own.max_creates_per_minute or account.max_creates_per_minute,
+        task_max_jobs=lower(own.max_concurrent_jobs, account.max_concurrent_jobs),
+        task_max_tokens=lower(own.max_enqueued_tokens, account.max_enqueued_tokens),
+    )
+
+
 def submit_pending(
     wh: Warehouse,
     task: ResolvedTask,
@@ -349,9 +378,11 @@ def submit_pending(
     *,
     run_id: str | None = None,
     lease_s: float = DEFAULT_CLAIM_LEASE_S,
+    priority: str | None = None,
 ) -> SubmitSummary:
     """Submit the partition's shards that have no batch yet (see the module docstring). `run_id`
-    (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease.
+    (the Dagster run id, when there is one) owns this run's claims; `lease_s` is their lease;
+    `priority` (low … urgent) overrides the task's for this run's admissions.
     Raises SendRefused, sending nothing, unless the gate (`may_send`) lets the partition through."""
     spec = task.spec
     task_id = task.task_id(partition_date)
@@ -374,16 +405,6 @@ def submit_pending(
         """,
             [task_id],
         )
-        in_flight = scalar(
-            conn, f"SELECT count(*) FROM ledger.provider_job WHERE provider = ? AND {IN_FLIGHT_SQL}", [spec.provider]
-        )
-        tokens = scalar(
-            conn,
-            f"""
-            SELECT coalesce(sum(s.est_tokens), 0) FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
-            WHERE j.provider = ? AND s.model = ? AND {in_flight_sql("j")}""",
-            [spec.provider, spec.model],
-        )
     run = _Run(
         wh,
         task,
@@ -391,20 +412,30 @@ def submit_pending(
         adapter,
         new_run_owner(run_id),
         lease_s,
-        capacity=max(task.limits.max_concurrent_jobs - in_flight, 0),
-        token_room=task.limits.max_enqueued_tokens - int(tokens),
-        tokens_in_flight=int(tokens),
+        limits=quota_limits(task),
+        priority=PRIORITY_RANKS[priority or spec.priority],
     )
-    try:
-        for shard in shards:
-            run.shard(shard)
-    finally:  # also when a later shard fails: what was held back so far is waiting all the same
-        run.record_deferred()
+    for i, shard in enumerate(shards):
+        if run.full is not None:  # no room for a new intent: the rest of the new shards wait at once
+            rest = [s for s in shards[i:] if s["job_key"] is None and not s["provider_batch_id"]]
+            run.wait_all(rest)
+            for s in shards[i:]:
+                if s["job_key"] is not None:
+                    run.shard(s)  # an intent of an earlier run is looked up before anything else
+            break
+        run.shard(shard)
     if run.submitted or run.recovered:
         with wh.connect() as conn:
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
     return SubmitSummary(
-        task_id, run.submitted, run.recovered, run.waiting, run.already, run.claimed_elsewhere, run.undecided
+        task_id,
+        run.submitted,
+        run.recovered,
+        run.waiting,
+        run.already,
+        run.claimed_elsewhere,
+        run.undecided,
+        dict(run.deferred),
     )
 
 
