@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from batch_assets.formatting import format_duration
+from batch_assets.ledger.accounts import active_pauses
 from batch_assets.ledger.warehouse import fetch_dicts, scalar
 from batch_assets.pipeline.collect.collect_runs import (
     DEFAULT_MAX_COLLECT_TRIES,
@@ -318,6 +319,26 @@ def _retry_requests(wh, tasks: dict) -> list[dg.RunRequest]:
     ]
 
 
+def _without_paused_accounts(wh, tasks: dict, submit: list[dg.RunRequest], log) -> list[dg.RunRequest]:
+    """The submit requests minus those of providers whose account is paused (ledger.account_pause):
+    the send gate would refuse them. Each paused account is logged with its cause and fix every tick."""
+    with wh.connect() as conn:
+        pauses = active_pauses(conn)
+    for pause in pauses:
+        log.warning(
+            f"{pause['provider']}: account paused since {pause['paused_at']:%Y-%m-%d %H:%M:%S} UTC "
+            f"({pause['error_code']} on {pause['task_id']}); nothing is sent to it. Fix: {pause['fix']}, "
+            f"then run `batch-assets resume {pause['provider']}`"
+        )
+    paused = {pause["provider"] for pause in pauses}
+
+    def provider_of(request: dg.RunRequest) -> str | None:
+        task = tasks.get((request.job_name or "").removesuffix("__submit"))
+        return task.spec.provider if task is not None else None
+
+    return [r for r in submit if provider_of(r) not in paused] if paused else submit
+
+
 def provider_status_tick(
     context: dg.SensorEvaluationContext, warehouse: WarehouseResource, providers: ProvidersResource
 ) -> dg.SensorResult:
@@ -330,6 +351,7 @@ def provider_status_tick(
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
     collect = _collect_requests(context.instance, state, log)
     submit = [*_capacity_requests(state), *_orphan_requests(context.instance, state, log), *_retry_requests(wh, tasks)]
+    submit = _without_paused_accounts(wh, tasks, submit, log)
     stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
     log.info(

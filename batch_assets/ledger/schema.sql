@@ -1,9 +1,23 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0014 (schema version 14).
+-- From batch_assets/ledger/migrations/0001..0015 (schema version 15).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
 CREATE SCHEMA ledger;
+
+CREATE TABLE ledger.account_pause (
+    provider       VARCHAR    NOT NULL,
+    paused_at      TIMESTAMP  NOT NULL,
+    error_code     VARCHAR    NOT NULL,
+    error_message  VARCHAR,
+    task_id        VARCHAR    NOT NULL,
+    job_key        VARCHAR,
+    items          BIGINT     NOT NULL,
+    fix            VARCHAR    NOT NULL,
+    resumed_at     TIMESTAMP,
+    resumed_by     VARCHAR,
+    PRIMARY KEY (provider, paused_at)
+);
 
 CREATE TABLE ledger.applied_previous (
     custom_id           VARCHAR    NOT NULL,

@@ -75,6 +75,13 @@ class WireFormat:
     #: error codes of a whole failed batch meaning "the provider's own fault" (internal_error, retried
     #: with backoff); any other code of a failed batch is a validation_error unless it means capacity
     internal_codes: tuple[str, ...] = ()
+    #: error codes of this provider meaning "the account cannot be used" (account_error: the provider
+    #: account is paused until an operator resumes it, see ledger.accounts)
+    account_codes: tuple[str, ...] = ()
+
+    def account_fix(self, code: str | None) -> str:
+        """What the operator does about an account-level error `code` before resuming the account."""
+        return "fix the provider account (API key, access or billing), then resume it"
 
     @property
     def failure_class_sql(self) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger.accounts import pause_account
 from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
@@ -146,6 +147,34 @@ def line_cost_sql(task: ResolvedTask, rows: str = "_rows") -> str:
     )
 
 
+def _pause_on_account_errors(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str) -> None:
+    """Outcomes this parse recorded (in its transaction: parsed_at is its now()) that say the provider
+    account cannot be used pause that account (ledger.accounts): the send gate refuses it from now on."""
+    found = conn.execute(
+        """
+        SELECT arg_min(error_code, (job_key, custom_id)), arg_min(error_message, (job_key, custom_id)),
+               min(job_key), count(*)
+        FROM ledger.parsed_result
+        WHERE task_id = ? AND error_class = 'account_error' AND parsed_at = now()::TIMESTAMP
+        """,
+        [task_id],
+    ).fetchone()
+    code, message, job_key, items = found
+    if not items:
+        return
+    fmt = wire_format(task.spec.provider, task.spec.endpoint)
+    pause_account(
+        conn,
+        task.spec.provider,
+        task_id=task_id,
+        error_code=code or "account_error",
+        error_message=message,
+        job_key=job_key,
+        items=items,
+        fix=fmt.account_fix(code),
+    )
+
+
 def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
@@ -209,6 +238,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             if conn.execute("SELECT count(*) FROM _failed_lines").fetchone()[0]:
                 capacity_codes = ", ".join(map(sql_literal, fmt.capacity_codes))
                 internal_codes = ", ".join(map(sql_literal, fmt.internal_codes or ("",)))
+                account_codes = ", ".join(map(sql_literal, fmt.account_codes or ("",)))
                 synthesized = insert_parsed_results(
                     conn,
                     task_id,
@@ -225,6 +255,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                            CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired'
                                 WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
                                 WHEN state = '{JobState.COMPLETED}' THEN 'missing_result'
+                                WHEN error_code IN ({account_codes}) THEN 'account_error'
                                 WHEN error_code IN ({capacity_codes}) THEN 'rate_or_capacity_error'
                                 WHEN error_code IN ({internal_codes}) THEN 'internal_error'
                                 ELSE 'validation_error' END AS error_class,
@@ -241,6 +272,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                     from_line=False,
                 )
             conn.execute("DROP TABLE _failed_lines")
+            _pause_on_account_errors(conn, task, task_id)
             faultpoints.reached("parse.before_commit")
         by_class = dict(
             conn.execute(f"""

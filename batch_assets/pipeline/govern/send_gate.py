@@ -11,7 +11,10 @@ skip it). Its verdicts, each saying why it passed or what to do:
 * `dry_run_recorded`: a partition above `gate.dry_run_threshold` items needs a recorded dry run
   (`batch-assets dry-run`) of the task's prompt version;
 * `within_budget`: the caps of `pipeline.govern.budget`;
-* `no_blocked_items`: no unsent line belongs to an item the sensitive-data policy blocked.
+* `no_blocked_items`: no unsent line belongs to an item the sensitive-data policy blocked;
+* `account_active`: the provider account is not paused (`ledger.account_pause`): a result that said
+  the account cannot be used (billing, access, key) stops every send to that provider until an
+  operator fixes it and runs `batch-assets resume <provider>`.
 
 The shards asset reports the same verdicts as blocking checks.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from batch_assets.ledger.accounts import active_pause
 from batch_assets.ledger.jobs import CreateMark
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.freeze.frozen import frozen_columns
@@ -36,6 +40,7 @@ PROMPT_CHECK = "prompt_unchanged"
 DRY_RUN_CHECK = "dry_run_recorded"
 BUDGET_CHECK = "within_budget"
 SENSITIVE_CHECK = "no_blocked_items"
+ACCOUNT_CHECK = "account_active"
 
 
 @dataclass(frozen=True)
@@ -265,6 +270,33 @@ def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: st
     return Verdict(SENSITIVE_CHECK, task_id, True, "no unsent line belongs to a blocked item", {"blocked_lines": 0})
 
 
+def check_account(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
+    """The task's provider account is not paused after an account-level error."""
+    provider = task.spec.provider
+    task_id = task.task_id(partition_date)
+    with wh.connect() as conn:
+        pause = active_pause(conn, provider)
+    if pause is None:
+        return Verdict(ACCOUNT_CHECK, task_id, True, f"the {provider} account is not paused", {"provider": provider})
+    figures = {
+        "provider": provider,
+        "paused_at": f"{pause['paused_at']:%Y-%m-%d %H:%M:%S} UTC",
+        "error_code": pause["error_code"],
+        "paused_by_task": pause["task_id"],
+        "items": pause["items"],
+    }
+    return Verdict(
+        ACCOUNT_CHECK,
+        task_id,
+        False,
+        f"the {provider} account is paused since {figures['paused_at']}: {pause['task_id']} got "
+        f"{pause['error_code']} ({pause['error_message'] or 'no message'}) on {pause['items']} item(s); "
+        f"nothing is sent to {provider} until it is resumed. Fix: {pause['fix']}, then run "
+        f"`batch-assets resume {provider}`",
+        figures,
+    )
+
+
 def budget_verdict(verdict: BudgetVerdict) -> Verdict:
     """The budget's verdict in the gate's shape."""
     reason = (
@@ -294,6 +326,7 @@ def may_send(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Ver
         check_dry_run(wh, task, partition_date),
         budget_verdict(check_budget(wh, task, partition_date)),
         check_no_blocked_lines(wh, task, partition_date),
+        check_account(wh, task, partition_date),
     )
     return [v for v in verdicts if not v.passed]
 
@@ -306,12 +339,14 @@ def require_may_send(wh: Warehouse, task: ResolvedTask, partition_date: str) -> 
 
 
 def failed_gates(wh: Warehouse, task: ResolvedTask, partition_date: str) -> list[Verdict]:
-    """The failing verdicts of the checks that shape the lines themselves (model, prompt, dry run):
-    a sender refuses these before it cuts retries, so no line is written for a partition the gate
-    would refuse anyway. The decision to send is `may_send`'s."""
+    """The failing verdicts of the checks that shape the lines themselves (model, prompt, dry run),
+    and of a paused account (which retries nothing until it is resumed): a sender refuses these
+    before it cuts retries, so no line is written for a partition the gate would refuse anyway.
+    The decision to send is `may_send`'s."""
     verdicts = (
         check_model(task, partition_date),
         check_prompt(wh, task, partition_date),
         check_dry_run(wh, task, partition_date),
+        check_account(wh, task, partition_date),
     )
     return [v for v in verdicts if not v.passed]
