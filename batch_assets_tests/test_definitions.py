@@ -162,6 +162,7 @@ def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
     shards = defs.resolve_assets_def(key("ticket_triage", "shards"))
     checks = sorted((c.name, c.blocking) for c in shards.check_specs)
     assert checks == [
+        ("account_active", True),
         ("dry_run_recorded", True),
         ("model_allowed", True),
         ("no_blocked_items", True),

@@ -44,6 +44,7 @@ def test_task_runs_through_dagster(task_name: str, dagster_env: Warehouse, modul
         "prompt_unchanged": True,
         "dry_run_recorded": True,
         "no_blocked_items": True,
+        "account_active": True,
         "no_stuck_jobs": True,
     }
     # The freeze read the task's source again (a pure query), and the manifest asset says so.

@@ -9,12 +9,14 @@ from batch_assets.components.wiring import SHARDS_CHECK, TaskWiring
 from batch_assets.pipeline.govern.budget import check_budget
 from batch_assets.pipeline.govern.dry_run import render_sample
 from batch_assets.pipeline.govern.send_gate import (
+    ACCOUNT_CHECK,
     BUDGET_CHECK,
     DRY_RUN_CHECK,
     MODEL_CHECK,
     PROMPT_CHECK,
     SENSITIVE_CHECK,
     SendRefused,
+    check_account,
     check_dry_run,
     check_model,
     check_no_blocked_lines,
@@ -52,6 +54,8 @@ def _gate_check_specs(w: TaskWiring) -> list[dg.AssetCheckSpec]:
         DRY_RUN_CHECK: "A partition above gate.dry_run_threshold items (default 10,000) has a recorded dry run "
         "(`batch-assets dry-run <task_id>`) of the task's prompt version.",
         SENSITIVE_CHECK: "No unsent line belongs to an item the sensitive-data policy blocked.",
+        ACCOUNT_CHECK: f"The {provider} account is not paused after an account error (billing, access, key); "
+        f"after fixing it, `batch-assets resume {provider}` lifts the pause.",
     }
     return [
         dg.AssetCheckSpec(check, asset=w.key("shards"), blocking=True, description=text)
@@ -91,6 +95,7 @@ def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
         counts = {k: sum(c[k] for _, c in verified) for k in verified[0][1]} if verified else {}
         dry_runs = [check_dry_run(wh, task, pk) for pk in keys]
         unblocked = [check_no_blocked_lines(wh, task, pk) for pk in keys]
+        accounts = [check_account(wh, task, pk) for pk in keys]
         # The lines as they will be sent (what `batch-assets dry-run` shows), for the UI.
         samples = [render_sample(wh, task, pk) for pk in cut]
         sample_metadata = (
@@ -128,6 +133,7 @@ def build_shards(w: TaskWiring) -> dg.AssetsDefinition:
                 verdicts_result(PROMPT_CHECK, prompts),
                 verdicts_result(DRY_RUN_CHECK, dry_runs),
                 verdicts_result(SENSITIVE_CHECK, unblocked),
+                verdicts_result(ACCOUNT_CHECK, accounts),
             ],
         )
 
