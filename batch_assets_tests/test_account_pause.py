@@ -152,6 +152,10 @@ def test_an_account_error_pauses_the_account_until_an_operator_resumes_it(
     assert cli_main(["retry", task_id]) == 1
     assert "account_active" in capsys.readouterr().err
 
+    # The report names the paused account among its notes.
+    assert cli_main(["report", "--task", task_id]) == 0
+    assert "PAUSED dashscope: account paused" in capsys.readouterr().out
+
     # Another provider's account is not paused.
     tickets = _task("ticket_triage")
     freeze_manifest(wh, tickets, DAY)

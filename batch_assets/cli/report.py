@@ -7,7 +7,8 @@ equations balance and the partition's final status. CSV: the same with `final_fa
 `batch-assets reparse` gave and the re-parses that changed any (named after the table). Exits 0
 whatever the figures say (it reports; the reconciliation check gates), 1 when --task selects no
 known task; partitions that are not done are named after the table (on stderr
-with --format json/csv, so stdout stays machine-readable). With --html, each partition's report
+with --format json/csv, so stdout stays machine-readable), and so is a provider account
+paused by an account error (PAUSED, with its fix). With --html, each partition's report
 page (outcomes, retries, tokens, cost, time in each state, with charts) is also written to
 `<data dir>/reports/<task_id>.html`, as the `report` asset writes it; the paths are listed after
 the table (on stderr with --format json/csv).
@@ -137,6 +138,7 @@ def cmd_report(args) -> int:
         pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
         gates = partition_gates(conn, list(task_ids))
         reparsed = reparse_figures(conn, list(task_ids))
+        pauses = _account_pauses(conn, task_ids)
     records = [_with_reparse(_with_gate(record(r), gates.get(r.task_id)), reparsed.get(r.task_id)) for r in recs]
     if args.format == "table":
         print_table(*reconciliation_cells(recs))
@@ -156,9 +158,29 @@ def cmd_report(args) -> int:
     for r in records:
         for problem in r["problems"]:
             print(f"NOT DONE {r['task_id']}: {r['check']}: {problem}", file=notes)
+    for pause in pauses:
+        print(
+            f"PAUSED {pause['provider']}: account paused since {pause['paused_at']:%Y-%m-%d %H:%M:%S} UTC "
+            f"({pause['error_code']} on {pause['task_id']}); nothing is sent to it. Fix: {pause['fix']}, "
+            f"then run `batch-assets resume {pause['provider']}`",
+            file=notes,
+        )
     for path in pages:
         print(f"report: {path}", file=notes)
     return 0
+
+
+def _account_pauses(conn, task_ids) -> list[dict]:
+    """The active account pauses (ledger.account_pause) of the providers of the partitions reported."""
+    from batch_assets.ledger.accounts import active_pauses
+
+    providers = {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT provider FROM ledger.batch_task WHERE list_contains(?, task_id)", [list(task_ids)]
+        ).fetchall()
+    }
+    return [p for p in active_pauses(conn) if p["provider"] in providers]
 
 
 def _write_pages(conn, data_dir, task_ids, names, tolerance) -> list:
