@@ -4,8 +4,9 @@ The demo tasks (one per provider) run over several days of seeded demo data agai
 emulator, which injects, at `--fault-rate` (default 5 %):
 
 * per item: error lines (HTTP 429 / 500 / 400), truncated answers (finish_reason length), content
-  filter refusals, duplicated output lines, shuffled output (every batch), drawn per (request,
-  occurrence) so a resent request gets a fresh draw;
+  filter refusals, duplicated output lines, requests a completed batch gives no line at all
+  (OpenAI, DashScope), shuffled output (every batch), drawn per (request, occurrence) so a resent
+  request gets a fresh draw;
 * per API call: bursts of 429 / 500 / 503 answers (`fail_next_requests`) before a stage runs;
 * per submission: an enqueued-token limit that refuses the batches of that submit whole
   (re-queued without charging an attempt); a lost or 5xx answer to a create call after the batch
@@ -163,6 +164,7 @@ def emulator_knobs(rate: float) -> dict:
         "truncate_rate": rate,
         "content_filter_rate": rate,
         "duplicate_output_lines": rate,
+        "missing_output_lines": rate,
         "inline_responses_shuffled": True,
         # Gemini: SUCCEEDED this long (real seconds at speed 1) before its results exist.
         "succeeded_before_results_s": 0.2,

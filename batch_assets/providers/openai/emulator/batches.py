@@ -545,7 +545,8 @@ def _result_lines(
     processed = target["processed"]
     settings = record["settings"]
     missing_rate = settings.get("missing_output_lines", 0.0) if target["state"] == clock.DONE else 0.0
-    failures = 0
+    failures = written = 0
+    last = len(order) - 1
     for position, index in enumerate(order):
         source.seek(offsets[index])
         request = json.loads(source.readline())
@@ -555,8 +556,11 @@ def _result_lines(
             code, message = _UNFINISHED[target["state"]]
             yield _line(line_id, custom_id, None, {"code": code, "message": message}), True
             continue
-        if faults.missing(record["file_sha"], custom_id, missing_rate):
-            continue  # the batch completed, and this request got no line in either file
+        # The batch completed, and this request got no line in either file; never every request:
+        # a completed batch keeps a results file to read.
+        if faults.missing(record["file_sha"], custom_id, missing_rate) and (written or position < last):
+            continue
+        written += 1
         finished = int(timeline.running + (position + 1) * timeline.per_request)
         outcome = record["outcomes"][position]
         result = respond(flavor, record["endpoint"], body, outcome, line_id, finished)
