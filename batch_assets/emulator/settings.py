@@ -22,6 +22,8 @@ def _knob(default: Any, help_text: str) -> Any:
 
 
 AFTER_PROCESSING_MODES = ("lose", "error")
+# The policy categories of an Anthropic refusal (the SDK's `types/refusal_stop_details.py`).
+ANTHROPIC_REFUSAL_CATEGORIES = ("cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms")
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,20 @@ class EmulatorSettings:
         "OpenAI: fraction of requests answered 400 invalid_prompt (the prompt flagged as potentially violating "
         "the usage policy)",
     )
+    openai_refusal_rate: float = _knob(
+        0.0,
+        "OpenAI: fraction of chat/responses requests answered 200 with a refusal (chat: message.refusal set, "
+        "content null; responses: a refusal content part)",
+    )
+    openai_empty_error_file_id: bool = _knob(
+        False, 'OpenAI: a finished batch without error lines reports error_file_id "" instead of null'
+    )
+    expired_counts_unfinished_as_failed: bool = _knob(
+        True,
+        "OpenAI/DashScope: an expired batch counts its unfinished requests in request_counts.failed "
+        "(false: counts only the requests that ran, as a live expired batch reported {total: 10, completed: 1, "
+        "failed: 0}); their batch_expired lines are in the error file either way",
+    )
     # --- Gemini ---
     succeeded_before_results_s: float = _knob(
         0.0,
@@ -97,6 +113,16 @@ class EmulatorSettings:
         0.0,
         "Gemini: fraction of the requests of a succeeding batch answered with the per-request error "
         "{code: 1, CANCELLED} (the service canceled that one request on its own)",
+    )
+    gemini_prompt_blocked_rate: float = _knob(
+        0.0,
+        "Gemini: fraction of generateContent requests whose prompt is blocked: promptFeedback.blockReason, "
+        "no candidates",
+    )
+    gemini_thinking_max_tokens_rate: float = _knob(
+        0.0,
+        "Gemini: fraction of generateContent requests that reach maxOutputTokens while thinking: finishReason "
+        "MAX_TOKENS, a candidate content without parts, only thoughtsTokenCount as output",
     )
     gemini_item_error_status_names: bool = _knob(
         False, "Gemini: item errors also carry the `status` name next to the gRPC `code`"
@@ -125,6 +151,15 @@ class EmulatorSettings:
         0.0, "Anthropic: fraction of succeeded results with stop_reason pause_turn"
     )
     anthropic_refusal_rate: float = _knob(0.0, "Anthropic: fraction of succeeded results with stop_reason refusal")
+    anthropic_refusal_category: str | None = _knob(
+        None,
+        "Anthropic: refusals (content_filter_rate, anthropic_refusal_rate) name this stop_details.category "
+        "(cyber, bio, frontier_llm, reasoning_extraction, general_harms) and carry no content, as structured "
+        "refusals do; unset: category null, a refusal text",
+    )
+    anthropic_timeout_error_rate: float = _knob(
+        0.0, "Anthropic: fraction of requests whose result is errored with error type timeout_error"
+    )
 
     def replace(self, **changes: Any) -> EmulatorSettings:
         """A copy with `changes` applied; raises ValueError on an unknown knob or a bad value."""
@@ -143,6 +178,8 @@ class EmulatorSettings:
         _check_rules(self.after_processing_faults)
         self._check_gemini_knobs()
         self._check_dashscope_knobs()
+        if self.anthropic_refusal_category not in (None, *ANTHROPIC_REFUSAL_CATEGORIES):
+            raise ValueError(f"anthropic_refusal_category must be one of {ANTHROPIC_REFUSAL_CATEGORIES} or null")
         self._check_injected_faults()
 
     def _check_timing(self) -> None:
@@ -196,12 +233,16 @@ _RATES = (
     "duplicate_output_lines",
     "missing_output_lines",
     "openai_invalid_prompt_rate",
+    "openai_refusal_rate",
     "inline_responses_drop_keys_rate",
     "gemini_item_cancelled_rate",
+    "gemini_prompt_blocked_rate",
+    "gemini_thinking_max_tokens_rate",
     "gemini_cached_token_fraction",
     "anthropic_context_window_exceeded_rate",
     "anthropic_pause_turn_rate",
     "anthropic_refusal_rate",
+    "anthropic_timeout_error_rate",
 )
 # Knobs holding JSON structures: their values are checked by `__post_init__`, not by type.
 STRUCTURED = frozenset(

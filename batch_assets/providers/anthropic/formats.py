@@ -108,9 +108,11 @@ class Messages(WireFormat):
             f"WHEN {stop} = 'refusal' THEN 'content_filter' "
             f"WHEN {stop} IN ({', '.join(map(sql_literal, CUT_OFF_STOP_REASONS))}) THEN 'length' "
             f"ELSE {stop} END AS finish_reason, "
+            # A structured refusal (Claude 4.5+) names its policy category in stop_details, with an
+            # explanation or none and no content (Oaklight/llm-rosetta#432): the category is kept either way.
             f"CASE WHEN {stop} = 'refusal' "
-            f"THEN coalesce({raw}.body ->> '$.stop_details.explanation', nullif({text}, ''), "
-            f"'refused' || coalesce(' (' || ({raw}.body ->> '$.stop_details.category') || ')', '')) END AS refusal, "
+            f"THEN coalesce({raw}.body ->> '$.stop_details.explanation', nullif({text}, ''), 'refused') "
+            f"|| coalesce(' (category: ' || ({raw}.body ->> '$.stop_details.category') || ')', '') END AS refusal, "
             f"{_input_tokens_sql(raw)} AS input_tokens, "
             f"TRY_CAST({raw}.body ->> '$.usage.output_tokens' AS BIGINT) AS output_tokens, "
             # Extended thinking is billed as output and not counted apart in usage.

@@ -67,8 +67,9 @@ def snapshot_from_batch(batch) -> JobSnapshot:
         request_total=counts.total if counts else None,
         request_completed=counts.completed if counts else None,
         request_failed=counts.failed if counts else None,
-        output_file_id=batch.output_file_id,
-        error_file_id=batch.error_file_id,
+        # A clean batch may report `error_file_id: ""` (tobert/kaibo#93, live): no file, never an id.
+        output_file_id=batch.output_file_id or None,
+        error_file_id=batch.error_file_id or None,
         results_ready=state in TERMINAL_STATES and bool(batch.output_file_id or batch.error_file_id),
         errors=_batch_errors(batch),
         cancel_requested=batch.status == "cancelling" or batch.cancelling_at is not None,

@@ -375,6 +375,9 @@ def _outcomes(
     outcomes = []
     for custom_id, invalid_request in zip(custom_ids, invalid_flags, strict=True):
         injected = plan.outcome(custom_id)  # drawn for every request, so the rotation stays in input order
+        rate = settings.anthropic_timeout_error_rate
+        if injected == faults.OK and rate > 0 and plan.draw("anthropic_timeout_error", custom_id) < rate:
+            injected = faults.TIMED_OUT
         if injected == faults.OK:
             injected = _stop_outcome(plan, custom_id, settings)
         outcomes.append(faults.INVALID_REQUEST if invalid_request else injected)
@@ -448,7 +451,8 @@ def _result_lines(record: Record, target: dict[str, Any], source: BinaryIO) -> I
         if position >= processed:
             result: dict[str, Any] = {"type": _UNFINISHED[target["state"]]}
         else:
-            result = result_for(params, record["outcomes"][position], batch_id, index)
+            category = record["settings"].get("anthropic_refusal_category")
+            result = result_for(params, record["outcomes"][position], batch_id, index, category)
         line = _line(custom_id, result)
         if position < processed and faults.duplicated(record["seed_sha"], custom_id, record["duplicate_output_lines"]):
             duplicates.append(line)

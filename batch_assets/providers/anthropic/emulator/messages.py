@@ -15,6 +15,8 @@ from batch_assets.emulator.text import count_tokens
 from batch_assets.providers.anthropic.emulator.requests import output_schema, prompt_of, request_error
 
 REFUSAL_TEXT = "I can't help with that request."
+# [GUESS] the wording of a structured refusal's explanation (the SDK: "not guaranteed to be stable").
+REFUSAL_EXPLANATION = "This request was declined under a usage policy."
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
 # Outcomes of succeeded results with the rarer stop reasons of the SDK's `types/stop_reason.py`,
 # drawn by the `anthropic_*_rate` knobs (see `batches._outcomes`); one character each, as in `faults`.
@@ -45,11 +47,14 @@ def error_envelope(kind: str, message: str, request: str | None, details: dict[s
     return {"type": "error", "error": error, "request_id": request}
 
 
-def result_for(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> dict[str, Any]:
-    """The result of input line `index` whose injected outcome (see `faults`) is `outcome`."""
+def result_for(
+    params: dict[str, Any], outcome: str, batch_id: str, index: int, refusal_category: str | None = None
+) -> dict[str, Any]:
+    """The result of input line `index` whose injected outcome (see `faults`) is `outcome`;
+    a refusal names `refusal_category` (the `anthropic_refusal_category` knob) when given."""
     if outcome in faults.FAILURES:
         return {"type": "errored", "error": _error(params, outcome, batch_id, index)}
-    return {"type": "succeeded", "message": _message(params, outcome, message_id(batch_id, index))}
+    return {"type": "succeeded", "message": _message(params, outcome, message_id(batch_id, index), refusal_category)}
 
 
 def _error(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> dict[str, Any]:
@@ -66,6 +71,10 @@ def _error(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> d
         if faults.unit_draw("server_error_kind", batch_id, str(index)) < 0.5:
             return error_envelope("api_error", "Internal server error", line_request)
         return error_envelope("overloaded_error", "Overloaded", line_request)
+    if outcome == faults.TIMED_OUT:
+        # An error type of errored results (the SDK's error union, GatewayTimeoutErrorObject); [GUESS]
+        # the wording, which the SDK says can change.
+        return error_envelope("timeout_error", "Request timed out", line_request)
     if outcome == faults.INVALID_REQUEST:
         message = request_error(params)
         assert message is not None, "outcome INVALID_REQUEST is only given to params request_error rejects"
@@ -75,14 +84,17 @@ def _error(params: dict[str, Any], outcome: str, batch_id: str, index: int) -> d
     return error_envelope("invalid_request_error", message, line_request, {"error_visibility": "user_facing"})
 
 
-def _message(params: dict[str, Any], outcome: str, msg_id: str) -> dict[str, Any]:
+def _message(params: dict[str, Any], outcome: str, msg_id: str, refusal_category: str | None = None) -> dict[str, Any]:
     prompt = prompt_of(params)
     refused = outcome in (faults.CONTENT_FILTERED, REFUSAL)
     stop_details = None
     stop_sequence = None
     if refused:
-        text, stop_reason = REFUSAL_TEXT, "refusal"
-        stop_details = {"type": "refusal", "category": None, "explanation": None}
+        # A structured refusal (Sonnet 4.5+) names its policy category and has no content
+        # (Oaklight/llm-rosetta#432, verified against the live API; the SDK's RefusalStopDetails).
+        text, stop_reason = ("" if refusal_category else REFUSAL_TEXT), "refusal"
+        explanation = REFUSAL_EXPLANATION if refusal_category else None
+        stop_details = {"type": "refusal", "category": refusal_category, "explanation": explanation}
     else:
         answer = generate_answer(
             request_seed(params),
@@ -102,7 +114,7 @@ def _message(params: dict[str, Any], outcome: str, msg_id: str) -> dict[str, Any
         "type": "message",
         "role": "assistant",
         "model": params["model"],
-        "content": [{"type": "text", "text": text}],
+        "content": [{"type": "text", "text": text}] if text or not refused else [],
         "stop_reason": stop_reason,
         "stop_sequence": stop_sequence,
     }

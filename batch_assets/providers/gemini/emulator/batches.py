@@ -34,7 +34,7 @@ from batch_assets.emulator.clock import Phase, Timeline
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
 from batch_assets.emulator.worker import Worker, write_lines
-from batch_assets.providers.gemini.emulator.bodies import UsageOptions, respond
+from batch_assets.providers.gemini.emulator.bodies import PROMPT_BLOCKED, THOUGHT_OUT, UsageOptions, respond
 from batch_assets.providers.gemini.emulator.fields import unknown_field
 from batch_assets.providers.gemini.emulator.files import GeminiFileService
 from batch_assets.providers.gemini.emulator.requests import (
@@ -267,7 +267,7 @@ class GeminiBatchService:
             for index, key in enumerate(keys):
                 injected = plan.outcome(key)  # drawn for every request: the rotation stays in input order
                 if injected == faults.OK:
-                    injected = _gemini_outcome(plan, key, settings)
+                    injected = _gemini_outcome(kind, plan, key, settings)
                 outcomes.append(faults.INVALID_REQUEST if invalid[index] else injected)
         with self.store.locked():
             record = self.store.get(KIND, batch_id)
@@ -620,11 +620,18 @@ def _sha256(store: Store, blob: str) -> str:
     return digest.hexdigest()
 
 
-def _gemini_outcome(plan: faults.FaultPlan, key: str, settings: EmulatorSettings) -> str:
-    """A request's Gemini-only outcome, if the `gemini_*_rate` knobs draw one."""
-    rate = settings.gemini_item_cancelled_rate
-    if rate > 0 and plan.draw("gemini_item_cancelled", key) < rate:
-        return faults.PROVIDER_CANCELLED
+def _gemini_outcome(kind: str, plan: faults.FaultPlan, key: str, settings: EmulatorSettings) -> str:
+    """A request's Gemini-only outcome, if the `gemini_*_rate` knobs draw one (the answer-shape ones
+    for generateContent only)."""
+    drawn = [(faults.PROVIDER_CANCELLED, settings.gemini_item_cancelled_rate)]
+    if kind == GENERATE:
+        drawn += [
+            (PROMPT_BLOCKED, settings.gemini_prompt_blocked_rate),
+            (THOUGHT_OUT, settings.gemini_thinking_max_tokens_rate),
+        ]
+    for outcome, rate in drawn:
+        if rate > 0 and plan.draw(f"gemini_outcome:{outcome}", key) < rate:
+            return outcome
     return faults.OK
 
 

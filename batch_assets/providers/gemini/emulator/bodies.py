@@ -54,6 +54,14 @@ _INJECTED_ERRORS = {
     faults.INJECTED_BAD_REQUEST: (400, "Request contains an invalid argument."),
 }
 _UNAVAILABLE = (503, "The service is currently unavailable.")
+# Answer shapes drawn by the Gemini knobs (one character each, as the outcomes of `faults`):
+# the prompt blocked, with `promptFeedback.blockReason` and no candidates at all (the shape
+# experientiallabs/experiential#783 met in production); the output budget spent while thinking, a
+# MAX_TOKENS candidate whose content has no parts (stanford-crfm/helm#3804, googleapis/python-genai#811).
+PROMPT_BLOCKED = "n"
+THOUGHT_OUT = "m"
+BLOCK_REASON = "PROHIBITED_CONTENT"
+_DEFAULT_MAX_OUTPUT_TOKENS = 1024  # [GUESS] the thoughts of a request without maxOutputTokens
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,36 @@ def respond(
         return ItemResult({"error": rpc_status(error, with_name=status_names)}, ok=False)
     if kind == EMBED:
         return _embedding(model, request)
+    if outcome in (PROMPT_BLOCKED, THOUGHT_OUT):
+        return _no_answer(model, request, outcome, seed_id)
     return _generate(model, request, _ANSWER_FAULTS.get(outcome), seed_id, usage)
+
+
+def _no_answer(model: str, request: dict[str, Any], outcome: str, seed_id: str) -> ItemResult:
+    """A response with no text: the prompt blocked, or the output budget spent on thoughts."""
+    prompt = prompt_of(GENERATE, request)
+    thoughts = 0
+    if outcome == THOUGHT_OUT:
+        thoughts = output_format(request).max_tokens or _DEFAULT_MAX_OUTPUT_TOKENS
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt.tokens,
+        "totalTokenCount": prompt.tokens + thoughts,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt.tokens}],
+    }
+    response: dict[str, Any] = {}
+    if outcome == PROMPT_BLOCKED:
+        response["promptFeedback"] = {"blockReason": BLOCK_REASON}
+    else:
+        usage["thoughtsTokenCount"] = thoughts
+        response["candidates"] = [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}]
+    response.update(
+        {
+            "usageMetadata": usage,
+            "modelVersion": model_version(model),
+            "responseId": ids.derived_base62(23, "gemini-response", seed_id),
+        }
+    )
+    return ItemResult({"response": response}, True, prompt.tokens, thoughts)
 
 
 def _item_error(kind: str, request: dict[str, Any], outcome: str, seed_id: str) -> ApiError:

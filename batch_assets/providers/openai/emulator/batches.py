@@ -22,7 +22,7 @@ from batch_assets.emulator.errors import ApiError, invalid_value, missing_parame
 from batch_assets.emulator.settings import EmulatorSettings, RuntimeSettings, token_limit_for
 from batch_assets.emulator.store import Record, Store
 from batch_assets.emulator.worker import Worker, results_target, staged_for, write_lines
-from batch_assets.providers.openai.emulator.bodies import respond
+from batch_assets.providers.openai.emulator.bodies import REFUSED, respond
 from batch_assets.providers.openai.emulator.files import (
     DEFAULT_BATCH_FILE_TTL_S,
     FileService,
@@ -419,7 +419,7 @@ class BatchService:
                 "completion_window": record["completion_window"],
                 "status": state,
                 "output_file_id": record["output_file_id"],
-                "error_file_id": record["error_file_id"],
+                "error_file_id": _error_file_id(flavor, record),
                 "created_at": int(timeline.created),
                 "in_progress_at": stamp(timeline.running, validated),
                 "expires_at": stamp(timeline.expires, flavor.expiry_before_validation or validated),
@@ -438,6 +438,15 @@ class BatchService:
         return batch
 
 
+def _error_file_id(flavor: Flavor, record: Record) -> str | None:
+    """The batch's error file, or "" for a finished one without, under `openai_empty_error_file_id`:
+    a live clean batch reported `error_file_id: ""` (tobert/kaibo#93), where the docs say null."""
+    empty = flavor.name == "openai" and record["settings"].get("openai_empty_error_file_id", False)
+    if record["error_file_id"] is None and record["finalized"] and empty:
+        return ""
+    return record["error_file_id"]
+
+
 def _openai_outcome(
     flavor: Flavor, endpoint: str, plan: faults.FaultPlan, custom_id: str, settings: EmulatorSettings
 ) -> str:
@@ -445,9 +454,12 @@ def _openai_outcome(
     whose dialect has its own codes, nor for embeddings, which no usage policy screens)."""
     if flavor.name != "openai" or endpoint == EMBEDDINGS:
         return faults.OK
-    rate = settings.openai_invalid_prompt_rate
-    if rate > 0 and plan.draw("openai_invalid_prompt", custom_id) < rate:
-        return faults.FLAGGED_PROMPT
+    for outcome, rate in (
+        (faults.FLAGGED_PROMPT, settings.openai_invalid_prompt_rate),
+        (REFUSED, settings.openai_refusal_rate),
+    ):
+        if rate > 0 and plan.draw(f"openai_outcome:{outcome}", custom_id) < rate:
+            return outcome
     return faults.OK
 
 
@@ -458,8 +470,13 @@ def _counts(record: Record, phase: Phase, state: str) -> dict[str, int]:
     total = len(outcomes)
     failed = sum(outcomes.count(code, 0, phase.processed) for code in faults.FAILURES)
     completed = phase.processed - failed
-    if state in ("expired", "cancelled"):
+    counted = state == "cancelled" or (
+        state == "expired" and record["settings"].get("expired_counts_unfinished_as_failed", True)
+    )
+    if counted:
         failed += total - phase.processed  # unfinished requests are error-file lines too
+    # A live expired batch reported {total: 10, completed: 1, failed: 0} (warmbly/warmbly#333): its
+    # unfinished requests were not counted, though they are batch_expired lines of the error file.
     return {"total": total, "completed": completed, "failed": failed}
 
 

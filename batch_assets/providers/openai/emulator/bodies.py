@@ -17,6 +17,7 @@ from batch_assets.emulator.answers import (
     request_seed,
 )
 from batch_assets.emulator.errors import ApiError
+from batch_assets.emulator.text import count_tokens
 from batch_assets.providers.openai.emulator.flavor import Flavor
 from batch_assets.providers.openai.emulator.requests import (
     EMBEDDINGS,
@@ -28,6 +29,11 @@ from batch_assets.providers.openai.emulator.requests import (
 )
 
 _ANSWER_FAULTS = {faults.CONTENT_FILTERED: CONTENT_FILTER, faults.TRUNCATED: LENGTH}
+# A refusal instead of an answer (`openai_refusal_rate`): 200, the refusal text in chat's
+# `message.refusal` with `content` null (the structured-outputs guide, "Refusals"), in a `refusal`
+# content part on /v1/responses. One character, as the outcomes of `faults`.
+REFUSED = "y"
+REFUSAL_TEXT = "I'm sorry, but I can't assist with that request."
 INVALID_PROMPT_MESSAGE = (
     "Invalid prompt: your prompt was flagged as potentially violating our usage policy. Please try again with a "
     "different prompt: https://platform.openai.com/docs/guides/reasoning#advice-on-prompting"
@@ -50,8 +56,34 @@ def respond(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: str, s
         return _embeddings(flavor, body)
     fault = _ANSWER_FAULTS.get(outcome)
     if endpoint == RESPONSES:
-        return _responses(flavor, body, fault, seed_id, created)
-    return _chat(flavor, endpoint, body, fault, seed_id, created)
+        result = _responses(flavor, body, fault, seed_id, created)
+        return _refused_response(result) if outcome == REFUSED else result
+    result = _chat(flavor, endpoint, body, fault, seed_id, created)
+    return _refused_chat(result) if outcome == REFUSED else result
+
+
+def _refused_chat(result: Result) -> Result:
+    """The chat completion with a refusal where the answer was."""
+    refusal_tokens = count_tokens(REFUSAL_TEXT)
+    for choice in result.body["choices"]:
+        choice["message"].update(content=None, refusal=REFUSAL_TEXT)
+        choice["finish_reason"] = "stop"
+    usage = result.body["usage"]
+    reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
+    usage["completion_tokens"] = reasoning + refusal_tokens * len(result.body["choices"])
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return Result(200, result.body, result.input_tokens, usage["completion_tokens"])
+
+
+def _refused_response(result: Result) -> Result:
+    """The /v1/responses body with a refusal content part where the answer was."""
+    for item in result.body["output"]:
+        if item.get("type") == "message":
+            item["content"] = [{"type": "refusal", "refusal": REFUSAL_TEXT}]
+    usage = result.body["usage"]
+    usage["output_tokens"] = usage["output_tokens_details"]["reasoning_tokens"] + count_tokens(REFUSAL_TEXT)
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return Result(200, result.body, result.input_tokens, usage["output_tokens"])
 
 
 def _error_result(flavor: Flavor, endpoint: str, body: dict[str, Any], outcome: str) -> Result:
