@@ -127,14 +127,13 @@ def cmd_report(args) -> int:
     from batch_assets.pipeline.settle.reconcile import reconcile_conn
     from batch_assets.spec.resolve import load_all_tasks
 
-    tolerance = {name: t.spec.retry.max_failed_fraction for name, t in load_all_tasks().items()}
+    # Each task's verdict settings: failure tolerance and what an empty day is (ok | warn | fail).
+    tolerance = {name: (t.spec.retry.max_failed_fraction, t.spec.empty_source) for name, t in load_all_tasks().items()}
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
-        recs = [
-            reconcile_conn(conn, t, *([tolerance[names[t]]] if names.get(t) in tolerance else [])) for t in task_ids
-        ]
+        recs = [reconcile_conn(conn, t, *tolerance.get(names.get(t), ())) for t in task_ids]
         pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
         gates = partition_gates(conn, list(task_ids))
         reparsed = reparse_figures(conn, list(task_ids))
@@ -185,9 +184,11 @@ def _account_pauses(conn, task_ids) -> list[dict]:
 
 def _write_pages(conn, data_dir, task_ids, names, tolerance) -> list:
     from batch_assets.pipeline.report.partition_report import build_report, write_report
+    from batch_assets.pipeline.settle.reconcile import DEFAULT_MAX_FAILED_FRACTION
 
     pages = []
     for task_id in task_ids:
-        rep = build_report(conn, task_id, *([tolerance[names[task_id]]] if names.get(task_id) in tolerance else []))
+        fraction, empty = tolerance.get(names.get(task_id), (DEFAULT_MAX_FAILED_FRACTION, "warn"))
+        rep = build_report(conn, task_id, fraction, empty_source=empty)
         pages.append(write_report(rep, data_dir))
     return pages

@@ -53,7 +53,7 @@ def build_manifest(w: TaskWiring) -> dg.AssetsDefinition:
                         "reused": s.reused,
                         **({"source_read": s.source_read} if s.source_read else {}),
                         **(s.pii.as_metadata() if s.pii else {}),
-                        "cost_estimated": money(gates[s.task_id].cost_estimated),
+                        "cost_estimated": money(gates[s.task_id].cost_estimated, task.spec.provider, task.spec.model),
                         "currency": gates[s.task_id].currency or "unknown",
                     },
                 ),

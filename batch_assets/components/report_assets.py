@@ -34,7 +34,7 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
         with wh.connect() as conn:
             known = {r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task").fetchall()}
             reports = {
-                pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction)
+                pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction, empty_source=spec.empty_source)
                 for pk in context.partition_keys
                 if task.task_id(pk) in known
             }

@@ -83,6 +83,12 @@ def _reconciliation_result(context: dg.AssetExecutionContext, settled: list) -> 
     )
 
 
+def _total(costs) -> float | None:
+    """The sum of the partitions' costs; None (unknown) when any is unknown, not 0."""
+    costs = list(costs)
+    return None if any(c is None for c in costs) else sum(costs)
+
+
 def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
     task, name, spec = w.task, w.name, w.task.spec
 
@@ -104,7 +110,7 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
         tag_run(context, name)
         wh = warehouse.warehouse()
         out = [apply_results(wh, task, pk) for pk in context.partition_keys]
-        settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction) for s in out]
+        settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction, spec.empty_source) for s in out]
         w.record_table(context, wh, "applied")
         per_partition(context, {pk: health(r) for pk, (r, _) in zip(context.partition_keys, settled)})
         with wh.connect() as conn:  # the business table as the write left it
@@ -129,8 +135,8 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
                 "refused_output_version": sum(s.refused_version for s in out),
                 "unresolved": sum(r.unresolved for r, _ in settled),
                 "final_status": ", ".join(f"{r.task_id}={r.final_status or 'pending'}" for r, _ in settled),
-                "cost_estimated": money(sum(g.cost_estimated or 0 for g in gates.values())),
-                "cost_actual": money(sum(g.cost_actual or 0 for g in gates.values())),
+                "cost_estimated": money(_total(g.cost_estimated for g in gates.values()), spec.provider, spec.model),
+                "cost_actual": money(_total(g.cost_actual for g in gates.values()), spec.provider, spec.model),
                 "currency": ", ".join(sorted({g.currency or "unknown" for g in gates.values()})),
                 "pii_redacted": sum(g.pii_redacted for g in gates.values()),
                 "pii_blocked": sum(g.pii_blocked for g in gates.values()),

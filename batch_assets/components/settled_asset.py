@@ -30,7 +30,7 @@ def build_settled(w: TaskWiring) -> dg.AssetsDefinition:
         wh = warehouse.warehouse()
         statuses = {}
         for pk in context.partition_keys:
-            rec = reconcile(wh, task.task_id(pk), spec.retry.max_failed_fraction)
+            rec = reconcile(wh, task.task_id(pk), spec.retry.max_failed_fraction, spec.empty_source)
             statuses[pk] = (rec, partition_status(rec, rec.verdict()))
         not_done = [s for _, s in statuses.values() if s.state not in (DONE, UNDER_WAY)]
         if not_done:

@@ -27,8 +27,11 @@ def by_partition(summaries: list, fields) -> dict:
     return {s.task_id: dg.MetadataValue.json(fields(s)) for s in summaries}
 
 
-def money(v: float | None) -> float | str:
-    return round(v, 6) if v is not None else "unknown (model not in the provider's prices.yaml)"
+def money(v: float | None, provider: str, model: str) -> float | str:
+    """A cost, or why it is unknown: the model has no price in its provider's table (0 items cost 0)."""
+    if v is not None:
+        return round(v, 6)
+    return f"unknown (model {model!r} has no price in batch_assets/providers/{provider}/prices.yaml)"
 
 
 def health(rec: Reconciliation) -> dict:

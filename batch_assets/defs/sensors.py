@@ -8,6 +8,9 @@ Each tick
 - requests a `<task>__collect` run for every task partition whose terminal jobs are not fully
   collected, read from the ledger's state (see pipeline.collect.collect_runs): a failed collect run is asked for
   again under a new run key, at most DEFAULT_MAX_COLLECT_TRIES times per job;
+- requests a `<task>__collect` run, once per frozen manifest, for every partition with nothing to
+  send and no provider job whose final status is not recorded (0 items, every row rejected or every
+  item quarantined before sending), so it reaches `settled` (pipeline.settle.partition_status);
 - requests a `<task>__submit` run (submissions only) for partitions whose shards wait for a
   provider's capacity;
 - tries again to delete provider-side files whose deletion after download failed (retention).
@@ -38,6 +41,7 @@ from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, pol
 from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.pipeline.govern.retention import delete_remote_files
 from batch_assets.pipeline.send.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
+from batch_assets.pipeline.settle.partition_status import partitions_to_settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProvidersResource, WarehouseResource
@@ -174,6 +178,7 @@ class _LedgerState:
     waiting_to_submit: list
     released: int
     orphaned: list
+    settle_due: list
 
     def attempt_of_jobs(self, task_name: str, day: str) -> int | None:
         return self.attempts.get((task_name, day), (None, 1))[0]
@@ -195,7 +200,8 @@ def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.Dag
         # expired leases leave are sent to a submit run, which looks each up before creating anything.
         released = release_claims_of_ended_runs(conn, lambda owner: _ended(instance, owner))
         orphaned = partitions_with_orphaned_intents(conn)
-    return _LedgerState(stuck, plan, attempts, high_water, waiting_to_submit, released, orphaned)
+        settle_due = partitions_to_settle(conn)
+    return _LedgerState(stuck, plan, attempts, high_water, waiting_to_submit, released, orphaned, settle_due)
 
 
 def _log_stuck_and_uncollected(log, stuck, plan) -> None:
@@ -247,6 +253,35 @@ def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) ->
                     r.partition_date,
                     state.attempt_of_jobs(r.task_name, r.partition_date) or r.attempt,
                     **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]},
+                ),
+            )
+        )
+    return requests
+
+
+def _settle_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+    """A collect run for each partition with nothing to send and no provider job, not final yet: no
+    job will ever end for it, so only this run settles it. Not while a submit or collect run of the
+    partition is going (it may still cut or quarantine); the run key is the frozen manifest's, so it
+    is asked for once (again after a refreeze)."""
+    requests = []
+    for due in state.settle_due:
+        job_name = f"{due.task_name}__collect"
+        if _running(instance, f"{due.task_name}__submit", due.partition_date) or _running(
+            instance, job_name, due.partition_date
+        ):
+            continue
+        log.info(f"{job_name} {due.partition_date}: requested to settle {due.task_id}: {due.reason}")
+        requests.append(
+            dg.RunRequest(
+                run_key=due.run_key,
+                job_name=job_name,
+                partition_key=due.partition_date,
+                tags=_tags(
+                    due.task_name,
+                    due.partition_date,
+                    state.attempt_of_shards(due.task_name, due.partition_date),
+                    **{"batch_assets/settle": due.reason[:200]},
                 ),
             )
         )
@@ -349,7 +384,7 @@ def provider_status_tick(
     _retry_remote_deletions(wh, providers, tasks, log)
     state = _read_ledger(wh, tasks, providers, context.instance)
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
-    collect = _collect_requests(context.instance, state, log)
+    collect = [*_collect_requests(context.instance, state, log), *_settle_requests(context.instance, state, log)]
     submit = [*_capacity_requests(state), *_orphan_requests(context.instance, state, log), *_retry_requests(wh, tasks)]
     submit = _without_paused_accounts(wh, tasks, submit, log)
     stuck = state.stuck

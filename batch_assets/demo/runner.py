@@ -136,7 +136,7 @@ def run_demo(
 
     specs = load_all_tasks()
     settled = [
-        settle(wh, f"{t}_{p.replace('-', '')}", specs[t].spec.retry.max_failed_fraction)
+        settle(wh, f"{t}_{p.replace('-', '')}", specs[t].spec.retry.max_failed_fraction, specs[t].spec.empty_source)
         for t in tasks
         for p in partitions
     ]

@@ -28,7 +28,7 @@ RETRY_DECISION_COLUMNS = (
     "reason",
 )
 COMPLIANCE_HOLD_COLUMNS = ("custom_id", "business_id", "attempt", "provider_code", "provider_reason")
-FINAL_STATUSES = ("COMPLETED", "COMPLETED_WITH_FAILURES", "FAILED", "CANCELED")
+FINAL_STATUSES = ("COMPLETED", "COMPLETED_WITH_FAILURES", "FAILED", "CANCELED", "EMPTY")
 
 
 def insert_retry_decisions(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, params: Params = None) -> int:

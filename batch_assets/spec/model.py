@@ -11,6 +11,7 @@ from typing import Literal
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from batch_assets.formatting import parse_duration
 from batch_assets.policy.model import PolicySpec
@@ -170,6 +171,11 @@ PRIORITIES: tuple[str, ...] = ("low", "normal", "high", "urgent")
 
 
 RetryAction = Literal["retry", "final_failed", "compliance_hold", "await_operator"]
+
+# What a partition whose source had no rows for its day (0 items, nothing rejected) ends as: its
+# verdict is `empty_source` and its final status EMPTY, and the setting gives the verdict's weight.
+EmptySource = Literal["ok", "warn", "fail"]
+EMPTY_SOURCE_CHOICES: tuple[str, ...] = ("ok", "warn", "fail")
 
 
 class RetrySpec(_Strict):
@@ -349,6 +355,12 @@ class TaskSpec(_Strict):
         description="Sensitive data: per detector block | "
         "redact | allow, applied at freeze before the input hash is taken.",
     )
+    empty_source: EmptySource = Field(
+        default="warn",
+        description="A partition whose source query returned no rows for its day ends final (EMPTY) with "
+        "the verdict `empty_source`: ok passes it, warn (default) makes its reconciliation check a WARN "
+        "(the partition is still done), fail fails it (the partition shows red).",
+    )
     budget: BudgetSpec = BudgetSpec()
     gate: GateSpec = GateSpec()
 
@@ -378,6 +390,18 @@ class TaskSpec(_Strict):
             raise ValueError(
                 f"{bad} are not valid tags; keys and values use letters, digits, '_', '-', '.' "
                 "(at most 63 each; a key may start with one 'prefix/')"
+            )
+        return v
+
+    @field_validator("empty_source", mode="before")
+    @classmethod
+    def _empty_source(cls, v):
+        if v not in EMPTY_SOURCE_CHOICES:
+            raise PydanticCustomError(  # not ValueError: its message would start "Value error, "
+                "empty_source",
+                "{value} is not a choice; use ok (an empty day passes), warn (the default: its check warns) "
+                "or fail (an empty day fails its partition)",
+                {"value": repr(v)},
             )
         return v
 

@@ -215,7 +215,7 @@ def reparse_partition(
     summary = reparse_results(wh, task, partition_date, classes, who=who)
     plan = plan_retries(wh, task, partition_date)
     applied = apply_results(wh, task, partition_date)
-    rec, verdict = settle(wh, summary.task_id, task.spec.retry.max_failed_fraction)
+    rec, verdict = settle(wh, summary.task_id, task.spec.retry.max_failed_fraction, task.spec.empty_source)
     return ReparseRun(summary, dict(plan.by_action), applied.applied, applied.stale, rec.final_status, verdict.status)
 
 

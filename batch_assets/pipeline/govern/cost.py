@@ -4,7 +4,8 @@ ledger by query. No matched value is ever read here.
 
 * estimated cost: sum of `manifest_item.est_cost` (priced at freeze, see `providers.prices`) of the
   partition's live items that are not quarantined (blocked or otherwise held back) - what the
-  first attempt will cost at most; retries are not estimated.
+  first attempt will cost at most; retries are not estimated. 0 when there is no such item (an empty
+  day); NULL only when the model has no price.
 * actual cost: sum of `parsed_result.cost` over every attempt, from the provider's usage
   (NULL usage - a failed request the provider does not bill - counts as 0), its cached input
   tokens at the model's cached-input price (`providers.prices`).
@@ -51,7 +52,8 @@ def partition_gate_sql() -> str:
                (SELECT count(*) FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
                 WHERE q.task_id = t.task_id AND q.reason_code = '{BLOCKED_CODE}' AND m.superseded_at IS NULL)
                    AS pii_blocked,
-               (SELECT sum(m.est_cost) FROM ledger.manifest_item m
+               -- No item to send costs 0 (not NULL: NULL means the model has no price).
+               (SELECT CASE WHEN count(*) = 0 THEN 0.0 ELSE sum(m.est_cost) END FROM ledger.manifest_item m
                 WHERE m.task_id = t.task_id AND m.superseded_at IS NULL
                   AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine WHERE task_id = t.task_id))
                    AS cost_estimated,

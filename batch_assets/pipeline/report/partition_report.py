@@ -348,10 +348,11 @@ def build_report(
     task_id: str,
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
     now: dt.datetime | None = None,
+    empty_source: str = "warn",
 ) -> PartitionReport:
     """Everything the report shows about one task partition, read from the ledger."""
     now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
-    rec = reconcile_conn(conn, task_id, max_failed_fraction)
+    rec = reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
     verdict = rec.verdict()
     row = conn.execute(
         """SELECT task_name, strftime(partition_date, '%Y-%m-%d'), provider, model, created_at,

@@ -4,7 +4,9 @@ under way (no materialization, so the partition bar stays empty while work is in
 Done means every item is final and the reconciliation passed with a final status other than
 CANCELED; failed means nothing is pending any more and the verdict failed, or the operator canceled
 the partition's work before anything was applied. The reasons are the verdict's, with the
-provider's own reason for every batch it failed whole.
+provider's own reason for every batch it failed whole. An empty partition (its source had no rows
+for the day) is done with the verdict `empty_source` under the task's `empty_source: ok` or `warn`,
+failed under `fail`; a partition not frozen yet is not under way nor done: nothing is shown.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class PartitionStatus:
 
 
 def partition_status(rec: Reconciliation, verdict: Verdict) -> PartitionStatus:
-    if rec.pending:
+    if rec.pending or not rec.frozen:
         return PartitionStatus(rec.task_id, UNDER_WAY, None, verdict.reasons)
     if verdict.status == FAILED or verdict.final_status is None:
         reasons = tuple(dict.fromkeys([*verdict.reasons, *(f"provider failed batch {f}" for f in rec.batch_failures)]))
@@ -40,3 +42,63 @@ def partition_status(rec: Reconciliation, verdict: Verdict) -> PartitionStatus:
         )
         return PartitionStatus(rec.task_id, NOT_DONE, "CANCELED", (reason,))
     return PartitionStatus(rec.task_id, DONE, verdict.final_status, verdict.reasons)
+
+
+@dataclass(frozen=True)
+class SettleDue:
+    """A frozen partition with nothing to send and no provider job, whose final status is not recorded:
+    only a collect run settles it (the sensor requests collect runs for terminal provider jobs, and
+    it has none)."""
+
+    task_name: str
+    partition_date: str
+    task_id: str
+    manifest_version: int
+    reason: str
+
+    @property
+    def run_key(self) -> str:
+        """One collect run per frozen manifest: a refreeze (new version) is settled again."""
+        return f"settle:{self.task_name}:{self.partition_date}:m{self.manifest_version}"
+
+
+# Candidates, cheap on a big ledger: not final, no provider job (not even an intent), and by the
+# frozen item count nothing left to send (0 items, or at most as many quarantined). Only those are
+# counted exactly from the manifest (a few rows each: they are empty or all quarantined).
+_DUE_SQL = """
+    WITH candidates AS (
+        SELECT t.task_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day, t.manifest_version,
+               t.total_items
+        FROM ledger.batch_task t
+        WHERE t.final_status IS NULL
+          AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.task_id = t.task_id)
+          AND t.total_items <= (SELECT count(*) FROM ledger.quarantine q WHERE q.task_id = t.task_id)
+    )
+    SELECT c.task_name, c.day, c.task_id, c.manifest_version,
+           (SELECT count(*) FROM ledger.manifest_item m
+            WHERE m.task_id = c.task_id AND m.superseded_at IS NULL) AS items,
+           (SELECT count(*) FROM ledger.manifest_item m
+            WHERE m.task_id = c.task_id AND m.superseded_at IS NULL
+              AND m.custom_id NOT IN (SELECT custom_id FROM ledger.quarantine q WHERE q.task_id = c.task_id))
+               AS sendable,
+           (SELECT coalesce(sum(row_count), 0) FROM ledger.source_reject r WHERE r.task_id = c.task_id) AS rejected
+    FROM candidates c
+    ORDER BY c.task_name, c.day
+"""
+
+
+def partitions_to_settle(conn) -> list[SettleDue]:
+    """Frozen partitions that no provider job will ever settle: no job, nothing to send (0 items, every
+    source row rejected, or every item quarantined before sending) and no final status recorded yet."""
+    due = []
+    for task_name, day, task_id, version, items, sendable, rejected in conn.execute(_DUE_SQL).fetchall():
+        if sendable:
+            continue
+        if items:
+            reason = f"every item quarantined before sending ({items} quarantined)"
+        elif rejected:
+            reason = f"every source row rejected before freezing ({rejected} rejected), 0 items"
+        else:
+            reason = "the source had no rows for the day, 0 items (empty_source)"
+        due.append(SettleDue(task_name, day, task_id, int(version), reason))
+    return due

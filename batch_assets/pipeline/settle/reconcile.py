@@ -22,6 +22,10 @@ answer that was not applied).
 The verdict passes only when every item is final, the equations hold and final failures are within
 the task's tolerance; it warns while work is pending; it fails when nothing is pending and any
 item is unresolved or failures exceed the tolerance. Green means done.
+
+An empty partition (frozen, 0 items, nothing rejected: the source had no rows for the day) is final
+at once: its verdict is `empty_source`, passed, warn or failed as the task's `empty_source` setting
+(ok | warn | fail) says, and its final status EMPTY.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ DEFAULT_MAX_FAILED_FRACTION = 0.01
 RECONCILE_CHUNK = 1 << 20
 
 PASSED, WARN, FAILED = "passed", "warn", "failed"
+# A partition whose source had no rows for its day: 0 items and nothing rejected. Its verdict is
+# `empty_source`, weighed by the task's `empty_source` setting; its final status is EMPTY.
+EMPTY_SOURCE, EMPTY = "empty_source", "EMPTY"
+EMPTY_VERDICTS = {"ok": PASSED, "warn": WARN, "fail": FAILED}
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,8 @@ class Reconciliation:
     max_attempt: int = 0
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
     final_status: str | None = None  # as recorded in ledger.batch_task
+    frozen: bool = True  # the partition's manifest is frozen (it has a ledger.batch_task row)
+    empty_source: str = "warn"  # the task's `empty_source` setting: ok | warn | fail
     # The provider's own reason for each batch it failed as a whole (e.g. "too_many_tasks: …").
     batch_failures: list[str] = field(default_factory=list)
 
@@ -111,6 +121,11 @@ class Reconciliation:
     def pending(self) -> int:
         """Items with work still under way: in flight, retry pending, undecided, not yet sharded."""
         return self.in_flight + self.retry_pending + self.undecided + self.unsharded
+
+    @property
+    def empty(self) -> bool:
+        """Frozen with no item and nothing rejected: the source had no rows for the day."""
+        return self.frozen and not self.manifest_items and not self.source_rejects
 
     @property
     def unresolved(self) -> int:
@@ -167,7 +182,18 @@ class Reconciliation:
     def verdict(self) -> Verdict:
         """passed only when every item is final, the equations hold and final failures are within
         the tolerance; warn while work is pending; failed otherwise."""
+        if not self.frozen:
+            return Verdict(WARN, ("not frozen yet: no manifest for this partition (run its submit job)",), None)
         problems = self.problems()
+        if self.empty and not problems:
+            return Verdict(
+                EMPTY_VERDICTS[self.empty_source],
+                (
+                    f"{EMPTY_SOURCE}: the source query returned no rows for this day, 0 items frozen "
+                    f"(the task's empty_source: {self.empty_source})",
+                ),
+                EMPTY,
+            )
         if problems:
             return Verdict(FAILED, tuple(f"unbalanced: {p}" for p in problems), None if self.pending else "FAILED")
         if self.pending:
@@ -269,14 +295,17 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
                   count(*) FILTER (status = 'ok' AND {active}) AS answered_lines
            FROM ledger.raw_result WHERE task_id = $t""",
         f"SELECT count(*) AS parsed_from_lines FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {active}",
-        "SELECT max(final_status) AS final_status FROM ledger.batch_task WHERE task_id = $t",
+        "SELECT max(final_status) AS final_status, count(*) > 0 AS frozen FROM ledger.batch_task WHERE task_id = $t",
     ]
 
 
 def reconcile_conn(
-    conn: duckdb.DuckDBPyConnection, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+    conn: duckdb.DuckDBPyConnection,
+    task_id: str,
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
+    empty_source: str = "warn",
 ) -> Reconciliation:
-    r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction)
+    r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction, empty_source=empty_source)
     params = {"t": task_id}
     r.manifest_items, superseded, revocations, lo, hi = conn.execute(
         """
@@ -291,11 +320,12 @@ def reconcile_conn(
         cur = conn.execute(sql, params)
         terms.update(zip((d[0] for d in cur.description), cur.fetchone()))
     final_status, failures = terms.pop("final_status"), terms.pop("batch_failures") or []
+    r.frozen = bool(terms.pop("frozen"))
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
     r.batch_failures = [f"{f['job_key']}: {f['code'] or 'no code'}: {f['message'] or 'no detail'}" for f in failures]
     _per_item(conn, task_id, r, manifest_rows=r.manifest_items + superseded, numbers=(lo, hi))
-    r.final_status = final_status if r.manifest_items else None
+    r.final_status = final_status if r.manifest_items or r.source_rejects or final_status == EMPTY else None
     return r
 
 
@@ -536,22 +566,25 @@ def _add_terms(r: Reconciliation, rows: list[tuple]) -> None:
             setattr(r, state, getattr(r, state) + items)
 
 
-def reconcile(wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION) -> Reconciliation:
+def reconcile(
+    wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, empty_source: str = "warn"
+) -> Reconciliation:
     """The partition's reconciliation, read only (`settle` records its final status)."""
     with wh.connect(read_only=True) as conn:
-        return reconcile_conn(conn, task_id, max_failed_fraction)
+        return reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
 
 
 def settle(
-    wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+    wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, empty_source: str = "warn"
 ) -> tuple[Reconciliation, Verdict]:
-    """Reconcile the partition and record its final status (cleared again while work is pending)."""
+    """Reconcile the partition and record its final status (cleared again while work is pending); an
+    empty partition (frozen, no item, nothing rejected) is recorded EMPTY."""
     from batch_assets.ledger.retries import set_final_status
 
     with wh.connect() as conn:
-        rec = reconcile_conn(conn, task_id, max_failed_fraction)
+        rec = reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
         verdict = rec.verdict()
-        if rec.manifest_items or rec.source_rejects:
+        if rec.frozen:
             set_final_status(conn, task_id, verdict.final_status)
             rec.final_status = verdict.final_status
     return rec, verdict
