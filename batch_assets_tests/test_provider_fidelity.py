@@ -188,8 +188,8 @@ def test_dashscope_error_lines_in_the_openai_shape_and_with_error_code_and_error
     assert got == {
         "a": ("Throttling", "Requests throttled", "rate_or_capacity_error"),
         "b": ("DataInspectionFailed", "inappropriate content", "content_policy_error"),
-        "c": ("Arrearage", "account in arrears", "rate_or_capacity_error"),
-        "d": ("InvalidParameter", "messages must not be empty", "internal_error"),
+        "c": ("Arrearage", "account in arrears", "account_error"),
+        "d": ("InvalidParameter", "messages must not be empty", "validation_error"),
         "e": ("data_inspection_failed", "Input data may contain inappropriate content.", "content_policy_error"),
         "f": (None, None, None),
     }

@@ -320,7 +320,7 @@ def test_dagster_loads_a_task_folder_as_its_asset_group(dg_project):
     # The source table the manifest reads shows as an (external) asset even without the project's defs/tables.py.
     assert keys == {
         f"other_triage/{s}"
-        for s in ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "report")
+        for s in ("manifest", "shards", "submissions", "raw_results", "parsed_results", "applied", "settled", "report")
     } | {"warehouse/support_tickets"}
     assert defs.resolve_job_def("other_triage__submit") is not None
 

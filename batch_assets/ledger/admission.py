@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from batch_assets.ledger.states import in_flight_sql
+from batch_assets.ledger.states import JobState, in_flight_sql
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import fetch_dicts
 
@@ -36,7 +36,7 @@ def reserved_sql(alias: str = "j") -> str:
     a = alias
     return f"""(coalesce({a}.create_outcome, '') NOT IN ('abandoned', 'failed') AND (
         {in_flight_sql(a)}
-        OR ({a}.provider_batch_id IS NULL AND {a}.state = 'CREATED'
+        OR ({a}.provider_batch_id IS NULL AND {a}.state = '{JobState.CREATED.value}'
             AND ({a}.create_outcome = 'unknown'
                  OR ({a}.claimed_by IS NOT NULL AND {a}.claim_expires_at >= now()::TIMESTAMP)))))"""
 
