@@ -71,8 +71,20 @@ class ProviderConnection(dg.Config):
     mode: str | None = None
     api_key: str | None = Field(default=None, repr=False)
     base_url: str | None = None
-    # The provider account behind the key: quota is counted per account (docs/providers.md).
+    # The provider account behind the key: quota is counted per account (docs/providers.md), with
+    # the account's limits where its tier differs from the provider's limits.yaml.
     account: str = DEFAULT_ACCOUNT
+    max_concurrent_jobs: int | None = Field(default=None, ge=1)
+    max_enqueued_tokens: int | None = Field(default=None, ge=1)
+    max_creates_per_minute: int | None = Field(default=None, ge=1)
+
+    def account_settings(self) -> dict:
+        return {
+            "account": self.account,
+            "account_max_concurrent_jobs": self.max_concurrent_jobs,
+            "account_max_enqueued_tokens": self.max_enqueued_tokens,
+            "account_max_creates_per_minute": self.max_creates_per_minute,
+        }
 
     @field_validator("mode")
     @classmethod
@@ -122,13 +134,13 @@ class ProvidersResource(dg.ConfigurableResource):
     def settings_for(self, provider: str) -> ClientSettings:
         definition = provider_definition(provider)
         conn = self._connection(provider)
-        account = conn.account if conn else DEFAULT_ACCOUNT
+        account = conn.account_settings() if conn else {"account": DEFAULT_ACCOUNT}
         if not self.is_live(provider):
             return ClientSettings(
                 EMULATOR_API_KEY,
                 self.emulator_url.rstrip("/") + definition.emulator_path,
                 self.max_retries,
-                account=account,
+                **account,
             )
         api_key = _secret(conn.api_key) if conn else None
         if not api_key:
@@ -138,7 +150,7 @@ class ProvidersResource(dg.ConfigurableResource):
             (conn.base_url if conn else None) or definition.live_base_url,
             self.max_retries,
             mode=LIVE,
-            account=account,
+            **account,
         )
 
     def endpoint_of(self, provider: str) -> tuple[str, str]:

@@ -16,6 +16,7 @@ Points in use:
     ingest.before_commit      ingest.ingest_files: raw_result rows inserted, transaction not committed
     parse.before_commit       parse.parse_results: parsed_result rows inserted, transaction not committed
     apply.before_commit       apply.apply_results: business rows written, applied_result not yet, not committed
+    submit.admitted           submit: a shard admitted (its quota reserved, its intent claimed), nothing created
 
 (`submit.created`, a batch created but its id not recorded, is reached from the kill tests' stage
 process, which wraps the submit stage's recording call: pipeline/submit.py carries no hook.)

@@ -208,6 +208,10 @@ class ClientSettings:
     # The provider account the key belongs to: quota (concurrent batches, enqueued tokens, creation
     # rate) is counted per account, shared by every task and submitter using it.
     account: str = "default"
+    # The account's own limits where they differ from the provider's limits.yaml (tier-dependent).
+    account_max_concurrent_jobs: int | None = None
+    account_max_enqueued_tokens: int | None = None
+    account_max_creates_per_minute: int | None = None
 
     def __repr__(self) -> str:  # never print the key
         return f"ClientSettings(base_url={self.base_url!r}, mode={self.mode!r}, account={self.account!r}, api_key=***)"

@@ -54,6 +54,7 @@ from batch_assets.ledger.jobs import (
 from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.govern.send_gate import require_may_send
 from batch_assets.providers.contract import (
     JOB_KEY_METADATA,
@@ -269,6 +270,7 @@ class _Run:
             if waits is not None:
                 self.wait(shard, waits)
                 return
+        faultpoints.reached("submit.admitted")
         prepared = self.prepare(shard, job_key)
         self.create(shard, job_key, prepared, intent_unix)
 
@@ -354,19 +356,27 @@ class _Run:
         )
 
 
-def quota_limits(task: ResolvedTask) -> QuotaLimits:
-    """The account's limits (the provider's) and the task's own where it lowers them."""
-    account, own = provider_limits(task.spec.provider), task.limits
+def quota_limits(task: ResolvedTask, settings) -> QuotaLimits:
+    """The account's limits (its connection's, else the provider's limits.yaml) and the task's own
+    where it lowers them: the tighter wins."""
+    provider, own = provider_limits(task.spec.provider), task.limits
+    max_jobs = settings.account_max_concurrent_jobs or provider.max_concurrent_jobs
+    max_tokens = settings.account_max_enqueued_tokens or provider.max_enqueued_tokens
+    creates = [
+        v
+        for v in (settings.account_max_creates_per_minute, provider.max_creates_per_minute, own.max_creates_per_minute)
+        if v
+    ]
 
     def lower(mine, theirs):
         return mine if mine is not None and mine < theirs else None
 
     return QuotaLimits(
-        max_jobs=account.max_concurrent_jobs,
-        max_tokens=account.max_enqueued_tokens,
-        max_creates_per_minute=own.max_creates_per_minute or account.max_creates_per_minute,
-        task_max_jobs=lower(own.max_concurrent_jobs, account.max_concurrent_jobs),
-        task_max_tokens=lower(own.max_enqueued_tokens, account.max_enqueued_tokens),
+        max_jobs=max_jobs,
+        max_tokens=max_tokens,
+        max_creates_per_minute=min(creates) if creates else None,
+        task_max_jobs=lower(own.max_concurrent_jobs, max_jobs),
+        task_max_tokens=lower(own.max_enqueued_tokens, max_tokens),
     )
 
 
@@ -412,7 +422,7 @@ def submit_pending(
         adapter,
         new_run_owner(run_id),
         lease_s,
-        limits=quota_limits(task),
+        limits=quota_limits(task, adapter.settings),
         priority=PRIORITY_RANKS[priority or spec.priority],
     )
     for i, shard in enumerate(shards):
