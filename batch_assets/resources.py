@@ -191,20 +191,35 @@ def _mode_from_env(variable: str) -> str | None:
     return value
 
 
+ACCOUNT_LIMIT_FIELDS = ("max_concurrent_jobs", "max_enqueued_tokens", "max_creates_per_minute")
+
+
 def connections_from_env() -> dict[str, ProviderConnection]:
-    """`BATCH_ASSETS_<PROVIDER>_MODE` / `<PROVIDER>_API_KEY` / `<PROVIDER>_BASE_URL` / `<PROVIDER>_ACCOUNT` per known
-    provider, for those with any of them set."""
+    """`BATCH_ASSETS_<PROVIDER>_MODE` / `<PROVIDER>_API_KEY` / `<PROVIDER>_BASE_URL` / `<PROVIDER>_ACCOUNT`, and the
+    account's own limits `<PROVIDER>_MAX_CONCURRENT_JOBS` / `_MAX_ENQUEUED_TOKENS` / `_MAX_CREATES_PER_MINUTE`, per
+    known provider, for those with any of them set."""
     connections = {}
     for name in known_providers():
         mode = _mode_from_env(provider_mode_env(name))
         api_key = _env_secret(api_key_env(name))
         base_url = os.environ.get(f"{name.upper()}_BASE_URL") or None
         account = os.environ.get(f"{name.upper()}_ACCOUNT") or None
-        if mode is not None or api_key is not None or base_url is not None or account is not None:
+        limits = {f: _positive_int_env(f"{name.upper()}_{f.upper()}") for f in ACCOUNT_LIMIT_FIELDS}
+        limits = {f: v for f, v in limits.items() if v is not None}
+        if mode is not None or api_key is not None or base_url is not None or account is not None or limits:
             connections[name] = ProviderConnection(
-                mode=mode, api_key=api_key, base_url=base_url, account=account or DEFAULT_ACCOUNT
+                mode=mode, api_key=api_key, base_url=base_url, account=account or DEFAULT_ACCOUNT, **limits
             )
     return connections
+
+
+def _positive_int_env(variable: str) -> int | None:
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ProviderConfigurationError(f"{variable}={raw!r}: expected a whole number of at least 1 (or unset it)")
+    return int(raw)
 
 
 def emulator_url_from_env() -> str:

@@ -293,7 +293,9 @@ def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_s
     assert len(first.submitted) == 1 and first.waiting_for_capacity >= 1
     # openai/limits.yaml allows more concurrent jobs than this task's override: the partition is due
     # again, and each submissions run sends one more shard until none waits.
-    assert partitions_waiting_to_submit(all_seeded) == [("ticket_triage", DAY, first.waiting_for_capacity)]
+    assert [(w.task_name, w.partition_date, w.shards) for w in partitions_waiting_to_submit(all_seeded)] == [
+        ("ticket_triage", DAY, first.waiting_for_capacity)
+    ]
     sent = 1
     while partitions_waiting_to_submit(all_seeded):
         _run(all_seeded, task, adapter)  # polls until the batch in flight is terminal, then submits one

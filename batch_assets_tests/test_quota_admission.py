@@ -283,3 +283,60 @@ def test_an_account_without_its_own_limits_uses_the_providers():
     limits = quota_limits(make_task("quota_a"), settings)
     assert settings.account == "default"
     assert limits.max_jobs == provider_limits("openai").max_concurrent_jobs
+
+
+def _waiting_now(wh: Warehouse, jobs: int, creates: int | None = None) -> list:
+    from batch_assets.ledger.admission import QuotaLimits
+    from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit
+
+    limits = QuotaLimits(max_jobs=jobs, max_tokens=10**9, max_creates_per_minute=creates)
+    return partitions_waiting_to_submit(wh, limits_of=lambda _provider, _account: limits)
+
+
+@pytest.mark.slow
+def test_quotas_lists_the_accounts_use_and_who_waits_and_the_sensor_asks_when_room_frees(
+    warehouse, emulator, capsys, monkeypatch
+):
+    import json
+
+    from .cli_calls import run
+
+    _prepare(warehouse, names=("quota_a",), days=DAYS[:1])  # 2 shards
+    ad = make_adapter(emulator.base_url, 1)
+    assert submit_pending(warehouse, make_task("quota_a"), DAYS[0], ad).waiting_for_capacity == 1
+    monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(warehouse.database))
+    monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(warehouse.data_dir))
+    monkeypatch.setenv("OPENAI_MAX_CONCURRENT_JOBS", "1")
+    code, out, err = run(capsys, "quotas", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (openai,) = [a for a in doc["accounts"] if a["provider"] == "openai"]
+    assert (openai["account"], openai["batches_in_use"], openai["max_concurrent_jobs"]) == ("default", 1, 1)
+    assert openai["model_enqueued_tokens"] > 0
+    (waiting,) = doc["waiting"]
+    assert (waiting["task_name"], waiting["partition_date"], waiting["shards"]) == ("quota_a", DAYS[0], 1)
+    assert waiting["priority"] == "normal" and "1 of 1 concurrent batches in use" in waiting["reason"]
+    code, out, _ = run(capsys, "quotas")
+    assert code == 0 and "waiting for quota: 1 shard(s) of 1 partition(s)" in out and "quota_a" in out
+    assert _waiting_now(warehouse, jobs=1) == []  # the account is full: no submit run is asked for
+    _end_every_batch(warehouse, emulator, ad)
+    (due,) = _waiting_now(warehouse, jobs=1)
+    assert (due.task_name, due.shards, due.rate_capped) == ("quota_a", 1, False)
+    monkeypatch.setenv("OPENAI_MAX_CONCURRENT_JOBS", "zero")
+    code, _, err = run(capsys, "quotas")
+    assert code != 0 and "OPENAI_MAX_CONCURRENT_JOBS='zero'" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_partition_waiting_for_the_creation_cap_is_due_again_once_the_minute_has_passed(warehouse, emulator):
+    _prepare(warehouse, names=("quota_a",), days=DAYS[:1])  # 2 shards
+    ad = make_adapter(emulator.base_url, 50, creates=1)
+    summary = submit_pending(warehouse, make_task("quota_a"), DAYS[0], ad)
+    assert len(summary.submitted) == 1 and "cap 1/min" in " ".join(summary.waiting_for_quota.values())
+    assert _waiting_now(warehouse, jobs=50, creates=1) == []  # the minute's one creation is spent
+    with warehouse.connect() as conn:
+        conn.execute("UPDATE ledger.provider_job SET created_at = created_at - INTERVAL 2 MINUTE")
+    (due,) = _waiting_now(warehouse, jobs=50, creates=1)
+    assert due.rate_capped  # the sensor asks again each minute, not only when a batch ends
+    assert len(submit_pending(warehouse, make_task("quota_a"), DAYS[0], ad).submitted) == 1
+    assert _waiting_now(warehouse, jobs=50, creates=1) == []

@@ -17,6 +17,7 @@ from batch_assets.cli import (
     jobs,
     passthrough,
     purge,
+    quotas,
     reparse,
     report,
     resume,
@@ -291,6 +292,19 @@ def build_parser() -> CliParser:
     )
     c.add_argument("task_id", help="e.g. ticket_triage_20261120 (see `batch-assets report`)")
     c.add_argument("--out", required=True, metavar="FILE", help="the CSV file to write")
+
+    c = command(
+        "quotas",
+        quotas.cmd_quotas,
+        "each provider account's limits and what holds them, and the shards waiting for quota",
+        "Per provider account: concurrent batches in use of its limit, enqueued tokens per model of the "
+        "limit, batches created in the last minute against the creation cap (the account's limits as "
+        "<PROVIDER>_MAX_CONCURRENT_JOBS, _MAX_ENQUEUED_TOKENS and _MAX_CREATES_PER_MINUTE set them, else the "
+        "provider's limits.yaml). Then the waiting queue in the order admission serves it: task, partition, "
+        "priority and its value after ageing, shards, tokens, waiting since and why. --format json gives both "
+        "as one object, csv the waiting queue.",
+    )
+    add_format_option(c)
 
     c = command(
         "sql",

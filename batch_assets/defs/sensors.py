@@ -25,6 +25,7 @@ at import time.
 """
 
 import json
+import time
 from dataclasses import dataclass
 
 import dagster as dg
@@ -40,11 +41,15 @@ from batch_assets.pipeline.collect.collect_runs import (
 from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, poll_jobs
 from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.pipeline.govern.retention import delete_remote_files
-from batch_assets.pipeline.send.submit import partitions_with_orphaned_intents, release_claims_of_ended_runs
+from batch_assets.pipeline.send.submit import (
+    account_limits,
+    partitions_with_orphaned_intents,
+    release_claims_of_ended_runs,
+)
 from batch_assets.pipeline.settle.partition_status import partitions_to_settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
-from batch_assets.resources import ProvidersResource, WarehouseResource
+from batch_assets.resources import ProviderConfigurationError, ProvidersResource, WarehouseResource
 from batch_assets.spec.resolve import load_all_tasks
 
 POLL_BUDGET_S = 20.0
@@ -187,6 +192,19 @@ class _LedgerState:
         return self.attempts.get((task_name, day), (None, 1))[1]
 
 
+def _account_limits(providers: ProvidersResource):
+    """An account's limits as its submit runs count them (its connection's, else limits.yaml)."""
+
+    def limits_of(provider: str, _account: str):
+        try:
+            settings = providers.settings_for(provider)
+        except ProviderConfigurationError:  # no key: its submit runs fail and say so; count the defaults
+            return account_limits(provider)
+        return account_limits(provider, settings)
+
+    return limits_of
+
+
 def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.DagsterInstance) -> _LedgerState:
     # One connection for the tick's ledger work (opening one is not free).
     with wh.connect() as conn:
@@ -194,7 +212,7 @@ def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.Dag
         plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
         attempts = _attempts(conn)
         high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
-        waiting_to_submit = partitions_waiting_to_submit(wh, conn)
+        waiting_to_submit = partitions_waiting_to_submit(wh, conn, _account_limits(providers))
         # Claims held by runs Dagster reports ended (failed, cancelled, killed and marked by run
         # monitoring) are released now rather than when their lease runs out; the intents they and
         # expired leases leave are sent to a submit run, which looks each up before creating anything.
@@ -298,19 +316,23 @@ def _submissions_request(task_name: str, day: str, run_key: str, attempt: int, *
     )
 
 
-def _capacity_requests(state: _LedgerState) -> list[dg.RunRequest]:
-    """Shards held back by a provider's concurrent-job cap go out once that provider has room; the
-    run key changes only when a job has finished since, so a waiting partition is asked for once."""
-    return [
-        _submissions_request(
-            task_name,
-            day,
-            f"submit:{task_name}:{day}:{state.high_water}",
-            state.attempt_of_shards(task_name, day),
-            **{"batch_assets/waiting_shards": str(shards)},
+def _capacity_requests(state: _LedgerState, now_s: float) -> list[dg.RunRequest]:
+    """Shards waiting for quota go out once their account has room; the run key changes only when a
+    job has finished since (or, for a wait on the creation cap, once a minute), so a waiting
+    partition is asked for once per chance."""
+    requests = []
+    for w in state.waiting_to_submit:
+        minute = f":m{int(now_s // 60)}" if w.rate_capped else ""
+        requests.append(
+            _submissions_request(
+                w.task_name,
+                w.partition_date,
+                f"submit:{w.task_name}:{w.partition_date}:{state.high_water}{minute}",
+                state.attempt_of_shards(w.task_name, w.partition_date),
+                **{"batch_assets/waiting_shards": str(w.shards)},
+            )
         )
-        for task_name, day, shards in state.waiting_to_submit
-    ]
+    return requests
 
 
 def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
@@ -385,7 +407,11 @@ def provider_status_tick(
     state = _read_ledger(wh, tasks, providers, context.instance)
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
     collect = [*_collect_requests(context.instance, state, log), *_settle_requests(context.instance, state, log)]
-    submit = [*_capacity_requests(state), *_orphan_requests(context.instance, state, log), *_retry_requests(wh, tasks)]
+    submit = [
+        *_capacity_requests(state, time.time()),
+        *_orphan_requests(context.instance, state, log),
+        *_retry_requests(wh, tasks),
+    ]
     submit = _without_paused_accounts(wh, tasks, submit, log)
     stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)

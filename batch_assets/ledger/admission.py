@@ -29,6 +29,7 @@ PRIORITY_RANKS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 DEFAULT_AGEING_S = 1800.0  # a waiter gains one priority step per 30 minutes
 WAIT_STALE_S = 3600.0
 CONFLICT_RETRIES = 20
+RATE_MARK = "/min)"  # ends the reason of a wait for the creation cap (see `is_rate_wait`)
 
 
 def reserved_sql(alias: str = "j") -> str:
@@ -39,6 +40,11 @@ def reserved_sql(alias: str = "j") -> str:
         OR ({a}.provider_batch_id IS NULL AND {a}.state = '{JobState.CREATED.value}'
             AND ({a}.create_outcome = 'unknown'
                  OR ({a}.claimed_by IS NOT NULL AND {a}.claim_expires_at >= now()::TIMESTAMP)))))"""
+
+
+def is_rate_wait(reason: str | None) -> bool:
+    """The recorded wait reason is the creation cap's: room comes back with time, not an event."""
+    return bool(reason) and reason.endswith(RATE_MARK)
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ def why_no_room(u: Usage, c: Candidate, limits: QuotaLimits) -> Wait | None:
         return Wait(
             "rate",
             f"account {c.account}: {u.created_last_minute} batches created in the last minute "
-            f"(cap {limits.max_creates_per_minute}/min)",
+            f"(cap {limits.max_creates_per_minute}{RATE_MARK}",
         )
     return None
 

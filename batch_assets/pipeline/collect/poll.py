@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from batch_assets.ledger.admission import QuotaLimits
 from batch_assets.ledger.jobs import record_snapshots, snapshot_columns
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState, poll_listed
-from batch_assets.providers.registry import provider_limits
 
 # Seconds of the poll budget kept for recording the tick's poll results (at most a quarter of it).
 RECORD_RESERVE_S = 2.0
@@ -198,30 +198,62 @@ def failure_reason(snap: JobSnapshot) -> str:
     return f"{snap.state.value} ({snap.raw_status})" + (f": {reasons}" if reasons else "")
 
 
+@dataclass(frozen=True)
+class WaitingPartition:
+    """A partition whose shards wait for quota while their provider account has room again."""
+
+    task_name: str
+    partition_date: str
+    shards: int
+    rate_capped: bool  # it waited for the creation cap: room comes back with time, not with a job's end
+
+
 def partitions_waiting_to_submit(
-    wh: Warehouse, conn: duckdb.DuckDBPyConnection | None = None
-) -> list[tuple[str, str, int]]:
-    """(task_name, partition_date, shards waiting) for partitions whose shards were held back by
-    the provider's concurrent-job cap, when that provider has room again."""
+    wh: Warehouse,
+    conn: duckdb.DuckDBPyConnection | None = None,
+    limits_of: Callable[[str, str], QuotaLimits] | None = None,
+) -> list[WaitingPartition]:
+    """Partitions with shards waiting for quota (`ledger.quotas.waiting_partitions`) whose provider
+    account has room now by the reservations admission counts: a batch slot, its model's enqueued
+    tokens for the smallest waiting shard, and the creation cap. `limits_of(provider, account)` gives
+    an account's limits (default: the provider's limits.yaml). Admission decides; this only says
+    whom a submit run may serve."""
     if conn is None:
         with wh.connect() as own:
-            return partitions_waiting_to_submit(wh, own)
-    rows = conn.execute(f"""
-        WITH waiting AS (
-            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, t.provider, count(*) AS shards
-            FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
-            LEFT JOIN ledger.provider_job j ON j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL
-            WHERE j.job_key IS NULL AND s.deferred_at IS NOT NULL  -- held back by a submit run, not mid-run
-            GROUP BY ALL
-        ), busy AS (
-            SELECT provider, count(*) AS in_flight FROM ledger.provider_job
-            WHERE {IN_FLIGHT_SQL} GROUP BY provider
+            return partitions_waiting_to_submit(wh, own, limits_of)
+    from batch_assets.ledger.admission import is_rate_wait
+    from batch_assets.ledger.quotas import account_holdings, waiting_partitions
+
+    limits_of = limits_of or _provider_account_limits
+    held: dict[tuple, dict] = {}
+    for row in account_holdings(conn):
+        account = held.setdefault((row["provider"], row["account"]), {"jobs": 0, "created": 0, "tokens": {}})
+        account["jobs"] += row["jobs"]
+        account["created"] = row["created_last_minute"]
+        if row["model"] is not None:
+            account["tokens"][row["model"]] = row["tokens"]
+    due: dict[tuple[str, str], WaitingPartition] = {}
+    for w in waiting_partitions(conn):
+        limits = limits_of(w["provider"], w["account"])
+        h = held.get((w["provider"], w["account"]), {"jobs": 0, "created": 0, "tokens": {}})
+        enqueued = h["tokens"].get(w["model"], 0)
+        room = (
+            h["jobs"] < limits.max_jobs
+            and (not enqueued or enqueued + w["smallest_shard_tokens"] <= limits.max_tokens)
+            and (limits.max_creates_per_minute is None or h["created"] < limits.max_creates_per_minute)
         )
-        SELECT w.task_name, w.partition_date, w.shards, w.provider, coalesce(b.in_flight, 0)
-        FROM waiting w LEFT JOIN busy b USING (provider) ORDER BY 1, 2
-    """).fetchall()
-    return [
-        (task, day, shards)
-        for task, day, shards, provider, in_flight in rows
-        if in_flight < provider_limits(provider).max_concurrent_jobs
-    ]
+        if room:  # one entry per partition, whatever models its shards wait with
+            key = (w["task_name"], w["partition_date"])
+            seen = due.get(key)
+            due[key] = WaitingPartition(
+                *key,
+                w["shards"] + (seen.shards if seen else 0),
+                is_rate_wait(w["reason"]) or bool(seen and seen.rate_capped),
+            )
+    return [due[k] for k in sorted(due)]
+
+
+def _provider_account_limits(provider: str, _account: str) -> QuotaLimits:
+    from batch_assets.pipeline.send.submit import account_limits  # send imports collect's neighbours
+
+    return account_limits(provider)

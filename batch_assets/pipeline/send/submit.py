@@ -60,6 +60,7 @@ from batch_assets.providers.contract import (
     JOB_KEY_METADATA,
     BatchError,
     BatchProvider,
+    ClientSettings,
     CreateOutcome,
     CreateRequest,
     FindHints,
@@ -356,17 +357,23 @@ class _Run:
         )
 
 
+def account_limits(provider: str, settings: ClientSettings | None = None) -> QuotaLimits:
+    """A provider account's own limits: its connection's where set (tiers differ), else the
+    provider's limits.yaml (also without settings)."""
+    limits = provider_limits(provider)
+    return QuotaLimits(
+        max_jobs=getattr(settings, "account_max_concurrent_jobs", None) or limits.max_concurrent_jobs,
+        max_tokens=getattr(settings, "account_max_enqueued_tokens", None) or limits.max_enqueued_tokens,
+        max_creates_per_minute=getattr(settings, "account_max_creates_per_minute", None)
+        or limits.max_creates_per_minute,
+    )
+
+
 def quota_limits(task: ResolvedTask, settings) -> QuotaLimits:
-    """The account's limits (its connection's, else the provider's limits.yaml) and the task's own
-    where it lowers them: the tighter wins."""
-    provider, own = provider_limits(task.spec.provider), task.limits
-    max_jobs = settings.account_max_concurrent_jobs or provider.max_concurrent_jobs
-    max_tokens = settings.account_max_enqueued_tokens or provider.max_enqueued_tokens
-    creates = [
-        v
-        for v in (settings.account_max_creates_per_minute, provider.max_creates_per_minute, own.max_creates_per_minute)
-        if v
-    ]
+    """The account's limits (`account_limits`) and the task's own where it lowers them: the tighter wins."""
+    account, own = account_limits(task.spec.provider, settings), task.limits
+    max_jobs, max_tokens = account.max_jobs, account.max_tokens
+    creates = [v for v in (account.max_creates_per_minute, own.max_creates_per_minute) if v]
 
     def lower(mine, theirs):
         return mine if mine is not None and mine < theirs else None
