@@ -318,6 +318,9 @@ def test_quotas_lists_the_accounts_use_and_who_waits_and_the_sensor_asks_when_ro
     assert waiting["priority"] == "normal" and "1 of 1 concurrent batches in use" in waiting["reason"]
     code, out, _ = run(capsys, "quotas")
     assert code == 0 and "waiting for quota: 1 shard(s) of 1 partition(s)" in out and "quota_a" in out
+    code, out, _ = run(capsys, "report", "--format", "json")
+    (rep,) = json.loads(out)
+    assert rep["check"] == "warn" and "waiting for quota: 1 shard(s), 15 item(s)" in " ".join(rep["problems"])
     assert _waiting_now(warehouse, jobs=1) == []  # the account is full: no submit run is asked for
     _end_every_batch(warehouse, emulator, ad)
     (due,) = _waiting_now(warehouse, jobs=1)

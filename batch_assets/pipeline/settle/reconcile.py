@@ -108,6 +108,10 @@ class Reconciliation:
     empty_source: str = "warn"  # the task's `empty_source` setting: ok | warn | fail
     # The provider's own reason for each batch it failed as a whole (e.g. "too_many_tasks: …").
     batch_failures: list[str] = field(default_factory=list)
+    # Shards no batch was created for because their provider account's quota is full, and why.
+    waiting_shards: int = 0
+    waiting_items: int = 0
+    wait_reason: str | None = None
 
     @property
     def failed_total(self) -> int:
@@ -179,6 +183,15 @@ class Reconciliation:
             )
         return out
 
+    def quota_wait(self) -> tuple[str, ...]:
+        """The verdict's line for shards waiting for quota (none when nothing waits)."""
+        if not self.waiting_shards:
+            return ()
+        return (
+            f"waiting for quota: {self.waiting_shards} shard(s), {self.waiting_items} item(s): "
+            f"{self.wait_reason or 'the account is full'} (see `batch-assets quotas`)",
+        )
+
     def verdict(self) -> Verdict:
         """passed only when every item is final, the equations hold and final failures are within
         the tolerance; warn while work is pending; failed otherwise."""
@@ -200,9 +213,11 @@ class Reconciliation:
             return Verdict(
                 WARN,
                 (
-                    f"{self.pending} item(s) not final yet: {self.in_flight} in flight or being collected, "
+                    f"{self.pending} item(s) not final yet: {max(self.in_flight - self.waiting_items, 0)} in "
+                    f"flight or being collected, {self.waiting_items} waiting for quota, "
                     f"{self.retry_pending} retry pending, {self.undecided} undecided, "
                     f"{self.unsharded} not sharded",
+                    *self.quota_wait(),
                 ),
                 None,
             )
@@ -296,6 +311,12 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
            FROM ledger.raw_result WHERE task_id = $t""",
         f"SELECT count(*) AS parsed_from_lines FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {active}",
         "SELECT max(final_status) AS final_status, count(*) > 0 AS frozen FROM ledger.batch_task WHERE task_id = $t",
+        # Shards admission held back (ledger.admission) that have no batch yet.
+        """SELECT count(*) AS waiting_shards, coalesce(sum(s.line_count), 0) AS waiting_items,
+                  arg_max(s.wait_reason, coalesce(s.wait_seen_at, s.deferred_at)) AS wait_reason
+           FROM ledger.shard s WHERE s.task_id = $t AND s.deferred_at IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j
+                             WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)""",
     ]
 
 
@@ -320,6 +341,7 @@ def reconcile_conn(
         cur = conn.execute(sql, params)
         terms.update(zip((d[0] for d in cur.description), cur.fetchone()))
     final_status, failures = terms.pop("final_status"), terms.pop("batch_failures") or []
+    r.wait_reason = terms.pop("wait_reason")
     r.frozen = bool(terms.pop("frozen"))
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
