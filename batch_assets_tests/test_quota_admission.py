@@ -245,7 +245,7 @@ def test_a_task_limit_above_the_providers_is_refused():
     from batch_assets.spec.model import LimitsSpec
 
     limits = provider_limits("openai")
-    with pytest.raises(ValueError, match=r"limits.max_concurrent_jobs: 999 is above the provider's"):
+    with pytest.raises(ValueError, match=r"limits.max_concurrent_jobs: 999 is above the provider's \d+; a task may only lower"):
         limits.with_overrides(LimitsSpec(max_concurrent_jobs=999))
     assert limits.with_overrides(LimitsSpec(max_concurrent_jobs=2)).max_concurrent_jobs == 2
 

@@ -120,6 +120,13 @@ ARRAY_OF_OBJECTS = {
 INVALID_SPECS = [
     # id, mutate, template, schema, fragments the message must contain
     (
+        "limit_above_the_providers",
+        setter("limits", {"max_concurrent_jobs": 999}),
+        None,
+        None,
+        ["field 'limits.max_concurrent_jobs'", "999 is above the provider's", "Fix: a task may only lower"],
+    ),
+    (
         "unknown_provider",
         setter("provider", "acme_ai"),
         None,

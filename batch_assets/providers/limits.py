@@ -10,6 +10,14 @@ from pathlib import Path
 import yaml
 
 
+class LimitAboveProvider(ValueError):
+    """A task's limit above its provider's: `field`, `problem` and `fix` for the one-line error."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        super().__init__(f"{field}: {problem}; {fix}")
+        self.field, self.problem, self.fix = field, problem, fix
+
+
 @dataclass(frozen=True, eq=False)
 class ProviderLimits:
     endpoints: dict[str, tuple[str, ...]]  # endpoint -> output kinds
@@ -35,9 +43,10 @@ class ProviderLimits:
         for name, value in changes.items():
             ceiling = getattr(self, name, None)
             if isinstance(ceiling, int) and isinstance(value, int) and value > ceiling:
-                raise ValueError(
-                    f"limits.{name}: {value} is above the provider's {ceiling}; a task may only lower a "
-                    "provider limit (remove it or set it at most to the provider's)"
+                raise LimitAboveProvider(
+                    f"limits.{name}",
+                    f"{value} is above the provider's {ceiling}",
+                    f"a task may only lower a provider limit: remove it or set it to at most {ceiling}",
                 )
         return replace(self, **changes)
 

@@ -15,7 +15,7 @@ import jsonschema
 import pydantic
 import yaml
 
-from batch_assets.providers.limits import ProviderLimits
+from batch_assets.providers.limits import LimitAboveProvider, ProviderLimits
 from batch_assets.providers.registry import provider_limits
 from batch_assets.spec.errors import TaskSpecError
 from batch_assets.spec.model import TaskSpec
@@ -109,7 +109,10 @@ def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
             )
     if spec.review.always_if is not None:
         _check_review_condition(spec, schema, yaml_path)
-    limits = provider_limits(spec.provider).with_overrides(spec.limits)
+    try:
+        limits = provider_limits(spec.provider).with_overrides(spec.limits)
+    except LimitAboveProvider as exc:
+        raise _fail(yaml_path, exc.field, exc.problem, exc.fix) from None
     return ResolvedTask(
         spec=spec, yaml_path=yaml_path, template=template, template_columns=columns, output_schema=schema, limits=limits
     )
