@@ -46,11 +46,11 @@ from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
-from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets.pipeline.send.submit import account_limits, submit_pending
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import Reconciliation, settle
 from batch_assets.pipeline.settle.retry_ledger import plan_retries
-from batch_assets.resources import ProvidersResource
+from batch_assets.resources import ProviderConnection, ProvidersResource
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
 
@@ -86,6 +86,9 @@ class SoakConfig:
     articles_per_day: int = 20
     reviews_per_day: int = 40
     max_requests_per_shard: int = 40  # several batches per partition and attempt
+    # Each provider account's concurrent-batch limit for the soak: small, so that admission binds and
+    # partitions wait for one another (the report shows the peak held against it).
+    account_max_jobs: int = 6
 
 
 @dataclass
@@ -109,6 +112,44 @@ class Partition:
 
 
 @dataclass
+class QuotaPeaks:
+    """The most each provider account held at once as admission counts it (`ledger.quotas`),
+    sampled after every submit, against the account's limits."""
+
+    limits: dict  # provider -> QuotaLimits
+    batches: Counter = field(default_factory=Counter)
+    tokens: Counter = field(default_factory=Counter)  # of the model holding the most
+
+    def sample(self, wh: Warehouse) -> None:
+        from batch_assets.ledger.quotas import account_holdings
+
+        with wh.connect() as conn:
+            rows = account_holdings(conn)
+        jobs: Counter = Counter()
+        for r in rows:
+            jobs[r["provider"]] += r["jobs"]
+            self.tokens[r["provider"]] = max(self.tokens[r["provider"]], r["tokens"])
+        for provider, n in jobs.items():
+            self.batches[provider] = max(self.batches[provider], n)
+
+    def rows(self) -> list[dict]:
+        return [
+            {
+                "provider": p,
+                "peak_batches": self.batches[p],
+                "max_batches": limits.max_jobs,
+                "peak_enqueued_tokens": self.tokens[p],
+                "max_enqueued_tokens": limits.max_tokens,
+                "within": self.batches[p] <= limits.max_jobs and self.tokens[p] <= limits.max_tokens,
+            }
+            for p, limits in sorted(self.limits.items())
+        ]
+
+    def over_limit(self) -> list[str]:
+        return [r["provider"] for r in self.rows() if not r["within"]]
+
+
+@dataclass
 class SoakResult:
     partitions: list[Partition]
     faults: Counter
@@ -117,6 +158,7 @@ class SoakResult:
     rows: list[dict] = field(default_factory=list)
     provider_rows: list[dict] = field(default_factory=list)
     stage_errors: Counter = field(default_factory=Counter)
+    peaks: QuotaPeaks | None = None
 
     @property
     def unresolved(self) -> int:
@@ -142,6 +184,7 @@ class SoakResult:
             and self.unbalanced == 0
             and self.written_twice == 0
             and self.created_twice == 0
+            and (self.peaks is None or not self.peaks.over_limit())
         )
 
 
@@ -304,6 +347,7 @@ def run_rounds(
     faults: FaultInjector,
     config: SoakConfig,
     say: Callable[[str], None],
+    peaks: QuotaPeaks | None = None,
 ) -> tuple[int, Counter]:
     errors: Counter = Counter()
     rounds = 0
@@ -322,6 +366,8 @@ def run_rounds(
                 )
             finally:
                 faults.after_submit(limited)
+            if peaks is not None:
+                peaks.sample(wh)
         _wait_for_jobs(wh, adapters)
         for part in open_parts:
             faults.before_stage("collect")
@@ -523,6 +569,24 @@ def format_report(result: SoakResult, item_faults: Counter) -> str:
             ],
         )
     )
+    if result.peaks is not None:
+        out += ["", "peak held per provider account (reservations after every submit) against its limits:"]
+        out.append(
+            format_table(
+                ["provider", "peak batches", "limit", "peak enqueued tokens (one model)", "limit", "within"],
+                [
+                    [
+                        r["provider"],
+                        r["peak_batches"],
+                        r["max_batches"],
+                        f"{r['peak_enqueued_tokens']:,}",
+                        f"{r['max_enqueued_tokens']:,}",
+                        "yes" if r["within"] else "NO",
+                    ]
+                    for r in result.peaks.rows()
+                ],
+            )
+        )
     out += ["", "faults injected by the soak:"]
     out += [f"  {n:6d}  {name}" for name, n in sorted(result.faults.items())] or ["  none"]
     out += ["", "item and batch faults seen in the ledger (emulator draws at the fault rate; all attempts):"]
@@ -542,7 +606,8 @@ def format_report(result: SoakResult, item_faults: Counter) -> str:
         f"{verdict}: {len(result.rows)} partitions, {sum(r['items'] for r in result.rows)} items in "
         f"{result.rounds} round(s), {result.seconds:.0f} s; unresolved {result.unresolved}, unbalanced "
         f"partitions {result.unbalanced}, business rows written twice {result.written_twice}, provider "
-        f"batches created twice or untracked {result.created_twice}",
+        f"batches created twice or untracked {result.created_twice}"
+        + (f", over an account's limit: {', '.join(result.peaks.over_limit())}" if result.peaks else ""),
     ]
     return "\n".join(out)
 
@@ -559,12 +624,16 @@ def run_soak(data_dir: Path, config: SoakConfig = SoakConfig(), say: Callable[[s
     ]
     say(f"{len(parts)} partitions ({', '.join(config.providers)} x {len(days)} days) in {wh.database}")
     with running_emulator(data_dir / "emulator", **emulator_knobs(config.fault_rate)) as emulator:
-        resource = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
+        account = ProviderConnection(max_concurrent_jobs=config.account_max_jobs)
+        resource = ProvidersResource(
+            emulator_url=emulator.base_url, max_retries=2, connections={p: account for p in config.providers}
+        )
         adapters = {p: resource.adapter(p) for p in config.providers}
+        peaks = QuotaPeaks({p: account_limits(p, adapters[p].settings) for p in config.providers})
         faults = FaultInjector(emulator, config)
-        rounds, errors = run_rounds(wh, parts, adapters, faults, config, say)
+        rounds, errors = run_rounds(wh, parts, adapters, faults, config, say, peaks)
         faults.settle_counts()
-        result = SoakResult(parts, faults.counts, rounds, 0.0, stage_errors=errors)
+        result = SoakResult(parts, faults.counts, rounds, 0.0, stage_errors=errors, peaks=peaks)
         summarize(wh, emulator, result)
     result.seconds = time.monotonic() - started
     return result
@@ -589,6 +658,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-rounds", type=int, default=SoakConfig.max_rounds)
     p.add_argument("--tickets-per-day", type=int, default=SoakConfig.tickets_per_day)
     p.add_argument(
+        "--account-max-jobs",
+        type=int,
+        default=SoakConfig.account_max_jobs,
+        help=f"each provider account's concurrent-batch limit (default {SoakConfig.account_max_jobs})",
+    )
+    p.add_argument(
         "--data-dir",
         type=Path,
         help="keep the warehouse and emulator state here (default: a temporary folder, removed after)",
@@ -600,6 +675,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown provider(s) {unknown}; known: {', '.join(SOAK_TASKS)}")
     if not 0.0 <= args.fault_rate <= 1.0:
         p.error("--fault-rate must be between 0 and 1")
+    if args.account_max_jobs < 1:
+        p.error("--account-max-jobs must be at least 1")
     config = SoakConfig(
         days=args.days,
         providers=providers,
@@ -608,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         max_rounds=args.max_rounds,
         tickets_per_day=args.tickets_per_day,
+        account_max_jobs=args.account_max_jobs,
     )
 
     def say(msg: str) -> None:

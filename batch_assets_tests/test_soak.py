@@ -22,6 +22,7 @@ def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path,
         articles_per_day=10,
         reviews_per_day=20,
         max_requests_per_shard=20,
+        account_max_jobs=2,  # openai's 3 shards do not fit at once: admission binds
     )
     result = run_soak(tmp_path, config, say=lambda _msg: None)
     report = format_report(result, observed_item_faults(Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)))
@@ -32,6 +33,9 @@ def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path,
         p["untracked"] == 0 and p["created_twice"] == 0 and p["batches_at_provider"] == p["ledger_jobs"] > 0
         for p in result.provider_rows
     ), report
+    peaks = {r["provider"]: r for r in result.peaks.rows()}
+    assert all(r["within"] and r["max_batches"] == 2 for r in peaks.values()), report
+    assert peaks["openai"]["peak_batches"] == 2 and peaks["openai"]["peak_enqueued_tokens"] > 0, report
     # Retries happened (faults were really injected) and the table names every figure.
     assert sum(r["retried"] for r in result.rows) > 0 and result.faults, report
     for column in (
@@ -45,6 +49,7 @@ def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path,
         "ledger_jobs",
         "written_twice",
         "faults injected by the soak",
+        "peak held per provider account",
         "PASS: 2 partitions",
     ):
         assert column in report
