@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from batch_assets.demo.seed import seed_support_tickets
+from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import ClientSettings
@@ -188,6 +188,50 @@ def seeded_copy(tmp_path: Path, _seeded_template: Path) -> Warehouse:
     wh = Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path / "data")
     shutil.copy(_seeded_template, wh.database)
     return wh
+
+
+@pytest.fixture(scope="module")
+def finished_db(tmp_path_factory, _seeded_template, ticket_task) -> Path:
+    """A warehouse with one partition of ticket_triage run to the end (one provider job); read-only use
+    (one per test module: the CLI tests share it)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("cli_finished")
+    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
+    shutil.copy(_seeded_template, wh.database)
+    with running_emulator(root / "emulator", **FAST_EMULATOR) as emu:
+        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
+        assert _run_partition(wh, ticket_task, DAY1, adapter).problems() == []
+    return wh.database
+
+
+@pytest.fixture
+def all_seeded(warehouse: Warehouse) -> Warehouse:
+    """One day of every demo source: 60 tickets, 10 KB articles, 20 product reviews (a task per provider)."""
+    with warehouse.connect() as conn:
+        seed_support_tickets(conn, days=1, per_day=60)
+        seed_kb_articles(conn, days=1, per_day=10)
+        seed_product_reviews(conn, days=1, per_day=20)
+    return warehouse
+
+
+# --- Sensor ticks (test_sensor, test_orphaned_intents; helpers in sensor_ticks.py) ---
+
+
+@pytest.fixture(scope="module")
+def defs():
+    """The project's Definitions, loaded once a module: ticks get this test's resources from
+    `default_resources()` (after `dagster_env`)."""
+    from batch_assets.definitions import defs as load
+
+    return load()
+
+
+@pytest.fixture(scope="module")
+def sensor_instance() -> Iterator[dg.DagsterInstance]:
+    """One Dagster instance for the module (creating one costs seconds); the cursor is passed explicitly."""
+    with dg.instance_for_test() as inst:
+        yield inst
 
 
 # --- Emulator wire-format tests (test_emulator_openai, test_emulator_anthropic, test_emulator_gemini) ---

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from batch_assets.cli import main
 from batch_assets.cli.errors import CliError
 from batch_assets.cli.output import Field, render
 from batch_assets.emulator.testing import running_emulator
@@ -30,9 +29,9 @@ from batch_assets.providers.contract import ClientSettings, JobRef, JobState
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
-from .conftest import DAY1, FAST_EMULATOR, _run_partition
+from .cli_calls import TASK_ID, assert_one_line_error, run
+from .conftest import DAY1, FAST_EMULATOR
 
-TASK_ID = "ticket_triage_20261120"
 COMMANDS = ("demo", "dev", "emulator", "bench", "seed", "jobs", "report", "export", "sql", "retry", "cancel", "dry-run")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 JOB_FIELDS = [
@@ -65,36 +64,10 @@ JOB_FIELDS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def finished_db(tmp_path_factory, _seeded_template, ticket_task) -> Path:
-    """A warehouse with one partition of ticket_triage run to the end (one provider job); read-only use."""
-    root = tmp_path_factory.mktemp("cli_finished")
-    wh = Warehouse.at(root / "warehouse.duckdb", root / "data")
-    shutil.copy(_seeded_template, wh.database)
-    with running_emulator(root / "emulator", **FAST_EMULATOR) as emu:
-        adapter = OpenAIBatchAdapter(ClientSettings(EMULATOR_API_KEY, emu.openai_base_url, max_retries=2))
-        assert _run_partition(wh, ticket_task, DAY1, adapter).problems() == []
-    return wh.database
-
-
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     for name in ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_DEBUG"):
         monkeypatch.delenv(name, raising=False)
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(err: str, *expected: str) -> None:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
-    assert "Traceback" not in err
-    for text in expected:
-        assert text in lines[0], f"{text!r} not in {lines[0]!r}"
 
 
 # --- parsing -----------------------------------------------------------------------------------------

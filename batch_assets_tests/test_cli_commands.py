@@ -24,8 +24,8 @@ import pytest
 from batch_assets import progress
 from batch_assets.cli import demo as cli_demo
 
+from .cli_calls import TASK_ID, assert_one_line_error, run
 from .conftest import TERMINAL_ENV
-from .test_cli import TASK_ID, assert_one_line_error, finished_db, run  # noqa: F401 (finished_db: a fixture)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[")

@@ -15,8 +15,8 @@ from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 
+from .cli_calls import assert_one_line_error, run
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
-from .test_cli import assert_one_line_error, run
 
 TASK_ID = "ticket_triage_20261120"
 

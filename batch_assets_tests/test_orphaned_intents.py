@@ -13,7 +13,7 @@ from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import job_key_for, submit_pending
 
 from .conftest import DAY1
-from .test_sensor import defs, limited, sensor_instance, tick  # noqa: F401 (fixtures)
+from .sensor_ticks import limited, tick
 
 
 def _failed_run_id(instance: dg.DagsterInstance) -> str:

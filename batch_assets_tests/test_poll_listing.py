@@ -20,7 +20,7 @@ from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.providers.contract import JobRef, JobState, poll_listed
 from batch_assets.resources import ProvidersResource
 
-from .test_provider_contract import ENDPOINT, _adapter, _request, _shard, _wait_terminal
+from .provider_calls import ENDPOINT, adapter_for, create_request, shard_file, wait_terminal
 
 # Where each provider's page size for polling by listing is set (DashScope shares OpenAI's adapter).
 PAGE_SIZE_SETTING = {
@@ -64,8 +64,8 @@ class Calls:
 def _create(adapter, emulator, tmp_path, provider: str, tag: str, **knobs: Any) -> str:
     if knobs:
         emulator.configure(**knobs)
-    prepared = adapter.prepare_input(_shard(tmp_path, provider, n=2, tag=tag), f"job-{tag}", ENDPOINT[provider], 0)
-    return adapter.create(_request(provider, f"job-{tag}"), prepared).snapshot.provider_batch_id
+    prepared = adapter.prepare_input(shard_file(tmp_path, provider, n=2, tag=tag), f"job-{tag}", ENDPOINT[provider], 0)
+    return adapter.create(create_request(provider, f"job-{tag}"), prepared).snapshot.provider_batch_id
 
 
 def _mixed_batches(adapter, emulator, tmp_path, provider: str) -> dict[str, JobState]:
@@ -73,10 +73,10 @@ def _mixed_batches(adapter, emulator, tmp_path, provider: str) -> dict[str, JobS
     batch id -> the state a ledger would hold for it."""
     ids: dict[str, JobState] = {}
     for i in range(2):
-        ids[_wait_terminal(adapter, _create(adapter, emulator, tmp_path, provider, f"done{i}")).provider_batch_id] = (
+        ids[wait_terminal(adapter, _create(adapter, emulator, tmp_path, provider, f"done{i}")).provider_batch_id] = (
             JobState.RUNNING
         )
-    failed = _wait_terminal(
+    failed = wait_terminal(
         adapter, _create(adapter, emulator, tmp_path, provider, "failed", force_batch_status="failed")
     )
     # Anthropic has no failed batch: one whose requests all failed has ended (COMPLETED).
@@ -84,7 +84,7 @@ def _mixed_batches(adapter, emulator, tmp_path, provider: str) -> dict[str, JobS
     ids[failed.provider_batch_id] = JobState.RUNNING
     cancelled = _create(adapter, emulator, tmp_path, provider, "cancelled", queue_delay_s=HOLD_S)
     adapter.cancel(JobRef(cancelled))
-    assert _wait_terminal(adapter, cancelled).state == JobState.CANCELLED
+    assert wait_terminal(adapter, cancelled).state == JobState.CANCELLED
     ids[cancelled] = JobState.SUBMITTED
     for i in range(3):
         ids[_create(adapter, emulator, tmp_path, provider, f"held{i}", queue_delay_s=HOLD_S)] = JobState.SUBMITTED
@@ -94,7 +94,7 @@ def _mixed_batches(adapter, emulator, tmp_path, provider: str) -> dict[str, JobS
 @pytest.mark.parametrize("provider", ["openai", "dashscope", "anthropic", "gemini"])
 def test_a_listed_batch_gives_the_same_snapshot_as_retrieving_it(provider, emulator, tmp_path):
     calls = Calls()
-    adapter = calls.watch(_adapter(emulator, provider))
+    adapter = calls.watch(adapter_for(emulator, provider))
     wanted = _mixed_batches(adapter, emulator, tmp_path, provider)
     jobs = [(JobRef(bid), previous) for bid, previous in wanted.items()]
     calls.reset()
@@ -124,7 +124,7 @@ def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(
 ):
     monkeypatch.setattr(f"batch_assets.providers.{PAGE_SIZE_SETTING[provider]}", 2)
     calls = Calls()
-    adapter = calls.watch(_adapter(emulator, provider))
+    adapter = calls.watch(adapter_for(emulator, provider))
     ids = [_create(adapter, emulator, tmp_path, provider, f"b{i}", queue_delay_s=HOLD_S) for i in range(7)]
     newest = [(JobRef(bid), JobState.SUBMITTED) for bid in ids[-3:]]
     calls.reset()
@@ -142,7 +142,7 @@ def test_paging_stops_once_every_wanted_batch_was_seen_or_older_batches_begin(
 
 
 def test_gemini_listing_keeps_the_previous_state_of_a_batch_listed_as_unspecified(emulator, tmp_path):
-    adapter = _adapter(emulator, "gemini")
+    adapter = adapter_for(emulator, "gemini")
     ids = [_create(adapter, emulator, tmp_path, "gemini", f"h{i}", queue_delay_s=HOLD_S) for i in range(3)]
     emulator.configure(unspecified_state_reads=2)  # the first two batches listed answer UNSPECIFIED
     listed = poll_listed(adapter, [(JobRef(bid), JobState.RUNNING) for bid in ids], 0, NO_DEADLINE)

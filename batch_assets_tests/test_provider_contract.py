@@ -14,14 +14,11 @@ import pytest
 from google.genai import types as genai_types
 
 import batch_assets.providers as providers_pkg
-from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.providers import registry
 from batch_assets.providers.contract import (
-    JOB_KEY_METADATA,
     BatchError,
     ClientSettings,
     CreateOutcome,
-    CreateRequest,
     FindHints,
     FindOutcome,
     InputKind,
@@ -36,19 +33,9 @@ from batch_assets.providers.limits import ProviderLimits
 from batch_assets.providers.wire import WireFormat
 from batch_assets.resources import EMULATOR_API_KEY, ProviderConnection, ProvidersResource
 
+from .provider_calls import ENDPOINT, MODEL, adapter_for, create_request, shard_file, wait_terminal
+
 PROVIDERS_DIR = Path(providers_pkg.__file__).parent
-MODEL = {
-    "openai": "gpt-4o-mini",
-    "dashscope": "qwen-plus",
-    "anthropic": "claude-haiku-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-ENDPOINT = {
-    "openai": "/v1/chat/completions",
-    "dashscope": "/v1/chat/completions",
-    "anthropic": "/v1/messages",
-    "gemini": "generateContent",
-}
 
 
 # --- registry: one folder per provider -------------------------------------------------------------
@@ -190,65 +177,10 @@ def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr()
 # --- adapters against the emulator -----------------------------------------------------------------
 
 
-def _shard(tmp_path: Path, provider: str, n: int = 2, tag: str = "") -> Path:
-    lines = []
-    for i in range(n):
-        rid = f"r{tag}{i}"
-        if provider in ("openai", "dashscope"):
-            line = {
-                "custom_id": rid,
-                "method": "POST",
-                "url": ENDPOINT[provider],
-                "body": {"model": MODEL[provider], "messages": [{"role": "user", "content": f"hello {i}"}]},
-            }
-        elif provider == "anthropic":
-            line = {
-                "custom_id": rid,
-                "params": {
-                    "model": MODEL[provider],
-                    "max_tokens": 16,
-                    "messages": [{"role": "user", "content": f"hello {i}"}],
-                },
-            }
-        else:
-            line = {"key": rid, "request": {"contents": [{"role": "user", "parts": [{"text": f"hello {i}"}]}]}}
-        lines.append(json.dumps(line))
-    path = tmp_path / f"{provider}{tag}.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def _adapter(emulator: EmulatorHandle, provider: str, max_retries: int = 2):
-    return ProvidersResource(emulator_url=emulator.base_url, max_retries=max_retries).adapter(provider)
-
-
-def _request(provider: str, job_key: str, line_count: int = 2) -> CreateRequest:
-    return CreateRequest(
-        job_key=job_key,
-        endpoint=ENDPOINT[provider],
-        model=MODEL[provider],
-        completion_window="24h",
-        line_count=line_count,
-        metadata={JOB_KEY_METADATA: job_key, "task_id": "t", "shard_id": "s"},
-    )
-
-
-def _wait_terminal(adapter, batch_id: str, timeout_s: float = 20.0):
-    deadline = time.monotonic() + timeout_s
-    previous = JobState.SUBMITTED
-    while True:
-        snap = adapter.poll(JobRef(batch_id), previous)
-        if snap.terminal:
-            return snap
-        previous = snap.state
-        assert time.monotonic() < deadline, f"{batch_id} still {snap.raw_status}"
-        time.sleep(0.03)
-
-
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the_sdk(provider, emulator, tmp_path):
-    adapter = _adapter(emulator, provider, max_retries=3)  # the SDK would retry 5xx/429 3 times ...
-    path = _shard(tmp_path, provider)
+    adapter = adapter_for(emulator, provider, max_retries=3)  # the SDK would retry 5xx/429 3 times ...
+    path = shard_file(tmp_path, provider)
     prepared = adapter.prepare_input(path, "job-1", ENDPOINT[provider], inline_max_bytes=0)
     for status, outcome in (
         (503, CreateOutcome.UNKNOWN),
@@ -257,7 +189,7 @@ def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the
         (400, CreateOutcome.FAILED),
     ):
         emulator.configure(fail_next_requests=2, fail_status=status)
-        result = adapter.create(_request(provider, "job-1"), prepared)
+        result = adapter.create(create_request(provider, "job-1"), prepared)
         # ... but the create was tried exactly once: one injected failure is left.
         assert emulator.settings.fail_next_requests == 1, f"{provider} create was retried on {status}"
         emulator.configure(fail_next_requests=0)
@@ -267,24 +199,24 @@ def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the
         FindOutcome.ABSENT,
         FindOutcome.CANNOT_TELL,
     )
-    created = adapter.create(_request(provider, "job-1"), prepared)
+    created = adapter.create(create_request(provider, "job-1"), prepared)
     assert created.outcome == CreateOutcome.CREATED and created.snapshot.provider_batch_id
     assert not created.snapshot.terminal and not created.snapshot.results_ready
 
 
 def test_anthropic_create_sends_the_shard_lines_as_they_are(emulator, tmp_path):
-    adapter = _adapter(emulator, "anthropic")
-    line = json.loads(_shard(tmp_path, "anthropic", n=1).read_text(encoding="utf-8"))
+    adapter = adapter_for(emulator, "anthropic")
+    line = json.loads(shard_file(tmp_path, "anthropic", n=1).read_text(encoding="utf-8"))
     path = tmp_path / "lines.jsonl"
     # A blank line is skipped; the API checks each line (a bad custom_id refuses the whole create).
     path.write_text(json.dumps(line) + "\n\n" + json.dumps({**line, "custom_id": "r:1"}) + "\n", encoding="utf-8")
     prepared = adapter.prepare_input(path, "job-lines", ENDPOINT["anthropic"], inline_max_bytes=0)
-    refused = adapter.create(_request("anthropic", "job-lines"), prepared)
+    refused = adapter.create(create_request("anthropic", "job-lines"), prepared)
     assert (refused.outcome, refused.status_code) == (CreateOutcome.FAILED, 400)
     assert refused.error.code == "invalid_request_error" and refused.error.message.startswith("requests.1.custom_id")
     # CRLF line ends and no final newline are fine.
     path.write_text(json.dumps(line) + "\r\n" + json.dumps({**line, "custom_id": "r1"}), encoding="utf-8")
-    created = adapter.create(_request("anthropic", "job-lines"), prepared)
+    created = adapter.create(create_request("anthropic", "job-lines"), prepared)
     assert created.outcome == CreateOutcome.CREATED and created.snapshot.request_total == 2
 
 
@@ -297,23 +229,23 @@ def test_create_on_a_dropped_connection_is_unknown(provider, tmp_path):
         else InputKind.INLINE
         if provider == "gemini"
         else InputKind.FILE,
-        _shard(tmp_path, provider),
+        shard_file(tmp_path, provider),
         None if provider in ("anthropic", "gemini") else "file-x",
     )
-    result = adapter.create(_request(provider, "job-1"), prepared)
+    result = adapter.create(create_request(provider, "job-1"), prepared)
     assert result.outcome == CreateOutcome.UNKNOWN and result.status_code is None and result.error
 
 
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, tmp_path):
-    adapter = _adapter(emulator, provider)
-    path = _shard(tmp_path, provider, n=3)
+    adapter = adapter_for(emulator, provider)
+    path = shard_file(tmp_path, provider, n=3)
     prepared = adapter.prepare_input(path, "job-life", ENDPOINT[provider], inline_max_bytes=0)
     if provider == "anthropic":
         assert (prepared.kind, prepared.file_id) == (InputKind.REQUEST_BODY, None)
     else:
         assert prepared.kind == InputKind.FILE and prepared.file_id
-    created = adapter.create(_request(provider, "job-life", 3), prepared)
+    created = adapter.create(create_request(provider, "job-life", 3), prepared)
     assert created.outcome == CreateOutcome.CREATED
     batch_id = created.snapshot.provider_batch_id
     hints = FindHints(created_after_unix=int(time.time()) - 60, line_count=3, shard_path=path)
@@ -323,7 +255,7 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
         assert (
             adapter.find_job("job-other", FindHints(created_after_unix=0, line_count=3)).outcome == FindOutcome.ABSENT
         )
-    snap = _wait_terminal(adapter, batch_id)
+    snap = wait_terminal(adapter, batch_id)
     if provider == "anthropic":  # found by the request ids in its results, once it has ended
         found = adapter.find_job("job-life", hints)
         assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, batch_id)
@@ -348,8 +280,8 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
 
 
 def test_gemini_goes_inline_within_the_limit_but_never_for_embeddings(emulator, tmp_path):
-    adapter = _adapter(emulator, "gemini")
-    path = _shard(tmp_path, "gemini")
+    adapter = adapter_for(emulator, "gemini")
+    path = shard_file(tmp_path, "gemini")
     inline = adapter.prepare_input(path, "job-g", "generateContent", inline_max_bytes=10_000)
     assert (inline.kind, inline.file_id) == (InputKind.INLINE, None)
     by_file = adapter.prepare_input(path, "job-g", "generateContent", inline_max_bytes=10)
@@ -357,8 +289,8 @@ def test_gemini_goes_inline_within_the_limit_but_never_for_embeddings(emulator, 
     embed = adapter.prepare_input(path, "job-e", "embedContent", inline_max_bytes=10_000)
     assert embed.kind == InputKind.FILE and embed.file_id
     # An inline job's responses are written as {key, response | error} lines.
-    created = adapter.create(_request("gemini", "job-g"), inline)
-    snap = _wait_terminal(adapter, created.snapshot.provider_batch_id)
+    created = adapter.create(create_request("gemini", "job-g"), inline)
+    snap = wait_terminal(adapter, created.snapshot.provider_batch_id)
     assert snap.results_ready and snap.output_file_id is None
     (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "g")
     lines = [json.loads(x) for x in out.path.read_text(encoding="utf-8").splitlines()]
@@ -391,27 +323,27 @@ def test_gemini_unspecified_or_missing_state_keeps_the_previous_state():
 def _end_by_cancel(adapter, batch_id: str):
     """End a batch now (it was created with a long queue delay): cancel it and wait for `ended`."""
     adapter.cancel(JobRef(batch_id))
-    return _wait_terminal(adapter, batch_id)
+    return wait_terminal(adapter, batch_id)
 
 
 def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulator, tmp_path):
     """Batches carry no metadata: time and size only pick candidates. While one has not ended the
     answer is CANNOT_TELL; once all have, the one whose results hold the shard's ids is FOUND."""
-    adapter = _adapter(emulator, "anthropic")
+    adapter = adapter_for(emulator, "anthropic")
     since = int(time.time()) - 5
-    shard_a, shard_b = _shard(tmp_path, "anthropic", tag="a"), _shard(tmp_path, "anthropic", tag="b")
+    shard_a, shard_b = shard_file(tmp_path, "anthropic", tag="a"), shard_file(tmp_path, "anthropic", tag="b")
     hints_a = FindHints(created_after_unix=since, line_count=2, shard_path=shard_a)
     assert adapter.find_job("job-a", hints_a).outcome == FindOutcome.ABSENT  # no candidate at all
     emulator.configure(queue_delay_s=3600)  # batches created from here on run until cancelled
 
     def create(tag: str, path, n: int = 2) -> str:
         made = adapter.create(
-            _request("anthropic", f"job-{tag}", n), adapter.prepare_input(path, f"job-{tag}", "/v1/messages", 0)
+            create_request("anthropic", f"job-{tag}", n), adapter.prepare_input(path, f"job-{tag}", "/v1/messages", 0)
         )
         return made.snapshot.provider_batch_id
 
     a, b = create("a", shard_a), create("b", shard_b)
-    create("x", _shard(tmp_path, "anthropic", n=3, tag="x"), 3)  # another size: never a candidate
+    create("x", shard_file(tmp_path, "anthropic", n=3, tag="x"), 3)  # another size: never a candidate
     waiting = adapter.find_job("job-a", hints_a)
     assert (waiting.outcome, waiting.snapshot) == (FindOutcome.CANNOT_TELL, None)
     assert set(waiting.candidates) == {a, b} and waiting.reason.startswith("waiting for candidate batches")
@@ -428,7 +360,9 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
     )
     assert adapter.find_job("job-b", dataclasses.replace(hints_a, shard_path=shard_b)).snapshot.provider_batch_id == b
     # A shard of the same size none of whose ids were sent: confirmed absent.
-    absent = adapter.find_job("job-c", dataclasses.replace(hints_a, shard_path=_shard(tmp_path, "anthropic", tag="c")))
+    absent = adapter.find_job(
+        "job-c", dataclasses.replace(hints_a, shard_path=shard_file(tmp_path, "anthropic", tag="c"))
+    )
     assert absent.outcome == FindOutcome.ABSENT and "holds this shard's request ids" in absent.reason
     # Without the shard file there is nothing to tell the candidates apart by.
     assert adapter.find_job("job-a", dataclasses.replace(hints_a, shard_path=None)).outcome == FindOutcome.CANNOT_TELL
@@ -447,26 +381,27 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
 
 
 def test_anthropic_results_are_streamed_only_once_they_are_there(emulator, tmp_path):
-    adapter = _adapter(emulator, "anthropic")
+    adapter = adapter_for(emulator, "anthropic")
     emulator.configure(force_batch_status="stuck")
     created = adapter.create(
-        _request("anthropic", "job-s"), adapter.prepare_input(_shard(tmp_path, "anthropic"), "job-s", "/v1/messages", 0)
+        create_request("anthropic", "job-s"),
+        adapter.prepare_input(shard_file(tmp_path, "anthropic"), "job-s", "/v1/messages", 0),
     )
     batch_id = created.snapshot.provider_batch_id
     assert adapter.stream_results(JobRef(batch_id), tmp_path / "raw", "s") == []
     assert adapter.cancel(JobRef(batch_id)).cancel_requested
-    snap = _wait_terminal(adapter, batch_id)
+    snap = wait_terminal(adapter, batch_id)
     assert snap.state == JobState.CANCELLED and snap.results_ready
     (out,) = adapter.stream_results(JobRef(batch_id), tmp_path / "raw", "s")
     assert out.provider_file_id is None and out.byte_count > 0
 
 
 def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
-    adapter = _adapter(emulator, "openai")
+    adapter = adapter_for(emulator, "openai")
     emulator.configure(max_requests_per_batch=1)
-    prepared = adapter.prepare_input(_shard(tmp_path, "openai"), "job-f", ENDPOINT["openai"], 0)
-    created = adapter.create(_request("openai", "job-f"), prepared)
-    snap = _wait_terminal(adapter, created.snapshot.provider_batch_id)
+    prepared = adapter.prepare_input(shard_file(tmp_path, "openai"), "job-f", ENDPOINT["openai"], 0)
+    created = adapter.create(create_request("openai", "job-f"), prepared)
+    snap = wait_terminal(adapter, created.snapshot.provider_batch_id)
     assert snap.state == JobState.FAILED and not snap.results_pending
     assert snap.errors and all(isinstance(e, BatchError) and e.message for e in snap.errors)
     assert snap.errors[0].code == "too_many_tasks" or snap.errors[0].code
@@ -475,21 +410,21 @@ def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_find_job_pages_through_the_providers_batch_list(provider, emulator, tmp_path, monkeypatch):
     """One batch a page: the lookup follows the SDK's paging to the oldest batch."""
-    adapter = _adapter(emulator, provider)
+    adapter = adapter_for(emulator, provider)
     module = {"openai": "openai", "dashscope": "openai", "anthropic": "anthropic", "gemini": "gemini"}[provider]
     monkeypatch.setattr(f"batch_assets.providers.{module}.adapter.LIST_PAGE_SIZE", 1)
     since = int(time.time()) - 5
     paths, ids = {}, {}
     for n, tag in ((2, "old"), (3, "mid"), (4, "new")):
-        paths[tag] = _shard(tmp_path, provider, n=n, tag=tag)
+        paths[tag] = shard_file(tmp_path, provider, n=n, tag=tag)
         prepared = adapter.prepare_input(paths[tag], f"job-{tag}", ENDPOINT[provider], inline_max_bytes=0)
-        ids[tag] = adapter.create(_request(provider, f"job-{tag}", n), prepared).snapshot.provider_batch_id
+        ids[tag] = adapter.create(create_request(provider, f"job-{tag}", n), prepared).snapshot.provider_batch_id
     for batch_id in ids.values():
-        _wait_terminal(adapter, batch_id)
+        wait_terminal(adapter, batch_id)
     found = adapter.find_job("job-old", FindHints(created_after_unix=since, line_count=2, shard_path=paths["old"]))
     assert (found.outcome, found.snapshot.provider_batch_id) == (FindOutcome.FOUND, ids["old"])
     absent = adapter.find_job(
         "job-none",
-        FindHints(created_after_unix=since, line_count=5, shard_path=_shard(tmp_path, provider, n=5, tag="none")),
+        FindHints(created_after_unix=since, line_count=5, shard_path=shard_file(tmp_path, provider, n=5, tag="none")),
     )
     assert absent.outcome == FindOutcome.ABSENT

@@ -13,88 +13,22 @@ from dataclasses import replace
 
 import pytest
 
-from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
-from batch_assets.pipeline.collect.ingest import collect_raw_results
-from batch_assets.pipeline.collect.parse import parse_results
-from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
-from batch_assets.pipeline.settle.apply import apply_results
-from batch_assets.pipeline.settle.reconcile import reconcile
-from batch_assets.providers.contract import TERMINAL_STATES, JobRef
-from batch_assets.resources import ProvidersResource
-from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+from batch_assets.providers.contract import JobRef
+from batch_assets.spec.resolve import load_all_tasks
 
-DAY = "2026-11-20"
-TASK_OF = {
-    "openai": "ticket_triage",
-    "anthropic": "ticket_summary",
-    "gemini": "kb_embeddings",
-    "dashscope": "review_sentiment",
-}
-
-
-@pytest.fixture
-def all_seeded(warehouse: Warehouse) -> Warehouse:
-    with warehouse.connect() as conn:
-        seed_support_tickets(conn, days=1, per_day=60)
-        seed_kb_articles(conn, days=1, per_day=10)
-        seed_product_reviews(conn, days=1, per_day=20)
-    return warehouse
-
-
-def _adapter(emulator: EmulatorHandle, provider: str):
-    return ProvidersResource(emulator_url=emulator.base_url, max_retries=2).adapter(provider)
-
-
-def _run(wh: Warehouse, task: ResolvedTask, adapter, timeout: float = 30.0) -> list[dict]:
-    """Freeze -> shards -> submit, poll to terminal; returns the job rows with their status events."""
-    freeze_manifest(wh, task, DAY)
-    cut_shards(wh, task, DAY)
-    submit_pending(wh, task, DAY, adapter)
-    task_id = task.task_id(DAY)
-    deadline = time.monotonic() + timeout
-    while True:
-        poll_jobs(wh, lambda _p: adapter, task_id=task_id)
-        with wh.connect() as conn:
-            jobs = fetch_dicts(conn, "SELECT * FROM ledger.provider_job WHERE task_id = ?", [task_id])
-        if all(j["state"] in TERMINAL_STATES for j in jobs):
-            return jobs
-        assert time.monotonic() < deadline, f"jobs not terminal: {[(j['job_key'], j['state']) for j in jobs]}"
-        time.sleep(0.05)
-
-
-def _collect(wh: Warehouse, task: ResolvedTask, adapter):
-    collect_raw_results(wh, task, DAY, adapter)
-    parse_results(wh, task, DAY)
-    apply_results(wh, task, DAY)
-    _assert_only_real_file_ids(wh)
-    return reconcile(wh, task.task_id(DAY))
-
-
-def _assert_only_real_file_ids(wh: Warehouse) -> None:
-    """The ledger holds real provider file ids or NULL, never a local path or pseudo id."""
-    with wh.connect() as conn:
-        ids = conn.execute("""
-            SELECT input_file_id AS id FROM ledger.provider_job UNION ALL SELECT output_file_id FROM ledger.provider_job
-            UNION ALL SELECT error_file_id FROM ledger.provider_job UNION ALL SELECT provider_file_id FROM ledger.raw_file
-        """).fetchall()
-    bad = [
-        i
-        for (i,) in ids
-        if i is not None and (i.startswith(("local:", "inline:")) or "/" in i and not i.startswith("files/"))
-    ]
-    assert bad == []
+from .provider_calls import DAY, TASK_OF, adapter_for, collect_and_reconcile, run_to_terminal
 
 
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
 def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
     task = load_all_tasks()[TASK_OF[provider]]
-    adapter = _adapter(emulator, provider)
-    jobs = _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, provider)
+    jobs = run_to_terminal(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == ["COMPLETED"]
     if provider == "anthropic":  # no upload, and results come from the batch's results stream
         assert (jobs[0]["input_file_id"], jobs[0]["output_file_id"]) == (None, None)
@@ -108,7 +42,7 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
             ).fetchall()
         ]
     assert states[0] == "CREATED" and states[-1] == "COMPLETED"
-    recon = _collect(all_seeded, task, adapter)
+    recon = collect_and_reconcile(all_seeded, task, adapter)
     assert recon.problems() == []
     assert recon.succeeded == recon.shard_lines > 0 and recon.applied == recon.succeeded
     with all_seeded.connect() as conn:
@@ -137,11 +71,11 @@ def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, e
 )
 def test_terminal_failure_states_account_for_every_item(provider, forced, state, item_class, all_seeded, emulator):
     task = load_all_tasks()[TASK_OF[provider]]
-    adapter = _adapter(emulator, provider)
+    adapter = adapter_for(emulator, provider)
     emulator.configure(force_batch_status=forced, queue_delay_s=0.05)
-    jobs = _run(all_seeded, task, adapter)
+    jobs = run_to_terminal(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == [state]
-    recon = _collect(all_seeded, task, adapter)
+    recon = collect_and_reconcile(all_seeded, task, adapter)
     assert recon.problems() == []
     outcomes = {
         item_class: getattr(recon, item_class)
@@ -155,7 +89,7 @@ def test_terminal_failure_states_account_for_every_item(provider, forced, state,
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
 def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded, emulator):
     task = load_all_tasks()[TASK_OF[provider]]
-    adapter = _adapter(emulator, provider)
+    adapter = adapter_for(emulator, provider)
     emulator.configure(force_batch_status="stuck", queue_delay_s=0.01)
     freeze_manifest(all_seeded, task, DAY)
     cut_shards(all_seeded, task, DAY)
@@ -165,9 +99,9 @@ def test_cancel_ends_the_batch_and_collects_partial_output(provider, all_seeded,
             "SELECT provider_batch_id FROM ledger.provider_job WHERE task_id = ?", [task.task_id(DAY)]
         ).fetchone()[0]
     assert adapter.cancel(JobRef(batch_id)).cancel_requested or provider == "gemini"
-    jobs = _run(all_seeded, task, adapter)
+    jobs = run_to_terminal(all_seeded, task, adapter)
     assert [j["state"] for j in jobs] == ["CANCELLED"]
-    recon = _collect(all_seeded, task, adapter)
+    recon = collect_and_reconcile(all_seeded, task, adapter)
     assert recon.problems() == []
     assert recon.canceled > 0 and recon.missing == 0
 
@@ -178,7 +112,7 @@ def test_crash_between_create_and_record_finds_the_batch(provider, all_seeded, e
     import batch_assets.pipeline.send.submit as submit_mod
 
     task = load_all_tasks()[TASK_OF[provider]]
-    adapter = _adapter(emulator, provider)
+    adapter = adapter_for(emulator, provider)
     freeze_manifest(all_seeded, task, DAY)
     cut_shards(all_seeded, task, DAY)
     real_record = submit_mod.record_created
@@ -233,15 +167,15 @@ def test_ids_a_provider_forbids_are_mapped_and_map_back(all_seeded, emulator):
             "UPDATE support_tickets SET ticket_id = ticket_id || ':legacy/crm-export-batch-2026-11-20-region-emea'"
         )
     task = load_all_tasks()["ticket_summary"]
-    adapter = _adapter(emulator, "anthropic")
-    _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, "anthropic")
+    run_to_terminal(all_seeded, task, adapter)
     with all_seeded.connect() as conn:
         lines = fetch_dicts(conn, "SELECT custom_id, request_id FROM ledger.shard_line")
     assert lines and all(
         len(r["custom_id"]) > 64 and r["request_id"].startswith("bx_") and len(r["request_id"]) <= 64 for r in lines
     )
     assert len({r["request_id"] for r in lines}) == len(lines)
-    recon = _collect(all_seeded, task, adapter)
+    recon = collect_and_reconcile(all_seeded, task, adapter)
     assert recon.problems() == [] and recon.succeeded + recon.failed_total == len(lines)
     assert recon.orphan_lines == 0
     with all_seeded.connect() as conn:
@@ -272,12 +206,12 @@ def test_gemini_small_shards_go_inline_and_large_ones_by_file(all_seeded, emulat
             request_id_max_len=128,
         ),
     )
-    adapter = _adapter(emulator, "gemini")
-    _run(all_seeded, inline_task, adapter)
+    adapter = adapter_for(emulator, "gemini")
+    run_to_terminal(all_seeded, inline_task, adapter)
     with all_seeded.connect() as conn:
         file_id = conn.execute("SELECT input_file_id FROM ledger.provider_job").fetchone()[0]
     assert file_id is None  # inline: nothing uploaded, and no pseudo file id recorded
-    recon = _collect(all_seeded, inline_task, adapter)
+    recon = collect_and_reconcile(all_seeded, inline_task, adapter)
     assert recon.problems() == [] and recon.applied > 0
 
 
@@ -286,7 +220,7 @@ def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_s
 
     base = load_all_tasks()["ticket_triage"]
     task = replace(base, limits=replace(base.limits, max_concurrent_jobs=1, max_requests_per_shard=20))
-    adapter = _adapter(emulator, "openai")
+    adapter = adapter_for(emulator, "openai")
     freeze_manifest(all_seeded, task, DAY)
     cut_shards(all_seeded, task, DAY)
     first = submit_pending(all_seeded, task, DAY, adapter)
@@ -298,7 +232,7 @@ def test_shards_held_back_by_the_job_cap_are_asked_for_when_capacity_frees(all_s
     ]
     sent = 1
     while partitions_waiting_to_submit(all_seeded):
-        _run(all_seeded, task, adapter)  # polls until the batch in flight is terminal, then submits one
+        run_to_terminal(all_seeded, task, adapter)  # polls until the batch in flight is terminal, then submits one
         sent += 1
         assert sent < 10
     with all_seeded.connect() as conn:

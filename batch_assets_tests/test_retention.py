@@ -28,7 +28,7 @@ from batch_assets.pipeline.govern.retention import (
 from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.spec.model import RetentionSpec
 from batch_assets.spec.resolve import load_all_tasks
-from batch_assets_tests.test_providers_pipeline import DAY, TASK_OF, _adapter, _collect, _run, all_seeded  # noqa: F401
+from batch_assets_tests.provider_calls import DAY, TASK_OF, adapter_for, collect_and_reconcile, run_to_terminal
 
 
 def _gone(adapter, provider: str, file_id: str) -> bool:
@@ -51,12 +51,12 @@ def test_provider_files_are_deleted_after_download(
     provider: str, all_seeded: Warehouse, emulator: EmulatorHandle
 ) -> None:
     task = load_all_tasks()[TASK_OF[provider]]
-    adapter = _adapter(emulator, provider)
-    jobs = _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, provider)
+    jobs = run_to_terminal(all_seeded, task, adapter)
     file_ids = [j[k] for j in jobs for k in ("input_file_id", "output_file_id", "error_file_id") if j[k]]
     assert provider == "anthropic" or file_ids, "the job should name provider files"
     assert not any(_gone(adapter, provider, f) for f in file_ids)
-    rec = _collect(all_seeded, task, adapter)
+    rec = collect_and_reconcile(all_seeded, task, adapter)
     assert rec.applied > 0
     with all_seeded.connect() as conn:
         rows = fetch_dicts(
@@ -74,8 +74,8 @@ def test_provider_files_are_deleted_after_download(
 def test_retention_off_keeps_provider_files(all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
     task = load_all_tasks()["ticket_triage"]
     task = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
-    adapter = _adapter(emulator, "openai")
-    jobs = _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, "openai")
+    jobs = run_to_terminal(all_seeded, task, adapter)
     collect_raw_results(all_seeded, task, DAY, adapter)
     assert not _gone(adapter, "openai", jobs[0]["input_file_id"])
     assert [j["job_key"] for j in pending_remote_deletions(all_seeded)] == [jobs[0]["job_key"]]
@@ -95,8 +95,8 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(
 ) -> None:
     task = load_all_tasks()["ticket_triage"]
     keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
-    adapter = _adapter(emulator, "openai")
-    jobs = _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, "openai")
+    jobs = run_to_terminal(all_seeded, task, adapter)
     collect_raw_results(all_seeded, keep, DAY, adapter)
     # Every try of the first DELETE (the SDK's own retries included) answers 500.
     emulator.configure(fail_next_requests=adapter.settings.max_retries + 1, fail_status=500)
@@ -123,9 +123,9 @@ def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(
     all_seeded: Warehouse, emulator: EmulatorHandle
 ) -> None:
     task = load_all_tasks()["ticket_triage"]
-    adapter = _adapter(emulator, "openai")
-    _run(all_seeded, task, adapter)
-    _collect(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, "openai")
+    run_to_terminal(all_seeded, task, adapter)
+    collect_and_reconcile(all_seeded, task, adapter)
     task_id = task.task_id(DAY)
     # Not final yet: nothing is purged, whatever the age.
     assert purge_local(all_seeded, dt.timedelta(0)).shards == []
@@ -185,8 +185,8 @@ def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehou
     from batch_assets.resources import ProvidersResource, WarehouseResource
 
     task = load_all_tasks()["ticket_triage"]
-    adapter = _adapter(emulator, "openai")
-    jobs = _run(all_seeded, task, adapter)
+    adapter = adapter_for(emulator, "openai")
+    jobs = run_to_terminal(all_seeded, task, adapter)
     keep = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
     collect_raw_results(all_seeded, keep, DAY, adapter)
     assert len(pending_remote_deletions(all_seeded)) == 1

@@ -5,7 +5,6 @@ run - in another thread or another process - loses nothing."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import queue
 import subprocess
@@ -16,7 +15,6 @@ import time
 
 import dagster as dg
 import openai
-import pytest
 
 from batch_assets.components.wiring import collect_asset_keys
 from batch_assets.emulator import clock as emulator_clock
@@ -28,37 +26,15 @@ from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import reconcile
-from batch_assets.resources import EMULATOR_API_KEY, default_resources
+from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, DAY2
+from .sensor_ticks import limited, tick
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
-COLLECT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied", "report", "settled")]
-
-
-@pytest.fixture(scope="module")
-def defs():
-    """Loaded once: ticks get this test's resources from `default_resources()` (after `dagster_env`)."""
-    from batch_assets.definitions import defs as load
-
-    return load()
-
-
-@pytest.fixture(scope="module")
-def sensor_instance():
-    """One Dagster instance for the module (creating one costs seconds); the cursor is passed explicitly."""
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-def tick(defs, instance, cursor: str | None) -> dg.SensorResult:
-    sensor = defs.resolve_sensor_def("provider_status_sensor")
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs, resources=default_resources())
-    return sensor.evaluate_tick(ctx)
-
-
-def limited(task, n: int):
-    return dataclasses.replace(task, limits=dataclasses.replace(task.limits, max_requests_per_shard=n))
+COLLECT_KEYS = [
+    dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied", "report", "settled")
+]
 
 
 def submit(wh, task, adapter, *days):
