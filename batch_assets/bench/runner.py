@@ -217,9 +217,8 @@ def benchmark_steps(
 
     def step(label: str, fn: str, **kwargs) -> Measured:
         bar.update(description=f"benchmark: {label}")
-        # What earlier steps wrote is written back now, before this step's clock starts: at 10M items
-        # the ingest floor leaves gigabytes dirty (9.3 GB written, most of it its join's spill), whose
-        # write-back otherwise ran inside the stage measured next.
+        # What earlier steps wrote is written back now, before this step's clock starts: on a large run
+        # the ingest floor leaves gigabytes dirty, whose write-back would run inside the next stage.
         _sync()
         m = run_child(fn, **kwargs)
         bar.advance()

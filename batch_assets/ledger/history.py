@@ -78,7 +78,7 @@ def copy_partition_rows(
         },
     }
     # One transaction per table and day: a copy is a benchmark's set-up, and one transaction of
-    # every table's rows for nine 1M partitions ran out of memory at its commit.
+    # every table's rows for many large partitions runs out of memory at its commit.
     for table in tables:
         cols = conn.execute(
             "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? "

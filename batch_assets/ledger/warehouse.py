@@ -26,10 +26,8 @@ log = logging.getLogger(__name__)
 
 # How long a writer waits for another process to release the file before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 300.0
-# DuckDB's own default is 80% of RAM; a bounded pool makes large stages spill instead of holding
-# every prompt and response in memory. A larger pool does not make the largest stage (apply) faster,
-# and with the eviction flush below a 10M-item partition peaks no higher than a 1M one. The limit
-# covers the buffer pool only: a stage's process holds the interpreter and its libraries on top.
+# A bounded pool (DuckDB's own default is 80% of RAM) makes large stages spill instead of holding every
+# prompt and response in memory; it bounds the buffer pool only, not the interpreter and libraries.
 DEFAULT_MEMORY_LIMIT = "1000MB"
 MEMORY_LIMIT_ENV = "BATCH_ASSETS_DUCKDB_MEMORY_LIMIT"
 _MEMORY_LIMIT_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$", re.IGNORECASE)
@@ -44,9 +42,8 @@ _UNIT_BYTES = {
     "gib": 2**30,
     "tib": 2**40,
 }
-# Evicted blocks' memory goes back to the OS at once only when one eviction frees more than
-# allocator_bulk_deallocation_flush_threshold (512 MiB by default, half the default pool); a quarter
-# of the pool lowers a large stage's peak without slowing it.
+# Evicted blocks' memory returns to the OS at once only when one eviction frees more than DuckDB's
+# allocator_bulk_deallocation_flush_threshold; a quarter of the pool lowers a large stage's peak.
 _BULK_FLUSH_SHARE = 4
 _BULK_FLUSH_MAX_BYTES = 512 * 2**20
 

@@ -4,7 +4,7 @@ Flow of `find_sensitive`:
 1. The relation is turned long: one row per (id, column, text) for every requested text column.
 2. One pass of `regexp_matches` with the alternation of all detector patterns keeps only the texts
    that hold any candidate (exact: the alternation matches iff one of its branches does; RE2 runs
-   it at the cost of a single pattern). On typical text that drops >90 % of rows before the
+   it at the cost of a single pattern). On typical text that drops most rows before the
    per-detector passes.
 3. For every detector, `regexp_extract_all` + `unnest` produce the candidates with their start
    offsets (code points, 0-based). DuckDB has no "match positions" function; the offsets come from
@@ -13,8 +13,8 @@ Flow of `find_sensitive`:
 4. The DISTINCT (detector, candidate) pairs go into a temp table; Python pulls them in slices of
    CONFIRM_BATCH, calls each detector's `confirm` once per pair, and pushes each slice's verdicts
    back as an Arrow table; a join yields the confirmed findings. Python holds one slice at a time,
-   so its memory does not grow with the partition (3 % of 10M tickets with an address are 300K
-   distinct candidates: ~100 MB of Python objects when pulled at once, measured at 2M: 650 MB).
+   so its memory does not grow with the partition (pulled at once, a large partition's distinct
+   candidates would not fit).
 
 There is no Python loop over rows: Python work is proportional to the number of distinct
 candidates, which is what the tests assert.

@@ -36,7 +36,7 @@ def _status_of(exc: BaseException) -> int | None:
 
 def _transport_error_types() -> tuple[type[BaseException], ...]:
     """The transport errors of httpx and of the SDKs this process has loaded (an SDK that is not
-    loaded raised nothing: importing every SDK here would add ~95 MB to every stage process)."""
+    loaded raised nothing: importing every SDK here would load them all into every stage process)."""
     types: list[type[BaseException]] = [httpx.TransportError, TimeoutError, ConnectionError]
     for sdk in ("openai", "anthropic"):
         module = sys.modules.get(sdk)

@@ -202,7 +202,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             # error code classifies a batch-level failure (e.g. token_limit_exceeded is capacity); in
             # a COMPLETED batch such an item is a missing_result. The lines of such batches are
             # collected first; only their own outcomes are then looked up (an anti-join against the
-            # partition's whole result set would hash every result row: out of memory at 10M items),
+            # partition's whole result set would hash every result row: out of memory when large),
             # and with no such batch nothing more is read. A COMPLETED batch is one of them only when
             # it has fewer ok lines than it was sent (counted per job, no join by custom_id).
             conn.execute(f"""

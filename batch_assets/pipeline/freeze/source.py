@@ -42,7 +42,7 @@ def query_source(
     its columns. `where`: only the source rows matching this condition (over the source's columns).
     `reread`: the caller only reads the source (it writes no table the query may read), so when the
     query is a pure function of DuckDB tables (`stable_source.view_sql`) `_raw_src` is a view over
-    it, not a copy: a copy of a 10M-item source spills out of the memory pool and is read back."""
+    it, not a copy: a copy of a large source spills out of the memory pool and is read back."""
     spec = task.spec
     query = spec.source.sql if where is None else f"SELECT * FROM {source_subquery(task)} AS _q WHERE {where}"
     params = {"partition_date": partition_date}

@@ -100,8 +100,8 @@ def _lines_with_item_cost_sql(tasks: set[str]) -> str:
     """Rows (task_id, shard_id, est_cost): every shard line of `tasks` with its item's estimated cost.
 
     A line and its item share a partition and an item number (both written from one manifest row),
-    so each partition's lines join its items by the 8-byte number alone (keyed by the ~60-byte
-    custom_id, the join's hash table spills at 10M lines under the default pool). Beyond
+    so each partition's lines join its items by the 8-byte number alone (keyed by the custom_id
+    string, the join's hash table spills on a large partition under the default pool). Beyond
     MAX_PARTITION_SCANS partitions: one join by (task_id, item_no)."""
     ids = sorted(tasks)
     if len(ids) > MAX_PARTITION_SCANS:

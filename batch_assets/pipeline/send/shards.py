@@ -238,8 +238,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             raise ValueError(
                 f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"
             )
-        # The items to cut, by number when the frozen Parquet numbers its rows: 12 bytes an item
-        # instead of a ~60-byte custom_id, and the frozen rows are found by an integer join.
+        # The items to cut, by number when the frozen Parquet numbers its rows: narrower than the
+        # custom_id strings, and the frozen rows are found by an integer join.
         numbered = "item_no_base" in frozen_columns(conn, uri)  # False: frozen before item numbers
         key = "item_no" if numbered else "custom_id"
         due = f"UNION ALL SELECT {key}, next_attempt AS attempt FROM ({due_retries_sql(tid)})" if retries else ""

@@ -152,8 +152,8 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
     into the manifest Parquet has the frozen input hash, so only the other rows are gated and hashed.
     The frozen row is found by the candidate's item number (an integer join); the source is grouped
-    once by a 64-bit hash of the business id (an 8-byte key: at 10M ids the strings' hash tables
-    spilled) and joined to the candidates once. Two ids of one hash look like an id held twice and
+    once by a 64-bit hash of the business id (an 8-byte key: the strings' hash tables spill on a
+    large partition) and joined to the candidates once. Two ids of one hash look like an id held twice and
     are re-hashed exactly, by their strings, like a changed row. A candidate of an earlier freeze
     (another item of the id) is not the Parquet's row: it is re-hashed too, which gives the same
     live hash.
@@ -245,7 +245,7 @@ def _source_as_frozen(
     and xor of 64-bit hashes of (id, fingerprint) — a multiset checksum, so an order change does
     not count and any added, removed, repeated or edited row does (but with ~2^-64 odds, the same
     odds as a fingerprint collision, which the guard already accepts). One streamed pass over each,
-    no hash table: grouping 10M source rows by id and joining them to the candidates cost more."""
+    no hash table: grouping the source rows by id and joining them to the candidates costs more."""
     fp = source_fingerprint_sql(task, "_q")
     # The rows the freeze kept: an id, and not one it rejected (held twice then: its rows are not in
     # the Parquet, nor is any candidate of it). Without rejects, no anti-join.
@@ -294,7 +294,7 @@ def _live_by_id(
         {"partition_date": partition_date},
     )
     # The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the join's build
-    # side stays narrow (with both strings it spills at 10M items).
+    # side stays narrow (with both strings it spills on a large partition).
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _live AS
         SELECT c.item_no, c.attempt,
@@ -361,8 +361,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         ).fetchone()[0]
         # Written in chunks of about APPLY_CHUNK answers (ranges of item numbers), each in its own
         # transaction: an answer's business row and its ledger rows still commit together, and a
-        # transaction never holds more than a chunk (one transaction of 10M answers ran out of
-        # memory on its uncommitted index entries). A failure between chunks leaves the rest
+        # transaction never holds more than a chunk (one transaction of a large partition runs out
+        # of memory on its uncommitted index entries). A failure between chunks leaves the rest
         # unapplied for the next run, never half of an answer.
         marks = _chunk_marks(conn, _table_rows(conn, task), any_held) if n_cand > APPLY_CHUNK else []
         conn.execute("DROP TABLE _cand")

@@ -377,10 +377,10 @@ def _per_item(
     state of every manifest item. The latest attempt is found once; each table is read once.
 
     The tables are matched by item number (`item_no`, given at freeze and carried by every row
-    written for the item), not by custom_id: DuckDB hashes and compares the 8-byte integers several
-    times faster than ~60-byte strings, and at 10M items their hash tables fit in memory where the
-    strings' spilled. A row of an id the manifest does not know has no number; when the partition
-    has such lines they are told apart by custom_id (`unknown_id`), so each still counts as its own id.
+    written for the item), not by custom_id: DuckDB hashes and compares 8-byte integers faster than
+    the id strings, and on a large partition their hash tables fit in memory where the strings' spill.
+    A row of an id the manifest does not know has no number; when the partition has such lines they
+    are told apart by custom_id (`unknown_id`), so each still counts as its own id.
     `manifest_rows`: the partition's manifest rows (superseded ones too); `numbers`: their lowest and
     highest item number."""
     params = {"t": task_id}
