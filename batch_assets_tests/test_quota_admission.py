@@ -245,7 +245,9 @@ def test_a_task_limit_above_the_providers_is_refused():
     from batch_assets.spec.model import LimitsSpec
 
     limits = provider_limits("openai")
-    with pytest.raises(ValueError, match=r"limits.max_concurrent_jobs: 999 is above the provider's \d+; a task may only lower"):
+    with pytest.raises(
+        ValueError, match=r"limits.max_concurrent_jobs: 999 is above the provider's \d+; a task may only lower"
+    ):
         limits.with_overrides(LimitsSpec(max_concurrent_jobs=999))
     assert limits.with_overrides(LimitsSpec(max_concurrent_jobs=2)).max_concurrent_jobs == 2
 
@@ -343,3 +345,20 @@ def test_a_partition_waiting_for_the_creation_cap_is_due_again_once_the_minute_h
     assert due.rate_capped  # the sensor asks again each minute, not only when a batch ends
     assert len(submit_pending(warehouse, make_task("quota_a"), DAYS[0], ad).submitted) == 1
     assert _waiting_now(warehouse, jobs=50, creates=1) == []
+
+
+@pytest.mark.slow
+def test_a_partitions_own_earlier_waiter_is_tried_first_so_its_queue_never_stalls(warehouse, emulator):
+    """Regression (make soak stalled): a later waiter of the partition tried first waited behind its
+    own earlier one, and the rest of the run then waited without the earlier one ever being tried."""
+    _prepare(warehouse, names=("quota_a",), days=DAYS[:1])  # 2 shards
+    with warehouse.connect() as conn:
+        conn.execute(
+            "UPDATE ledger.shard SET wait_account = 'default', wait_priority = 1, wait_seen_at = now()::TIMESTAMP, "
+            "deferred_at = now()::TIMESTAMP - CASE WHEN shard_no = 0 THEN INTERVAL 5 MINUTE ELSE INTERVAL 10 MINUTE END"
+        )
+        earlier = conn.execute("SELECT shard_id FROM ledger.shard WHERE shard_no = 1").fetchone()[0]
+    summary = submit_pending(warehouse, make_task("quota_a"), DAYS[0], make_adapter(emulator.base_url, 1))
+    with warehouse.connect() as conn:
+        sent = [r[0] for r in conn.execute("SELECT shard_id FROM ledger.provider_job").fetchall()]
+    assert len(summary.submitted) == 1 and sent == [earlier]

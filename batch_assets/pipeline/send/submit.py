@@ -36,7 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from batch_assets.ledger.admission import PRIORITY_RANKS, Candidate, QuotaLimits, Wait, admit, mark_waiting
+from batch_assets.ledger.admission import (
+    DEFAULT_AGEING_S,
+    PRIORITY_RANKS,
+    Candidate,
+    QuotaLimits,
+    Wait,
+    admit,
+    mark_waiting,
+)
 from batch_assets.ledger.jobs import (
     DEFAULT_CLAIM_LEASE_S,
     CreateMark,
@@ -418,9 +426,12 @@ def submit_pending(
                    ON j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'
             WHERE s.task_id = ?
             QUALIFY row_number() OVER (PARTITION BY s.shard_id ORDER BY j.created_at DESC, j.job_key DESC) = 1
-            ORDER BY s.shard_no
+            -- The partition's waiting shards first, in the queue's order (ledger.admission): were a later
+            -- waiter tried first, it would wait behind an earlier one of this run, which then never comes.
+            ORDER BY s.wait_priority + floor(epoch(now()::TIMESTAMP - s.deferred_at) / ?) DESC NULLS LAST,
+                     s.deferred_at NULLS LAST, s.shard_no
         """,
-            [task_id],
+            [task_id, DEFAULT_AGEING_S],
         )
     run = _Run(
         wh,
