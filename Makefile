@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test dev bench emulator emulator-bench e2e soak clean
+.PHONY: demo test lint dev bench emulator emulator-bench e2e soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,13 @@ demo: $(STAMP)
 # Two worker processes (pytest-xdist; each test has its own DuckDB file, data dir and emulator port):
 # the suite is CPU-bound, and one process used ~1 of the 2 cores. `TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+
+# ruff is pinned in the dev extras: its rules and formatter change between releases.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 dev: $(STAMP)
 	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)

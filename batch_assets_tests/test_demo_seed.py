@@ -189,7 +189,8 @@ def test_columns_look_like_a_support_queue(conn):
     ).fetchone() == (0, 0, 0)
     # created_at spreads over the whole day, not a single burst.
     hours = conn.execute(
-        "SELECT min(n) FROM (SELECT count(DISTINCT hour(created_at)) AS n FROM main.support_tickets GROUP BY created_date)"
+        "SELECT min(n) FROM (SELECT count(DISTINCT hour(created_at)) AS n "
+        "FROM main.support_tickets GROUP BY created_date)"
     ).fetchone()[0]
     assert hours >= 20
 

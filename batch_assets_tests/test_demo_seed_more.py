@@ -259,7 +259,8 @@ def test_kb_columns_look_like_a_help_centre(conn):
     # No article twice on one day.
     assert (
         conn.execute(
-            "SELECT count(*) FROM (SELECT updated_date, article_id FROM main.kb_articles GROUP BY ALL HAVING count(*) > 1)"
+            "SELECT count(*) FROM (SELECT updated_date, article_id FROM main.kb_articles "
+            "GROUP BY ALL HAVING count(*) > 1)"
         ).fetchone()[0]
         == 0
     )

@@ -562,7 +562,8 @@ def _gemini_classes(tmp_path: Path, errors: list[dict[str, Any]]) -> list[tuple[
         .execute(
             f"SELECT status_code, error_code, error_message, {fmt.failure_class_sql} FROM ("
             f"  SELECT status_code, {fmt._errors('env')} FROM ("
-            f"    SELECT {fmt.envelope_sql('l')} FROM read_json(?, format='newline_delimited', columns={columns}) l) env)",
+            f"    SELECT {fmt.envelope_sql('l')} "
+            f"    FROM read_json(?, format='newline_delimited', columns={columns}) l) env)",
             [str(path)],
         )
         .fetchall()

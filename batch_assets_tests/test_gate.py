@@ -298,7 +298,8 @@ def test_cost_estimate_against_the_emulator_usage(seeded_copy, ticket_task, adap
     (row,) = q(
         wh,
         f"""
-        SELECT sum(m.est_input_tokens + {overhead}) AS est_in, sum(p.input_tokens) AS in_tok, sum(p.output_tokens) AS out_tok,
+        SELECT sum(m.est_input_tokens + {overhead}) AS est_in, sum(p.input_tokens) AS in_tok,
+               sum(p.output_tokens) AS out_tok,
                sum(p.cost) AS cost, sum(m.est_cost) AS est_cost
         FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)""",
     )

@@ -44,54 +44,19 @@ def _graph() -> grimp.ImportGraph:
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Strongly connected components of more than one module (or a module importing itself)."""
+    """Strongly connected components of more than one module (or a module importing itself): a
+    module's component is itself plus every module it both reaches and is reached from."""
     modules = sorted(m for m in graph.modules if m == PACKAGE or m.startswith(PACKAGE + "."))
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
+    seen: set[str] = set()
     found: list[list[str]] = []
-    counter = 0
-    for root in modules:
-        if root in index:
+    for module in modules:
+        if module in seen:
             continue
-        # Iterative Tarjan: (module, iterator over its imports).
-        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if not child.startswith(PACKAGE):
-                    continue
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    m = stack.pop()
-                    on_stack.discard(m)
-                    component.append(m)
-                    if m == node:
-                        break
-                if len(component) > 1 or node in graph.find_modules_directly_imported_by(node):
-                    found.append(sorted(component))
+        both_ways = graph.find_upstream_modules(module) & graph.find_downstream_modules(module)
+        component = sorted({module} | {m for m in both_ways if m.startswith(PACKAGE)})
+        seen.update(component)
+        if len(component) > 1 or module in graph.find_modules_directly_imported_by(module):
+            found.append(component)
     return found
 
 

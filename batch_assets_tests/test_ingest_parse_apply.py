@@ -329,7 +329,10 @@ def test_batches_end_where_their_inserts_align_and_files_read_twice_change_nothi
         assert len(staged) == len(set(staged)) == len(files)
     else:
         assert len(staged) > len(set(staged)) == len(files)
-    keys = "SELECT file_key, line_no, job_key, attempt, request_id, custom_id, item_no, status, body FROM ledger.raw_result"
+    keys = (
+        "SELECT file_key, line_no, job_key, attempt, request_id, custom_id, item_no, status, body "
+        "FROM ledger.raw_result"
+    )
     assert sorted(map(str, q(wh, keys))) == sorted(map(str, q(whole, keys)))
     marked = "SELECT file_key, line_count, ingested_at IS NOT NULL AS done FROM ledger.raw_file ORDER BY 1"
     assert q(wh, marked) == q(whole, marked) and all(r["done"] for r in q(wh, marked))
@@ -511,7 +514,7 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
         for r in q(
             wh,
             """SELECT p.custom_id, p.output_json, m.business_id, m.input_hash
-                                                   FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)""",
+               FROM ledger.parsed_result p JOIN ledger.manifest_item m USING (custom_id)""",
         )
     }
     assert len(table) == LINES

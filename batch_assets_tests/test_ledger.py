@@ -314,8 +314,9 @@ SELECT 'ticket_triage_20261120_a1_s0000', i + 1, 'ticket_triage_20261120:ticket:
        'ticket_triage_20261120', 1, 500, 500
 FROM range(3) r(i);
 INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id, input_file_id,
-    output_file_id, error_file_id, raw_status, state, cancel_requested, request_total, request_completed, request_failed,
-    provider_errors, created_at, submitted_at, state_changed_at, terminal_at, last_polled_at, terminal_seq, downloaded_at)
+    output_file_id, error_file_id, raw_status, state, cancel_requested, request_total, request_completed,
+    request_failed, provider_errors, created_at, submitted_at, state_changed_at, terminal_at, last_polled_at,
+    terminal_seq, downloaded_at)
 VALUES ('ticket_triage_20261120_a1_s0000:job1', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000', 'openai',
     '/v1/chat/completions', 'batch_abc', 'file-in', 'file-out', NULL, 'expired', 'EXPIRED', false, 3, 1, 0, NULL,
     TIMESTAMP '2026-11-20 08:02:00', TIMESTAMP '2026-11-20 08:02:01', TIMESTAMP '2026-11-21 08:02:00',
@@ -323,8 +324,10 @@ VALUES ('ticket_triage_20261120_a1_s0000:job1', 'ticket_triage_20261120', 'ticke
     TIMESTAMP '2026-11-21 08:03:00');
 INSERT INTO ledger.status_event (job_key, from_state, to_state, raw_status, request_total, request_completed,
     request_failed, observed_at)
-VALUES ('ticket_triage_20261120_a1_s0000:job1', NULL, 'CREATED', NULL, NULL, NULL, NULL, TIMESTAMP '2026-11-20 08:02:00'),
-       ('ticket_triage_20261120_a1_s0000:job1', 'CREATED', 'EXPIRED', 'expired', 3, 1, 0, TIMESTAMP '2026-11-21 08:02:00');
+VALUES ('ticket_triage_20261120_a1_s0000:job1', NULL, 'CREATED', NULL, NULL, NULL, NULL,
+        TIMESTAMP '2026-11-20 08:02:00'),
+       ('ticket_triage_20261120_a1_s0000:job1', 'CREATED', 'EXPIRED', 'expired', 3, 1, 0,
+        TIMESTAMP '2026-11-21 08:02:00');
 INSERT INTO ledger.raw_file (file_key, job_key, task_id, kind, provider_file_id, path, sha256, byte_count, line_count,
     downloaded_at, ingested_at)
 VALUES ('ticket_triage_20261120_a1_s0000:job1:output', 'ticket_triage_20261120_a1_s0000:job1', 'ticket_triage_20261120',
@@ -335,15 +338,18 @@ INSERT INTO ledger.raw_result (file_key, line_no, job_key, task_id, request_id, 
 VALUES ('ticket_triage_20261120_a1_s0000:job1:output', 1, 'ticket_triage_20261120_a1_s0000:job1',
     'ticket_triage_20261120', 'r0', 'ticket_triage_20261120:ticket:T0:abcd', 'ok', 'batch_req_1', 200, 'req_1',
     '{"choices": []}', NULL, NULL, TIMESTAMP '2026-11-21 08:04:00');
-INSERT INTO ledger.parsed_result (custom_id, task_id, job_key, provider_succeeded, error_class, error_code, error_message,
-    http_status, output_json, finish_reason, input_tokens, output_tokens, provider_request_id, output_schema_version,
-    parsed_at)
-VALUES ('ticket_triage_20261120:ticket:T0:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', true,
-        NULL, NULL, NULL, 200, '{"category": "billing"}', 'stop', 300, 20, 'req_1', 'v1', TIMESTAMP '2026-11-21 08:05:00'),
-       ('ticket_triage_20261120:ticket:T1:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', false,
+INSERT INTO ledger.parsed_result (custom_id, task_id, job_key, provider_succeeded, error_class, error_code,
+    error_message, http_status, output_json, finish_reason, input_tokens, output_tokens, provider_request_id,
+    output_schema_version, parsed_at)
+VALUES ('ticket_triage_20261120:ticket:T0:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1',
+        true, NULL, NULL, NULL, 200, '{"category": "billing"}', 'stop', 300, 20, 'req_1', 'v1',
+        TIMESTAMP '2026-11-21 08:05:00'),
+       ('ticket_triage_20261120:ticket:T1:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1',
+        false,
         'expired', 'batch_expired', 'the batch ended expired before this request ran', NULL, NULL, NULL, NULL, NULL,
         NULL, 'v1', TIMESTAMP '2026-11-21 08:05:00'),
-       ('ticket_triage_20261120:ticket:T2:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1', false,
+       ('ticket_triage_20261120:ticket:T2:abcd', 'ticket_triage_20261120', 'ticket_triage_20261120_a1_s0000:job1',
+        false,
         'expired', 'batch_expired', 'the batch ended expired before this request ran', NULL, NULL, NULL, NULL, NULL,
         NULL, 'v1', TIMESTAMP '2026-11-21 08:05:00');
 INSERT INTO ledger.applied_result (custom_id, task_id, business_id, outcome, target_table, output_version, applied_at)
@@ -372,7 +378,8 @@ def _v1_columns(conn, table: str) -> list[str]:
     return [
         r[0]
         for r in conn.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
+            "SELECT column_name FROM duckdb_columns() "
+            "WHERE schema_name = 'ledger' AND table_name = ? ORDER BY column_index",
             [table],
         ).fetchall()
     ]

@@ -46,12 +46,14 @@ def _tiny_source(wh: Warehouse, table: str) -> None:
     with wh.connect() as conn:
         if table == "support_tickets":
             conn.execute("""CREATE OR REPLACE TABLE support_tickets AS SELECT * FROM (VALUES
-                ('TK-1', DATE '2026-11-20', 'Refund', 'I was charged twice for my November invoice, please refund one.', 'en'),
+                ('TK-1', DATE '2026-11-20', 'Refund',
+                 'I was charged twice for my November invoice, please refund one.', 'en'),
                 ('TK-2', DATE '2026-11-20', '无法登录', '我修改了手机号以后收不到验证码，无法登录账号。', 'zh'))
                 t(ticket_id, created_date, subject, body, language)""")
         elif table == "kb_articles":
             conn.execute("""CREATE OR REPLACE TABLE kb_articles AS SELECT * FROM (VALUES
-                ('KB-1', DATE '2026-11-20', 'Reset your password', 'Open Settings, choose Security, then Reset password.'),
+                ('KB-1', DATE '2026-11-20', 'Reset your password',
+                 'Open Settings, choose Security, then Reset password.'),
                 ('KB-2', DATE '2026-11-20', '申请退款', '在账单页面选择发票并点击申请退款。'))
                 t(article_id, updated_date, title, body)""")
         else:
@@ -97,7 +99,8 @@ def test_one_tiny_live_batch(provider: str, tmp_path: Path, monkeypatch: pytest.
         snap = adapter.cancel(JobRef(batch_id))
         assert snap.cancel_requested or snap.terminal
         pytest.skip(
-            f"{provider} batch {batch_id} not done within {TIMEOUT_S:.0f}s; cancelled it (raise BATCH_ASSETS_LIVE_TIMEOUT_S)"
+            f"{provider} batch {batch_id} not done within {TIMEOUT_S:.0f}s; "
+            "cancelled it (raise BATCH_ASSETS_LIVE_TIMEOUT_S)"
         )
     collect_raw_results(wh, task, PARTITION, adapter)
     parse_results(wh, task, PARTITION)

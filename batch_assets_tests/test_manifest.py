@@ -1,5 +1,6 @@
 """Stage 1, the input manifest: frozen once, reused without re-querying, refrozen
-explicitly with stable custom_ids; task_id/input_hash/custom_id as documented; bad source rows named, nothing else lost."""
+explicitly with stable custom_ids; task_id/input_hash/custom_id as documented; bad source rows named,
+nothing else lost."""
 
 from __future__ import annotations
 

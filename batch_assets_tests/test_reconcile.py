@@ -146,8 +146,8 @@ def test_a_bogus_shard_line_is_detected(finished_run, tmp_path):
     )
     problems = r.problems()
     assert any(
-        f"first-attempt shard lines {b.shard_lines + 1} + unsharded 0 != manifest items {b.manifest_items} - quarantined {b.quarantined}"
-        in p
+        f"first-attempt shard lines {b.shard_lines + 1} + unsharded 0 != "
+        f"manifest items {b.manifest_items} - quarantined {b.quarantined}" in p
         for p in problems
     ), problems
     assert any(
@@ -160,7 +160,7 @@ def test_deleting_an_applied_result_is_detected(finished_run, tmp_path):
     r, b = tampered(
         finished_run,
         tmp_path,
-        f"""
+        """
         DELETE FROM ledger.applied_result WHERE custom_id = (SELECT min(custom_id) FROM ledger.applied_result)""",
     )
     (problem,) = r.problems()
@@ -189,8 +189,8 @@ def test_a_lost_quarantine_row_is_detected(finished_run, tmp_path):
     )
     problems = r.problems()
     assert any(
-        f"first-attempt shard lines {b.shard_lines} + unsharded 0 != manifest items {b.manifest_items} - quarantined {b.quarantined - 1}"
-        in p
+        f"first-attempt shard lines {b.shard_lines} + unsharded 0 != "
+        f"manifest items {b.manifest_items} - quarantined {b.quarantined - 1}" in p
         for p in problems
     ), problems
     assert any(
@@ -210,8 +210,8 @@ def test_a_lost_manifest_item_is_detected(finished_run, tmp_path):
     problems = r.problems()
     assert any(p.startswith(f"manifest items {b.manifest_items - 1} != ") for p in problems), problems
     assert any(
-        f"first-attempt shard lines {b.shard_lines} + unsharded 0 != manifest items {b.manifest_items - 1} - quarantined {b.quarantined}"
-        in p
+        f"first-attempt shard lines {b.shard_lines} + unsharded 0 != "
+        f"manifest items {b.manifest_items - 1} - quarantined {b.quarantined}" in p
         for p in problems
     ), problems
 
@@ -245,7 +245,8 @@ def test_a_result_filed_under_another_task_is_missing_here_and_unbalances_the_re
         finished_run,
         tmp_path,
         f"""
-        UPDATE ledger.parsed_result SET task_id = 'elsewhere' WHERE custom_id = {one_succeeded("error_class IS NULL")}""",
+        UPDATE ledger.parsed_result SET task_id = 'elsewhere'
+        WHERE custom_id = {one_succeeded("error_class IS NULL")}""",
     )
     assert (r.succeeded, r.missing, r.parsed_from_lines) == (b.succeeded - 1, 1, b.parsed_from_lines - 1)
     assert r.answered_lines == b.answered_lines
@@ -301,7 +302,7 @@ def test_a_superseded_item_leaves_every_term(finished_run, tmp_path):
     r, b = tampered(
         finished_run,
         tmp_path,
-        f"""
+        """
         UPDATE ledger.manifest_item SET superseded_at = frozen_at
         WHERE custom_id = (SELECT a.custom_id FROM ledger.applied_result a JOIN ledger.parsed_result p USING (custom_id)
                            WHERE a.outcome = 'applied' AND p.error_class IS NULL AND p.from_line
@@ -328,8 +329,8 @@ def test_a_line_moved_to_another_items_number_is_detected(finished_run, tmp_path
         finished_run,
         tmp_path,
         f"""
-        UPDATE ledger.shard_line SET item_no = (SELECT max(item_no) FROM ledger.manifest_item WHERE task_id = '{TASK_ID1}'
-                                                  AND custom_id <> {item})
+        UPDATE ledger.shard_line SET item_no = (SELECT max(item_no) FROM ledger.manifest_item
+                                                WHERE task_id = '{TASK_ID1}' AND custom_id <> {item})
         WHERE custom_id = {item}""",
     )
     assert r.succeeded == b.succeeded - 1 and r.problems() != []

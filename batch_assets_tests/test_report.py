@@ -236,7 +236,8 @@ def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
             )
         conn.execute(
             """INSERT INTO ledger.parsed_result (custom_id, item_no, attempt, task_id, job_key, provider_succeeded,
-                            output_schema_version, parsed_at, cost) VALUES ('c0', 100, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
+                            output_schema_version, parsed_at, cost)
+               VALUES ('c0', 100, 1, 't_20261120', 'j1', true, 'v1', ?, 0.2)""",
             [T0],
         )
         cost = cost_figures(conn, "t_20261120")

@@ -27,7 +27,8 @@ def normalized(tmp_path: Path, sample: str, provider: str, endpoint: str) -> lis
     stage_result_file(conn, str(path), fmt)
     cur = conn.execute(f"""
         SELECT line_no, request_id, status_code, malformed_line, a.*,
-               CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL ELSE {fmt.failure_class_sql} END AS failure_class
+               CASE WHEN coalesce(status_code BETWEEN 200 AND 299, false) THEN NULL
+                    ELSE {fmt.failure_class_sql} END AS failure_class
         FROM (SELECT r.line_no, r.request_id, r.status_code, r.malformed_line, {fmt.answer_sql("r")} FROM _in r) a
         ORDER BY line_no
     """)

@@ -107,8 +107,9 @@ def test_the_local_stages_load_no_provider_sdk():
     sdks = "sorted(m for m in ('openai', 'anthropic', 'google.genai', 'dagster') if m in sys.modules)"
     code = (
         "import sys\n"
-        "import batch_assets.pipeline.freeze.manifest, batch_assets.pipeline.send.shards, batch_assets.pipeline.collect.ingest\n"
-        "import batch_assets.pipeline.collect.parse, batch_assets.pipeline.settle.apply, batch_assets.pipeline.settle.reconcile\n"
+        "import batch_assets.pipeline.freeze.manifest, batch_assets.pipeline.send.shards\n"
+        "import batch_assets.pipeline.collect.ingest, batch_assets.pipeline.collect.parse\n"
+        "import batch_assets.pipeline.settle.apply, batch_assets.pipeline.settle.reconcile\n"
         "from batch_assets.providers import registry\n"
         "from batch_assets.providers.contract import ClientSettings\n"
         "from batch_assets.spec.resolve import load_all_tasks\n"

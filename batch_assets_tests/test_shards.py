@@ -24,7 +24,8 @@ TASK_ID1 = "ticket_triage_20261120"
 ITEMS, QUARANTINED = (
     58,
     8,
-)  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget, 3 card numbers blocked by the policy
+)  # per seeded day: 58 keyable tickets; 2 empty + 1 NULL body, 2 over the token budget,
+# 3 card numbers blocked by the policy
 
 
 def limited(task, **limits):
@@ -106,7 +107,8 @@ def test_bad_lines_are_quarantined_with_reason_and_fix_the_rest_sharded(seeded_c
         for r in rows(
             wh,
             """
-        SELECT m.business_id, q.reason_code, q.reason FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
+        SELECT m.business_id, q.reason_code, q.reason
+        FROM ledger.quarantine q JOIN ledger.manifest_item m USING (custom_id)
         WHERE q.task_id = ?""",
             [TASK_ID1],
         )

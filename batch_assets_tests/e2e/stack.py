@@ -108,7 +108,8 @@ class Stack:
     def sensor_log(self, sensor: str = "provider_status_sensor", limit: int = 300) -> list[str]:
         """The messages the sensor logged on its recent ticks (the UI: Automation -> sensor -> a tick's logs)."""
         data = self.graphql(
-            """query($name: String!, $limit: Int!) { sensorOrError(sensorSelector: {repositoryLocationName: "batch_assets",
+            """query($name: String!, $limit: Int!) { sensorOrError(sensorSelector: {
+                 repositoryLocationName: "batch_assets",
                  repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState {
                  ticks(limit: $limit) { logEvents { events { message } } } } } } }""",
             name=sensor,
