@@ -607,7 +607,7 @@ def format_report(result: SoakResult, item_faults: Counter) -> str:
         f"{result.rounds} round(s), {result.seconds:.0f} s; unresolved {result.unresolved}, unbalanced "
         f"partitions {result.unbalanced}, business rows written twice {result.written_twice}, provider "
         f"batches created twice or untracked {result.created_twice}"
-        + (f", over an account's limit: {', '.join(result.peaks.over_limit())}" if result.peaks else ""),
+        + (f", over an account's limit: {', '.join(result.peaks.over_limit()) or 'none'}" if result.peaks else ""),
     ]
     return "\n".join(out)
 
