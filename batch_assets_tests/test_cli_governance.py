@@ -104,13 +104,13 @@ def test_revoke_twice_changes_nothing(capsys, finished: Warehouse):
     with finished.connect() as conn:
         custom_id, ticket = conn.execute("SELECT custom_id, ticket_id FROM ticket_labels ORDER BY 1 LIMIT 1").fetchone()
         labels = conn.execute("SELECT count(*) FROM ticket_labels").fetchone()[0]
-    code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "--reason", "bad answer")
+    code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "--reason", "bad answer", "--yes")
     assert code == 0 and "revoked 1 answer(s) (removed 1); 0 already revoked" in out
-    code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "nope")
+    code, out, _ = run(capsys, "revoke", "--custom-id", custom_id, "nope", "--reason", "again")
     assert code == 0 and "revoked 0 answer(s) (none); 1 already revoked; no applied answer for: nope" in out
-    code, out, _ = run(capsys, "revoke", "--task", "ticket_triage", "--business-id", ticket)
+    code, out, _ = run(capsys, "revoke", "--task", "ticket_triage", "--business-id", ticket, "--reason", "again")
     assert code == 0 and "revoked 0 answer(s) (none); 1 already revoked" in out
-    code, out, _ = run(capsys, "revoke", "--task-id", TASK_ID)
+    code, out, _ = run(capsys, "revoke", "--task-id", TASK_ID, "--reason", "all of it", "--yes")
     assert code == 0 and f"removed {labels - 1}" in out
     with finished.connect() as conn:
         assert conn.execute("SELECT count(*) FROM ticket_labels").fetchone()[0] == 0
@@ -135,9 +135,9 @@ def test_revoke_bad_combinations(capsys, argv, message):
 
 
 def test_revoke_unknown_items(capsys, finished: Warehouse):
-    code, _, err = run(capsys, "revoke", "--custom-id", "nope")
+    code, _, err = run(capsys, "revoke", "--custom-id", "nope", "--reason", "x")
     assert code == 1
     assert_one_line_error(err, "no applied answer matches")
-    code, _, err = run(capsys, "revoke", "--task", "ticket_triage", "--business-id", "TK-none")
+    code, _, err = run(capsys, "revoke", "--task", "ticket_triage", "--business-id", "TK-none", "--reason", "x")
     assert code == 1
     assert_one_line_error(err, "no applied answer matches")

@@ -424,7 +424,14 @@ def build_parser() -> CliParser:
     )
     _global_options(r, top=False)
     r.add_argument("task", nargs="?", help="a task name or task_id prefix (default: all)")
-    r.add_argument("--state", choices=("pending", "approved", "rejected"), help="only items in this state")
+    r.add_argument("--state", choices=("pending", "approved", "rejected", "revoked"), help="only items in this state")
+    r.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"list at most N items (default {review.TABLE_LIMIT} in a table, all as json or csv; 0: all); "
+        "the count shown and the total go to stderr",
+    )
     add_format_option(r)
     r.set_defaults(run=review.cmd_review_list)
     for name, run, what in (
@@ -435,7 +442,8 @@ def build_parser() -> CliParser:
             name,
             help=f"{name} pending review items: {what}",
             description=f"{name.capitalize()} pending review items: {what}. Items decided "
-            "earlier keep their decision; an id that is no review item is refused.",
+            "earlier keep their decision; an id that is no review item, or approving an answer "
+            "revoked meanwhile, is refused.",
         )
         _global_options(r, top=False)
         r.add_argument("custom_ids", nargs="+", metavar="CUSTOM_ID", help="see `batch-assets review list`")
@@ -470,5 +478,6 @@ def build_parser() -> CliParser:
         metavar="B",
         help="business keys of --task (repeatable)",
     )
-    c.add_argument("--reason", help="why (kept in ledger.revocation)")
+    c.add_argument("--reason", metavar="R", help="why (required; kept in ledger.revocation)")
+    c.add_argument("--yes", action="store_true", help="revoke without asking to confirm the count")
     return p

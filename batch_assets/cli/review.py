@@ -1,14 +1,17 @@
-"""`batch-assets review list [<task>] [--state S]` and `review approve|reject <custom_id>... [--reason R]`.
+"""`batch-assets review list [<task>] [--state S] [--limit N]` and `review approve|reject <custom_id>... [--reason R]`.
 
 Applied answers sampled for review (the task's `review:` section) wait as pending. Approving keeps
 them; rejecting revokes them (the value is removed from the business table or the earlier one put
-back, recorded in ledger.revocation). Decided items keep their first decision.
+back, recorded in ledger.revocation). Decided items keep their first decision; an answer revoked
+while it waited left the queue (`revoked`) and cannot be approved.
 """
 
 from __future__ import annotations
 
+import sys
+
 from batch_assets.cli import context
-from batch_assets.cli.errors import CliError
+from batch_assets.cli.errors import CliError, UsageError
 from batch_assets.cli.output import Field, render
 
 LIST_FIELDS = [
@@ -25,14 +28,23 @@ LIST_FIELDS = [
 ]
 
 
-def cmd_review_list(args) -> int:
-    from batch_assets.pipeline.govern.review import list_review_items
+TABLE_LIMIT = 50  # a table for a person; json and csv list everything unless --limit says otherwise
 
+
+def cmd_review_list(args) -> int:
+    from batch_assets.pipeline.govern.review import count_review_items, list_review_items
+
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be 0 (no limit) or more")
+    limit = args.limit if args.limit is not None else (TABLE_LIMIT if args.format == "table" else 0)
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         conn.execute("SELECT 1 FROM ledger.review_item LIMIT 1")
-    rows = list_review_items(wh, args.task, args.state)
+    rows = list_review_items(wh, args.task, args.state, limit or None)
     render(rows, LIST_FIELDS, args.format)
+    total = count_review_items(wh, args.task, args.state) if limit and len(rows) == limit else len(rows)
+    shown = f"{len(rows):,} of {total:,} review item(s)"
+    print(shown + ("; --limit N shows more, --limit 0 all" if total > len(rows) else ""), file=sys.stderr)
     return 0
 
 

@@ -1,5 +1,7 @@
 """Writes for human review and revoke: `ledger.review_item`, `ledger.applied_previous`,
-`ledger.revocation`. Set-based: rows come from a query the stage hands over (read by name)."""
+`ledger.revocation`. A review item is pending, approved or rejected (a reviewer's decision), or
+revoked (its answer was revoked while it waited: it left the queue). Set-based: rows come from a
+query the stage hands over (read by name)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,20 @@ def insert_review_items(
         },
         on_conflict="" if none_picked_before else "ON CONFLICT (custom_id) DO NOTHING",
     )
+
+
+def close_revoked_reviews(conn: duckdb.DuckDBPyConnection, query: str, reason: str | None) -> int:
+    """Pending review items whose answers `query` (custom_id) revokes leave the queue: state
+    `revoked`, with the revocation's reason; decided items keep their decision. Run it in the
+    revoke's transaction. Returns the number closed."""
+    row = conn.execute(
+        f"""
+        UPDATE ledger.review_item SET state = 'revoked', reason = ?, decided_at = {NOW}
+        WHERE state = 'pending' AND custom_id IN (SELECT custom_id FROM ({query}))
+    """,
+        [reason or "answer revoked"],
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def decide_review(conn: duckdb.DuckDBPyConnection, custom_ids: Sequence[str], state: str, reason: str | None) -> int:

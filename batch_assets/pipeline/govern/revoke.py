@@ -10,7 +10,8 @@ business ids the answer applied last for each key. Per answer, set-based:
   (`removed`);
 - the table holds another answer for the key by now (or none) -> nothing to change (`superseded`).
 
-Each revoke is recorded in `ledger.revocation` in the same transaction as the business table change;
+Each revoke is recorded in `ledger.revocation` in the same transaction as the business table change,
+and a revoked answer still waiting for review leaves the queue (its review item becomes `revoked`);
 an answer already revoked is left alone, so revoking twice changes nothing. The reconciliation
 counts revoked items as their own final outcome.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from batch_assets.ledger.review import insert_revocations
+from batch_assets.ledger.review import close_revoked_reviews, insert_revocations
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.settle.business_table import value_sql
@@ -48,6 +49,11 @@ class RevokeSummary:
     @property
     def revoked(self) -> int:
         return sum(self.by_action.values())
+
+    @property
+    def to_revoke(self) -> int:
+        """Answers named that are not revoked yet."""
+        return self.requested - self.already_revoked
 
     def describe(self) -> str:
         done = ", ".join(f"{a} {n}" for a, n in sorted(self.by_action.items()) if n) or "none"
@@ -110,9 +116,10 @@ def revoke(
     business_ids: Sequence[str] | None = None,
     reason: str | None = None,
     tasks: dict[str, ResolvedTask] | None = None,
+    preview: bool = False,
 ) -> RevokeSummary:
     """Revoke the applied answers the selection names (see the module doc). Raises RevokeError when
-    it names no applied answer at all."""
+    it names no applied answer at all. `preview`: only count what would be revoked (`to_revoke`)."""
     summary = RevokeSummary()
     with wh.connect() as conn:
         _select(conn, task_id=task_id, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
@@ -128,6 +135,9 @@ def revoke(
                 "no applied answer matches (see `batch-assets review list` or query "
                 "ledger.applied_result); stale or failed items have nothing to revoke"
             )
+        if preview:
+            conn.execute("DROP TABLE _sel")
+            return summary
         groups = conn.execute("""SELECT DISTINCT task_name, target_table, output_version FROM _sel
                                  WHERE NOT revoked ORDER BY ALL""").fetchall()
         tasks = tasks if tasks is not None else (load_all_tasks() if groups else {})
@@ -202,6 +212,7 @@ def _revoke_group(
                   AND p.output_version = {target}.output_version AND p.custom_id = {target}.custom_id)
         """)
         insert_revocations(conn, "SELECT * FROM _plan", reason)
+        close_revoked_reviews(conn, "SELECT custom_id FROM _plan", reason)  # they leave the review queue
     counts = dict(conn.execute("SELECT action, count(*) FROM _plan GROUP BY 1").fetchall())
     conn.execute("DROP TABLE _plan")
     return counts
