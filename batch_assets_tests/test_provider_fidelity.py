@@ -310,10 +310,9 @@ def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: Emul
 # --- Gemini: inline only by opt-in, and never matched by position ------------------------------------------
 
 
-def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
+def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_left_out_and_counted(
     emulator: EmulatorHandle, tmp_path: Path
 ) -> None:
-    from batch_assets.providers.gemini.adapter import UnkeyedInlineResponses
     from batch_assets.providers.registry import provider_limits
 
     assert provider_limits("gemini").max_inline_bytes == 0
@@ -335,12 +334,18 @@ def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_refused(
     assert [k for k, _ in ordered] == [f"k{i}" for i in range(20)] and shuffled != ordered
     assert sorted(shuffled) == sorted(ordered)
 
-    # Some responses without their key: refused, nothing written, the job can be collected later.
+    # Some responses without their key: never matched by position; left out of the file and counted
+    # (their requests then have no line and are sent again as a file: test_gemini_unkeyed_inline.py).
     emulator.configure(inline_responses_drop_keys_rate=0.3)
     snap, _ = create(adapter, "gemini", shard, "job-u", inline_max_bytes=1 << 20)
-    with pytest.raises(UnkeyedInlineResponses, match=rf"{snap.provider_batch_id}: \d+ of 20 inline responses"):
-        adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "u")
-    assert not list((tmp_path / "raw").glob("u.*"))
+    (out,) = adapter.stream_results(JobRef(snap.provider_batch_id), tmp_path / "raw", "u")
+    keys = [json.loads(line)["key"] for line in out.path.read_text(encoding="utf-8").splitlines()]
+    assert 0 < out.unmatched_lines < 20 and len(keys) == 20 - out.unmatched_lines
+    assert set(keys) < {f"k{i}" for i in range(20)} and len(set(keys)) == len(keys)
+    answers = dict(shuffled)
+    for line in out.path.read_text(encoding="utf-8").splitlines():  # each by its own key
+        row = json.loads(line)
+        assert json.dumps(row["response"]["candidates"]) == answers[row["key"]]
 
 
 # --- Gemini: SUCCEEDED before its results exist ------------------------------------------------------

@@ -66,9 +66,11 @@ def insert_raw_file(
     path: str,
     sha256: str,
     byte_count: int,
+    unmatched_lines: int = 0,
 ) -> bool:
-    """Record a downloaded provider file (downloaded now, not ingested yet). A file_key already
-    recorded is left as it is. Returns whether a row was added."""
+    """Record a downloaded provider file (downloaded now, not ingested yet), with the provider's
+    answers it left out as unmatchable. A file_key already recorded is left as it is. Returns
+    whether a row was added."""
     return (
         insert_values(
             conn,
@@ -82,6 +84,7 @@ def insert_raw_file(
                 "path": path,
                 "sha256": sha256,
                 "byte_count": byte_count,
+                "unmatched_lines": unmatched_lines,
             },
             fixed={"line_count": "NULL", "downloaded_at": NOW, "ingested_at": "NULL"},
             on_conflict="ON CONFLICT (file_key) DO NOTHING",

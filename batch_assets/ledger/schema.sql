@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0015 (schema version 15).
+-- From batch_assets/ledger/migrations/0001..0016 (schema version 16).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -262,6 +262,7 @@ CREATE TABLE ledger.raw_file (
     ingested_at       TIMESTAMP,
     purged_at         TIMESTAMP,
     archived_path     VARCHAR,
+    unmatched_lines   BIGINT     DEFAULT 0,
     PRIMARY KEY (file_key)
 );
 

@@ -86,3 +86,16 @@ def mark_shards_deferred(conn: duckdb.DuckDBPyConnection, shard_ids: Sequence[st
         "WHERE list_contains(?::VARCHAR[], shard_id)",
         [list(shard_ids)],
     )
+
+
+def resends_unmatched(conn: duckdb.DuckDBPyConnection, shard_id: str) -> bool:
+    """Whether the shard re-sends items whose previous attempt was answered without its request key
+    (`unmatched_result`): such a shard is sent as a file, never inline again."""
+    return conn.execute(
+        """
+        SELECT EXISTS (SELECT 1 FROM ledger.shard_line sl JOIN ledger.parsed_result p
+                       ON p.custom_id = sl.custom_id AND p.attempt = sl.attempt - 1
+                       WHERE sl.shard_id = ? AND p.error_class = 'unmatched_result')
+        """,
+        [shard_id],
+    ).fetchone()[0]

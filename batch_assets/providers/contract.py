@@ -193,6 +193,8 @@ class ResultFile:
     path: Path
     byte_count: int
     provider_file_id: str | None  # the provider file it came from (None for a results stream)
+    # Answers the provider returned that cannot be matched to a request (left out of the file).
+    unmatched_lines: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,16 @@ class ProviderLimits:
     stuck: Mapping | None = None
     # Batch creations per account per minute, shared by every submitter (None: no cap).
     max_creates_per_minute: int | None = None
+    # The service's own cap on inline input: max_inline_bytes is opt-in (0 by default), so a task
+    # may raise it up to this, not above (0: the provider takes files only).
+    inline_service_max_bytes: int = 0
 
     def with_overrides(self, overrides) -> ProviderLimits:
         """Apply a task's LimitsSpec (fields left unset keep the provider's value). A task may lower a
         provider limit, never raise it: a higher value is refused, naming the field."""
         changes = {k: v for k, v in overrides.model_dump().items() if v is not None}
         for name, value in changes.items():
-            ceiling = getattr(self, name, None)
+            ceiling = self.inline_service_max_bytes if name == "max_inline_bytes" else getattr(self, name, None)
             if isinstance(ceiling, int) and isinstance(value, int) and value > ceiling:
                 raise LimitAboveProvider(
                     f"limits.{name}",

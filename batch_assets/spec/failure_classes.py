@@ -29,6 +29,9 @@ CLASSES = (
     FailureClass("provider_canceled", "pcancel", "retry", "the provider canceled this one request on its own"),
     FailureClass("missing_result", "missing", "retry", "the job finished but returned no line for the request"),
     FailureClass(
+        "unmatched_result", "unmatch", "retry", "answered without its request key: resent as a file, no attempt charged"
+    ),
+    FailureClass(
         "account_error", "account", "await_operator", "the provider account cannot be used (key, access, billing)"
     ),
 )

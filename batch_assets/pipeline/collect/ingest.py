@@ -124,12 +124,20 @@ def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict
             set_collect_error(conn, job["job_key"], failed[job["job_key"]])
         return 0
     files = [
-        (f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, str(r.path), file_sha256(r.path), r.byte_count)
+        (
+            f"{job['job_key']}:{r.kind}",
+            r.kind,
+            r.provider_file_id,
+            str(r.path),
+            file_sha256(r.path),
+            r.byte_count,
+            r.unmatched_lines,
+        )
         for r in results
     ]
     faultpoints.reached("download.file_written")
     with wh.connect() as conn, transaction(conn):
-        for file_key, kind, file_id, path, sha, size in files:
+        for file_key, kind, file_id, path, sha, size, unmatched in files:
             insert_raw_file(
                 conn,
                 file_key=file_key,
@@ -140,6 +148,7 @@ def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict
                 path=path,
                 sha256=sha,
                 byte_count=size,
+                unmatched_lines=unmatched,
             )
         mark_downloaded(conn, job["job_key"])
     return len(files)

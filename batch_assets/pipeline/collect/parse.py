@@ -5,7 +5,9 @@ provider success whose answer is unusable (parse_error / content_policy_error), 
 failure by class. Items of jobs that ended FAILED / EXPIRED / CANCELLED without a line of their
 own get the job's outcome, and items of a COMPLETED job that returned no line for them (once its
 files are all read) are `missing_result` failures, retried like any other: nothing stays silently
-unaccounted.
+unaccounted. When that job returned answers it could not match to a request (Gemini inline responses
+without their key, `raw_file.unmatched_lines`), its line-less items are `unmatched_result` instead:
+they were answered, so they are sent again as a file without charging an attempt (retry_ledger).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from batch_assets.providers.registry import wire_format
 from batch_assets.spec.output_schema import schema_fields_sql, schema_violation_sql
 from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import sql_literal
+
+# The code of an item whose batch answered it in a way that cannot be matched to it (no request key).
+UNMATCHED_CODE = "unmatched_response"
 
 
 @dataclass(frozen=True)
@@ -219,16 +224,24 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                             WHEN '{JobState.FAILED}'
                                  THEN coalesce(j.provider_errors::JSON ->> '$[0].code', 'batch_failed')
                             WHEN '{JobState.EXPIRED}' THEN 'batch_expired'
-                            WHEN '{JobState.COMPLETED}' THEN 'missing_result'
+                            WHEN '{JobState.COMPLETED}'
+                                 THEN CASE WHEN u.job_key IS NULL THEN 'missing_result' ELSE '{UNMATCHED_CODE}' END
                             ELSE 'batch_cancelled' END AS error_code,
                        CASE j.state
                             WHEN '{JobState.FAILED}' THEN 'the provider rejected the whole batch: '
                                  || coalesce(j.provider_errors::JSON ->> '$[0].message', 'no detail')
                             WHEN '{JobState.COMPLETED}'
-                                 THEN 'the batch completed without a result line for this request'
+                                 THEN CASE WHEN u.job_key IS NULL
+                                           THEN 'the batch completed without a result line for this request'
+                                           ELSE CAST(u.unmatched AS VARCHAR)
+                                                || ' answer(s) of the batch came back without their request key '
+                                                || 'and could not be matched; sent again as a file'
+                                      END
                             ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
                 FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
                 JOIN ledger.manifest_item m ON m.task_id = {tid} AND m.custom_id = sl.custom_id
+                LEFT JOIN (SELECT job_key, sum(unmatched_lines) AS unmatched FROM ledger.raw_file
+                           WHERE task_id = {tid} AND unmatched_lines > 0 GROUP BY job_key) u USING (job_key)
                 WHERE j.task_id = {tid} AND j.downloaded_at IS NOT NULL
                   AND (j.state IN {FAILED_TERMINAL_STATES_SQL} OR j.job_key IN (SELECT job_key FROM short_completed))
                   AND m.output_schema_version = {version}
@@ -254,6 +267,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                     SELECT custom_id, item_no, attempt, job_key, false AS provider_succeeded,
                            CASE WHEN state = '{JobState.EXPIRED}' THEN 'expired'
                                 WHEN state = '{JobState.CANCELLED}' THEN 'canceled'
+                                WHEN error_code = '{UNMATCHED_CODE}' THEN 'unmatched_result'
                                 WHEN state = '{JobState.COMPLETED}' THEN 'missing_result'
                                 WHEN error_code IN ({account_codes}) THEN 'account_error'
                                 WHEN error_code IN ({capacity_codes}) THEN 'rate_or_capacity_error'

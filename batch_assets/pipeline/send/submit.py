@@ -59,6 +59,7 @@ from batch_assets.ledger.jobs import (
     renew_claim,
     set_input_file,
 )
+from batch_assets.ledger.shards import resends_unmatched
 from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
@@ -305,9 +306,12 @@ class _Run:
     def prepare(self, shard: dict, job_key: str) -> PreparedInput:
         if shard["input_file_id"]:
             return PreparedInput(InputKind.FILE, Path(shard["path"]), shard["input_file_id"])
-        prepared = self.adapter.prepare_input(
-            Path(shard["path"]), job_key, self.task.spec.endpoint, self.task.limits.max_inline_bytes
-        )
+        inline_max = self.task.limits.max_inline_bytes
+        if inline_max:
+            with self.wh.connect() as conn:
+                if resends_unmatched(conn, shard["shard_id"]):
+                    inline_max = 0  # its answers came back inline without their keys: send a file
+        prepared = self.adapter.prepare_input(Path(shard["path"]), job_key, self.task.spec.endpoint, inline_max)
         if prepared.file_id:
             with self.wh.connect() as conn:
                 set_input_file(conn, job_key, prepared.file_id)

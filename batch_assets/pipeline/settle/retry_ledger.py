@@ -7,6 +7,7 @@ After parsing, each item whose latest attempt failed gets one decision (ledger.r
 | rate_or_capacity_error, batch-level| requeue: the batch was rejected whole, its items never ran, so no  |
 |                                    | attempt is charged; sent again once the backoff has passed         |
 | rate_or_capacity_error, per item   | retry with exponential backoff                                     |
+| unmatched_result                   | requeue as a file, no attempt charged (answered without its key)   |
 | internal_error                     | retry                                                              |
 | expired                            | retry the unfinished items, in smaller shards                      |
 | canceled by the stuck-job policy   | retry the unfinished items, in smaller shards                      |
@@ -75,7 +76,8 @@ def _action_sql(task: ResolvedTask) -> str:
         CASE
             {operator_cancel}
             WHEN ({base}) <> 'retry' THEN ({base})
-            WHEN batch_capacity THEN CASE WHEN attempt >= {MAX_REQUEUES} THEN 'final_failed' ELSE 'requeue' END
+            WHEN batch_capacity OR error_class = 'unmatched_result'
+                 THEN CASE WHEN attempt >= {MAX_REQUEUES} THEN 'final_failed' ELSE 'requeue' END
             WHEN error_class = 'parse_error' AND reasks >= {int(retry.parse_retries)} THEN 'final_failed'
             WHEN charged_before + 1 >= {int(retry.max_attempts)} THEN 'final_failed'
             ELSE 'retry'
@@ -116,7 +118,9 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
                    END AS not_before,
                    action <> 'requeue' AS charged,
                    CASE action
-                       WHEN 'requeue' THEN 'batch rejected whole for capacity; re-queued without charging an attempt'
+                       WHEN 'requeue' THEN CASE WHEN error_class = 'unmatched_result'
+                           THEN 'answered without its request key; re-queued as a file without charging an attempt'
+                           ELSE 'batch rejected whole for capacity; re-queued without charging an attempt' END
                        WHEN 'retry'
                             THEN error_class || ': attempt ' || (attempt + 1) || ' of ' || {int(retry.max_attempts)}
                        WHEN 'final_failed' THEN error_class || ': final after attempt ' || attempt

@@ -120,10 +120,6 @@ def _created_unix(job) -> float | None:
     return job.create_time.timestamp() if job.create_time is not None else None
 
 
-class UnkeyedInlineResponses(RuntimeError):
-    """An inline job's responses cannot be matched to their requests: some lack `metadata.key`."""
-
-
 def rpc_status_error(status: object) -> BatchError | None:
     """A google.rpc.Status (`{code, message}` as sent) as a BatchError named by its gRPC code."""
     if not isinstance(status, dict) or not status:
@@ -269,7 +265,11 @@ class GeminiBatchAdapter:
 
     def stream_results(self, job: JobRef, dest_dir: Path, stem: str) -> list[ResultFile]:
         """The responses file, streamed to `dest_dir/stem.output.jsonl`; for an inline job its
-        responses, written there one `{key, response | error}` line each. Nothing if there are none."""
+        responses, written there one `{key, response | error}` line each. Nothing if there are none.
+
+        Inline responses may come back in any order, so one without its `metadata.key` cannot be
+        matched to its request (by position it would misattribute answers): it is left out and
+        counted (`unmatched_lines`); its request then has no line and is sent again as a file."""
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest = dest_dir / f"{stem}.output.jsonl"
         tmp = dest.with_suffix(dest.suffix + ".part")
@@ -285,22 +285,18 @@ class GeminiBatchAdapter:
                 responses = _inline_responses(remote)
                 if not responses:
                     return []
-                unkeyed = sum(1 for r in responses if not (r.metadata or {}).get("key"))
-                if unkeyed:
-                    raise UnkeyedInlineResponses(
-                        f"gemini batch {job.provider_batch_id}: {unkeyed} of {len(responses)} inline responses carry "
-                        "no metadata.key, so they cannot be matched to their requests (responses may come back "
-                        "in any order; matching by position would misattribute answers). Nothing was written; "
-                        "the job stays collectable. Send such shards as files (limits.max_inline_bytes: 0)."
-                    )
+                keyed = [r for r in responses if (r.metadata or {}).get("key")]
+                unmatched = len(responses) - len(keyed)
                 with open(tmp, "w", encoding="utf-8") as out:
-                    for r in responses:
+                    for r in keyed:
                         line = {"key": r.metadata["key"]}
                         if r.error is not None:
                             line["error"] = r.error.model_dump(mode="json", by_alias=True, exclude_none=True)
                         else:
                             line["response"] = r.response.model_dump(mode="json", by_alias=True, exclude_none=True)
                         out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                tmp.replace(dest)
+                return [ResultFile("output", dest, dest.stat().st_size, None, unmatched_lines=unmatched)]
         tmp.replace(dest)
         return [ResultFile("output", dest, dest.stat().st_size, file_name)]
 
