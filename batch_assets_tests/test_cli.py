@@ -270,6 +270,7 @@ def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, fin
             "canceled",
             "provider_canceled",
             "missing_result",
+            "unmatched_result",
             "account_error",
         )
     }
