@@ -23,6 +23,7 @@ import duckdb
 
 from batch_assets.formatting import format_duration, format_money
 from batch_assets.ledger.jobs import CreateMark
+from batch_assets.pipeline.govern.cost import partition_gates
 from batch_assets.pipeline.settle.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
     Reconciliation,
@@ -206,16 +207,6 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    return bool(
-        conn.execute(
-            "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'ledger' "
-            "AND table_name = ? AND column_name = ?",
-            [table, column],
-        ).fetchone()[0]
-    )
-
-
 def token_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Tokens:
     """Tokens of every attempt (each was paid for); thinking and cached input tokens as the
     providers report them apart (NULL where none did)."""
@@ -236,35 +227,16 @@ def token_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Tokens:
 
 
 def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
-    """Estimated (`manifest_item.est_cost`, live items) and actual (`parsed_result.cost`, every
-    attempt) cost, in `batch_task.currency`. None while the ledger has no cost columns."""
-    has_est = _has_column(conn, "manifest_item", "est_cost")
-    has_actual = _has_column(conn, "parsed_result", "cost")
-    if not (has_est or has_actual):
-        return None
-    est = (
-        conn.execute(
-            "SELECT sum(est_cost) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
-        ).fetchone()[0]
-        if has_est
-        else None
-    )
-    actual = (
-        conn.execute("SELECT sum(cost) FROM ledger.parsed_result WHERE task_id = ?", [task_id]).fetchone()[0]
-        if has_actual
-        else None
-    )
-    currency = (
-        conn.execute("SELECT currency FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
-        if _has_column(conn, "batch_task", "currency")
-        else None
-    )
-    if est is None and actual is None:
+    """Estimated and actual cost in `batch_task.currency`, the same figures the gate, the CLI and the
+    asset metadata show (`govern.cost.partition_gates`: estimated over the live items that are sent,
+    quarantined ones left out; actual over every attempt). None while nothing is priced."""
+    gate = partition_gates(conn, [task_id]).get(task_id)
+    if gate is None or (gate.cost_estimated is None and gate.cost_actual is None):
         return None  # nothing priced (yet): the report says so rather than showing zeros
     return Cost(
-        None if est is None else float(est),
-        None if actual is None else float(actual),
-        currency[0] if currency else None,
+        None if gate.cost_estimated is None else float(gate.cost_estimated),
+        None if gate.cost_actual is None else float(gate.cost_actual),
+        gate.currency,
     )
 
 
