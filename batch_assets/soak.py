@@ -50,7 +50,9 @@ from batch_assets.pipeline.send.submit import account_limits, submit_pending
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import Reconciliation, settle
 from batch_assets.pipeline.settle.retry_ledger import plan_retries
+from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProviderConnection, ProvidersResource
+from batch_assets.spec.model import LimitsSpec
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 from batch_assets.sqltext import quote_ident
 
@@ -197,6 +199,26 @@ def soak_task(task: ResolvedTask, max_requests_per_shard: int) -> ResolvedTask:
     return dataclasses.replace(task, spec=spec, limits=limits)
 
 
+def gemini_inline_triage(triage: ResolvedTask) -> ResolvedTask:
+    """ticket_triage on Gemini generateContent, opted in to inline requests (the demo's Gemini task
+    embeds, and embeddings are file-only), writing its own table: inline answers without their keys."""
+    spec = triage.spec.model_copy(
+        update={
+            "name": "triage_gemini_inline",
+            "provider": "gemini",
+            "endpoint": "generateContent",
+            "model": "gemini-2.5-flash",
+            "apply": triage.spec.apply.model_copy(update={"table": "ticket_labels_gemini"}),
+        }
+    )
+    limits = provider_limits("gemini")
+    limits = dataclasses.replace(
+        limits.with_overrides(LimitsSpec(max_inline_bytes=limits.inline_service_max_bytes)),
+        max_requests_per_shard=triage.limits.max_requests_per_shard,
+    )
+    return dataclasses.replace(triage, spec=spec, limits=limits)
+
+
 def emulator_knobs(rate: float) -> dict:
     return {
         **CLOCK,
@@ -211,6 +233,28 @@ def emulator_knobs(rate: float) -> dict:
         "inline_responses_shuffled": True,
         # Gemini: SUCCEEDED this long (real seconds at speed 1) before its results exist.
         "succeeded_before_results_s": 0.2,
+        # Behaviours seen on the real services (docs/providers.md), each at the fault rate.
+        "openai_refusal_rate": rate,
+        "openai_invalid_prompt_rate": rate,
+        "openai_empty_error_file_id": True,
+        "expired_counts_unfinished_as_failed": False,
+        "inline_responses_drop_keys_rate": rate,
+        "gemini_item_cancelled_rate": rate,
+        "gemini_prompt_blocked_rate": rate,
+        "gemini_thinking_max_tokens_rate": rate,
+        "gemini_item_error_status_names": True,
+        "anthropic_timeout_error_rate": rate,
+        "anthropic_refusal_rate": rate,
+        "anthropic_refusal_category": "cyber",
+        "anthropic_pause_turn_rate": rate,
+        "anthropic_context_window_exceeded_rate": rate,
+        # Model Studio's codes for the item-error draws (not Arrearage: it pauses the account for an operator).
+        "dashscope_item_error_codes": [
+            "Throttling.RateQuota",
+            "InternalError",
+            "InvalidParameter",
+            "DataInspectionFailed",
+        ],
     }
 
 
@@ -331,7 +375,7 @@ def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S)
 def seed(wh: Warehouse, config: SoakConfig) -> list[str]:
     wanted = set(config.providers)
     with wh.connect() as conn:  # only the tables the chosen providers' tasks read
-        if wanted & {"openai", "anthropic"}:
+        if wanted & {"openai", "anthropic", "gemini"}:  # gemini: the inline triage variant
             seed_support_tickets(conn, days=config.days, per_day=config.tickets_per_day)
         if "gemini" in wanted:
             seed_kb_articles(conn, days=config.days, per_day=config.articles_per_day)
@@ -617,11 +661,10 @@ def run_soak(data_dir: Path, config: SoakConfig = SoakConfig(), say: Callable[[s
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     days = seed(wh, config)
     tasks = load_all_tasks()
-    parts = [
-        Partition(soak_task(tasks[SOAK_TASKS[p]], config.max_requests_per_shard), day)
-        for day in days
-        for p in config.providers
-    ]
+    chosen = [tasks[SOAK_TASKS[p]] for p in config.providers]
+    if "gemini" in config.providers:
+        chosen.append(gemini_inline_triage(tasks["ticket_triage"]))
+    parts = [Partition(soak_task(task, config.max_requests_per_shard), day) for day in days for task in chosen]
     say(f"{len(parts)} partitions ({', '.join(config.providers)} x {len(days)} days) in {wh.database}")
     with running_emulator(data_dir / "emulator", **emulator_knobs(config.fault_rate)) as emulator:
         account = ProviderConnection(max_concurrent_jobs=config.account_max_jobs)

@@ -1,4 +1,4 @@
-"""The soak command, small: two partitions on two providers under every fault, driven to final."""
+"""The soak command, small: three partitions on two providers under every fault, driven to final."""
 
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path,
     result = run_soak(tmp_path, config, say=lambda _msg: None)
     report = format_report(result, observed_item_faults(Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)))
     assert result.ok, report
-    assert [r["task_id"] for r in result.rows] == ["ticket_triage_20261120", "kb_embeddings_20261120"]
+    assert [r["task_id"] for r in result.rows] == [
+        "ticket_triage_20261120",
+        "kb_embeddings_20261120",
+        "triage_gemini_inline_20261120",
+    ]
     assert all(r["unresolved"] == 0 and r["written_twice"] == 0 and r["balanced"] for r in result.rows), report
     assert all(
         p["untracked"] == 0 and p["created_twice"] == 0 and p["batches_at_provider"] == p["ledger_jobs"] > 0
@@ -50,7 +54,7 @@ def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path,
         "written_twice",
         "faults injected by the soak",
         "peak held per provider account",
-        "PASS: 2 partitions",
+        "PASS: 3 partitions",
     ):
         assert column in report
 
