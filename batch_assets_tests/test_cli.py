@@ -124,6 +124,7 @@ def no_benchmark(monkeypatch):
     monkeypatch.setattr(batch_assets.bench.runner, "run_benchmark", refuse)
 
 
+@pytest.mark.slow
 def test_the_word_bench_as_a_flag_value_does_not_start_the_benchmark(
     capsys, finished_db, tmp_path, monkeypatch, no_benchmark
 ):
@@ -151,6 +152,7 @@ def test_emulator_and_bench_get_every_word_after_their_name(capsys, monkeypatch)
     assert code == 2 and "batch-assets emulator" in err
 
 
+@pytest.mark.slow
 def test_common_options_work_before_and_after_the_command(capsys, finished_db):
     assert run(capsys, "jobs", "--database", finished_db)[0] == 0
     assert run(capsys, "--database", finished_db, "jobs")[0] == 0
@@ -176,6 +178,7 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, argv, expected):
 # --- read commands in every format ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jobs_as_table_json_and_csv(capsys, finished_db):
     code, table, _ = run(capsys, "--database", finished_db, "jobs")
     assert code == 0
@@ -219,6 +222,7 @@ def test_jobs_as_table_json_and_csv(capsys, finished_db):
     assert json.loads(rows[0]["request_options"]) == {"response_format": "json_schema"}
 
 
+@pytest.mark.slow
 def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     from batch_assets.pipeline.report.partition_tables import reconciliation_table
     from batch_assets.pipeline.settle.reconcile import reconcile
@@ -241,6 +245,7 @@ def test_report_table_is_the_reconciliation_table(capsys, finished_db):
     assert gate[3].split()[0] == TASK_ID and gate[3].split()[-3:] == ["USD", "0", "0"]
 
 
+@pytest.mark.slow
 def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_db, tmp_path, monkeypatch):
     monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(tmp_path))
     page = tmp_path / "reports" / f"{TASK_ID}.html"
@@ -252,6 +257,7 @@ def test_report_html_writes_each_partitions_page_and_names_it(capsys, finished_d
     assert f"report: {page}" in err
 
 
+@pytest.mark.slow
 def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, finished_db):
     code, out, _ = run(capsys, "--database", finished_db, "report", "--format", "json")
     assert code == 0
@@ -290,6 +296,7 @@ def test_report_json_has_one_object_per_partition_with_every_outcome(capsys, fin
     assert "final_failed" not in csv_row
 
 
+@pytest.mark.slow
 def test_an_unbalanced_report_exits_0_names_it_and_keeps_stdout_parseable(capsys, finished_db, tmp_path):
     db = tmp_path / "warehouse.duckdb"
     shutil.copy(finished_db, db)
@@ -372,6 +379,7 @@ def test_a_warehouse_without_ledger_tables(capsys, tmp_path):
     assert_one_line_error(err, "holds no batch work yet", "batch-assets demo")
 
 
+@pytest.mark.slow
 def test_unknown_tasks(capsys, finished_db):
     code, out, err = run(capsys, "--database", finished_db, "report", "--task", "nosuch", "--format", "json")
     assert (code, out) == (1, "")
@@ -384,6 +392,7 @@ def test_unknown_tasks(capsys, finished_db):
     assert_one_line_error(err, "no provider job or task_id 'nosuch'", "batch-assets jobs")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "query, expected",
     [
@@ -398,6 +407,7 @@ def test_sql_errors_are_one_line(capsys, finished_db, query, expected):
     assert_one_line_error(err, "batch-assets sql:", expected)
 
 
+@pytest.mark.slow
 def test_sql_prints_rows_and_says_when_it_cut_them(capsys, finished_db):
     code, out, err = run(
         capsys, "--database", finished_db, "sql", "SELECT range AS n, NULL AS x FROM range(5)", "--limit", "2"
@@ -407,6 +417,7 @@ def test_sql_prints_rows_and_says_when_it_cut_them(capsys, finished_db):
     assert "first 2 rows" in err
 
 
+@pytest.mark.slow
 def test_a_locked_warehouse_is_one_line(capsys, finished_db, tmp_path):
     db = tmp_path / "warehouse.duckdb"
     shutil.copy(finished_db, db)
@@ -432,6 +443,7 @@ def test_a_locked_warehouse_is_one_line(capsys, finished_db, tmp_path):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_an_unexpected_error_is_one_line_unless_debugging(capsys, finished_db, monkeypatch):
     import batch_assets.cli.report
 
@@ -528,6 +540,7 @@ def cli_emulator(tmp_path, monkeypatch):
         yield start
 
 
+@pytest.mark.slow
 def test_cancel_goes_on_after_an_error_on_one_job(capsys, seeded_copy, ticket_task, cli_emulator):
     wh = seeded_copy
     _submit(wh, ticket_task, cli_emulator(**SLOW_EMULATOR), per_shard=20)
@@ -547,6 +560,7 @@ def test_cancel_goes_on_after_an_error_on_one_job(capsys, seeded_copy, ticket_ta
     assert [ledger[j][0] for j in jobs] == [True, False, True]
 
 
+@pytest.mark.slow
 def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy, ticket_task, cli_emulator):
     wh = seeded_copy
     adapter = cli_emulator(**FAST_EMULATOR)
@@ -567,6 +581,7 @@ def test_cancel_reports_a_batch_finished_since_the_last_poll(capsys, seeded_copy
     assert _ledger_jobs(wh)[job_key] == (False, None)
 
 
+@pytest.mark.slow
 def test_cancel_says_when_the_provider_cancelled_but_the_ledger_was_not_updated(
     capsys, seeded_copy, ticket_task, cli_emulator, monkeypatch
 ):

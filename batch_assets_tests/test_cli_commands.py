@@ -80,6 +80,7 @@ def test_demo_help_names_every_task_it_runs(capsys):
 # --- bad input: exit non-zero, one line naming the fix -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, code, expected",
     [
@@ -155,6 +156,7 @@ def test_seed_creates_the_warehouse_and_says_what_it_wrote(capsys, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_export_writes_every_item_for_a_spreadsheet(capsys, finished_db, tmp_path):
     out_file = tmp_path / "triage.csv"
     code, out, err = run(capsys, "--database", finished_db, "export", TASK_ID, "--out", out_file)
@@ -167,6 +169,7 @@ def test_export_writes_every_item_for_a_spreadsheet(capsys, finished_db, tmp_pat
     assert not out_file.with_suffix(".csv.part").exists()
 
 
+@pytest.mark.slow
 def test_export_gives_a_retried_item_one_row_with_its_latest_attempt(capsys, finished_db, tmp_path):
     """An item answered twice (attempts 1 and 2) is one row holding attempt 2's answer; other
     partitions' rows in the ledger change nothing."""
@@ -198,12 +201,14 @@ def test_export_gives_a_retried_item_one_row_with_its_latest_attempt(capsys, fin
     assert json.loads(retried["answer"]) == {"category": "latest"}
 
 
+@pytest.mark.slow
 def test_retry_dry_run_counts_and_sends_nothing(capsys, finished_db):
     code, out, err = run(capsys, "--database", finished_db, "retry", TASK_ID, "--dry-run")
     assert (code, err) == (0, "")
     assert out == f"{TASK_ID}: would send 0 item(s) again (none due)\n"
 
 
+@pytest.mark.slow
 def test_cancel_of_a_finished_task_has_nothing_to_do(capsys, finished_db):
     code, out, err = run(capsys, "--database", finished_db, "cancel", TASK_ID)
     assert (code, err) == (0, "")
@@ -222,6 +227,7 @@ def test_bench_through_the_cli_reports_progress_per_step(capsys, tmp_path, monke
     assert (tmp_path / "bench_report.json").is_file()
 
 
+@pytest.mark.slow
 def test_demo_of_one_task_runs_to_balanced_with_progress_bars(capsys, tmp_path, monkeypatch):
     # The demo points its own process at its warehouse and emulator: keep that inside this test.
     for name in (
@@ -262,6 +268,7 @@ def _cli(*argv, env_extra: dict | None = None, cwd: Path) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 def test_piped_output_is_plain_text_without_ansi_codes(finished_db, tmp_path):
     """Real pipes (not a terminal): the plain aligned tables scripts read, no bars, no escape codes."""
     from batch_assets.ledger.warehouse import Warehouse
@@ -279,6 +286,7 @@ def test_piped_output_is_plain_text_without_ansi_codes(finished_db, tmp_path):
     assert jobs.stdout.splitlines()[1].startswith("-------")
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_rich_tables_and_progress_bars(capsys, finished_db, tmp_path, monkeypatch):
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats stdout and stderr as terminals
     code, out, _ = run(capsys, "--database", finished_db, "report")
@@ -293,6 +301,7 @@ def test_a_terminal_gets_rich_tables_and_progress_bars(capsys, finished_db, tmp_
     assert code == 0 and err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_json_and_csv_are_never_decorated(capsys, finished_db, monkeypatch, fmt):
     monkeypatch.setenv("FORCE_COLOR", "1")
@@ -334,6 +343,7 @@ class Recorder:
         bar.record[4] = True
 
 
+@pytest.mark.slow
 def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db, tmp_path):
     from batch_assets.ledger.warehouse import Warehouse
     from batch_assets.pipeline.report.export import export_results
@@ -353,6 +363,7 @@ def test_the_library_reports_progress_only_to_an_installed_reporter(finished_db,
     ]
 
 
+@pytest.mark.slow
 def test_downloads_and_ingest_report_jobs_and_bytes(seeded_copy, ticket_task, adapter, wait_for_jobs):
     from batch_assets.pipeline.collect.ingest import collect_raw_results
     from batch_assets.pipeline.freeze.manifest import freeze_manifest

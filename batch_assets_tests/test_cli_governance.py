@@ -43,6 +43,7 @@ def test_help_names_the_command(capsys, command):
     assert f"batch-assets {command}" in out
 
 
+@pytest.mark.slow
 def test_purge_dry_run_then_purge_then_again(capsys, finished: Warehouse):
     shards = sorted(finished.data_dir.rglob("*.jsonl"))
     assert shards
@@ -67,6 +68,7 @@ def test_purge_refuses_a_bad_age(capsys, age):
     assert_one_line_error(err, "--older-than", "write e.g. 30d or 12h")
 
 
+@pytest.mark.slow
 def test_review_list_approve_reject(capsys, finished: Warehouse):
     code, out, _ = run(capsys, "review", "list", "ticket_triage", "--format", "json")
     items = json.loads(out)
@@ -86,6 +88,7 @@ def test_review_list_approve_reject(capsys, finished: Warehouse):
     assert row["revoked"] == 1 and row["balanced"] is True and row["check"] == "passed"
 
 
+@pytest.mark.slow
 def test_review_bad_input(capsys, finished: Warehouse):
     code, _, err = run(capsys, "review", "approve", "no_such_item")
     assert code == 1
@@ -100,6 +103,7 @@ def test_review_bad_input(capsys, finished: Warehouse):
     assert_one_line_error(err, "invalid choice")
 
 
+@pytest.mark.slow
 def test_revoke_twice_changes_nothing(capsys, finished: Warehouse):
     with finished.connect() as conn:
         custom_id, ticket = conn.execute("SELECT custom_id, ticket_id FROM ticket_labels ORDER BY 1 LIMIT 1").fetchone()
@@ -134,6 +138,7 @@ def test_revoke_bad_combinations(capsys, argv, message):
     assert_one_line_error(err, message)
 
 
+@pytest.mark.slow
 def test_revoke_unknown_items(capsys, finished: Warehouse):
     code, _, err = run(capsys, "revoke", "--custom-id", "nope", "--reason", "x")
     assert code == 1

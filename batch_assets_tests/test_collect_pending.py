@@ -51,6 +51,7 @@ def _collected_at(wh: Warehouse) -> dict[str, object]:
         return dict(conn.execute("SELECT job_key, collected_at FROM ledger.provider_job").fetchall())
 
 
+@pytest.mark.slow
 def test_collected_jobs_are_marked_once_and_skipped_after(collected_run, tmp_path):
     wh = _copy(collected_run, tmp_path)
     with wh.connect() as conn:
@@ -79,6 +80,7 @@ def test_collected_jobs_are_marked_once_and_skipped_after(collected_run, tmp_pat
     assert _collected_at(wh)[first] == marks[first]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "step, reason",
     [
@@ -105,6 +107,7 @@ def test_each_unfinished_step_keeps_a_job_pending_and_unmarked(collected_run, tm
     assert _collected_at(wh)[job] is None
 
 
+@pytest.mark.slow
 def test_the_search_reads_only_the_unfinished_jobs_partitions(collected_run, tmp_path):
     """With nine other (collected) partitions in the ledger, every big table's scan in the search
     yields only the rows of the partition whose jobs are not marked collected (DuckDB's profile:

@@ -10,6 +10,8 @@ import pytest
 
 from .conftest import DAY1, DAY2
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 TASK = "ticket_triage"
 TABLE_STAGES = {
     "manifest": "ledger.manifest_item",

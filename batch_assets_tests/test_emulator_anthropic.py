@@ -22,6 +22,8 @@ from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 
 from .conftest import WIRE_EMULATOR as FAST
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 VERSION = {"anthropic-version": "2023-06-01"}
 RFC3339_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 TRIAGE_SCHEMA: dict[str, Any] = {

@@ -108,6 +108,7 @@ def gemini_results(client: genai.Client, job: Any) -> list[dict[str, Any]]:
 # --- 1. never finished without results -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_and_dashscope_never_report_completed_without_files(emulator: EmulatorHandle) -> None:
     emulator.configure(item_error_rate=0.5)
     for base_url in (emulator.openai_base_url, emulator.dashscope_base_url):
@@ -121,6 +122,7 @@ def test_openai_and_dashscope_never_report_completed_without_files(emulator: Emu
             assert listed.output_file_id == created.output_file_id
 
 
+@pytest.mark.slow
 def test_anthropic_never_reports_ended_without_results(emulator: EmulatorHandle) -> None:
     with anthropic_client(emulator) as client:
         created = client.messages.batches.create(requests=[anthropic_request(i) for i in range(3)])
@@ -130,6 +132,7 @@ def test_anthropic_never_reports_ended_without_results(emulator: EmulatorHandle)
         assert len(list(client.messages.batches.results(created.id))) == 3
 
 
+@pytest.mark.slow
 def test_gemini_never_reports_succeeded_without_results(emulator: EmulatorHandle, tmp_path: Path) -> None:
     client = gemini_client(emulator)
     inline = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(i) for i in range(3)])
@@ -147,6 +150,7 @@ def _lose(path: str, mode: str = "lose", **rule: Any) -> dict[str, Any]:
     return {"after_processing_faults": [{"method": "POST", "path": path, "count": 1, "mode": mode, **rule}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["lose", "error"])
 def test_openai_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str) -> None:
     with openai_client(emulator) as client:
@@ -164,6 +168,7 @@ def test_openai_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mo
         assert client.batches.retrieve(batch.id).id == batch.id
 
 
+@pytest.mark.slow
 def test_dashscope_create_fails_after_the_batch_exists(emulator: EmulatorHandle) -> None:
     with openai_client(emulator, emulator.dashscope_base_url) as client:
         uploaded = client.files.create(file=("input.jsonl", jsonl([chat_line(0, "qwen-plus")])), purpose="batch")
@@ -173,6 +178,7 @@ def test_dashscope_create_fails_after_the_batch_exists(emulator: EmulatorHandle)
         assert [b.input_file_id for b in client.batches.list()] == [uploaded.id]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["lose", "error"])
 def test_anthropic_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str) -> None:
     emulator.configure(**_lose(r"^/v1/messages/batches$", mode, status=500))
@@ -184,6 +190,7 @@ def test_anthropic_create_fails_after_the_batch_exists(emulator: EmulatorHandle,
         assert batch.request_counts.succeeded == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["lose", "error"])
 def test_gemini_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mode: str, tmp_path: Path) -> None:
     client = gemini_client(emulator)
@@ -204,6 +211,7 @@ def test_gemini_create_fails_after_the_batch_exists(emulator: EmulatorHandle, mo
     assert len(list(client.batches.list())) == 2
 
 
+@pytest.mark.slow
 def test_after_processing_rules_match_method_path_and_count(emulator: EmulatorHandle) -> None:
     rule = {"method": "GET", "path": r"^/v1/batches/", "count": 2, "mode": "error", "status": 503}
     with openai_client(emulator) as client:
@@ -235,6 +243,7 @@ def _openai_rounds(emu: EmulatorHandle) -> list[list[str]]:
     return rounds
 
 
+@pytest.mark.slow
 def test_item_faults_drawn_per_occurrence_let_a_resubmission_succeed(tmp_path: Path) -> None:
     knobs = {**INSTANT, "item_error_rate": 0.5, "item_faults_by_occurrence": True}
     with running_emulator(tmp_path / "one", **knobs) as emu:
@@ -252,6 +261,7 @@ def test_item_faults_drawn_per_occurrence_let_a_resubmission_succeed(tmp_path: P
             assert [line["custom_id"] for line in errors[0]] == [line["custom_id"] for line in errors[1]] != []
 
 
+@pytest.mark.slow
 def test_anthropic_item_faults_per_occurrence(tmp_path: Path) -> None:
     knobs = {**INSTANT, "item_error_rate": 0.5, "item_faults_by_occurrence": True}
     with running_emulator(tmp_path / "emulator", **knobs) as emu, anthropic_client(emu) as client:
@@ -268,6 +278,7 @@ def test_anthropic_item_faults_per_occurrence(tmp_path: Path) -> None:
 # --- 4. enqueued-token limit per model --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_enqueued_token_limit_per_model_counts_max_tokens_and_clears(emulator: EmulatorHandle) -> None:
     emulator.configure(enqueued_token_limit={"gpt-4o-mini": 2500})
     with openai_client(emulator) as client:
@@ -300,6 +311,7 @@ def test_enqueued_token_limit_per_model_counts_max_tokens_and_clears(emulator: E
 # --- 5. Gemini errors as google.rpc.Status ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gemini_item_errors_are_rpc_statuses(emulator: EmulatorHandle) -> None:
     client = gemini_client(emulator)
     emulator.configure(item_error_rate=0.6)
@@ -323,6 +335,7 @@ def test_gemini_item_errors_are_rpc_statuses(emulator: EmulatorHandle) -> None:
     assert (3, "INVALID_ARGUMENT") in named and (8, "RESOURCE_EXHAUSTED") in named
 
 
+@pytest.mark.slow
 def test_gemini_failed_batch_carries_an_rpc_status(emulator: EmulatorHandle) -> None:
     client = gemini_client(emulator)
     emulator.configure(enqueued_token_limit={GEMINI_MODEL: 5})
@@ -340,6 +353,7 @@ def test_gemini_failed_batch_carries_an_rpc_status(emulator: EmulatorHandle) -> 
 # --- 6. Gemini: succeeded before results, inlined responses out of order and without keys ------------
 
 
+@pytest.mark.slow
 def test_gemini_succeeded_before_results_appear(emulator: EmulatorHandle, tmp_path: Path) -> None:
     client = gemini_client(emulator)
     emulator.configure(succeeded_before_results_s=1e9)
@@ -354,6 +368,7 @@ def test_gemini_succeeded_before_results_appear(emulator: EmulatorHandle, tmp_pa
     assert len(client.batches.get(name=inline.name).dest.inlined_responses) == 1
 
 
+@pytest.mark.slow
 def test_gemini_inlined_responses_shuffled_and_without_keys(emulator: EmulatorHandle) -> None:
     client = gemini_client(emulator)
     requests = [{**gemini_request(i), "metadata": {"key": f"k{i}"}} for i in range(20)]
@@ -376,6 +391,7 @@ def test_gemini_inlined_responses_shuffled_and_without_keys(emulator: EmulatorHa
 # --- 7. Gemini usage of thinking models ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gemini_thinking_models_report_thoughts_apart(emulator: EmulatorHandle) -> None:
     client = gemini_client(emulator)
     plain = client.batches.create(model=GEMINI_MODEL, src=[gemini_request(0)])
@@ -428,6 +444,7 @@ def test_gemini_allowed_fields_come_from_the_sdk() -> None:
     assert "thinkingConfig" not in allowed["generate"]
 
 
+@pytest.mark.slow
 def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: EmulatorHandle, tmp_path: Path) -> None:
     client = gemini_client(emulator)
     good = [
@@ -494,6 +511,7 @@ def test_gemini_request_file_with_a_misplaced_field_fails_the_batch(emulator: Em
 # --- 9. Anthropic: the rarer stop reasons ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_anthropic_rarer_stop_reasons(emulator: EmulatorHandle) -> None:
     with anthropic_client(emulator) as client:
         requests = [anthropic_request(i) for i in range(40)]
@@ -516,6 +534,7 @@ def test_anthropic_rarer_stop_reasons(emulator: EmulatorHandle) -> None:
                 assert message.content[0].text and message.usage.output_tokens >= 1
 
 
+@pytest.mark.slow
 def test_gemini_format_classifies_rpc_status_item_errors(emulator: EmulatorHandle, tmp_path: Path) -> None:
     """Real item errors are google.rpc.Status objects with gRPC codes: the Gemini wire format maps
     each code to its HTTP status and name, so RESOURCE_EXHAUSTED (8) is classed as capacity."""
@@ -608,6 +627,7 @@ def test_gemini_format_classifies_every_grpc_code_and_keeps_http_codes_and_names
 # --- structured knobs: settings file, CLI flags, admin endpoint -----------------------------------
 
 
+@pytest.mark.slow
 def test_structured_knobs_from_file_flags_and_admin_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from batch_assets.emulator import server
     from batch_assets.emulator.settings import EmulatorSettings

@@ -25,7 +25,7 @@ from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 
 from .conftest import WIRE_EMULATOR as FAST
 
-pytestmark = pytest.mark.usefixtures("no_emulator_left_running")
+pytestmark = [pytest.mark.usefixtures("no_emulator_left_running"), pytest.mark.slow]  # starts the emulator
 DONE = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
 MODEL, EMBEDDING_MODEL = "gemini-2.5-flash", "gemini-embedding-001"
 

@@ -116,6 +116,7 @@ def content_of(line: dict[str, Any]) -> Any:
 # --- lifecycle and answers ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batch_runs_through_every_status_and_answers_conform_to_the_schema(tmp_path: Path) -> None:
     knobs = {"queue_delay_s": 0.2, "seconds_per_request": 0.015, "finalize_delay_s": 0.2}
     with running_emulator(tmp_path, **knobs) as emu, sdk(emu) as client:
@@ -170,6 +171,7 @@ def test_batch_runs_through_every_status_and_answers_conform_to_the_schema(tmp_p
     assert usage_sum == batch.usage.input_tokens
 
 
+@pytest.mark.slow
 def test_plain_text_json_mode_and_token_counts(client: openai.OpenAI) -> None:
     plain = ticket(1, schema=None)
     json_mode = ticket(2, schema=None)
@@ -188,6 +190,7 @@ def test_plain_text_json_mode_and_token_counts(client: openai.OpenAI) -> None:
     assert lines["ticket-4"]["usage"]["completion_tokens"] <= 3
 
 
+@pytest.mark.slow
 def test_embeddings_are_deterministic_unit_vectors(client: openai.OpenAI) -> None:
     def request(custom_id: str, text: Any, **extra: Any) -> dict[str, Any]:
         body = {"model": "text-embedding-3-small", "input": text, **extra}
@@ -209,6 +212,7 @@ def test_embeddings_are_deterministic_unit_vectors(client: openai.OpenAI) -> Non
     assert bodies["c"]["data"][0]["embedding"] == vector
 
 
+@pytest.mark.slow
 def test_responses_endpoint_answers_with_structured_output(client: openai.OpenAI) -> None:
     body = {
         "model": "gpt-4.1-nano",
@@ -226,6 +230,7 @@ def test_responses_endpoint_answers_with_structured_output(client: openai.OpenAI
     assert response["usage"]["total_tokens"] == response["usage"]["input_tokens"] + response["usage"]["output_tokens"]
 
 
+@pytest.mark.slow
 def test_same_request_gets_the_same_answer(tmp_path: Path) -> None:
     def answers(custom_prefix: str) -> dict[str, Any]:
         with running_emulator(tmp_path, **FAST) as emu, sdk(emu) as client:
@@ -276,6 +281,7 @@ def test_schema_values_conform_to_varied_schemas() -> None:
 # --- per-item failures and output quirks ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_item_errors_are_http_error_lines_in_the_error_file(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(item_error_rate=0.5)
     bad_body = ticket(99)
@@ -303,6 +309,7 @@ def test_item_errors_are_http_error_lines_in_the_error_file(emulator: EmulatorHa
     assert rate_limited["response"]["body"]["error"]["code"] == "rate_limit_exceeded"
 
 
+@pytest.mark.slow
 def test_output_is_not_in_input_order_unless_asked(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     lines = [ticket(i) for i in range(30)]
     shuffled = wait(client, submit(client, lines).id)
@@ -316,6 +323,7 @@ def test_output_is_not_in_input_order_unless_asked(emulator: EmulatorHandle, cli
     ]
 
 
+@pytest.mark.slow
 def test_content_filter_truncation_and_duplicate_lines(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(content_filter_rate=0.3, truncate_rate=0.4, duplicate_output_lines=0.3)
     batch = wait(client, submit(client, [ticket(i) for i in range(40)]).id)
@@ -336,6 +344,7 @@ def test_content_filter_truncation_and_duplicate_lines(emulator: EmulatorHandle,
 # --- terminal states other than completed --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_expiry_keeps_finished_work_and_reports_the_rest(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(seconds_per_request=0.02, completion_window_s=0.3)
     batch = wait(client, submit(client, [ticket(i) for i in range(40)]).id)
@@ -351,6 +360,7 @@ def test_expiry_keeps_finished_work_and_reports_the_rest(emulator: EmulatorHandl
         }
 
 
+@pytest.mark.slow
 def test_forced_expiry_applies_to_the_next_batch_only(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(force_batch_status="expired")
     forced = wait(client, submit(client, [ticket(i) for i in range(10)]).id)
@@ -360,6 +370,7 @@ def test_forced_expiry_applies_to_the_next_batch_only(emulator: EmulatorHandle, 
     assert emulator.settings.force_batch_status is None
 
 
+@pytest.mark.slow
 def test_cancel_keeps_results_finished_before_the_cancel(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(seconds_per_request=0.02, cancel_delay_s=0.1)
     created = submit(client, [ticket(i) for i in range(100)])
@@ -379,6 +390,7 @@ def test_cancel_keeps_results_finished_before_the_cancel(emulator: EmulatorHandl
         client.batches.cancel(done.id)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "code", "line"),
     [
@@ -423,6 +435,7 @@ def test_batch_level_validation_failures(
     assert (first.code, first.line) == (code, line) and first.message
 
 
+@pytest.mark.slow
 def test_enqueued_token_limit_counts_active_batches(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(seconds_per_request=0.05, enqueued_token_limit=1000)
     first = submit(client, [ticket(i) for i in range(20)])  # ~35 prompt tokens each
@@ -434,6 +447,7 @@ def test_enqueued_token_limit_counts_active_batches(emulator: EmulatorHandle, cl
 # --- listing, errors, retries ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_list_pagination_newest_first(client: openai.OpenAI) -> None:
     uploaded = client.files.create(file=("input.jsonl", jsonl([ticket(0)])), purpose="batch")
     created = [
@@ -448,6 +462,7 @@ def test_list_pagination_newest_first(client: openai.OpenAI) -> None:
     assert [f.id for f in client.files.list(purpose="batch")] == [uploaded.id]
 
 
+@pytest.mark.slow
 def test_file_endpoints(client: openai.OpenAI) -> None:
     data = jsonl([ticket(0)])
     uploaded = client.files.create(
@@ -461,6 +476,7 @@ def test_file_endpoints(client: openai.OpenAI) -> None:
         client.files.retrieve(uploaded.id)
 
 
+@pytest.mark.slow
 def test_http_errors_use_the_openai_error_body(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         client.batches.retrieve("batch_nope")
@@ -481,6 +497,7 @@ def test_http_errors_use_the_openai_error_body(emulator: EmulatorHandle, client:
     assert set(json.loads(unauthorized.value.read())["error"]) == {"message", "type", "param", "code"}
 
 
+@pytest.mark.slow
 def test_injected_failures_are_retried_by_the_sdk(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(fail_next_requests=1)
     assert client.batches.list().data == []  # the 429 was retried after retry-after-ms
@@ -493,6 +510,7 @@ def test_injected_failures_are_retried_by_the_sdk(emulator: EmulatorHandle, clie
         client.with_options(max_retries=0).files.list()
 
 
+@pytest.mark.slow
 def test_settings_admin_endpoint(emulator: EmulatorHandle) -> None:
     url = f"{emulator.base_url}/_emulator/settings"
     change = urllib.request.Request(url, data=json.dumps({"item_error_rate": 0.25}).encode(), method="POST")
@@ -522,6 +540,7 @@ def test_cli_flags_override_the_settings_file(tmp_path: Path, monkeypatch: pytes
 # --- DashScope dialect, persistence ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dashscope_prefix_uses_dashscope_ids(emulator: EmulatorHandle, client: openai.OpenAI) -> None:
     emulator.configure(item_error_rate=0.3)
     with openai.OpenAI(api_key="sk-ds", base_url=emulator.dashscope_base_url) as dashscope:
@@ -562,6 +581,7 @@ def test_dashscope_prefix_uses_dashscope_ids(emulator: EmulatorHandle, client: o
             dashscope.files.retrieve(client.files.create(file=("a.jsonl", jsonl([ticket(0)])), purpose="batch").id)
 
 
+@pytest.mark.slow
 def test_state_survives_a_restart(tmp_path: Path) -> None:
     slow = {**FAST, "seconds_per_request": 0.01}
     with running_emulator(tmp_path, **slow) as emu, sdk(emu) as client:

@@ -106,6 +106,7 @@ def test_write_lines_writes_each_line_as_it_comes_without_gathering_them() -> No
 # --- results off the request path ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_retrieve_never_writes_results_it_shows_the_batch_unfinished_until_the_worker_has(
     tmp_path: Path,
 ) -> None:
@@ -135,6 +136,7 @@ def test_openai_retrieve_never_writes_results_it_shows_the_batch_unfinished_unti
     assert sorted(json.loads(line)["custom_id"] for line in lines) == sorted(f"req-{i}" for i in range(40))
 
 
+@pytest.mark.slow
 def test_a_cancel_while_the_results_are_pending_writes_the_cancelled_ending(tmp_path: Path) -> None:
     knobs = {**BACKGROUND, "seconds_per_request": 1.0, "force_batch_status": "stuck"}
     with running_emulator(tmp_path, **knobs) as emu, openai_client(emu) as client:
@@ -152,6 +154,7 @@ def test_a_cancel_while_the_results_are_pending_writes_the_cancelled_ending(tmp_
     assert {line["error"]["code"] for line in errors} == {"batch_cancelled"} and len(errors) == 5
 
 
+@pytest.mark.slow
 def test_unfinished_work_resumes_after_a_restart(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu, openai_client(emu) as client:
         emu.worker.pause()  # the input is never read by this emulator
@@ -163,6 +166,7 @@ def test_unfinished_work_resumes_after_a_restart(tmp_path: Path) -> None:
     assert len(lines) == 12
 
 
+@pytest.mark.slow
 def test_anthropic_shows_its_batch_in_progress_until_the_worker_wrote_the_results(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()
@@ -198,6 +202,7 @@ def _anthropic_request(i: int, **params: Any) -> dict[str, Any]:
     return {"custom_id": f"req-{i}", "params": {**body, **params}}
 
 
+@pytest.mark.slow
 def test_anthropic_create_refuses_a_bad_body_itself_and_leaves_bad_requests_to_the_worker(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()  # nothing runs in the background: what create answers, it decided alone
@@ -226,6 +231,7 @@ def test_anthropic_create_refuses_a_bad_body_itself_and_leaves_bad_requests_to_t
     assert all(results[f"req-{i}"].type == "succeeded" for i in range(10))
 
 
+@pytest.mark.slow
 def test_an_anthropic_body_the_worker_never_read_is_read_after_a_restart(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()  # the body is checked and kept, never read again by this emulator
@@ -239,6 +245,7 @@ def test_an_anthropic_body_the_worker_never_read_is_read_after_a_restart(tmp_pat
     assert not any(name.endswith(".body.json") for name in (p.name for p in (tmp_path / "blobs").iterdir()))
 
 
+@pytest.mark.slow
 def test_gemini_shows_its_batch_running_until_the_worker_wrote_the_results(tmp_path: Path) -> None:
     with running_emulator(tmp_path, **BACKGROUND) as emu:
         emu.worker.pause()
@@ -265,6 +272,7 @@ def test_gemini_shows_its_batch_running_until_the_worker_wrote_the_results(tmp_p
 # --- large files --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_20000_line_batch_round_trips_through_the_worker(tmp_path: Path) -> None:
     # The default `background_min_bytes` (1 MiB) sends a file this size to the worker.
     knobs = {**WIRE_EMULATOR, "queue_delay_s": 0.0, "seconds_per_request": 0.0, "finalize_delay_s": 0.0}

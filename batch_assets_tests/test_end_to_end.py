@@ -17,6 +17,8 @@ from batch_assets.resources import EMULATOR_API_KEY, default_resources
 
 from .conftest import DAY1, DAY2
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 SUBMIT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("manifest", "shards", "submissions")]
 COLLECT_KEYS = [dg.AssetKey(["ticket_triage", s]) for s in ("raw_results", "parsed_results", "applied")]
 RANGE_TAGS = {"dagster/asset_partition_range_start": DAY1, "dagster/asset_partition_range_end": DAY2}

@@ -17,6 +17,8 @@ from batch_assets.spec.resolve import load_all_tasks
 
 from .conftest import DAY1
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 TASKS = sorted(load_all_tasks())
 
 

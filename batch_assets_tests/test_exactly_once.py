@@ -162,6 +162,7 @@ def cli(capsys, wh: Warehouse, *argv) -> tuple[int, str, str]:
 # --- a lost create answer, on every provider path ----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["lose", "error"])
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mode, all_seeded, emulator, monkeypatch):
@@ -200,6 +201,7 @@ def test_a_create_processed_but_unanswered_leaves_one_batch_and_one_job(path, mo
     assert job["create_error"] == "matched by the request ids in its results"
 
 
+@pytest.mark.slow
 def test_a_create_that_never_reached_the_provider_is_created_again_after_a_confirmed_absence(
     all_seeded, emulator, monkeypatch
 ):
@@ -228,6 +230,7 @@ def test_a_create_that_never_reached_the_provider_is_created_again_after_a_confi
 # --- Anthropic: candidates told apart by the request ids of their results ---------------------------
 
 
+@pytest.mark.slow
 def test_anthropic_adopts_only_after_every_candidate_ended_and_only_the_one_holding_the_shards_ids(
     all_seeded, emulator, monkeypatch
 ):
@@ -339,6 +342,7 @@ def finished(proc: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expired(seeded_copy, ticket_task, emulator):
     wh = seeded_copy
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=20))
@@ -374,6 +378,7 @@ def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expi
     assert all(j["claimed_by"] is None and j["claim_expires_at"] is None for j in jobs)
 
 
+@pytest.mark.slow
 def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy, ticket_task, emulator):
     wh = seeded_copy
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=10))
@@ -394,6 +399,7 @@ def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy,
             assert batch.metadata["batch_assets_job"] in {j["job_key"] for j in jobs}
 
 
+@pytest.mark.slow
 def test_a_run_that_lost_its_claim_before_the_create_creates_nothing(
     seeded_copy, ticket_task, adapter, emulator, monkeypatch
 ):
@@ -443,6 +449,7 @@ def undecided(all_seeded, emulator, monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_jobs_lists_the_undecided_job_with_its_reason(undecided, capsys):
     code, out, _ = cli(capsys, undecided.wh, "jobs")
     assert code == 0
@@ -453,6 +460,7 @@ def test_jobs_lists_the_undecided_job_with_its_reason(undecided, capsys):
     assert (row["create_outcome"], row["provider_batch_id"], row["claimed_by"]) == ("unknown", None, None)
 
 
+@pytest.mark.slow
 def test_jobs_adopt_records_the_batch_refusing_wrong_ones(undecided, emulator, capsys):
     wh, job_key = undecided.wh, undecided.job_key
     other_job, other_batch = next((k, j["provider_batch_id"]) for k, j in undecided.jobs.items() if k != job_key)
@@ -502,6 +510,7 @@ def test_jobs_adopt_records_the_batch_refusing_wrong_ones(undecided, emulator, c
     assert len(provider_batches(emulator, "anthropic")) == before
 
 
+@pytest.mark.slow
 def test_jobs_abandon_sends_the_shard_again_under_a_new_job_key(undecided, emulator, capsys):
     wh, job_key = undecided.wh, undecided.job_key
     code, out, err = cli(capsys, wh, "jobs", "abandon", job_key, "--reason", "checked the console: no such batch")
@@ -529,6 +538,7 @@ def test_jobs_abandon_sends_the_shard_again_under_a_new_job_key(undecided, emula
     assert code == 1 and f"job {new_key} has provider batch {new_batch}" in err
 
 
+@pytest.mark.slow
 def test_the_submissions_asset_says_which_shards_another_run_holds(dagster_env, emulator, instance):
     """Through Dagster: the shard held by another submit run is skipped and named in the metadata."""
     import dagster as dg
@@ -553,6 +563,7 @@ def test_the_submissions_asset_says_which_shards_another_run_holds(dagster_env, 
     assert provider_batches(emulator, "openai") == []
 
 
+@pytest.mark.slow
 def test_jobs_adopt_refuses_a_batch_tagged_with_another_job_key(
     seeded_copy, ticket_task, emulator, capsys, monkeypatch
 ):

@@ -288,6 +288,7 @@ def test_estimated_cost_per_item_at_freeze(seeded_copy, ticket_task):
     assert rows and all(r["est_cost"] == pytest.approx(p.cost(r["est_input_tokens"] + overhead, 200)) for r in rows)
 
 
+@pytest.mark.slow
 def test_cost_estimate_against_the_emulator_usage(seeded_copy, ticket_task, adapter, run_partition):
     """A demo-like run of one partition: pii counts and cost in the report JSON; the input estimate
     within 25 % of the provider's (emulator's) input usage, the cost estimate an upper bound."""
@@ -342,6 +343,7 @@ def test_a_budget_cap_refuses_with_the_numbers_and_an_override_is_recorded(seede
     assert check_budget(wh, task, DAY1, budgets=ProjectBudgets()).passed  # the recorded override holds
 
 
+@pytest.mark.slow
 def test_the_budget_counts_todays_jobs_of_every_partition_and_reads_no_other(
     seeded_copy, ticket_task, adapter, tmp_path, monkeypatch
 ):
@@ -424,6 +426,7 @@ def test_a_shard_whose_job_was_abandoned_counts_as_pending_again(seeded_copy, ti
     assert v.spent_today == pytest.approx(abandoned_cost + live_cost)
 
 
+@pytest.mark.slow
 def test_the_budget_check_blocks_submission_in_dagster(dagster_env, emulator, monkeypatch, tmp_path):
     import batch_assets.pipeline.govern.budget as budget
 

@@ -82,6 +82,7 @@ def test_allow_list_patterns_and_a_task_narrows_it_never_widens_it(ticket_task):
     assert ok.passed and ok.figures["task_allowed"] == "gpt-4o-mini*"
 
 
+@pytest.mark.slow
 def test_a_model_off_the_allow_list_submits_nothing_in_dagster(dagster_env, emulator, ticket_task, instance):
     task = with_spec(ticket_task, model="gpt-4o-2099-01-01")
     run = submit(task, instance)
@@ -133,6 +134,7 @@ def test_hashes_are_recorded_at_freeze_and_a_change_fails_with_the_fix(seeded_co
     assert not check_prompt(wh, ticket_task, DAY1).passed
 
 
+@pytest.mark.slow
 def test_a_changed_prompt_submits_nothing_until_refrozen_in_dagster(dagster_env, emulator, ticket_task, instance):
     freeze_manifest(dagster_env, ticket_task, DAY1)
     edited = dataclasses.replace(ticket_task, template=ticket_task.template + "\nAnswer in French.")
@@ -199,6 +201,7 @@ def test_the_demo_e2e_and_soak_partitions_stay_under_the_threshold():
     assert all(t.spec.gate.dry_run_threshold == threshold for t in load_all_tasks().values())
 
 
+@pytest.mark.slow
 def test_dry_run_is_required_above_the_threshold_in_dagster(dagster_env, emulator, ticket_task, instance, capsys):
     task = with_spec(ticket_task, gate=GateSpec(dry_run_threshold=10))
     run = submit(task, instance)
@@ -298,6 +301,7 @@ def test_dry_run_of_a_changed_prompt_is_refused(capsys, frozen_db, ticket_task, 
 # --- parse and apply under each item's output version recorded at freeze ---------------------------
 
 
+@pytest.mark.slow
 def test_answers_are_parsed_and_applied_under_the_frozen_output_version_only(
     seeded_copy, ticket_task, adapter, wait_for_jobs
 ):
@@ -351,6 +355,7 @@ def test_retry_command_is_held_by_the_same_gate(capsys, frozen_db, ticket_task, 
     assert q(frozen_db, "SELECT count(*) AS n FROM ledger.shard")[0]["n"] == 0
 
 
+@pytest.mark.slow
 def test_a_partition_frozen_under_two_output_versions_parses_each_item_under_its_own(
     seeded_copy, ticket_task, adapter, wait_for_jobs
 ):

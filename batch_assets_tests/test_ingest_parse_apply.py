@@ -84,6 +84,7 @@ def balanced(wh, task_id: str = TASK_ID1):
 # --- stage 5: ingest ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_out_of_order_output_maps_every_answer_to_its_own_request(
     seeded_copy, ticket_task, adapter, emulator, wait_for_jobs
 ):
@@ -126,6 +127,7 @@ def test_out_of_order_output_maps_every_answer_to_its_own_request(
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_reimporting_the_same_files_adds_nothing(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
     # The provider keeps the files here (retention off), so the same file can be downloaded twice.
@@ -155,6 +157,7 @@ def test_reimporting_the_same_files_adds_nothing(seeded_copy, ticket_task, adapt
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_orphan_duplicate_and_malformed_lines_are_recorded_and_nothing_is_lost(
     seeded_copy, ticket_task, adapter, emulator, wait_for_jobs
 ):
@@ -195,6 +198,7 @@ def test_orphan_duplicate_and_malformed_lines_are_recorded_and_nothing_is_lost(
     assert q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"] == LINES
 
 
+@pytest.mark.slow
 def test_lines_a_second_job_of_the_same_shard_returns_are_duplicates_in_a_later_batch(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch
 ):
@@ -295,6 +299,7 @@ def _ingest_counted(wh, monkeypatch, row_group: int, batch_bytes: int) -> tuple[
     return ingest_files(wh, TASK_ID1), inserted, staged
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plan", ["right", "wrong"])
 def test_batches_end_where_their_inserts_align_and_files_read_twice_change_nothing(
     seeded_copy, ticket_task, adapter, emulator, wait_for_jobs, monkeypatch, plan
@@ -374,6 +379,7 @@ def test_a_planned_batch_ends_at_a_jobs_end_within_the_byte_limit():
 # --- stage 6: parse and classify ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_failure_is_classified(seeded_copy, ticket_task, adapter, emulator, wait_for_jobs):
     wh = seeded_copy
     emulator.configure(item_error_rate=0.4, content_filter_rate=0.2, truncate_rate=0.2)
@@ -445,6 +451,7 @@ def test_every_failure_is_classified(seeded_copy, ticket_task, adapter, emulator
     assert r.applied == seen["stop"] == q(wh, "SELECT count(*) AS n FROM ticket_labels")[0]["n"]
 
 
+@pytest.mark.slow
 def test_batch_level_validation_failure_fails_every_item(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
     freeze_manifest(wh, ticket_task, DAY1)
@@ -467,6 +474,7 @@ def test_batch_level_validation_failure_fails_every_item(seeded_copy, ticket_tas
     assert (r.failed, r.quarantined, r.succeeded, r.applied) == ({"validation_error": LINES}, QUARANTINED, 0, 0)
 
 
+@pytest.mark.slow
 def test_batch_failed_for_enqueued_token_limit_is_a_capacity_error(
     seeded_copy, ticket_task, adapter, emulator, wait_for_jobs
 ):
@@ -483,6 +491,7 @@ def test_batch_failed_for_enqueued_token_limit_is_a_capacity_error(
     assert {p["error_class"] for p in rows} == {"rate_or_capacity_error"}
 
 
+@pytest.mark.slow
 def test_expired_batch_with_partial_output(seeded_copy, ticket_task, adapter, emulator, wait_for_jobs):
     wh = seeded_copy
     emulator.configure(force_batch_status="expired")
@@ -503,6 +512,7 @@ def test_expired_batch_with_partial_output(seeded_copy, ticket_task, adapter, em
 # --- stage 7: apply --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
     submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
@@ -535,6 +545,7 @@ def test_apply_writes_the_answers_once(seeded_copy, ticket_task, adapter, wait_f
     balanced(wh)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [None, 7], ids=["one_chunk", "chunks_of_7"])
 def test_an_item_with_two_usable_attempts_is_written_once_with_its_latest(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch, chunk
@@ -576,6 +587,7 @@ def test_an_item_with_two_usable_attempts_is_written_once_with_its_latest(
     assert (again.applied, again.stale) == (0, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "chunk, row_group",
     [(None, None), (7, None), (7, 4)],
@@ -639,6 +651,7 @@ def test_one_apply_overwrites_keys_the_table_holds_and_adds_the_others(
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_the_next_run(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch
 ):
@@ -692,6 +705,7 @@ def test_apply_in_chunks_writes_each_answer_once_and_leaves_a_failed_chunk_to_th
     balanced(wh)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source_order", ["by_business_id", "shuffled"])
 def test_apply_chunks_write_their_keys_in_business_id_order(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch, source_order
@@ -733,6 +747,7 @@ def test_apply_chunks_write_their_keys_in_business_id_order(
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_an_item_picked_for_review_before_its_apply_keeps_its_row(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch
 ):
@@ -771,6 +786,7 @@ def test_an_item_picked_for_review_before_its_apply_keeps_its_row(
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothing(
     seeded_copy, ticket_task, adapter, wait_for_jobs, monkeypatch
 ):
@@ -799,6 +815,7 @@ def test_a_chunk_that_reads_back_fewer_answers_than_its_candidates_writes_nothin
     balanced(wh)
 
 
+@pytest.mark.slow
 def test_stale_results_are_not_applied_and_newer_rows_not_overwritten(seeded_copy, ticket_task, adapter, wait_for_jobs):
     wh = seeded_copy
     submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)

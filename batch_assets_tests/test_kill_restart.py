@@ -219,6 +219,7 @@ POINTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(
     point, seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path

@@ -399,6 +399,7 @@ def test_business_ids_are_kept_exactly_as_the_source_holds_them(seeded_copy, tic
     assert items["  A  "]["custom_id"].startswith(f"{TASK_ID1}:ticket:  A  :")
 
 
+@pytest.mark.slow
 def test_whitespace_business_ids_reach_the_business_table_unchanged(
     seeded_warehouse, ticket_task, adapter, run_partition
 ):

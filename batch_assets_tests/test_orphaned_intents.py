@@ -6,6 +6,7 @@ creates only what the provider lacks — nothing twice, nothing abandoned."""
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from batch_assets.ledger.jobs import claim_new_intent
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
@@ -14,6 +15,8 @@ from batch_assets.pipeline.send.submit import job_key_for, submit_pending
 
 from .conftest import DAY1
 from .sensor_ticks import limited, tick
+
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
 
 
 def _failed_run_id(instance: dg.DagsterInstance) -> str:

@@ -22,6 +22,8 @@ from batch_assets.resources import ProvidersResource
 
 from .provider_calls import ENDPOINT, adapter_for, create_request, shard_file, wait_terminal
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 # Where each provider's page size for polling by listing is set (DashScope shares OpenAI's adapter).
 PAGE_SIZE_SETTING = {
     "openai": "openai.adapter.LIST_PAGE_SIZE",

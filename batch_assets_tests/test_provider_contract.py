@@ -177,6 +177,7 @@ def test_provider_settings_come_from_the_definitions_and_keys_stay_out_of_repr()
 # --- adapters against the emulator -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the_sdk(provider, emulator, tmp_path):
     adapter = adapter_for(emulator, provider, max_retries=3)  # the SDK would retry 5xx/429 3 times ...
@@ -204,6 +205,7 @@ def test_create_is_unknown_on_5xx_and_429_failed_on_400_and_never_retried_by_the
     assert not created.snapshot.terminal and not created.snapshot.results_ready
 
 
+@pytest.mark.slow
 def test_anthropic_create_sends_the_shard_lines_as_they_are(emulator, tmp_path):
     adapter = adapter_for(emulator, "anthropic")
     line = json.loads(shard_file(tmp_path, "anthropic", n=1).read_text(encoding="utf-8"))
@@ -236,6 +238,7 @@ def test_create_on_a_dropped_connection_is_unknown(provider, tmp_path):
     assert result.outcome == CreateOutcome.UNKNOWN and result.status_code is None and result.error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, tmp_path):
     adapter = adapter_for(emulator, provider)
@@ -279,6 +282,7 @@ def test_lifecycle_prepare_create_find_poll_results_delete(provider, emulator, t
         assert prepared.file_id in deleted and (snap.output_file_id is None or snap.output_file_id in deleted)
 
 
+@pytest.mark.slow
 def test_gemini_goes_inline_within_the_limit_but_never_for_embeddings(emulator, tmp_path):
     adapter = adapter_for(emulator, "gemini")
     path = shard_file(tmp_path, "gemini")
@@ -326,6 +330,7 @@ def _end_by_cancel(adapter, batch_id: str):
     return wait_terminal(adapter, batch_id)
 
 
+@pytest.mark.slow
 def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulator, tmp_path):
     """Batches carry no metadata: time and size only pick candidates. While one has not ended the
     answer is CANNOT_TELL; once all have, the one whose results hold the shard's ids is FOUND."""
@@ -380,6 +385,7 @@ def test_anthropic_find_job_decides_only_by_request_ids_of_ended_batches(emulato
     assert adapter.find_job("job-a", later).outcome == FindOutcome.ABSENT
 
 
+@pytest.mark.slow
 def test_anthropic_results_are_streamed_only_once_they_are_there(emulator, tmp_path):
     adapter = adapter_for(emulator, "anthropic")
     emulator.configure(force_batch_status="stuck")
@@ -396,6 +402,7 @@ def test_anthropic_results_are_streamed_only_once_they_are_there(emulator, tmp_p
     assert out.provider_file_id is None and out.byte_count > 0
 
 
+@pytest.mark.slow
 def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
     adapter = adapter_for(emulator, "openai")
     emulator.configure(max_requests_per_batch=1)
@@ -407,6 +414,7 @@ def test_openai_batch_errors_are_batch_error_tuples(emulator, tmp_path):
     assert snap.errors[0].code == "too_many_tasks" or snap.errors[0].code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(MODEL))
 def test_find_job_pages_through_the_providers_batch_list(provider, emulator, tmp_path, monkeypatch):
     """One batch a page: the lookup follows the SDK's paging to the oldest batch."""

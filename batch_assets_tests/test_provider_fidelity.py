@@ -83,6 +83,7 @@ def gemini_line(key: str, text: str, **request: Any) -> dict[str, Any]:
 # --- Anthropic: the rarer stop reasons ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_anthropic_cut_off_stop_reasons_read_as_length_and_refusal_as_content_filter(
     emulator: EmulatorHandle, tmp_path: Path
 ) -> None:
@@ -202,6 +203,7 @@ def test_dashscope_error_lines_in_the_openai_shape_and_with_error_code_and_error
 # --- Gemini: usage of thinking models ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path: Path) -> None:
     emulator.configure(gemini_thinking_models=["gemini-2.5-*"], gemini_cached_token_fraction=0.5)
     adapter = adapter_for(emulator, "gemini")
@@ -237,6 +239,7 @@ def test_gemini_output_tokens_count_thoughts(emulator: EmulatorHandle, tmp_path:
 # --- OpenAI: reasoning models' usage -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/responses"])
 def test_openai_reasoning_tokens_are_kept_apart_inside_output(
     emulator: EmulatorHandle, tmp_path: Path, endpoint: str
@@ -286,6 +289,7 @@ def test_openai_reasoning_tokens_are_kept_apart_inside_output(
 # --- Gemini: a failed batch's cause, read from the operation as sent ---------------------------------
 
 
+@pytest.mark.slow
 def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: EmulatorHandle, tmp_path: Path) -> None:
     from batch_assets.providers.gemini.formats import CAPACITY_CODES
 
@@ -310,6 +314,7 @@ def test_gemini_failed_batch_error_is_read_from_the_raw_operation(emulator: Emul
 # --- Gemini: inline only by opt-in, and never matched by position ------------------------------------------
 
 
+@pytest.mark.slow
 def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_left_out_and_counted(
     emulator: EmulatorHandle, tmp_path: Path
 ) -> None:
@@ -351,6 +356,7 @@ def test_gemini_inline_is_off_by_default_and_unkeyed_responses_are_left_out_and_
 # --- Gemini: SUCCEEDED before its results exist ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_job_that_succeeded_before_its_results_exist_is_collected_later(
     emulator: EmulatorHandle, warehouse, tmp_path: Path
 ) -> None:
@@ -620,6 +626,7 @@ def test_every_demo_task_renders_gemini_lines_with_only_known_fields(schema_fiel
     assert kinds == {"json", "text", "embedding"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schema_field", ["response_json_schema", "response_schema"])
 def test_gemini_structured_output_in_either_schema_field_runs_on_the_strict_emulator(
     schema_field: str, emulator: EmulatorHandle, tmp_path: Path
@@ -658,6 +665,7 @@ def test_provider_options_apply_to_their_provider_only_and_enter_the_input_hash(
     assert "gemini_schema_field" not in input_hash_sql(task)  # tasks on the defaults keep their hashes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("knobs", "code", "failure_class"),
     [
@@ -698,6 +706,7 @@ def test_a_failed_gemini_batch_classes_its_items_by_the_operation_error(
 # --- OpenAI: what reasoning models refuse ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_reasoning_models_refuse_max_tokens_and_temperature(emulator: EmulatorHandle, tmp_path: Path) -> None:
     """The service answers 400 per line: `max_tokens` (unsupported_parameter) and a temperature other
     than 1 (unsupported_value); `max_completion_tokens` without a temperature is answered."""
@@ -734,6 +743,7 @@ def test_openai_reasoning_models_refuse_max_tokens_and_temperature(emulator: Emu
     assert rows["new"]["status_code"] == 200
 
 
+@pytest.mark.slow
 def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(
     seeded_copy, ticket_task, adapter, run_partition, monkeypatch
 ) -> None:
@@ -769,6 +779,7 @@ def test_a_reasoning_model_task_is_rendered_the_way_the_service_accepts(
 # --- Gemini: an unspecified state keeps what we knew ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("previous", [JobState.SUBMITTED, JobState.RUNNING, JobState.FINALIZING])
 def test_gemini_unspecified_state_read_through_the_sdk_keeps_the_previous_state(
     emulator: EmulatorHandle, tmp_path: Path, previous: JobState

@@ -23,6 +23,8 @@ from batch_assets.spec.resolve import load_all_tasks
 
 from .provider_calls import DAY, TASK_OF, adapter_for, collect_and_reconcile, run_to_terminal
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
 def test_provider_runs_a_task_end_to_end(provider: str, all_seeded: Warehouse, emulator: EmulatorHandle) -> None:

@@ -23,6 +23,8 @@ from batch_assets.resources import EMULATOR_API_KEY
 from .conftest import DAY1, FAST_EMULATOR, _run_partition
 from .profiles import EARLIER_DAYS, ledger_scans
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 TASK_ID1 = "ticket_triage_20261120"
 ITEMS, REJECTED_ROWS, QUARANTINED, LINES = 58, 2, 8, 50  # 3 of 8 quarantined: card numbers blocked
 

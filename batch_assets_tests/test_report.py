@@ -33,6 +33,7 @@ def finished(seeded_copy, ticket_task, adapter, run_partition):
     return seeded_copy, ticket_task.task_id(DAY1)
 
 
+@pytest.mark.slow
 def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_path):
     wh, task_id = finished
     rec = reconcile(wh, task_id)
@@ -76,6 +77,7 @@ def test_a_finished_partitions_numbers_are_the_reconciliations(finished, tmp_pat
     assert job.request_options == '{"response_format": "json_schema"}' and job.request_options in md
 
 
+@pytest.mark.slow
 def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
     wh, task_id = finished
     with wh.connect() as conn:
@@ -92,6 +94,7 @@ def test_the_html_page_has_the_outcome_and_state_charts(finished, tmp_path):
     assert not list(tmp_path.glob("reports/*.tmp"))
 
 
+@pytest.mark.slow
 def test_an_unfinished_partition_shows_what_is_open_and_no_end(seeded_copy, ticket_task, adapter):
     from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.send.shards import cut_shards

@@ -46,6 +46,7 @@ def _gone(adapter, provider: str, file_id: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", sorted(TASK_OF))
 def test_provider_files_are_deleted_after_download(
     provider: str, all_seeded: Warehouse, emulator: EmulatorHandle
@@ -71,6 +72,7 @@ def test_provider_files_are_deleted_after_download(
         assert all(_gone(adapter, provider, f) for f in file_ids)
 
 
+@pytest.mark.slow
 def test_retention_off_keeps_provider_files(all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
     task = load_all_tasks()["ticket_triage"]
     task = replace(task, spec=task.spec.model_copy(update={"retention": RetentionSpec(delete_remote_files=False)}))
@@ -90,6 +92,7 @@ def _jobs_remote(wh: Warehouse) -> list[tuple[str, str | None]]:
     return [(j["remote_files"], j["remote_delete_error"]) for j in json.loads(out.getvalue())]
 
 
+@pytest.mark.slow
 def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(
     all_seeded: Warehouse, emulator: EmulatorHandle
 ) -> None:
@@ -119,6 +122,7 @@ def test_failed_deletion_is_recorded_and_retried_on_the_next_collect(
     assert outcomes["failed"] == 1 and outcomes["deleted"] >= 2
 
 
+@pytest.mark.slow
 def test_purge_keeps_the_ledger_compresses_raw_files_and_reruns_safely(
     all_seeded: Warehouse, emulator: EmulatorHandle
 ) -> None:
@@ -177,6 +181,7 @@ def test_parse_age_rejects_other_values(text: str) -> None:
         parse_age(text)
 
 
+@pytest.mark.slow
 def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehouse, emulator: EmulatorHandle) -> None:
     """A deletion that failed during collect is done by the `retention` asset (a real materialization)."""
     import dagster as dg
@@ -204,6 +209,7 @@ def test_retention_asset_deletes_what_a_collect_left_pending(all_seeded: Warehou
     assert _gone(adapter, "openai", jobs[0]["input_file_id"])
 
 
+@pytest.mark.slow
 def test_sensor_tick_retries_a_failed_deletion(
     dagster_env: Warehouse, emulator: EmulatorHandle, adapter, run_partition
 ) -> None:

@@ -22,6 +22,8 @@ from batch_assets.pipeline.settle.retry_ledger import plan_retries, reopen_for_o
 
 from .conftest import DAY1, FAST_EMULATOR
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 TASK_ID = "ticket_triage_20261120"
 ITEMS, QUARANTINED = 58, 8  # 5 bad lines + 3 card numbers blocked by the policy
 

@@ -40,6 +40,7 @@ def _picked(custom_id: str) -> bool:
     return int(hashlib.md5(custom_id.encode()).hexdigest()[:8], 16) < RATE * 2**32
 
 
+@pytest.mark.slow
 def test_review_and_revoke_round_trip(
     seeded_copy: Warehouse, review_task, adapter, run_partition, wait_for_jobs
 ) -> None:
@@ -105,6 +106,7 @@ def test_review_and_revoke_round_trip(
     assert rec.revoked == 2 and not rec.problems()
 
 
+@pytest.mark.slow
 def test_revoke_a_whole_partition_twice(seeded_copy: Warehouse, ticket_task, adapter, run_partition) -> None:
     wh, task_id = seeded_copy, ticket_task.task_id(DAY1)
     rec = run_partition(wh, ticket_task, DAY1, adapter)
@@ -140,6 +142,7 @@ def test_review_rate_out_of_range_is_refused() -> None:
         ReviewSpec(sample_rate=1.5)
 
 
+@pytest.mark.slow
 def test_revoking_an_answer_over_a_revoked_one_walks_back_to_the_answer_before(
     seeded_copy: Warehouse, ticket_task, adapter, run_partition
 ) -> None:

@@ -15,6 +15,7 @@ import time
 
 import dagster as dg
 import openai
+import pytest
 
 from batch_assets.components.wiring import collect_asset_keys
 from batch_assets.emulator import clock as emulator_clock
@@ -30,6 +31,8 @@ from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, DAY2
 from .sensor_ticks import limited, tick
+
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 COLLECT_KEYS = [

@@ -136,6 +136,7 @@ def infos(log) -> list[str]:
 # --- state-driven collection ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_partition_ends_collected(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, caplog
 ):
@@ -181,6 +182,7 @@ def test_a_failed_collect_run_is_requested_again_under_a_new_run_key_and_the_par
     assert collect_requests(tick(defs, sensor_instance)) == []
 
 
+@pytest.mark.slow
 def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits
 ):
@@ -208,6 +210,7 @@ def test_every_unfinished_collection_step_is_requested_from_the_ledger_state(
     assert reconcile(wh, TASK_ID).applied == 50
 
 
+@pytest.mark.slow
 def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog, capsys
 ):
@@ -245,6 +248,7 @@ def test_collection_is_given_up_after_the_bound_and_the_error_stays_visible(
     assert "collect_error" in table.splitlines()[0] and "gave up after 2" in table
 
 
+@pytest.mark.slow
 def test_a_job_reported_done_before_its_results_exist_is_not_downloaded_until_they_do(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, no_download_waits, monkeypatch, caplog
 ):
@@ -318,6 +322,7 @@ def stuck_check(defs, instance):
     return evaluation
 
 
+@pytest.mark.slow
 def test_a_stuck_job_is_marked_warned_by_the_check_then_cancelled(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch, caplog
 ):
@@ -357,6 +362,7 @@ def test_a_stuck_job_is_marked_warned_by_the_check_then_cancelled(
     assert stuck_check(defs, sensor_instance).passed
 
 
+@pytest.mark.slow
 def test_notify_policy_only_marks_and_logs(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, monkeypatch, caplog
 ):
@@ -373,6 +379,7 @@ def test_notify_policy_only_marks_and_logs(
     assert not stuck_check(defs, sensor_instance).passed
 
 
+@pytest.mark.slow
 def test_the_default_slas_do_not_flag_a_fresh_job(defs, sensor_instance, dagster_env, ticket_task, adapter, emulator):
     wh = dagster_env
     emulator.configure(force_batch_status="stuck")
@@ -381,6 +388,7 @@ def test_the_default_slas_do_not_flag_a_fresh_job(defs, sensor_instance, dagster
     assert job_row(wh, job_key)["stuck_at"] is None
 
 
+@pytest.mark.slow
 def test_a_collect_run_in_progress_is_not_requested_twice(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, caplog
 ):
@@ -440,6 +448,7 @@ def test_stuck_slas_default_per_provider_and_are_overridden_per_task(ticket_task
     assert ticket_task.spec.stuck == StuckSpec()  # the demo tasks keep the provider defaults
 
 
+@pytest.mark.slow
 def test_a_provider_batch_failure_is_logged_with_its_reason(
     defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, caplog
 ):
@@ -452,3 +461,4 @@ def test_a_provider_batch_failure_is_logged_with_its_reason(
     assert failure.startswith(f"{job_key}: provider batch ended FAILED (failed): token_limit_exceeded: ")
     assert any("transitions 1, collect requests 1" in m for m in infos(caplog))
     assert [r.partition_key for r in collect_requests(result)] == [DAY1]  # its items get their outcome
+

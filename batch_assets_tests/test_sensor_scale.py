@@ -72,6 +72,7 @@ def writes(wh: ProfilingWarehouse, prefix: str) -> int:
     return sum(1 for _s, sql in wh.statements if " ".join(sql.split()).startswith(prefix))
 
 
+@pytest.mark.slow
 def test_every_job_is_polled_within_two_ticks_and_each_tick_is_recorded_in_one_batch(fleet, monkeypatch):
     wh = fleet
     assert len(poll_times(wh)) == JOBS
@@ -105,6 +106,7 @@ def test_every_job_is_polled_within_two_ticks_and_each_tick_is_recorded_in_one_b
         assert min(seen[tick].values()) >= tick_times[tick - 2]
 
 
+@pytest.mark.slow
 def test_poll_results_are_recorded_with_one_statement_whatever_their_number(fleet, emulator):
     wh = fleet
     never_before = sum(t is None for t in poll_times(wh).values())
@@ -123,6 +125,7 @@ def test_poll_results_are_recorded_with_one_statement_whatever_their_number(flee
     assert writes(wh, "UPDATE ledger.provider_job") == 1
 
 
+@pytest.mark.slow
 def test_shards_held_back_for_the_job_cap_are_recorded_with_one_statement(tmp_path, emulator, ticket_task):
     wh = ProfilingWarehouse(database=tmp_path / "warehouse.duckdb", data_dir=tmp_path / "data")
     with wh.connect() as conn:

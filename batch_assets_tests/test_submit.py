@@ -20,6 +20,8 @@ from batch_assets.resources import EMULATOR_API_KEY
 
 from .conftest import DAY1, DAY2
 
+pytestmark = pytest.mark.slow  # starts the emulator or Dagster
+
 TASK_ID1 = "ticket_triage_20261120"
 LINES = 50  # sendable lines per seeded day (3 card numbers blocked by the policy)
 
