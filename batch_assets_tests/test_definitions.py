@@ -170,6 +170,8 @@ def test_shards_check_is_blocking_and_reconciliation_checks_applied(defs):
         ("shards_within_limits", True),
         ("within_budget", True),
     ]
+    # The gate's results are recorded against each day too (the check's Partitions tab).
+    assert all(isinstance(c.partitions_def, dg.DailyPartitionsDefinition) for c in shards.check_specs)
     applied = defs.resolve_assets_def(key("ticket_triage", "applied"))
     assert [c.name for c in applied.check_specs] == ["reconciliation"]
     # Results are recorded per partition (a run over a range of days has one result for the range).

@@ -34,7 +34,7 @@ def _status(instance) -> dict:
 
 @pytest.mark.slow
 def test_green_only_when_done_red_when_canceled_empty_while_in_flight(
-    dagster_env, instance, adapter, wait_for_jobs, capsys
+    dagster_env, emulator, instance, adapter, wait_for_jobs, capsys
 ):
     from batch_assets.cli import main
     from batch_assets.definitions import defs as load_defs
@@ -56,9 +56,24 @@ def test_green_only_when_done_red_when_canceled_empty_while_in_flight(
     assert "CANCELED" in str(failure.event_specific_data.error) and "--class canceled" in str(
         failure.event_specific_data.error
     )
-    # The stage assets and the check are still there for the canceled day: only `settled` says "not done".
+    # The stage assets are still there for the canceled day; the check warns `canceled`, not passed.
     applied = instance.get_status_by_partition(dg.AssetKey([TASK, "applied"]), [DAY1], daily_partitions)
     assert applied[DAY1] == dg.AssetPartitionStatus.MATERIALIZED
+    check = next(e for e in canceled.get_asset_check_evaluations() if e.check_name == "reconciliation")
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert "canceled: canceled by an operator" in check.metadata["verdict"].value
+
+    # On request, the canceled items are sent again; the day then ends done.
+    task_id = f"{TASK}_{DAY1.replace('-', '')}"
+    capsys.readouterr()
+    assert main(["retry", task_id, "--class", "canceled", "--dry-run"]) == 0
+    assert "would reopen" in capsys.readouterr().out
+    emulator.configure(force_batch_status=None)  # the new batch finishes
+    assert main(["retry", task_id, "--class", "canceled"]) == 0
+    assert "reopened" in capsys.readouterr().out
+    wait_for_jobs(dagster_env, adapter)
+    assert _run(defs, "collect", instance, DAY1).success
+    assert _status(instance)[DAY1] == dg.AssetPartitionStatus.MATERIALIZED
 
 
 def _rec(**kw) -> Reconciliation:

@@ -462,3 +462,45 @@ def test_a_provider_batch_failure_is_logged_with_its_reason(
     assert any("transitions 1, collect requests 1" in m for m in infos(caplog))
     assert [r.partition_key for r in collect_requests(result)] == [DAY1]  # its items get their outcome
 
+
+@pytest.mark.slow
+def test_a_revoke_gets_a_collect_run_that_refreshes_the_business_tables_row_count(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, caplog
+):
+    from batch_assets.pipeline.govern.revoke import revoke
+
+    wh = dagster_env
+    submit_day1(wh, ticket_task, adapter)
+    wait_provider_terminal(emulator)
+    (collect,) = collect_requests(tick(defs, sensor_instance))
+    assert run(defs, sensor_instance, collect, emulator).success
+    with wh.connect() as conn:
+        before = conn.execute("SELECT count(*) FROM ticket_labels").fetchone()[0]
+        gone = [r[0] for r in conn.execute("SELECT custom_id FROM ledger.applied_result LIMIT 3").fetchall()]
+    assert revoke(wh, custom_ids=gone, reason="wrong labels").revoked == 3
+
+    sensor = defs.resolve_sensor_def("provider_status_sensor")
+    context = dg.build_sensor_context(instance=sensor_instance, definitions=defs, resources=default_resources())
+    context.log.addHandler(caplog)
+    result = sensor.evaluate_tick(context)
+    (refresh,) = collect_requests(result)
+    assert refresh.partition_key == DAY1 and refresh.run_key.startswith(f"revoked:ticket_triage:{DAY1}:")
+    assert f"requested ticket_triage__collect {DAY1}: revoked: 3 answer(s) of {TASK_ID} taken back" in infos(caplog)
+
+    refreshed = run(defs, sensor_instance, refresh, emulator)
+    assert refreshed.success
+    (table,) = [
+        e.event_specific_data.asset_observation
+        for e in refreshed.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+        and e.event_specific_data.asset_observation.asset_key == dg.AssetKey(["warehouse", "ticket_labels"])
+    ]
+    assert table.metadata["dagster/row_count"].value == before - 3
+    applied = sensor_instance.get_latest_materialization_event(dg.AssetKey(["ticket_triage", "applied"]))
+    assert applied.run_id == refreshed.run_id
+
+    # The next tick, from the cursor the last one left, asks for nothing more.
+    again = dg.build_sensor_context(
+        instance=sensor_instance, cursor=result.cursor, definitions=defs, resources=default_resources()
+    )
+    assert not [r for r in collect_requests(sensor.evaluate_tick(again)) if r.run_key.startswith("revoked:")]

@@ -4,6 +4,7 @@
 import dagster as dg
 
 from batch_assets.components.asset_metadata import TAG_PRIORITY, table_name_metadata, tag_run
+from batch_assets.components.partitions import partitioned_check_spec
 from batch_assets.components.summary_metadata import totals, verdicts_result
 from batch_assets.components.wiring import SHARDS_CHECK, TaskWiring
 from batch_assets.pipeline.govern.budget import check_budget
@@ -58,7 +59,7 @@ def _gate_check_specs(w: TaskWiring) -> list[dg.AssetCheckSpec]:
         f"after fixing it, `batch-assets resume {provider}` lifts the pause.",
     }
     return [
-        dg.AssetCheckSpec(check, asset=w.key("shards"), blocking=True, description=text)
+        partitioned_check_spec(check, w.key("shards"), blocking=True, description=text)
         for check, text in checks.items()
     ]
 

@@ -1,6 +1,5 @@
 """The `applied` asset with the partitioned reconciliation check (pipeline.settle)."""
 
-import warnings
 from dataclasses import replace
 from datetime import timedelta
 
@@ -14,7 +13,7 @@ from batch_assets.components.asset_metadata import (
     table_name_metadata,
     tag_run,
 )
-from batch_assets.components.partitions import daily_partitions
+from batch_assets.components.partitions import partitioned_check_spec
 from batch_assets.components.summary_metadata import health, money
 from batch_assets.components.wiring import RECONCILIATION_CHECK, TaskWiring
 from batch_assets.formatting import parse_duration
@@ -34,22 +33,18 @@ def applied_freshness(task: ResolvedTask) -> dg.FreshnessPolicy:
 
 
 def _reconciliation_spec(w: TaskWiring) -> dg.AssetCheckSpec:
-    with warnings.catch_warnings():
-        # Partitioned asset checks are a preview API in Dagster 1.13, used on purpose: each day's
-        # reconciliation result is recorded against that day's partition.
-        warnings.simplefilter("ignore", dg.PreviewWarning)
-        return dg.AssetCheckSpec(
-            RECONCILIATION_CHECK,
-            asset=w.key("applied"),
-            partitions_def=daily_partitions,
-            description="Passes only when every item of the partition is final (applied, stale, quarantined, "
-            "final-failed within the task's tolerance, held for compliance, canceled) and the "
-            "reconciliation equations hold; warns while work is pending (in flight, retries); fails "
-            "when nothing is pending and an item is unresolved or final failures exceed the tolerance. "
-            "A run for one day records its result against that day. A run over a range of days "
-            "records one result for the range: `partition` in its metadata names the days and "
-            "every day's reconciliation is listed by task_id (collect runs are one day each).",
-        )
+    return partitioned_check_spec(
+        RECONCILIATION_CHECK,
+        w.key("applied"),
+        description="Passes only when every item of the partition is final (applied, stale, quarantined, "
+        "final-failed within the task's tolerance, held for compliance) and the reconciliation "
+        "equations hold; warns while work is pending (in flight, retries) and when an operator "
+        "canceled the partition's work (`canceled`); fails when nothing is pending and an item is "
+        "unresolved or final failures exceed the tolerance. "
+        "A run for one day records its result against that day. A run over a range of days "
+        "records one result for the range: `partition` in its metadata names the days and "
+        "every day's reconciliation is listed by task_id (collect runs are one day each).",
+    )
 
 
 def _reconciliation_result(context: dg.AssetExecutionContext, settled: list) -> dg.AssetCheckResult:

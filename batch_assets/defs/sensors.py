@@ -13,6 +13,10 @@ Each tick
   item quarantined before sending), so it reaches `settled` (pipeline.settle.partition_status);
 - requests a `<task>__submit` run (submissions only) for partitions whose shards wait for a
   provider's capacity;
+- requests a `<task>__collect` run for every partition whose answers were revoked since the last
+  tick (CLI revoke, review reject), so its metadata and its business table's row count are current;
+- logs every run it requests with its partition and why (collect due, settle, capacity freed,
+  orphaned intents, retry due, revoked);
 - tries again to delete provider-side files whose deletion after download failed (retention).
 
 Runs carry the tags `batch_assets/task`, `batch_assets/partition` and `batch_assets/attempt` (the
@@ -27,6 +31,7 @@ at import time.
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import dagster as dg
 
@@ -46,7 +51,7 @@ from batch_assets.pipeline.send.submit import (
     partitions_with_orphaned_intents,
     release_claims_of_ended_runs,
 )
-from batch_assets.pipeline.settle.partition_status import partitions_to_settle
+from batch_assets.pipeline.settle.partition_status import partitions_revoked_since, partitions_to_settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProviderConfigurationError, ProvidersResource, WarehouseResource
@@ -58,6 +63,7 @@ REMOTE_DELETIONS_PER_TICK = 20  # failed provider-file deletions retried per tic
 COLLECT_MAX_TRIES = DEFAULT_MAX_COLLECT_TRIES
 RESULTS_WAIT_S = DEFAULT_RESULTS_WAIT_S
 TAG_TASK, TAG_PARTITION, TAG_ATTEMPT = "batch_assets/task", "batch_assets/partition", "batch_assets/attempt"
+TAG_REASON = "batch_assets/requested_because"  # why the sensor asked for the run (also in the tick log)
 # A run of these statuses is still going (or about to): no second run of the same partition.
 ACTIVE_RUN_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
@@ -184,6 +190,7 @@ class _LedgerState:
     released: int
     orphaned: list
     settle_due: list
+    revoked: list
 
     def attempt_of_jobs(self, task_name: str, day: str) -> int | None:
         return self.attempts.get((task_name, day), (None, 1))[0]
@@ -205,7 +212,9 @@ def _account_limits(providers: ProvidersResource):
     return limits_of
 
 
-def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.DagsterInstance) -> _LedgerState:
+def _read_ledger(
+    wh, tasks: dict, providers: ProvidersResource, instance: dg.DagsterInstance, revoked_since: datetime | None
+) -> _LedgerState:
     # One connection for the tick's ledger work (opening one is not free).
     with wh.connect() as conn:
         stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn)
@@ -219,7 +228,8 @@ def _read_ledger(wh, tasks: dict, providers: ProvidersResource, instance: dg.Dag
         released = release_claims_of_ended_runs(conn, lambda owner: _ended(instance, owner))
         orphaned = partitions_with_orphaned_intents(conn)
         settle_due = partitions_to_settle(conn)
-    return _LedgerState(stuck, plan, attempts, high_water, waiting_to_submit, released, orphaned, settle_due)
+        revoked = partitions_revoked_since(conn, revoked_since)
+    return _LedgerState(stuck, plan, attempts, high_water, waiting_to_submit, released, orphaned, settle_due, revoked)
 
 
 def _log_stuck_and_uncollected(log, stuck, plan) -> None:
@@ -270,7 +280,10 @@ def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) ->
                     r.task_name,
                     r.partition_date,
                     state.attempt_of_jobs(r.task_name, r.partition_date) or r.attempt,
-                    **{"batch_assets/jobs": ",".join(r.job_keys)[:1000]},
+                    **{
+                        "batch_assets/jobs": ",".join(r.job_keys)[:1000],
+                        TAG_REASON: f"collect due: {r.describe()}"[:500],
+                    },
                 ),
             )
         )
@@ -299,11 +312,45 @@ def _settle_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> 
                     due.task_name,
                     due.partition_date,
                     state.attempt_of_shards(due.task_name, due.partition_date),
-                    **{"batch_assets/settle": due.reason[:200]},
+                    **{"batch_assets/settle": due.reason[:200], TAG_REASON: f"settle: {due.reason}"},
                 ),
             )
         )
     return requests
+
+
+def _revoke_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+    """A collect run for each partition with answers revoked since the last tick: it applies nothing
+    again and records the partition's figures and its business table's rows as they now are."""
+    requests = []
+    for r in state.revoked:
+        job_name = f"{r.task_name}__collect"
+        requests.append(
+            dg.RunRequest(
+                run_key=r.run_key,
+                job_name=job_name,
+                partition_key=r.partition_date,
+                tags=_tags(
+                    r.task_name,
+                    r.partition_date,
+                    state.attempt_of_shards(r.task_name, r.partition_date),
+                    **{TAG_REASON: f"revoked: {r.revoked} answer(s) of {r.task_id} taken back"},
+                ),
+            )
+        )
+    return requests
+
+
+def _log_requests(log, requests: list[dg.RunRequest]) -> None:
+    """Every run asked for, with its partition and why."""
+    for r in requests:
+        log.info(f"requested {r.job_name} {r.partition_key}: {r.tags.get(TAG_REASON, '-')[:300]}")
+
+
+def _revoked_cursor(cursor: dict, state: _LedgerState) -> str | None:
+    """The newest revocation acted on, so the next tick asks only for later ones."""
+    latest = [r.last_revoked_at.isoformat() for r in state.revoked]
+    return max([*latest, *([cursor["revoked_at"]] if cursor.get("revoked_at") else [])], default=None)
 
 
 def _submissions_request(task_name: str, day: str, run_key: str, attempt: int, **tags: str) -> dg.RunRequest:
@@ -329,7 +376,10 @@ def _capacity_requests(state: _LedgerState, now_s: float) -> list[dg.RunRequest]
                 w.partition_date,
                 f"submit:{w.task_name}:{w.partition_date}:{state.high_water}{minute}",
                 state.attempt_of_shards(w.task_name, w.partition_date),
-                **{"batch_assets/waiting_shards": str(w.shards)},
+                **{
+                    "batch_assets/waiting_shards": str(w.shards),
+                    TAG_REASON: f"capacity freed: {w.shards} shard(s) waiting",
+                },
             )
         )
     return requests
@@ -353,7 +403,7 @@ def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> 
                 day,
                 f"resume:{task_name}:{day}:{fingerprint}:{state.high_water}",
                 state.attempt_of_shards(task_name, day),
-                **{"batch_assets/orphaned_intents": str(intents)},
+                **{"batch_assets/orphaned_intents": str(intents), TAG_REASON: f"orphaned intents: {intents}"},
             )
         )
     return requests
@@ -369,7 +419,7 @@ def _retry_requests(wh, tasks: dict) -> list[dg.RunRequest]:
             row["partition_date"],
             f"retry:{row['task_name']}:{row['partition_date']}:a{row['next_attempt']}:{row['due']}",
             int(row["next_attempt"]),
-            **{"batch_assets/retries_due": str(row["due"])},
+            **{"batch_assets/retries_due": str(row["due"]), TAG_REASON: f"retry due: {row['due']} item(s)"},
         )
         for row in pending_retries(wh)
         if row["due"] and row["task_name"] in automatic
@@ -404,9 +454,15 @@ def provider_status_tick(
     polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
     _log_polls(log, polled)
     _retry_remote_deletions(wh, providers, tasks, log)
-    state = _read_ledger(wh, tasks, providers, context.instance)
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    since = datetime.fromisoformat(cursor["revoked_at"]) if cursor.get("revoked_at") else None
+    state = _read_ledger(wh, tasks, providers, context.instance, since)
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
-    collect = [*_collect_requests(context.instance, state, log), *_settle_requests(context.instance, state, log)]
+    collect = [
+        *_collect_requests(context.instance, state, log),
+        *_settle_requests(context.instance, state, log),
+        *_revoke_requests(context.instance, state, log),
+    ]
     submit = [
         *_capacity_requests(state, time.time()),
         *_orphan_requests(context.instance, state, log),
@@ -421,4 +477,6 @@ def provider_status_tick(
         f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
         f"collect given up {len(state.plan.given_up)}, results not ready {len(state.plan.results_not_ready)}"
     )
-    return dg.SensorResult(run_requests=[*collect, *submit], cursor=json.dumps({"terminal_seq": state.high_water}))
+    _log_requests(log, [*collect, *submit])
+    new_cursor = {"terminal_seq": state.high_water, "revoked_at": _revoked_cursor(cursor, state)}
+    return dg.SensorResult(run_requests=[*collect, *submit], cursor=json.dumps(new_cursor))

@@ -12,6 +12,7 @@ failed under `fail`; a partition not frozen yet is not under way nor done: nothi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from batch_assets.pipeline.settle.reconcile import FAILED, Reconciliation, Verdict
 
@@ -36,11 +37,7 @@ def partition_status(rec: Reconciliation, verdict: Verdict) -> PartitionStatus:
         reasons = tuple(dict.fromkeys([*verdict.reasons, *(f"provider failed batch {f}" for f in rec.batch_failures)]))
         return PartitionStatus(rec.task_id, NOT_DONE, verdict.final_status or "FAILED", reasons)
     if verdict.final_status == "CANCELED":
-        reason = (
-            f"canceled by an operator: {rec.operator_canceled} item(s) not sent or not answered, none applied "
-            "(`batch-assets retry <task_id> --class canceled` sends them again)"
-        )
-        return PartitionStatus(rec.task_id, NOT_DONE, "CANCELED", (reason,))
+        return PartitionStatus(rec.task_id, NOT_DONE, "CANCELED", verdict.reasons)
     return PartitionStatus(rec.task_id, DONE, verdict.final_status, verdict.reasons)
 
 
@@ -102,3 +99,35 @@ def partitions_to_settle(conn) -> list[SettleDue]:
             reason = "the source had no rows for the day, 0 items (empty_source)"
         due.append(SettleDue(task_name, day, task_id, int(version), reason))
     return due
+
+
+@dataclass(frozen=True)
+class RevokeRefresh:
+    """A partition whose answers were revoked (CLI revoke, review reject) after its stages last ran: a
+    collect run refreshes its metadata and its business table's row count (nothing is re-applied)."""
+
+    task_name: str
+    partition_date: str
+    task_id: str
+    revoked: int
+    last_revoked_at: datetime
+
+    @property
+    def run_key(self) -> str:
+        """One refresh per wave of revocations: a later revoke gives a new key."""
+        return f"revoked:{self.task_name}:{self.partition_date}:{self.last_revoked_at.isoformat()}"
+
+
+def partitions_revoked_since(conn, since: datetime | None) -> list[RevokeRefresh]:
+    """Partitions with a revocation after `since` (the sensor's cursor); with no cursor yet, those
+    revoked after they were last settled."""
+    rows = conn.execute(
+        """
+        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), t.task_id, count(*), max(r.revoked_at)
+        FROM ledger.revocation r JOIN ledger.batch_task t USING (task_id)
+        WHERE r.revoked_at > coalesce(CAST($since AS TIMESTAMP), t.finished_at, TIMESTAMP '-infinity')
+        GROUP BY ALL ORDER BY 5
+        """,
+        {"since": since},
+    ).fetchall()
+    return [RevokeRefresh(name, day, task_id, int(n), last) for name, day, task_id, n, last in rows]

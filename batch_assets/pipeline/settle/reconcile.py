@@ -45,6 +45,7 @@ DEFAULT_MAX_FAILED_FRACTION = 0.01
 RECONCILE_CHUNK = 1 << 20
 
 PASSED, WARN, FAILED = "passed", "warn", "failed"
+CANCELED = "canceled"  # an operator canceled the work before anything was applied: final, not done
 # A partition whose source had no rows for its day: 0 items and nothing rejected. Its verdict is
 # `empty_source`, weighed by the task's `empty_source` setting; its final status is EMPTY.
 EMPTY_SOURCE, EMPTY = "empty_source", "EMPTY"
@@ -240,8 +241,12 @@ class Reconciliation:
             reasons += [f"provider failed batch {f}" for f in self.batch_failures]
             return Verdict(FAILED, tuple(reasons), "FAILED")
         if self.operator_canceled and not (self.applied + self.revoked + self.stale):
-            final = "CANCELED"
-        elif self.final_failed_total or self.compliance_held or self.operator_canceled:
+            reason = (
+                f"canceled by an operator: {self.operator_canceled} item(s) not sent or not answered, none "
+                f"applied (`batch-assets retry {self.task_id} --class canceled` sends them again)"
+            )
+            return Verdict(CANCELED, (reason,), "CANCELED")
+        if self.final_failed_total or self.compliance_held or self.operator_canceled:
             final = "COMPLETED_WITH_FAILURES"
         else:
             final = "COMPLETED"

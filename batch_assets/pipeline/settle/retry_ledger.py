@@ -45,6 +45,8 @@ from batch_assets.sqltext import rows_of_partitions, sql_literal
 MAX_REQUEUES = 20
 RETRY_ACTIONS = ("retry", "requeue")
 FINAL_FAILED_ACTIONS = ("final_failed", "await_operator")
+# An operator's explicit retry may also take back an operator's cancel (`--class canceled`).
+OPERATOR_REOPENABLE_ACTIONS = (*FINAL_FAILED_ACTIONS, "canceled")
 
 
 @dataclass(frozen=True)
@@ -202,8 +204,9 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
 def reopen_for_operator(
     wh: Warehouse, task_id: str, classes: tuple[str, ...], *, dry_run: bool = False, who: str = "cli"
 ) -> dict[str, int]:
-    """An operator's explicit retry: items whose latest attempt is final-failed (or awaiting an
-    operator) with one of `classes` become due retries. Returns counts by class (nothing written on dry run)."""
+    """An operator's explicit retry: items whose latest attempt is final-failed, awaiting an operator
+    or canceled by an operator with one of `classes` become due retries. Returns counts by class
+    (nothing written on dry run)."""
     if error := unknown_classes_error(classes):
         raise error
     tid = sql_literal(task_id)
@@ -211,7 +214,7 @@ def reopen_for_operator(
         SELECT d.custom_id, d.attempt, d.error_class
         FROM ledger.retry_decision d
         JOIN ({latest_attempt_sql(tid)}) l USING (custom_id, attempt)
-        WHERE d.task_id = {tid} AND d.action IN {FINAL_FAILED_ACTIONS}
+        WHERE d.task_id = {tid} AND d.action IN {OPERATOR_REOPENABLE_ACTIONS}
           AND list_contains(?, d.error_class)
           AND d.custom_id NOT IN (SELECT custom_id FROM ledger.applied_result WHERE task_id = {tid})
     """
