@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 
 STOP_GRACE_S = 20.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Stopped(Exception):
@@ -29,6 +30,33 @@ class Stopped(Exception):
 def start_group(cmd: Sequence[str], env: dict | None = None) -> subprocess.Popen:
     """Start `cmd` as the leader of a new process group."""
     return subprocess.Popen(list(cmd), env=env, start_new_session=True)
+
+
+class _SignalState:
+    """What the handler stop_on_signals installs knows: whether a stop was raised already, and
+    whether a signal waits for the end of a signals_held block."""
+
+    stopping = False
+    held = 0
+    pending: int | None = None
+
+
+_state = _SignalState()
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Inside stop_on_signals, a SIGINT or SIGTERM during the block raises Stopped only when the block
+    ends: a signal between starting a child and keeping its Popen would otherwise leave the child
+    unknown, and running. (Not a signal mask: children would inherit it and ignore the stop.)"""
+    _state.held += 1
+    try:
+        yield
+    finally:
+        _state.held -= 1
+    if not _state.held and _state.pending is not None:
+        signum, _state.pending = _state.pending, None
+        raise Stopped(signum)
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
@@ -47,15 +75,25 @@ def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Inside the block, SIGINT and SIGTERM raise Stopped (the default SIGTERM would end the
-    process without running any cleanup); the previous handlers come back after it."""
+    """Inside the block, the first SIGINT or SIGTERM raises Stopped (the default SIGTERM would end
+    the process without running any cleanup); later ones are ignored, so a second Ctrl-C (or a
+    SIGTERM to the whole process group after a SIGINT) cannot cut the cleanup short, which is bounded
+    by stop_group's grace. The previous handlers come back after the block."""
 
     def _raise(signum, _frame):
+        if _state.stopping:
+            return
+        _state.stopping = True
+        if _state.held:
+            _state.pending = signum
+            return
         raise Stopped(signum)
 
-    previous = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    _state.stopping, _state.pending = False, None
+    previous = {s: signal.signal(s, _raise) for s in STOP_SIGNALS}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _state.stopping, _state.pending = False, None

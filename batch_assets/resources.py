@@ -222,24 +222,26 @@ def _positive_int_env(variable: str) -> int | None:
     return int(raw)
 
 
-def emulator_url_from_env() -> str:
-    """$BATCH_ASSETS_EMULATOR_URL; else the emulator of a `batch-assets dev` running over this data
-    directory; else the default port."""
+def emulator_url_from_env(data_dir: str | Path | None = None) -> str:
+    """$BATCH_ASSETS_EMULATOR_URL; else the emulator of a `batch-assets dev` running over the data
+    directory (`data_dir`, else the environment's); else the default port."""
     explicit = os.environ.get("BATCH_ASSETS_EMULATOR_URL")
     if explicit:
         return explicit
-    data_dir = os.environ.get("BATCH_ASSETS_DATA_DIR") or os.path.dirname(
-        os.environ.get("BATCH_ASSETS_DATABASE", DEFAULT_DATABASE)
-    )
+    if data_dir is None:
+        data_dir = os.environ.get("BATCH_ASSETS_DATA_DIR") or os.path.dirname(
+            os.environ.get("BATCH_ASSETS_DATABASE", DEFAULT_DATABASE)
+        )
     return dev_stack.recorded_emulator_url(Path(data_dir or ".")) or DEFAULT_EMULATOR_URL
 
 
-def providers_from_env() -> ProvidersResource:
-    """The provider clients as the environment sets them. Every live provider must have its API key:
-    a missing one is refused here (at definitions load), naming the variable and the fix."""
+def providers_from_env(data_dir: str | Path | None = None) -> ProvidersResource:
+    """The provider clients as the environment sets them (the emulator: see emulator_url_from_env).
+    Every live provider must have its API key: a missing one is refused here (at definitions load),
+    naming the variable and the fix."""
     resource = ProvidersResource(
         mode=_mode_from_env(PROVIDER_MODE_ENV) or EMULATOR,
-        emulator_url=emulator_url_from_env(),
+        emulator_url=emulator_url_from_env(data_dir),
         connections=connections_from_env(),
     )
     missing = [name for name in known_providers() if resource.is_live(name) and not os.environ.get(api_key_env(name))]

@@ -70,3 +70,17 @@ def test_a_signal_to_the_parent_stops_the_whole_tree(tmp_path, signum):
 
     assert parent.wait(timeout=60) == 128 + signum
     assert not _alive(child) and not _alive(grandchild)
+
+
+def test_only_the_first_signal_stops_and_one_while_held_waits_for_the_block_end():
+    from batch_assets.process_group import Stopped, signals_held, stop_on_signals
+
+    with stop_on_signals():
+        with pytest.raises(Stopped) as stopped:
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                held = "the block went on"  # the signal waits for the end of the block
+        assert held and stopped.value.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)  # a second signal during the cleanup changes nothing
+    with stop_on_signals(), pytest.raises(Stopped):  # a new block stops again
+        os.kill(os.getpid(), signal.SIGINT)

@@ -65,7 +65,10 @@ def _cancel_one(wh, providers, job: dict) -> str:
 
     adapter = providers.adapter(job["provider"])
     try:
-        snap = adapter.cancel(_job_ref(job))
+        with context.reaching(wh, providers, job["provider"]):
+            snap = adapter.cancel(_job_ref(job))
+    except CliError:
+        raise  # the provider cannot be reached: asking it how the batch stands would fail the same way
     except Exception:
         # Providers refuse to cancel a batch that has already ended: say so rather than fail.
         finished = _finished_state(adapter, job)
@@ -87,14 +90,14 @@ def _cancel_one(wh, providers, job: dict) -> str:
 
 
 def cmd_cancel(args) -> int:
-    from batch_assets.resources import default_resources
-
     wh = context.warehouse(args)
     jobs = _running_jobs(wh, args.target)
     if not jobs:
         print(f"nothing to cancel: no provider job of {args.target!r} is still running")
         return 0
-    providers = default_resources()["providers"]
+    providers = context.providers(wh)
+    for provider in sorted({job["provider"] for job in jobs}):
+        context.check_reachable(wh, providers, provider)
     failed = 0
     for job in jobs:
         try:

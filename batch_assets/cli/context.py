@@ -9,12 +9,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batch_assets.cli.errors import CliError, UsageError, first_paragraph, is_lock_conflict, locked_message
+from batch_assets.cli.errors import (
+    CliError,
+    UsageError,
+    connection_failure,
+    first_paragraph,
+    is_lock_conflict,
+    locked_message,
+)
 
 if TYPE_CHECKING:
     import duckdb
 
     from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.resources import ProvidersResource
 
 DEFAULT_DATABASE = "data/warehouse.duckdb"
 # How long a command waits for a Dagster run (or another writer) to let go of the DuckDB file.
@@ -108,3 +116,80 @@ def known_tasks(task_ids: list[str]) -> str:
 
 def known_task_ids(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task ORDER BY task_id").fetchall()]
+
+
+# --- Providers: the emulator a `batch-assets dev` over this data directory started, and one clear
+# line (naming the URL tried) when a provider cannot be reached.
+
+
+def providers(wh: Warehouse) -> ProvidersResource:
+    """The provider clients for commands over `wh`: as the environment sets them, the emulator being
+    $BATCH_ASSETS_EMULATOR_URL, else the one a running `batch-assets dev` recorded in wh.data_dir."""
+    from batch_assets.resources import providers_from_env
+
+    return providers_from_env(data_dir=wh.data_dir)
+
+
+def _emulator_fix(wh: Warehouse) -> str:
+    """How to point the command at a running emulator, given where its URL came from."""
+    from batch_assets import dev_stack
+
+    if os.environ.get("BATCH_ASSETS_EMULATOR_URL"):
+        return "start it there (`batch-assets dev`), or correct BATCH_ASSETS_EMULATOR_URL"
+    if dev_stack.recorded_emulator_url(wh.data_dir):
+        record = wh.data_dir / dev_stack.STACK_FILE
+        return f"the `batch-assets dev` recorded in {record} is not answering: restart it"
+    return (
+        "start it with `batch-assets dev` over this data directory, or set BATCH_ASSETS_EMULATOR_URL "
+        "to the URL a running one prints"
+    )
+
+
+def unreachable_message(wh: Warehouse, clients: ProvidersResource, provider: str, reason: str) -> str:
+    """One line: which provider, where (its base URL), why, and the fix."""
+    from batch_assets.providers.registry import provider_definition
+
+    base_url = clients.settings_for(provider).base_url or clients.emulator_url
+    if clients.is_live(provider):
+        live = provider_definition(provider).live_base_url
+        fix = f"check the network and {provider.upper()}_BASE_URL" if base_url != live else "check the network"
+        return f"cannot reach the {provider} API at {base_url}: {reason} — {fix}"
+    return f"cannot reach the {provider} emulator at {base_url}: {reason} — {_emulator_fix(wh)}"
+
+
+def check_reachable(wh: Warehouse, clients: ProvidersResource, provider: str) -> None:
+    """Before a command changes anything for `provider`: in emulator mode the emulator must accept a
+    connection (a command run beside a stopped `batch-assets dev` fails here at once, not after the
+    SDK's retries)."""
+    import errno
+    import socket
+    from urllib.parse import urlsplit
+
+    if clients.is_live(provider):
+        return  # the SDK's own retries and `reaching` name a live provider that does not answer
+    url = urlsplit(clients.emulator_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(2.0)
+        try:
+            code = s.connect_ex((url.hostname or "127.0.0.1", port))
+        except (TimeoutError, OSError) as exc:
+            code = getattr(exc, "errno", None) or errno.ETIMEDOUT
+    if code == 0:
+        return
+    reason = "connection refused" if code == errno.ECONNREFUSED else os.strerror(code).lower()
+    raise CliError(unreachable_message(wh, clients, provider, reason))
+
+
+@contextlib.contextmanager
+def reaching(wh: Warehouse, clients: ProvidersResource, provider: str) -> Iterator[None]:
+    """Around calls to `provider`'s API: a failure to connect becomes one line naming the URL tried."""
+    try:
+        yield
+    except CliError:
+        raise
+    except Exception as exc:
+        failure = connection_failure(exc)
+        if failure is None:
+            raise
+        raise CliError(unreachable_message(wh, clients, provider, failure[1])) from exc

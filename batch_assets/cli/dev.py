@@ -2,8 +2,9 @@
 
 Both ports are checked before anything starts, and the emulator must answer before `dg dev`
 starts, so a taken port or a failed start never leaves half of the stack running. Each runs in its
-own process group (batch_assets.process_group): SIGINT or SIGTERM stops both, with every process
-they started (the webserver and the daemon under `dg dev`).
+own process group (batch_assets.process_group): SIGINT or SIGTERM, to `batch-assets dev` or to its
+whole process group (Ctrl-C in its terminal), stops both, with every process they started (the
+webserver and the daemon under `dg dev`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from batch_assets import dev_stack
 from batch_assets.cli.context import reject_database_option
 from batch_assets.cli.errors import CliError, UsageError
 from batch_assets.ports import LOOPBACK, is_listening, port_in_use
-from batch_assets.process_group import Stopped, start_group, stop_group, stop_on_signals
+from batch_assets.process_group import Stopped, signals_held, start_group, stop_group, stop_on_signals
 
 HOST = LOOPBACK
 DEFAULT_UI_PORT = 3000
@@ -87,21 +88,22 @@ def cmd_dev(args) -> int:
 
 
 def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> int:
-    emulator = start_group(
-        [
-            sys.executable,
-            "-m",
-            "batch_assets.cli",
-            "emulator",
-            "--port",
-            str(args.emulator_port),
-            "--state-dir",
-            str(data_dir / "emulator"),
-        ],
-        env=env,
-    )
-    ui = None
+    emulator = ui = None
     try:
+        with signals_held():  # a signal now is raised once `emulator` holds the child, so it is stopped
+            emulator = start_group(
+                [
+                    sys.executable,
+                    "-m",
+                    "batch_assets.cli",
+                    "emulator",
+                    "--port",
+                    str(args.emulator_port),
+                    "--state-dir",
+                    str(data_dir / "emulator"),
+                ],
+                env=env,
+            )
         _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
         ui_url = f"http://{HOST}:{args.ui_port}"
         dev_stack.record(data_dir, emulator_url=emulator_url, ui_url=ui_url)
@@ -111,7 +113,8 @@ def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> 
             f"BATCH_ASSETS_EMULATOR_URL={emulator_url}",
             flush=True,
         )
-        ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
+        with signals_held():
+            ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
         return ui.wait()
     except Stopped as stopped:
         print(f"{stopped}: stopping the Dagster UI, the daemon and the emulator", file=sys.stderr, flush=True)
@@ -120,4 +123,5 @@ def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> 
         dev_stack.clear(data_dir)
         if ui is not None:
             stop_group(ui)
-        stop_group(emulator)
+        if emulator is not None:
+            stop_group(emulator)

@@ -9,7 +9,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 # Exceptions from these packages are the provider's answer (or no answer), not a bug of ours.
-PROVIDER_SDKS = frozenset({"openai", "anthropic", "google", "httpx", "httpcore"})
+PROVIDER_SDKS = frozenset({"openai", "anthropic", "google", "httpx", "httpcore", "httpx2", "httpcore2"})
 DEBUG_HINT = "rerun with --debug or BATCH_ASSETS_DEBUG=1 for the traceback"
 
 
@@ -76,15 +76,52 @@ def explain(exc: BaseException) -> tuple[str, int]:
         if is_lock_conflict(exc):
             return locked_message("file", exc), EXIT_RUNTIME
         return f"database error: {first_paragraph(exc)}", EXIT_RUNTIME
+    unreachable = connection_failure(exc)
+    if unreachable is not None:
+        url, reason = unreachable
+        return (
+            f"cannot reach {url or 'the provider'}: {reason} — is the provider reachable? Without API keys "
+            "the emulator answers: start it with `batch-assets dev` (or `batch-assets emulator`), or set "
+            "BATCH_ASSETS_EMULATOR_URL to where it listens"
+        ), EXIT_RUNTIME
     if type(exc).__module__.split(".")[0] in PROVIDER_SDKS:
-        line = f"provider API error: {type(exc).__name__}: {first_paragraph(exc)}"
-        if "connect" in type(exc).__name__.lower() or "connection" in str(exc).lower():
-            line += (
-                " (is the provider reachable? without API keys the emulator answers: start it with "
-                "`batch-assets emulator`, or point BATCH_ASSETS_EMULATOR_URL at it)"
-            )
-        return line, EXIT_RUNTIME
+        return f"provider API error: {type(exc).__name__}: {first_paragraph(exc)}", EXIT_RUNTIME
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}", EXIT_RUNTIME
     return f"unexpected error: {type(exc).__name__}: {first_paragraph(exc)} ({DEBUG_HINT})", EXIT_RUNTIME
+
+
+# What the SDKs (and httpx under them) raise when no connection could be made or no answer came.
+_CONNECTION_ERRORS = ("APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout", "ConnectionError")
+
+
+def connection_failure(exc: BaseException) -> tuple[str | None, str] | None:
+    """(the URL the request went to, or None; why it failed, e.g. "connection refused") when `exc`
+    (or an exception it came from) is a failure to reach a server; None for any other error."""
+    chain, seen, current = [], set(), exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    if not any(isinstance(e, ConnectionError) or type(e).__name__ in _CONNECTION_ERRORS for e in chain):
+        return None
+    url = None
+    for e in chain:
+        try:
+            request = getattr(e, "request", None)  # httpx raises when an error carries no request
+        except Exception:
+            request = None
+        if request is not None and getattr(request, "url", None) is not None:
+            url = str(request.url)
+            break
+    root = chain[-1]
+    if isinstance(root, ConnectionRefusedError):
+        reason = "connection refused"
+    elif isinstance(root, TimeoutError) or "timeout" in type(root).__name__.lower():
+        reason = "no answer (timed out)"
+    elif isinstance(root, OSError) and root.strerror:
+        reason = root.strerror[:1].lower() + root.strerror[1:]
+    else:
+        reason = first_paragraph(root)
+    return url, reason

@@ -18,7 +18,7 @@ import json
 
 from batch_assets.cli import context
 from batch_assets.cli.errors import CliError
-from batch_assets.cli.output import Field, render
+from batch_assets.cli.output import Field, print_total, render, row_limit
 
 FIELDS = [
     Field("job_key"),
@@ -72,27 +72,41 @@ NOTE_SQL = """
 
 
 def cmd_jobs(args) -> int:
+    """The jobs oldest first; with a limit, the newest N of them (still oldest first), and on stderr
+    how many of how many are shown."""
     from batch_assets.ledger.warehouse import fetch_dicts
 
+    limit = row_limit(args)
     with context.connect(context.warehouse(args), read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         rows = fetch_dicts(
             conn,
             f"""
-            SELECT job_key, task_id, provider, endpoint_mode, endpoint_url, request_options,
-                   provider_batch_id, state, raw_status, request_total,
-                   request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
-                   create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
-                   CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
-                   coalesce(collect_attempts, 0) AS collect_attempts, collect_error,
-                   {REMOTE_FILES_SQL} AS remote_files, remote_delete_error
-            FROM ledger.provider_job
-            WHERE list_contains(?, task_id) ORDER BY created_at, job_key""",
-            [task_ids],
+            SELECT * FROM (
+                SELECT job_key, task_id, provider, endpoint_mode, endpoint_url, request_options,
+                       provider_batch_id, state, raw_status, request_total,
+                       request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
+                       create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
+                       CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
+                       coalesce(collect_attempts, 0) AS collect_attempts, collect_error,
+                       {REMOTE_FILES_SQL} AS remote_files, remote_delete_error, created_at
+                FROM ledger.provider_job
+                WHERE list_contains($task_ids, task_id)
+                ORDER BY created_at DESC, job_key DESC
+                LIMIT CASE WHEN $limit > 0 THEN $limit END
+            ) ORDER BY created_at, job_key""",
+            {"task_ids": task_ids, "limit": limit},
         )
+        total = len(rows)
+        if limit and total == limit:
+            total = conn.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE list_contains(?, task_id)", [task_ids]
+            ).fetchone()[0]
     for row in rows:  # an object in --format json (a few jobs, for display)
+        row.pop("created_at")
         row["request_options"] = json.loads(row["request_options"]) if row["request_options"] else None
     render(rows, FIELDS, args.format)
+    print_total(len(rows), total, "job(s)" + (" (the newest)" if total > len(rows) else ""))
     return 0
 
 
@@ -117,7 +131,6 @@ def cmd_jobs_adopt(args) -> int:
     differs from the shard's."""
     from batch_assets.ledger.jobs import JobNotSettled, adopt_job
     from batch_assets.providers.contract import JOB_KEY_METADATA, JobRef, JobState
-    from batch_assets.resources import default_resources
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
@@ -130,8 +143,10 @@ def cmd_jobs_adopt(args) -> int:
         raise CliError(f"job {args.job_key} already has provider batch {job['provider_batch_id']}: nothing to adopt")
     if other:
         raise CliError(f"batch {args.batch_id} is already recorded for job {other[0]}: a batch belongs to one job")
-    adapter = default_resources()["providers"].adapter(job["provider"])
-    snap = adapter.poll(JobRef(args.batch_id), JobState.CREATED)
+    providers = context.providers(wh)
+    context.check_reachable(wh, providers, job["provider"])
+    with context.reaching(wh, providers, job["provider"]):
+        snap = providers.adapter(job["provider"]).poll(JobRef(args.batch_id), JobState.CREATED)
     tagged = snap.metadata.get(JOB_KEY_METADATA)
     if tagged and tagged != args.job_key:
         raise CliError(f"batch {args.batch_id} carries job key {tagged}: not the batch of {args.job_key}")

@@ -55,6 +55,35 @@ def add_format_option(parser) -> None:
     )
 
 
+TABLE_LIMIT = 50  # rows a listing shows in a table for a person; json and csv list everything
+
+
+def add_limit_option(parser, what: str, which: str = "") -> None:
+    """--limit N of a listing; `which` says which N are kept (e.g. "the newest")."""
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"list at most N {what}{f' ({which})' if which else ''} (default {TABLE_LIMIT} in a table, all as "
+        "json or csv; 0: all); the count shown and the total go to stderr",
+    )
+
+
+def row_limit(args) -> int:
+    """The rows a listing shows: --limit, else TABLE_LIMIT for a table and all (0) for json or csv."""
+    from batch_assets.cli.errors import UsageError
+
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be 0 (no limit) or more")
+    return args.limit if args.limit is not None else (TABLE_LIMIT if args.format == "table" else 0)
+
+
+def print_total(shown: int, total: int, what: str) -> None:
+    """`N of TOTAL <what>` on stderr (stdout stays the listing), with how to see more when some are left out."""
+    more = "; --limit N shows more, --limit 0 all" if total > shown else ""
+    print(f"{shown:,} of {total:,} {what}{more}", file=sys.stderr)
+
+
 def render(
     records: Iterable[Mapping[str, Any]], fields: Sequence[Field], fmt: str = "table", out: TextIO | None = None
 ) -> None:

@@ -28,7 +28,7 @@ from batch_assets.cli import (
 )
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
-from batch_assets.cli.output import add_format_option
+from batch_assets.cli.output import add_format_option, add_limit_option
 from batch_assets.providers.registry import PROVIDERS
 from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
@@ -241,6 +241,7 @@ def build_parser() -> CliParser:
         "`jobs adopt` and `jobs abandon` settle an undecided job.",
     )
     c.add_argument("--task", metavar="TASK", help=TASK_HELP)
+    add_limit_option(c, "jobs", "the newest")
     add_format_option(c)
     settle = c.add_subparsers(dest="jobs_command", metavar="{adopt,abandon}", required=False, parser_class=CliParser)
     a = settle.add_parser(

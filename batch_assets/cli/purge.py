@@ -4,6 +4,7 @@ Shard files of task partitions that are final and finished longer ago than the a
 result files are gzip-compressed in place (the only verbatim copy of the provider's answers). Ledger
 rows and hashes stay; running it again changes nothing. Also says how many jobs still have
 provider-side files waiting to be deleted (retried by the next collect and the `retention` job).
+Every path printed is absolute, with --dry-run and without: the file that is (or would be) touched.
 """
 
 from __future__ import annotations

@@ -14,11 +14,9 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_retry(args) -> int:
-    from batch_assets.pipeline.govern.send_gate import SendRefused, failed_gates, may_send
+    from batch_assets.pipeline.govern.send_gate import failed_gates, may_send
     from batch_assets.pipeline.send.shards import cut_shards, verify_shards
-    from batch_assets.pipeline.send.submit import submit_pending
     from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
-    from batch_assets.resources import default_resources
     from batch_assets.spec.resolve import load_all_tasks
     from batch_assets.sqltext import sql_literal
 
@@ -37,6 +35,9 @@ def cmd_retry(args) -> int:
     refused = [] if args.dry_run else failed_gates(wh, task, partition)  # the submissions asset's gate
     if refused:
         raise CliError(f"{args.task_id}: {refused[0].check} failed, nothing reopened or sent: {refused[0].reason}")
+    providers = context.providers(wh)
+    if not args.dry_run:  # before anything is reopened: a stopped emulator fails here, naming its URL
+        context.check_reachable(wh, providers, task.spec.provider)
     classes = tuple(args.failure_class or ())
     try:
         reopened = reopen_for_operator(wh, args.task_id, classes, dry_run=args.dry_run) if classes else {}
@@ -68,13 +69,23 @@ def cmd_retry(args) -> int:
     if cut.lines == 0:
         print(f"{args.task_id}: no retry is due (see `batch-assets report --task {args.task_id}`)")
         return 0
-    providers = default_resources()["providers"]
-    try:
-        summary = submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
-    except SendRefused as refused:
-        raise CliError(f"{refused} (the reopened items stay due; retry again after the fix)") from None
+    summary = _submit(wh, task, partition, providers)
     print(
         f"{args.task_id}: {cut.lines} item(s) in {len(cut.new_shards)} new shard(s), "
         f"{len(summary.submitted)} batch(es) submitted, {summary.waiting_for_capacity} waiting for capacity"
     )
     return 0
+
+
+def _submit(wh, task, partition: str, providers):
+    """Submit the partition's pending shards; a refusal or an unreachable provider is one line."""
+    from batch_assets.pipeline.govern.send_gate import SendRefused
+    from batch_assets.pipeline.send.submit import submit_pending
+
+    try:
+        with context.reaching(wh, providers, task.spec.provider):
+            return submit_pending(wh, task, partition, providers.adapter(task.spec.provider))
+    except SendRefused as refused:
+        raise CliError(f"{refused} (the reopened items stay due; retry again after the fix)") from None
+    except CliError as unreachable:
+        raise CliError(f"{unreachable} (the reopened items stay due; retry again when it answers)") from None

@@ -59,10 +59,13 @@ def serve(
 
 
 def _default_text(knob: dataclasses.Field) -> str:
-    """A knob's default as a user types it (JSON for the structured ones, which have a factory)."""
+    """A knob's default as help text, the value as a user types it (JSON for the structured ones,
+    which have a factory); nothing for a knob that is unset by default (None)."""
+    if knob.default is None:
+        return ""
     if knob.default is not dataclasses.MISSING:
-        return str(knob.default)
-    return json.dumps(knob.default_factory())  # type: ignore[misc]
+        return f" (default: {knob.default})"
+    return f" (default: {json.dumps(knob.default_factory())})"  # type: ignore[misc]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,15 +75,20 @@ def _parser() -> argparse.ArgumentParser:
         "Gemini Batch at /v1 and /v1beta with the bare address as the SDK's base_url), "
         "bound to 127.0.0.1. Knob flags override <state-dir>/settings.json.",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on {DEFAULT_HOST} (default: %(default)s)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help="where batches, files and settings.json are kept (default: %(default)s)",
+    )
     hints = typing.get_type_hints(EmulatorSettings)
     for knob in dataclasses.fields(EmulatorSettings):
         flag = f"--{knob.name.replace('_', '-')}"
         kind = next((a for a in typing.get_args(hints[knob.name]) if a is not type(None)), hints[knob.name])
         extra: dict[str, typing.Any] = {
             "default": argparse.SUPPRESS,
-            "help": f"{knob.metadata['help']} (default: {_default_text(knob)})",
+            "help": knob.metadata["help"] + _default_text(knob),
         }
         if knob.name in STRUCTURED:
             parser.add_argument(flag, type=json.loads, **extra)

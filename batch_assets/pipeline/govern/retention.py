@@ -129,6 +129,7 @@ def delete_remote_files(
 @dataclass
 class PurgeSummary:
     dry_run: bool
+    # Absolute paths, as acted on (a ledger older than absolute paths may hold relative ones).
     shards: list[str] = field(default_factory=list)  # shard paths deleted (or that would be)
     raw_files: list[str] = field(default_factory=list)  # raw files compressed (or that would be)
     bytes_freed: int = 0
@@ -171,7 +172,7 @@ def purge_local(
             params,
         )
     for s in shards:
-        path = Path(s["path"])
+        path = Path(s["path"]).absolute()
         size = path.stat().st_size if path.is_file() else 0
         summary.shards.append(str(path))
         summary.bytes_freed += size
@@ -181,7 +182,7 @@ def purge_local(
         with wh.connect() as conn:
             mark_shard_purged(conn, s["shard_id"])
     for f in raws:
-        path = Path(f["path"])
+        path = Path(f["path"]).absolute()
         archived = Path(f"{path}.gz")
         summary.raw_files.append(str(path))
         if path.is_file():
