@@ -250,10 +250,15 @@ def providers_from_env(data_dir: str | Path | None = None) -> ProvidersResource:
     return resource
 
 
+def database_from_env() -> str:
+    """$BATCH_ASSETS_DATABASE, else the default warehouse file."""
+    return os.environ.get("BATCH_ASSETS_DATABASE", DEFAULT_DATABASE)
+
+
 def default_resources() -> dict:
     return {
         "warehouse": WarehouseResource(
-            database=os.environ.get("BATCH_ASSETS_DATABASE", DEFAULT_DATABASE),
+            database=database_from_env(),
             data_dir=os.environ.get("BATCH_ASSETS_DATA_DIR", DEFAULT_DATA_DIR),
         ),
         "providers": providers_from_env(),

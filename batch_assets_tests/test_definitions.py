@@ -236,3 +236,31 @@ def test_resources_are_configurable_and_secrets_come_from_env_vars(monkeypatch):
     assert isinstance(resources["warehouse"], dg.ConfigurableResource)
     assert isinstance(resources["providers"].connections["openai"].api_key, dg.EnvVar)
     assert "sk-not-a-real-key" not in repr(resources["providers"])
+
+
+def test_source_tables_show_their_columns_from_the_warehouse_and_none_while_it_is_locked(seeded_warehouse, monkeypatch):
+    from batch_assets.defs.tables import tables
+
+    monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(seeded_warehouse.database))
+    specs = {s.key: s for s in tables().resolve_all_asset_specs()}
+    schema = specs[key("warehouse", "support_tickets")].metadata["dagster/column_schema"].schema
+    assert {"ticket_id", "body"} <= {c.name for c in schema.columns}
+    # Held by a writer (another process's run), the warehouse is not waited for: no columns yet.
+    held = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb,sys; c=duckdb.connect({str(seeded_warehouse.database)!r}); "
+            "print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert held.stdout.readline().strip() == "held"
+        specs = {s.key: s for s in tables().resolve_all_asset_specs()}
+        assert "dagster/column_schema" not in specs[key("warehouse", "support_tickets")].metadata
+    finally:
+        held.stdin.close()
+        held.wait(timeout=30)

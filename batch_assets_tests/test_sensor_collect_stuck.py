@@ -413,6 +413,36 @@ def test_a_collect_run_in_progress_is_not_requested_twice(
     assert again.run_key != first.run_key
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "launch_tags",
+    [
+        {"dagster/partition": DAY1},  # "Materialize" of one day in the UI
+        {"dagster/asset_partition_range_start": "2026-11-19", "dagster/asset_partition_range_end": "2026-11-21"},
+    ],
+    ids=["one-day", "backfill-range"],
+)
+def test_a_ui_materialization_of_the_partition_is_seen_at_launch(
+    defs, sensor_instance, dagster_env, ticket_task, adapter, emulator, launch_tags
+):
+    """Launched from the UI as an asset run (no job of ours, none of our tags yet): the sensor sees it
+    by the partition tags Dagster sets at launch and its asset selection, and does not start a second."""
+    submit_day1(dagster_env, ticket_task, adapter)
+    wait_provider_terminal(emulator)
+    assert collect_requests(tick(defs, sensor_instance))
+    queued = sensor_instance.create_run_for_job(
+        defs.resolve_implicit_global_asset_job_def(),
+        asset_selection=frozenset({dg.AssetKey(["ticket_triage", "applied"])}),
+        tags=launch_tags,
+        status=dg.DagsterRunStatus.STARTED,
+    )
+    try:
+        assert collect_requests(tick(defs, sensor_instance)) == []
+    finally:
+        sensor_instance.report_run_canceled(queued)
+    assert collect_requests(tick(defs, sensor_instance))
+
+
 # --- stuck configuration ----------------------------------------------------------------------------
 
 

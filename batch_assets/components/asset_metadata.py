@@ -118,9 +118,13 @@ def _owners(tasks: list[ResolvedTask]) -> list[str]:
     return list(dict.fromkeys(o for t in tasks for o in t.spec.owners))
 
 
-def table_asset_specs(tasks: Iterable[ResolvedTask]) -> list[dg.AssetSpec]:
+def table_asset_specs(
+    tasks: Iterable[ResolvedTask], source_columns: dict[str, tuple[Column, ...]] | None = None
+) -> list[dg.AssetSpec]:
     """One external asset per warehouse table the tasks read or write: a table read by several
-    tasks (or read by one and written by another) is one asset with all of them as neighbours."""
+    tasks (or read by one and written by another) is one asset with all of them as neighbours.
+    A business table's columns come from its task's output schema; a source table's from
+    `source_columns` (the warehouse as it was at load), so the overview shows them."""
     readers: dict[str, list[ResolvedTask]] = {}
     writers: dict[str, list[ResolvedTask]] = {}
     for task in tasks:
@@ -149,6 +153,8 @@ def table_asset_specs(tasks: Iterable[ResolvedTask]) -> list[dg.AssetSpec]:
             metadata["dagster/column_schema"] = dg.MetadataValue.table_schema(
                 column_schema(business_table_columns(written_by[0]))
             )
+        elif not written_by and (source_columns or {}).get(table):
+            metadata["dagster/column_schema"] = dg.MetadataValue.table_schema(column_schema(source_columns[table]))
         specs.append(
             dg.AssetSpec(
                 key=table_key(table),

@@ -35,6 +35,7 @@ from datetime import datetime
 
 import dagster as dg
 
+from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE, SUBMIT_STAGES
 from batch_assets.formatting import format_duration
 from batch_assets.ledger.accounts import active_pauses
 from batch_assets.ledger.warehouse import fetch_dicts, scalar
@@ -117,16 +118,38 @@ def _attempts(conn) -> dict[tuple[str, str], tuple[int | None, int]]:
     return {(r["task_name"], r["day"]): (r["of_jobs"], int(r["of_shards"])) for r in rows}
 
 
-def _running(instance: dg.DagsterInstance, job_name: str, partition: str) -> bool:
-    """Whether a run of the job for the partition (launched by this sensor or by hand) is still going."""
-    return bool(
-        instance.get_run_ids(
-            filters=dg.RunsFilter(
-                job_name=job_name, statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": partition}
-            ),
-            limit=1,
+# The assets each of a task's jobs materializes (components/task_jobs.py).
+JOB_STAGES = {"submit": SUBMIT_STAGES, "collect": (*COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE)}
+
+
+def _covers(tags: dict, day: str) -> bool:
+    """Whether a run's partition tags (one day, or a range of a backfill run) include `day`."""
+    if tags.get("dagster/partition") == day:
+        return True
+    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    return bool(start and end and start <= day <= end)
+
+
+@dataclass(frozen=True)
+class _ActiveRuns:
+    """The runs queued or going at the tick's start, whoever launched them (this sensor, a schedule,
+    the CLI, a backfill, or the UI as an asset materialization): seen by the tags Dagster sets at
+    launch (partition or range) and the run's job or asset selection, not by tags set inside a run."""
+
+    runs: tuple
+
+    @classmethod
+    def of(cls, instance: dg.DagsterInstance) -> "_ActiveRuns":
+        return cls(tuple(instance.get_runs(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES))))
+
+    def running(self, job_name: str, day: str) -> bool:
+        """Whether a run doing `job_name`'s work (its job, or any of its assets) for `day` is going."""
+        task, _, kind = job_name.partition("__")
+        keys = {dg.AssetKey([task, stage]) for stage in JOB_STAGES[kind]}
+        return any(
+            _covers(run.tags, day) and (run.job_name == job_name or bool(keys & set(run.asset_selection or ())))
+            for run in self.runs
         )
-    )
 
 
 def _ended(instance: dg.DagsterInstance, owner: str) -> bool:
@@ -258,12 +281,12 @@ def _log_stuck_and_uncollected(log, stuck, plan) -> None:
         )
 
 
-def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+def _collect_requests(active: _ActiveRuns, state: _LedgerState, log) -> list[dg.RunRequest]:
     """A collect run per partition with uncollected terminal jobs, unless one is going."""
     requests = []
     for r in state.plan.requests:
         job_name = f"{r.task_name}__collect"
-        if _running(instance, job_name, r.partition_date):
+        if active.running(job_name, r.partition_date):
             log.info(f"{job_name} {r.partition_date}: a collect run is in progress; not requested again")
             continue
         if r.generation > 0:
@@ -290,7 +313,7 @@ def _collect_requests(instance: dg.DagsterInstance, state: _LedgerState, log) ->
     return requests
 
 
-def _settle_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+def _settle_requests(active: _ActiveRuns, state: _LedgerState, log) -> list[dg.RunRequest]:
     """A collect run for each partition with nothing to send and no provider job, not final yet: no
     job will ever end for it, so only this run settles it. Not while a submit or collect run of the
     partition is going (it may still cut or quarantine); the run key is the frozen manifest's, so it
@@ -298,8 +321,8 @@ def _settle_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> 
     requests = []
     for due in state.settle_due:
         job_name = f"{due.task_name}__collect"
-        if _running(instance, f"{due.task_name}__submit", due.partition_date) or _running(
-            instance, job_name, due.partition_date
+        if active.running(f"{due.task_name}__submit", due.partition_date) or active.running(
+            job_name, due.partition_date
         ):
             continue
         log.info(f"{job_name} {due.partition_date}: requested to settle {due.task_id}: {due.reason}")
@@ -319,7 +342,7 @@ def _settle_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> 
     return requests
 
 
-def _revoke_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+def _revoke_requests(state: _LedgerState) -> list[dg.RunRequest]:
     """A collect run for each partition with answers revoked since the last tick: it applies nothing
     again and records the partition's figures and its business table's rows as they now are."""
     requests = []
@@ -385,13 +408,13 @@ def _capacity_requests(state: _LedgerState, now_s: float) -> list[dg.RunRequest]
     return requests
 
 
-def _orphan_requests(instance: dg.DagsterInstance, state: _LedgerState, log) -> list[dg.RunRequest]:
+def _orphan_requests(active: _ActiveRuns, state: _LedgerState, log) -> list[dg.RunRequest]:
     """A submit run for intents left without a batch and without a live run."""
     if state.released:
         log.warning(f"released {state.released} intent claim(s) of runs that ended without creating their batch")
     requests = []
     for task_name, day, intents, fingerprint in state.orphaned:
-        if _running(instance, f"{task_name}__submit", day):
+        if active.running(f"{task_name}__submit", day):
             continue  # a submit run of the partition is going: it takes the intents up itself
         log.warning(
             f"{task_name} {day}: {intents} intent(s) without a batch and without a live run; "
@@ -458,14 +481,15 @@ def provider_status_tick(
     since = datetime.fromisoformat(cursor["revoked_at"]) if cursor.get("revoked_at") else None
     state = _read_ledger(wh, tasks, providers, context.instance, since)
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
+    active = _ActiveRuns.of(context.instance)
     collect = [
-        *_collect_requests(context.instance, state, log),
-        *_settle_requests(context.instance, state, log),
-        *_revoke_requests(context.instance, state, log),
+        *_collect_requests(active, state, log),
+        *_settle_requests(active, state, log),
+        *_revoke_requests(state),
     ]
     submit = [
         *_capacity_requests(state, time.time()),
-        *_orphan_requests(context.instance, state, log),
+        *_orphan_requests(active, state, log),
         *_retry_requests(wh, tasks),
     ]
     submit = _without_paused_accounts(wh, tasks, submit, log)

@@ -2,12 +2,19 @@
 manifest, business tables downstream of each task's `applied` step (one asset per table, however
 many tasks use it)."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from batch_assets.components.asset_metadata import table_asset_specs
+from batch_assets.pipeline.report.table_stats import existing_columns, qualified, source_tables
+from batch_assets.resources import database_from_env
 from batch_assets.spec.resolve import load_all_tasks
 
 
 @dg.definitions
 def tables() -> dg.Definitions:
-    return dg.Definitions(assets=table_asset_specs(load_all_tasks().values()))
+    tasks = list(load_all_tasks().values())
+    # Source tables' columns as the warehouse holds them now, for the overview (observations follow).
+    sources = {qualified(t) for task in tasks for t in source_tables(task.spec)}
+    return dg.Definitions(assets=table_asset_specs(tasks, existing_columns(Path(database_from_env()), sources)))

@@ -7,7 +7,9 @@ count) so every asset that writes a table says which one, with what columns and 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -82,6 +84,18 @@ def table_columns(conn: duckdb.DuckDBPyConnection, table: str) -> tuple[Column, 
         [schema, name],
     ).fetchall()
     return tuple(Column(n, t, bool(null)) for n, t, null in rows)
+
+
+def existing_columns(database: Path, tables: Iterable[str]) -> dict[str, tuple[Column, ...]]:
+    """The columns of `tables` (qualified names) in the warehouse file as it is now; {} when the file
+    does not exist yet or another process holds it (the next observation then brings them)."""
+    if not database.is_file():
+        return {}
+    try:
+        with duckdb.connect(str(database), read_only=True) as conn:
+            return {t: cols for t in tables if (cols := table_columns(conn, t))}
+    except duckdb.Error:
+        return {}
 
 
 def ledger_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_name: str, task_ids: list[str]) -> TableStats:
