@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,7 +119,44 @@ class Stack:
         ticks = data["sensorOrError"]["sensorState"]["ticks"]
         return [e["message"] for t in ticks for e in t["logEvents"]["events"]]
 
+    def partition_statuses(self, asset: str) -> dict[str, str]:
+        """Each day's status in the asset's partition bar (MATERIALIZED green, FAILED red, MATERIALIZING);
+        a day missing here is empty."""
+        data = self.graphql(
+            """query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+                 assetPartitionStatuses { ... on TimePartitionStatuses { ranges { status startKey endKey } } } } } }""",
+            key={"path": asset.split("/")},
+        )
+        out: dict[str, str] = {}
+        for r in data["assetNodeOrError"]["assetPartitionStatuses"]["ranges"]:
+            day, end = date.fromisoformat(r["startKey"]), date.fromisoformat(r["endKey"])
+            while day <= end:
+                out[day.isoformat()] = r["status"]
+                day += timedelta(days=1)
+        return out
+
+    def latest_observation(self, asset: str) -> dict[str, Any]:
+        """The metadata of the asset's newest observation (labels to values)."""
+        data = self.graphql(
+            """query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
+                 assetObservations(limit: 1) { metadataEntries { label ... on IntMetadataEntry { intValue }
+                                                                 ... on TextMetadataEntry { text } } } } } }""",
+            key={"path": asset.split("/")},
+        )
+        events = data["assetOrError"]["assetObservations"]
+        return {m["label"]: m.get("intValue", m.get("text")) for m in events[0]["metadataEntries"]} if events else {}
+
     # -- emulator and ledger --------------------------------------------------------------------
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        """`batch-assets <args>` over the stack's warehouse, as an operator would run it."""
+        return subprocess.run(
+            [str(BIN / "batch-assets"), "--database", str(self.database), "--lock-timeout", "60", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+
     def emulator_settings(self, **knobs: Any) -> dict:
         return _post_json(f"{self.emulator_url}/_emulator/settings", knobs)
 

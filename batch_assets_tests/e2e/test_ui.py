@@ -9,7 +9,10 @@ the tests run in file order and build on each other:
    (WARN while retries are pending), no partition may show a passed
    reconciliation check unless the ledger (`batch-assets report`) has every item of it final;
 3. a batch the provider rejects as a whole (emulator `max_requests_per_batch` below the shard's
-   size: `too_many_tasks`) ends with a FAILED reconciliation check, shown in the UI.
+   size: `too_many_tasks`) ends with a FAILED reconciliation check, shown in the UI;
+4. `settled`'s partition bar: green for the done days, red for the failed one, empty for a day in
+   flight, red once an operator cancels that day (its check warns `canceled`);
+5. a revoke gets a collect run from the sensor that refreshes the business table's row count.
 
 Every wait polls for its condition with a deadline; nothing sleeps to synchronize.
 """
@@ -34,6 +37,8 @@ CHECK = "reconciliation"
 FIRST = "2026-11-20"
 BACKFILL = ("2026-11-21", "2026-11-22", "2026-11-23")
 FAILING = "2026-11-24"
+IN_FLIGHT = "2026-11-25"
+SETTLED = f"{TASK}/settled"
 SUBMIT_STAGES = ("manifest", "shards", "submissions")
 # Per-item faults during the backfill, drawn per (request, occurrence) so a retried request can succeed.
 BACKFILL_FAULTS = {"item_error_rate": 0.01, "item_faults_by_occurrence": True}
@@ -301,3 +306,71 @@ def test_failed_check_names_the_providers_reason(stack: Stack, browser_page):
         page.get_by_text(run["runId"][:8]).first.wait_for()
         texts.append(page.inner_text("body"))
     assert any("too_many_tasks" in t for t in texts)
+
+
+def partitions_page(page, stack: Stack, asset: str) -> None:
+    """The asset's Partitions tab: its bar (green done, red failed, empty not yet) and the day list."""
+    page.goto(f"{stack.ui_url}/assets/{asset}?view=partitions")
+    page.get_by_text(FIRST).first.wait_for()
+    page.wait_for_load_state("networkidle")
+
+
+def test_the_settled_bar_is_green_for_done_days_and_red_for_the_failed_one(stack: Stack, browser_page, artifacts: Path):
+    page = browser_page
+    statuses = wait_for(
+        f"{SETTLED} red for {FAILING}",
+        lambda: (s := stack.partition_statuses(SETTLED)).get(FAILING) == "FAILED" and s,
+        LAUNCH_TIMEOUT_S,
+    )
+    assert all(statuses.get(day) == "MATERIALIZED" for day in (FIRST, *BACKFILL)), statuses
+    # `applied` ran for the failed day as well: its own bar says the step ran, not that the day is done.
+    assert stack.partition_statuses(APPLIED).get(FAILING) == "MATERIALIZED"
+    partitions_page(page, stack, SETTLED)
+    publish(shot(page, artifacts, "e2e_settled_failed_partition.png"))
+
+
+def test_an_in_flight_partition_is_not_green_and_a_canceled_one_turns_red(stack: Stack, browser_page, artifacts: Path):
+    page = browser_page
+    stack.emulator_settings(force_batch_status="stuck")  # its batch stays in progress
+    try:
+        materialize_submit_stages(page, stack, IN_FLIGHT, "Launch 1 run")
+        wait_for(
+            f"the submit run of {IN_FLIGHT} succeeded",
+            lambda: [r for r in runs_for(stack, IN_FLIGHT) if r["status"] == "SUCCESS"],
+            PARTITION_TIMEOUT_S,
+        )
+    finally:
+        stack.emulator_settings(force_batch_status=None)
+    row = ledger(stack)[task_id(IN_FLIGHT)]
+    assert row["in_flight"] > 0 and row["applied"] == 0, row
+    assert IN_FLIGHT not in stack.partition_statuses(SETTLED)  # empty, not green
+    assert stack.partition_statuses(f"{TASK}/submissions").get(IN_FLIGHT) == "MATERIALIZED"
+    partitions_page(page, stack, SETTLED)
+    publish(shot(page, artifacts, "e2e_in_flight_partition.png"))
+
+    # An operator cancels it: the day ends CANCELED, red, and its check warns `canceled`.
+    out = stack.cli("cancel", task_id(IN_FLIGHT))
+    assert out.returncode == 0, out.stderr
+    wait_for(
+        f"{SETTLED} red for the canceled {IN_FLIGHT}",
+        lambda: stack.partition_statuses(SETTLED).get(IN_FLIGHT) == "FAILED",
+        PARTITION_TIMEOUT_S,
+    )
+    ev = latest_evaluation(stack, task_id(IN_FLIGHT))
+    assert ev and not ev["passed"] and ev["severity"] == "WARN" and "canceled" in ev["metadata"]["verdict"], ev
+    assert ledger(stack)[task_id(IN_FLIGHT)]["status"] == "CANCELED"
+
+
+def test_a_revoke_refreshes_the_business_tables_row_count(stack: Stack):
+    table = "warehouse/ticket_labels"
+    out = stack.cli("revoke", "--task-id", task_id(FIRST), "--reason", "e2e: labels taken back", "--yes")
+    assert out.returncode == 0, out.stderr
+    counted = stack.cli("sql", "SELECT count(*) AS n FROM ticket_labels")
+    assert counted.returncode == 0, counted.stderr
+    rows = int(re.findall(r"\b(\d+)\b", counted.stdout)[-1])
+    # The sensor requests a collect run for the revoked day; its observation carries the new count.
+    wait_for(
+        f"{table} observed with {rows} rows",
+        lambda: stack.latest_observation(table).get("dagster/row_count") == rows,
+        PARTITION_TIMEOUT_S,
+    )
