@@ -264,3 +264,55 @@ def test_source_tables_show_their_columns_from_the_warehouse_and_none_while_it_i
     finally:
         held.stdin.close()
         held.wait(timeout=30)
+
+
+def test_a_bad_executor_setting_names_the_variable(monkeypatch):
+    from batch_assets.spec.errors import SettingError
+    from batch_assets.spec.settings import executor_name
+
+    assert executor_name({}) == "in_process" and executor_name({"BATCH_ASSETS_EXECUTOR": "multiprocess"})
+    with pytest.raises(SettingError, match=r"BATCH_ASSETS_EXECUTOR='celery' is not an executor: use in_process or"):
+        executor_name({"BATCH_ASSETS_EXECUTOR": "celery"})
+
+
+MULTIPROCESS_RUN = """
+import json, sys
+import dagster as dg
+
+def submit_job():
+    from batch_assets.definitions import defs
+    return defs().resolve_job_def("ticket_triage__submit")
+
+if __name__ == "__main__":
+    sys.path.insert(0, ".")
+    from run_multiprocess import submit_job as job
+    with dg.instance_for_test() as instance:
+        result = dg.execute_job(
+            dg.reconstructable(job), instance=instance, tags={"dagster/partition": "2026-11-20"},
+            asset_selection=[dg.AssetKey(["ticket_triage", "manifest"])],
+        )
+        workers = [e for e in result.all_events if e.event_type_value == "STEP_WORKER_STARTED"]
+        print(json.dumps({"success": result.success, "workers": len(workers)}))
+"""
+
+
+@pytest.mark.slow
+def test_the_multiprocess_executor_runs_each_step_in_its_own_process(seeded_warehouse, tmp_path):
+    (tmp_path / "run_multiprocess.py").write_text(MULTIPROCESS_RUN)
+    proc = subprocess.run(
+        [sys.executable, "run_multiprocess.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "BATCH_ASSETS_EXECUTOR": "multiprocess",
+            "BATCH_ASSETS_DATABASE": str(seeded_warehouse.database),
+            "BATCH_ASSETS_DATA_DIR": str(seeded_warehouse.data_dir),
+        },
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"success": True, "workers": 1}
+    with seeded_warehouse.connect() as conn:
+        assert conn.execute("SELECT total_items FROM ledger.batch_task").fetchone()[0] > 0

@@ -26,3 +26,22 @@ def partition_start(environ: Mapping[str, str] | None = None) -> str:
             f"(e.g. {DEFAULT_PARTITION_START}); unset it for the default {DEFAULT_PARTITION_START}"
         ) from None
     return day.isoformat()
+
+
+EXECUTOR_VAR = "BATCH_ASSETS_EXECUTOR"
+EXECUTORS = ("in_process", "multiprocess")
+
+
+def executor_name(environ: Mapping[str, str] | None = None) -> str:
+    """How a run executes its steps: $BATCH_ASSETS_EXECUTOR, `in_process` (the default: one process
+    per run, which suits the one-writer DuckDB ledger) or `multiprocess` (a process per step; each
+    step then waits its turn for the DuckDB file). Any other value raises SettingError."""
+    value = (os.environ if environ is None else environ).get(EXECUTOR_VAR, "").strip()
+    if not value:
+        return EXECUTORS[0]
+    if value not in EXECUTORS:
+        raise SettingError(
+            f"{EXECUTOR_VAR}={value!r} is not an executor: use {' or '.join(EXECUTORS)}; "
+            f"unset it for the default {EXECUTORS[0]}"
+        )
+    return value
