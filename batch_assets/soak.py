@@ -53,7 +53,7 @@ from batch_assets.pipeline.settle.retry_ledger import plan_retries
 from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProviderConnection, ProvidersResource
 from batch_assets.spec.model import LimitsSpec
-from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+from batch_assets.spec.resolve import ResolvedTask, load_tasks
 from batch_assets.sqltext import quote_ident
 
 # One demo task per provider.
@@ -660,7 +660,7 @@ def run_soak(data_dir: Path, config: SoakConfig = SoakConfig(), say: Callable[[s
     started = time.monotonic()
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     days = seed(wh, config)
-    tasks = load_all_tasks()
+    tasks = load_tasks()  # the soak's tasks; a broken other task folder does not stop it
     chosen = [tasks[SOAK_TASKS[p]] for p in config.providers]
     if "gemini" in config.providers:
         chosen.append(gemini_inline_triage(tasks["ticket_triage"]))

@@ -61,8 +61,8 @@ def test_a_yaml_syntax_error_names_the_file_and_line(capsys, tasks_root, tmp_pat
     at = next(i for i, line in enumerate(lines) if line.startswith("  item_type:"))
     lines.insert(at + 1, "  tags: {domain: support")  # an unclosed flow mapping
     defs.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    # The task files are read before the warehouse: no warehouse is needed to see the error.
-    code, out, err = run(capsys, "--database", tmp_path / "none.duckdb", "report")
+    # A --task naming the broken task fails with its error before the warehouse is opened.
+    code, out, err = run(capsys, "--database", tmp_path / "none.duckdb", "report", "--task", "ticket_triage")
     assert code == 1 and out == ""
     line = one_line(err)
     assert line.startswith("batch-assets report: task file error: ")
@@ -76,7 +76,7 @@ def test_an_invalid_field_is_a_task_file_error_on_one_line(capsys, tasks_root, t
     defs = tasks_root / "ticket_triage" / "defs.yaml"
     text = defs.read_text(encoding="utf-8")
     defs.write_text(text.replace("  item_type: ticket", "  item_type: ticket\n  modle: gpt-4o-mini"), encoding="utf-8")
-    code, out, err = run(capsys, "--database", tmp_path / "none.duckdb", "report")
+    code, out, err = run(capsys, "--database", tmp_path / "none.duckdb", "report", "--task", "ticket_triage")
     assert code == 1 and out == ""
     line = one_line(err)
     assert line.startswith(f"batch-assets report: task file error: {defs}: invalid task spec: ")
@@ -85,7 +85,7 @@ def test_an_invalid_field_is_a_task_file_error_on_one_line(capsys, tasks_root, t
 
 def test_a_missing_template_is_a_task_file_error(capsys, tasks_root, tmp_path):
     (tasks_root / "ticket_triage" / "prompt.v1.txt").unlink()
-    code, _, err = run(capsys, "--database", tmp_path / "none.duckdb", "report")
+    code, _, err = run(capsys, "--database", tmp_path / "none.duckdb", "report", "--task", "ticket_triage")
     assert code == 1
     line = one_line(err)
     assert "task file error:" in line and "field 'prompt.template'" in line and "TaskSpecError" not in line

@@ -292,7 +292,7 @@ def test_dry_run_of_a_changed_prompt_is_refused(capsys, frozen_db, ticket_task, 
     import batch_assets.spec.resolve as resolve
 
     edited = dataclasses.replace(ticket_task, template=ticket_task.template + "\nAnswer in French.")
-    monkeypatch.setattr(resolve, "load_all_tasks", lambda root=None: {"ticket_triage": edited})
+    monkeypatch.setattr(resolve, "load_tasks", lambda root=None: resolve.TaskLoad({"ticket_triage": edited}))
     assert main(["dry-run", TASK_ID1, "--database", str(frozen_db.database)]) == 1
     err = capsys.readouterr().err
     assert "not recorded: ticket_triage_20261120: prompt content changed since freezing" in err
@@ -348,7 +348,7 @@ def test_retry_command_is_held_by_the_same_gate(capsys, frozen_db, ticket_task, 
     import batch_assets.spec.resolve as resolve
 
     off_list = with_spec(ticket_task, model="gpt-4o-2099-01-01")
-    monkeypatch.setattr(resolve, "load_all_tasks", lambda root=None: {"ticket_triage": off_list})
+    monkeypatch.setattr(resolve, "load_tasks", lambda root=None: resolve.TaskLoad({"ticket_triage": off_list}))
     assert main(["retry", TASK_ID1, "--database", str(frozen_db.database)]) == 1
     err = capsys.readouterr().err
     assert f"{TASK_ID1}: model_allowed failed, nothing reopened or sent: model 'gpt-4o-2099-01-01'" in err

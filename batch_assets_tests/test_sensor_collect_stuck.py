@@ -21,6 +21,7 @@ from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.providers.contract import JobSnapshot, JobState
 from batch_assets.resources import EMULATOR_API_KEY, ProvidersResource, default_resources
 from batch_assets.spec.model import StuckSpec
+from batch_assets.spec.resolve import TaskLoad
 
 from .conftest import DAY1
 
@@ -306,7 +307,7 @@ def with_stuck(monkeypatch, ticket_task, **stuck) -> None:
     task = ticket_task.__class__(
         **{**ticket_task.__dict__, "spec": ticket_task.spec.model_copy(update={"stuck": StuckSpec(**stuck)})}
     )
-    monkeypatch.setattr(sensors, "load_all_tasks", lambda: {"ticket_triage": task})
+    monkeypatch.setattr(sensors, "load_tasks", lambda: TaskLoad({"ticket_triage": task}))
 
 
 def stuck_check(defs, instance):

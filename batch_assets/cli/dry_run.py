@@ -46,15 +46,15 @@ def parse_task_id(task_id: str) -> tuple[str, str]:
 def cmd_dry_run(args) -> int:
     from batch_assets.pipeline.govern.dry_run import NotFrozenError, record, render_sample
     from batch_assets.pipeline.govern.send_gate import check_prompt
-    from batch_assets.spec.resolve import load_all_tasks
+    from batch_assets.spec.resolve import load_tasks
 
     if args.n < 1:
         raise UsageError(f"-n {args.n}: show at least 1 line")
     name, day = parse_task_id(args.task_id)
-    tasks = load_all_tasks()
-    task = tasks.get(name)
+    tasks = load_tasks()
+    task = tasks.get(name)  # a broken task file: its one-line error; another's does not matter
     if task is None:
-        raise CliError(f"no task {name!r} in batch_assets/defs/tasks (known: {', '.join(sorted(tasks))})")
+        raise CliError(f"no task {name!r} in batch_assets/defs/tasks (known: {', '.join(sorted(tasks.tasks))})")
     wh = context.warehouse(args)
     try:
         sample = render_sample(wh, task, day, args.n)

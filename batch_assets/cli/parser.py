@@ -25,6 +25,7 @@ from batch_assets.cli import (
     review,
     revoke,
     sql,
+    tasks,
 )
 from batch_assets.cli.context import DEFAULT_DATABASE, DEFAULT_LOCK_TIMEOUT_S
 from batch_assets.cli.errors import EXIT_USAGE
@@ -276,7 +277,9 @@ def build_parser() -> CliParser:
         "Reconcile every task partition (or those --task selects): one row per partition with every "
         "item's final outcome, retries, items still in flight or unresolved, whether the equations "
         "balance and the partition's final status. Partitions that are not done are named after the "
-        "table (on stderr with --format json/csv). Exits 0 whatever the figures say.",
+        "table (on stderr with --format json/csv). Exits 0 whatever the figures say, 1 when a task folder "
+        "does not load: each broken one is named after the table with its one-line error (as `batch-assets "
+        "tasks` shows it), and a --task naming it fails with that error.",
     )
     c.add_argument("--task", metavar="TASK", help=TASK_HELP)
     add_format_option(c)
@@ -285,6 +288,21 @@ def build_parser() -> CliParser:
         action="store_true",
         help="also write each partition's report page with charts to DATA_DIR/reports/<task_id>.html",
     )
+
+    c = command(
+        "tasks",
+        tasks.cmd_tasks,
+        "every task folder under batch_assets/defs/tasks with its load status (ok | broken) and, for a "
+        "broken one, its one-line error; exit 1 if any is broken",
+        "List every task folder under batch_assets/defs/tasks: its name, whether it loads (ok | broken), "
+        "provider and model. A broken folder's error (the file, the field and the fix) follows the table "
+        "as one line, `BROKEN <folder>: <error>` (JSON and CSV carry file, field, error and fix); the same "
+        "line `report` prints, and the task's `<task>/task_spec` asset shows in the Dagster UI, where the "
+        "other tasks and the sensor load beside it. Needs no warehouse. Exit 0 when every task loads, "
+        "1 when any is broken.",
+        warehouse=False,
+    )
+    add_format_option(c)
 
     c = command(
         "export",

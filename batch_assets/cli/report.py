@@ -6,8 +6,11 @@ equations balance and the partition's final status. CSV: the same with `final_fa
 `final_failed_<class>` columns; `reparsed` / `parse_generations` count the current outcomes a
 `batch-assets reparse` gave and the re-parses that changed any (named after the table). Exits 0
 whatever the figures say (it reports; the reconciliation check gates), 1 when --task selects no
-known task; partitions that are not done are named after the table (on stderr
-with --format json/csv, so stdout stays machine-readable), and so is a provider account
+known task or names a task folder that does not load (its one-line error), and 1 when, reporting
+every task, a task folder does not load: the others are reported and each broken one is named
+after the table (`BROKEN <folder>: <error>`, as `batch-assets tasks` prints it). Partitions
+that are not done are named after the table (on stderr with --format json/csv, so stdout stays
+machine-readable), and so is a provider account
 paused by an account error (PAUSED, with its fix). With --html, each partition's report
 page (outcomes, retries, tokens, cost, time in each state, with charts) is also written to
 `<data dir>/reports/<task_id>.html`, as the `report` asset writes it; the paths are listed after
@@ -125,10 +128,14 @@ def cmd_report(args) -> int:
     from batch_assets.pipeline.govern.cost import partition_gates
     from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
     from batch_assets.pipeline.settle.reconcile import reconcile_conn
-    from batch_assets.spec.resolve import load_all_tasks
+    from batch_assets.spec.resolve import load_tasks
 
+    load = load_tasks()  # a broken task folder is named below; the others are reported
+    named = _broken_named(load, args.task)
+    if named is not None:
+        raise named.error_for_cli()
     # Each task's verdict settings: failure tolerance and what an empty day is (ok | warn | fail).
-    tolerance = {name: (t.spec.retry.max_failed_fraction, t.spec.empty_source) for name, t in load_all_tasks().items()}
+    tolerance = {name: (t.spec.retry.max_failed_fraction, t.spec.empty_source) for name, t in load.tasks.items()}
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
@@ -146,6 +153,18 @@ def cmd_report(args) -> int:
     else:
         render(records, fields(args.format), args.format)
     notes = sys.stdout if args.format == "table" else sys.stderr
+    _print_notes(args, records, pauses, pages, notes)
+    if args.task is None and load.broken:
+        from batch_assets.cli.tasks import broken_line
+
+        for broken in load.broken:
+            print(broken_line(broken), file=notes)
+        return 1  # green means every task was reported
+    return 0
+
+
+def _print_notes(args, records: list[dict], pauses: list[dict], pages: list, notes) -> None:
+    """What the tables have no column for: re-parses, partitions not done, paused accounts, pages."""
     if args.format == "table":  # the reconciliation table has no column for them
         for r in records:
             if r["parse_generations"]:
@@ -166,7 +185,17 @@ def cmd_report(args) -> int:
         )
     for path in pages:
         print(f"report: {path}", file=notes)
-    return 0
+
+
+def _broken_named(load, pattern: str | None):
+    """The broken task folder `--task` names (by its declared name or folder, or one of its task_ids)."""
+    import re
+
+    for broken in load.broken if pattern else ():
+        for name in {broken.name, broken.folder} - {None}:
+            if pattern == name or re.fullmatch(re.escape(name) + r"_\d{8}", pattern):
+                return broken
+    return None
 
 
 def _account_pauses(conn, task_ids) -> list[dict]:

@@ -17,7 +17,7 @@ def cmd_retry(args) -> int:
     from batch_assets.pipeline.govern.send_gate import failed_gates, may_send
     from batch_assets.pipeline.send.shards import cut_shards, verify_shards
     from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
-    from batch_assets.spec.resolve import load_all_tasks
+    from batch_assets.spec.resolve import load_tasks
     from batch_assets.sqltext import sql_literal
 
     wh = context.warehouse(args)
@@ -29,7 +29,7 @@ def cmd_retry(args) -> int:
     if row is None:
         raise CliError(f"no batch task {args.task_id!r}; list them with `batch-assets report`")
     task_name, partition = row
-    task = load_all_tasks().get(task_name)
+    task = load_tasks().get(task_name)  # a broken task file: its one-line error; another's does not matter
     if task is None:
         raise CliError(f"task {task_name!r} of {args.task_id} is no longer defined in batch_assets/defs/tasks")
     refused = [] if args.dry_run else failed_gates(wh, task, partition)  # the submissions asset's gate

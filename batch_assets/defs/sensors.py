@@ -56,7 +56,7 @@ from batch_assets.pipeline.settle.partition_status import partitions_revoked_sin
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProviderConfigurationError, ProvidersResource, WarehouseResource
-from batch_assets.spec.resolve import load_all_tasks
+from batch_assets.spec.resolve import load_tasks
 
 POLL_BUDGET_S = 20.0
 POLL_MAX_JOBS: int | None = None  # no cap on polls per tick: the time budget bounds them
@@ -77,10 +77,11 @@ SENSOR_NAME = "provider_status_sensor"
 
 
 def _load_tasks() -> dict:
-    """Every task spec, read once per tick; a task file being edited must not stop polling (its
-    jobs get the provider's stuck defaults and no automatic retries until it loads again)."""
+    """Every task spec that loads, read once per tick; a task file being edited (broken) must not
+    stop polling (its jobs get the provider's stuck defaults and no automatic retries until it loads
+    again), nor change the others' policies."""
     try:
-        return load_all_tasks()
+        return load_tasks().tasks
     except Exception:
         return {}
 

@@ -1,6 +1,8 @@
 """Turns a validated TaskSpec plus its YAML location into a ResolvedTask (files read, checked).
 
-Errors raise TaskSpecError naming the YAML file, the field and the fix.
+Errors raise TaskSpecError naming the YAML file, the field and the fix. `load_tasks` loads every
+task folder without raising: the tasks that load, and the broken ones with their one-line error
+(a broken task must not stop the others, in Dagster or the CLI).
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from batch_assets.spec.output_schema import check_supported_schema, field_sql_ty
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 COMPONENT_TYPE = "batch_assets.components.BatchTask"
 
-__all__ = ["COMPONENT_TYPE", "ResolvedTask", "TaskSpecError", "load_all_tasks", "load_task_file", "resolve_task"]
+__all__ = [
+    "COMPONENT_TYPE",
+    "BrokenTask",
+    "ResolvedTask",
+    "TaskLoad",
+    "TaskSpecError",
+    "load_all_tasks",
+    "load_task_file",
+    "load_tasks",
+    "resolve_task",
+]
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class ResolvedTask:
 
 
 def _fail(yaml_path: Path, field: str, problem: str, fix: str) -> TaskSpecError:
-    return TaskSpecError(f"{yaml_path}: field '{field}': {problem}. Fix: {fix}")
+    return TaskSpecError(f"{yaml_path}: field '{field}': {problem}. Fix: {fix}", field=field, fix=fix)
 
 
 def resolve_task(spec: TaskSpec, yaml_path: Path) -> ResolvedTask:
@@ -213,34 +225,103 @@ def _yaml_error(yaml_path: Path, exc: yaml.YAMLError) -> TaskSpecError:
     if context and started is not None and mark is not None and started.line != mark.line:
         context += f" started at line {started.line + 1}"
     detail = f"{problem} ({context})" if context else problem
-    return TaskSpecError(f"{where}: not valid YAML: {detail}. Fix: correct the YAML syntax at that line")
+    fix = "correct the YAML syntax at that line"
+    return TaskSpecError(f"{where}: not valid YAML: {detail}. Fix: {fix}", fix=fix)
 
 
-def _validation_error(yaml_path: Path, exc: pydantic.ValidationError) -> TaskSpecError:
-    """The spec model's errors, one per field, on one line (each names its field and what is wrong)."""
-    problems = []
+def _validation_error(yaml_path: Path, exc: pydantic.ValidationError, text: str) -> TaskSpecError:
+    """The spec model's errors, one per field, on one line (each names its field, its line in the
+    file and what is wrong); `field` and `fix` are the first error's."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        root = None
+    problems, fixes = [], []
     for err in exc.errors():
-        field = ".".join(str(part) for part in err.get("loc", ())) or "attributes"
-        problems.append(f"field '{field}': {err.get('msg', 'invalid')}")
-    return TaskSpecError(f"{yaml_path}: invalid task spec: {'; '.join(problems)}")
+        loc = tuple(err.get("loc", ()))
+        field = ".".join(str(part) for part in loc) or "attributes"
+        line = _line_of(root, ("attributes", *loc))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        problems.append((field, f"field '{field}'{f' (line {line})' if line else ''}: {msg}"))
+        fixes.append(_fix_of(err.get("type", ""), msg))
+    return TaskSpecError(
+        f"{yaml_path}: invalid task spec: {'; '.join(p for _, p in problems)}",
+        field=problems[0][0] if problems else None,
+        fix=fixes[0] if fixes else None,
+    )
+
+
+def _fix_of(kind: str, msg: str) -> str:
+    """The fix a model error names ("…; use one of: …"), else the usual one for its kind."""
+    if "; use " in msg:
+        return msg.split("; ", 1)[1]
+    if kind == "extra_forbidden":
+        return "remove the field or correct its name (docs/tasks.md lists every field)"
+    if kind == "missing":
+        return "add the field"
+    return "correct the field's value (docs/tasks.md describes every field)"
+
+
+def _line_of(node, path: tuple) -> int | None:
+    """1-based line of the key at `path` in a composed YAML document (or of its deepest parent found)."""
+    line = None
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            keys = (kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode) and kv[0].value == str(part))
+            pair = next(keys, None)
+            if pair is None:
+                break
+            line, node = pair[0].start_mark.line + 1, pair[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def load_task_file(yaml_path: Path) -> ResolvedTask:
     """Load one task's defs.yaml outside Dagster (CLI, demo, benchmark). Every problem is a
     TaskSpecError naming the file (and the line of a YAML syntax error)."""
     try:
-        doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+        text = yaml_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskSpecError(
+            f"{yaml_path}: cannot be read ({exc.strerror or exc}). Fix: restore the file or its permissions",
+            fix="restore the file or its permissions",
+        ) from exc
+    try:
+        doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise _yaml_error(yaml_path, exc) from exc
     if not isinstance(doc, dict) or doc.get("type") != COMPONENT_TYPE:
+        fix = f"set `type: {COMPONENT_TYPE}`"
         raise TaskSpecError(
-            f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: set `type: {COMPONENT_TYPE}`"
+            f"{yaml_path}: field 'type': expected {COMPONENT_TYPE!r}. Fix: {fix}", field="type", fix=fix
         )
     try:
         spec = TaskSpec.model_validate(doc.get("attributes") or {})
     except pydantic.ValidationError as exc:
-        raise _validation_error(yaml_path, exc) from exc
-    return resolve_task(spec, yaml_path)
+        raise _validation_error(yaml_path, exc, text) from exc
+    try:
+        return resolve_task(spec, yaml_path)
+    except TaskSpecError as exc:
+        raise _with_line(exc, text) from exc
+
+
+def _with_line(exc: TaskSpecError, text: str) -> TaskSpecError:
+    """A field's error with the field's line in the file added (`field 'x' (line N): …`)."""
+    if not exc.field:
+        return exc
+    try:
+        line = _line_of(yaml.compose(text, Loader=yaml.SafeLoader), ("attributes", *exc.field.split(".")))
+    except yaml.YAMLError:
+        line = None
+    where = f"field '{exc.field}':"
+    if line is None or where not in str(exc):
+        return exc
+    message = str(exc).replace(where, f"field '{exc.field}' (line {line}):", 1)
+    return TaskSpecError(message, field=exc.field, fix=exc.fix)
 
 
 def tasks_dir() -> Path:
@@ -248,14 +329,138 @@ def tasks_dir() -> Path:
 
 
 def load_all_tasks(root: Path | None = None) -> dict[str, ResolvedTask]:
-    """Every task declared under defs/tasks/*/defs.yaml, by name."""
+    """Every task declared under defs/tasks/*/defs.yaml, by name; the first broken one raises its
+    TaskSpecError (for callers that need every task: tests, benchmarks). The CLI and the Dagster
+    definitions use `load_tasks`, which keeps a broken task apart instead."""
     found: dict[str, ResolvedTask] = {}
     for path in sorted((root or tasks_dir()).glob("*/defs.yaml")):
         task = load_task_file(path)
         if task.name in found:
-            raise TaskSpecError(
-                f"{path}: field 'name': task {task.name!r} is also declared in "
-                f"{found[task.name].yaml_path}. Fix: give each task a unique name"
-            )
+            raise _duplicate(path, task.name, found[task.name].yaml_path)
         found[task.name] = task
     return found
+
+
+def _duplicate(path: Path, name: str, first: Path) -> TaskSpecError:
+    fix = "give each task a unique name"
+    return TaskSpecError(
+        f"{path}: field 'name': task {name!r} is also declared in {first}. Fix: {fix}", field="name", fix=fix
+    )
+
+
+@dataclass(frozen=True)
+class BrokenTask:
+    """A task folder whose defs.yaml does not load: its one-line error (file, field, fix) and what
+    could be read of it anyway (name, provider, model: None when unreadable)."""
+
+    folder: str
+    yaml_path: Path
+    error: str
+    field: str | None
+    fix: str | None
+    declared: dict
+
+    @classmethod
+    def of(cls, yaml_path: Path, exc: TaskSpecError) -> BrokenTask:
+        return cls(
+            folder=yaml_path.parent.name,
+            yaml_path=yaml_path,
+            error=" ".join(str(exc).split()),  # one line, whatever a nested message held
+            field=exc.field,
+            fix=exc.fix,
+            declared={k: v for k, v in declared_attributes(yaml_path).items() if k in ("name", "provider", "model")},
+        )
+
+    def _declared(self, key: str) -> str | None:
+        value = self.declared.get(key)
+        return value if isinstance(value, str) else None
+
+    @property
+    def name(self) -> str | None:
+        return self._declared("name")
+
+    @property
+    def provider(self) -> str | None:
+        return self._declared("provider")
+
+    @property
+    def model(self) -> str | None:
+        return self._declared("model")
+
+    def error_for_cli(self) -> TaskSpecError:
+        """The same one line, raised by a command that names this task."""
+        return TaskSpecError(self.error, field=self.field, fix=self.fix)
+
+
+def declared_attributes(yaml_path: Path) -> dict:
+    """A defs.yaml's `attributes:` as written (unvalidated), {} when the file cannot be read."""
+    try:
+        doc = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    attrs = doc.get("attributes") if isinstance(doc, dict) else None
+    return attrs if isinstance(attrs, dict) else {}
+
+
+@dataclass(frozen=True)
+class TaskLoad:
+    """Every task folder, loaded: the tasks by name, and the broken folders (sorted by folder)."""
+
+    tasks: dict[str, ResolvedTask]
+    broken: tuple[BrokenTask, ...] = ()
+
+    def broken_named(self, name: str) -> BrokenTask | None:
+        """The broken task a command names: by its declared name, else by its folder."""
+        return next((b for b in self.broken if b.name == name), None) or next(
+            (b for b in self.broken if b.folder == name), None
+        )
+
+    def get(self, name: str) -> ResolvedTask | None:
+        """The task `name`; None when no folder declares it; a broken one raises its one-line error."""
+        if name in self.tasks:
+            return self.tasks[name]
+        broken = self.broken_named(name)
+        if broken is not None:
+            raise broken.error_for_cli()
+        return None
+
+    def __getitem__(self, name: str) -> ResolvedTask:
+        task = self.get(name)
+        if task is None:
+            raise KeyError(name)
+        return task
+
+
+def load_task_folder(yaml_path: Path) -> ResolvedTask | BrokenTask:
+    """One task folder as the Dagster component loads it: the task, or its BrokenTask. A task whose
+    name a folder sorted before it already declares (and loads) is broken as a duplicate, as in
+    `load_tasks`, so the two never define the same assets."""
+    try:
+        task = load_task_file(yaml_path)
+    except TaskSpecError as exc:
+        return BrokenTask.of(yaml_path, exc)
+    here = yaml_path.resolve()
+    for other in sorted(here.parent.parent.glob("*/defs.yaml")):
+        if other == here:
+            break
+        if declared_attributes(other).get("name") == task.name and not isinstance(load_task_folder(other), BrokenTask):
+            return BrokenTask.of(yaml_path, _duplicate(yaml_path, task.name, other))
+    return task
+
+
+def load_tasks(root: Path | None = None) -> TaskLoad:
+    """Every task folder under defs/tasks, without raising: a broken one (or the second of two
+    folders with one name) is kept as a BrokenTask and the others load."""
+    tasks: dict[str, ResolvedTask] = {}
+    broken: list[BrokenTask] = []
+    for path in sorted((root or tasks_dir()).glob("*/defs.yaml")):
+        try:
+            task = load_task_file(path)
+        except TaskSpecError as exc:
+            broken.append(BrokenTask.of(path, exc))
+            continue
+        if task.name in tasks:
+            broken.append(BrokenTask.of(path, _duplicate(path, task.name, tasks[task.name].yaml_path)))
+            continue
+        tasks[task.name] = task
+    return TaskLoad(tasks, tuple(broken))

@@ -27,7 +27,7 @@ from batch_assets.ledger.review import close_revoked_reviews, insert_revocations
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.settle.business_table import value_sql
-from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+from batch_assets.spec.resolve import ResolvedTask, load_tasks
 from batch_assets.sqltext import quote_ident
 
 # How many revoked answers in a row a revoke walks back over to find the row to put back (a bound
@@ -140,7 +140,8 @@ def revoke(
             return summary
         groups = conn.execute("""SELECT DISTINCT task_name, target_table, output_version FROM _sel
                                  WHERE NOT revoked ORDER BY ALL""").fetchall()
-        tasks = tasks if tasks is not None else (load_all_tasks() if groups else {})
+        # load_tasks().get raises a broken task's one-line error; the other tasks load beside it.
+        tasks = tasks if tasks is not None else (load_tasks() if groups else {})
         for task_name_, table, version in groups:
             task = tasks.get(task_name_)
             if task is None:
