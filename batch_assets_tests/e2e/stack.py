@@ -119,6 +119,49 @@ class Stack:
         ticks = data["sensorOrError"]["sensorState"]["ticks"]
         return [e["message"] for t in ticks for e in t["logEvents"]["events"]]
 
+    def reload_location(self, timeout_s: float = 300.0) -> None:
+        """ "Reload definitions" (the UI's button on the code location), then wait until it is loaded."""
+        self.graphql("""mutation { reloadRepositoryLocation(repositoryLocationName: "batch_assets") { __typename } }""")
+        wait_for("the reloaded code location", self.location_loaded, timeout_s, interval_s=2.0)
+
+    def location_loaded(self) -> bool:
+        """Whether every code location is loaded; one that failed to load raises with its error."""
+        data = self.graphql("""{ workspaceOrError { ... on Workspace { locationEntries {
+            name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }""")
+        entries = data["workspaceOrError"]["locationEntries"]
+        for e in entries:
+            if e["locationOrLoadError"] and e["locationOrLoadError"]["__typename"] == "PythonError":
+                raise AssertionError(f"code location failed to load: {e['locationOrLoadError']['message']}")
+        return bool(entries) and all(e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries)
+
+    def asset_keys(self) -> set[str]:
+        data = self.graphql("{ assetNodes { assetKey { path } } }")
+        return {"/".join(n["assetKey"]["path"]) for n in data["assetNodes"]}
+
+    def asset_node(self, asset: str) -> dict[str, Any]:
+        """An asset's description and its definition metadata (labels to text)."""
+        data = self.graphql(
+            """query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+                 description metadataEntries { label ... on TextMetadataEntry { text }
+                                               ... on PathMetadataEntry { path } } } } }""",
+            key={"path": asset.split("/")},
+        )
+        node = data["assetNodeOrError"]
+        return {
+            "description": node["description"],
+            "metadata": {m["label"]: m.get("text", m.get("path")) for m in node["metadataEntries"]},
+        }
+
+    def sensor_status(self, sensor: str = "provider_status_sensor") -> str | None:
+        data = self.graphql(
+            """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName: "batch_assets",
+                 repositoryName: "__repository__", sensorName: $name}) {
+                 __typename ... on Sensor { sensorState { status } } } }""",
+            name=sensor,
+        )
+        found = data["sensorOrError"]
+        return found["sensorState"]["status"] if found["__typename"] == "Sensor" else None
+
     def partition_statuses(self, asset: str) -> dict[str, str]:
         """Each day's status in the asset's partition bar (MATERIALIZED green, FAILED red, MATERIALIZING);
         a day missing here is empty."""
@@ -252,13 +295,7 @@ def start_stack(
         def loaded():
             if proc.poll() is not None:
                 raise AssertionError(f"`batch-assets dev` exited ({proc.returncode}); see {log_path}")
-            data = stack.graphql("""{ workspaceOrError { ... on Workspace { locationEntries {
-                name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }""")
-            entries = data["workspaceOrError"]["locationEntries"]
-            for e in entries:
-                if e["locationOrLoadError"] and e["locationOrLoadError"]["__typename"] == "PythonError":
-                    raise AssertionError(f"code location failed to load: {e['locationOrLoadError']['message']}")
-            return entries and all(e["loadStatus"] == "LOADED" and e["locationOrLoadError"] for e in entries)
+            return stack.location_loaded()
 
         wait_for("the Dagster UI and its code location", loaded, ready_timeout_s, interval_s=2.0)
     except BaseException:

@@ -12,7 +12,11 @@ the tests run in file order and build on each other:
    size: `too_many_tasks`) ends with a FAILED reconciliation check, shown in the UI;
 4. `settled`'s partition bar: green for the done days, red for the failed one, empty for a day in
    flight, red once an operator cancels that day (its check warns `canceled`);
-5. a revoke gets a collect run from the sensor that refreshes the business table's row count.
+5. a revoke gets a collect run from the sensor that refreshes the business table's row count;
+6. a copied task folder with a typo (`provider: opnai`) beside the good ones: after "Reload
+   definitions" the code location loads, the good tasks and the sensor are still there and a new
+   day of a good task still materializes to `settled`; the broken folder shows as its `task_spec`
+   asset holding the file, the field and the fix.
 
 Every wait polls for its condition with a deadline; nothing sleeps to synchronize.
 """
@@ -38,6 +42,9 @@ FIRST = "2026-11-20"
 BACKFILL = ("2026-11-21", "2026-11-22", "2026-11-23")
 FAILING = "2026-11-24"
 IN_FLIGHT = "2026-11-25"
+AFTER_BREAK = "2026-11-26"  # the last seeded day: a good task's day materialized beside the broken copy
+BROKEN_FOLDER = "e2e_broken_copy"  # gitignored; removed (and the location reloaded) after the test
+BROKEN = "ticket_triage_copy"
 SETTLED = f"{TASK}/settled"
 SUBMIT_STAGES = ("manifest", "shards", "submissions")
 # Per-item faults during the backfill, drawn per (request, occurrence) so a retried request can succeed.
@@ -308,10 +315,10 @@ def test_failed_check_names_the_providers_reason(stack: Stack, browser_page):
     assert any("too_many_tasks" in t for t in texts)
 
 
-def partitions_page(page, stack: Stack, asset: str) -> None:
-    """The asset's Partitions tab: its bar (green done, red failed, empty not yet) and the day list."""
+def partitions_page(page, stack: Stack, asset: str, day: str) -> None:
+    """The asset's Partitions tab: its bar (green done, red failed, empty not yet), `day` picked in the list."""
     page.goto(f"{stack.ui_url}/assets/{asset}?view=partitions")
-    page.get_by_text(FIRST).first.wait_for()
+    page.get_by_text(day, exact=True).first.click()
     page.wait_for_load_state("networkidle")
 
 
@@ -325,7 +332,7 @@ def test_the_settled_bar_is_green_for_done_days_and_red_for_the_failed_one(stack
     assert all(statuses.get(day) == "MATERIALIZED" for day in (FIRST, *BACKFILL)), statuses
     # `applied` ran for the failed day as well: its own bar says the step ran, not that the day is done.
     assert stack.partition_statuses(APPLIED).get(FAILING) == "MATERIALIZED"
-    partitions_page(page, stack, SETTLED)
+    partitions_page(page, stack, SETTLED, FAILING)
     publish(shot(page, artifacts, "e2e_settled_failed_partition.png"))
 
 
@@ -345,7 +352,7 @@ def test_an_in_flight_partition_is_not_green_and_a_canceled_one_turns_red(stack:
     assert row["in_flight"] > 0 and row["applied"] == 0, row
     assert IN_FLIGHT not in stack.partition_statuses(SETTLED)  # empty, not green
     assert stack.partition_statuses(f"{TASK}/submissions").get(IN_FLIGHT) == "MATERIALIZED"
-    partitions_page(page, stack, SETTLED)
+    partitions_page(page, stack, SETTLED, IN_FLIGHT)
     publish(shot(page, artifacts, "e2e_in_flight_partition.png"))
 
     # An operator cancels it: the day ends CANCELED, red, and its check warns `canceled`.
@@ -374,3 +381,51 @@ def test_a_revoke_refreshes_the_business_tables_row_count(stack: Stack):
         lambda: stack.latest_observation(table).get("dagster/row_count") == rows,
         PARTITION_TIMEOUT_S,
     )
+
+
+def test_a_broken_task_beside_good_ones_is_isolated(stack: Stack, browser_page, artifacts: Path):
+    page = browser_page
+    tasks = Path(__file__).resolve().parents[2] / "batch_assets" / "defs" / "tasks"
+    copy = tasks / BROKEN_FOLDER
+    shutil.copytree(tasks / TASK, copy)
+    defs = copy / "defs.yaml"
+    text = defs.read_text(encoding="utf-8")
+    defs.write_text(
+        text.replace(f"  name: {TASK}\n", f"  name: {BROKEN}\n", 1).replace(
+            "  provider: openai\n", "  provider: opnai\n", 1
+        ),
+        encoding="utf-8",
+    )
+    try:
+        stack.reload_location()  # raises if the code location failed to load
+        keys = stack.asset_keys()
+        assert {SETTLED, APPLIED, "review_sentiment/settled"} <= keys, sorted(keys)
+        assert f"{BROKEN}/task_spec" in keys and not any(
+            k.startswith(f"{BROKEN}/") and k != f"{BROKEN}/task_spec" for k in keys
+        )
+        assert stack.sensor_status() == "RUNNING"
+        node = stack.asset_node(f"{BROKEN}/task_spec")
+        error = node["metadata"]["error"]
+        assert str(defs) in error and "opnai" in error and node["metadata"]["field"] == "provider", node
+        assert "Fix:" in error and error in node["description"]
+
+        listed = stack.cli("tasks")
+        assert listed.returncode == 1 and f"BROKEN {BROKEN_FOLDER}: {error}" in listed.stdout, listed
+
+        page.goto(f"{stack.ui_url}/assets/{BROKEN}/task_spec")
+        page.get_by_text("opnai").first.wait_for()
+        page.wait_for_load_state("networkidle")
+        publish(shot(page, artifacts, "e2e_broken_task.png"))
+
+        # The good task still materializes a new day from the UI, and the sensor carries it to done.
+        materialize_submit_stages(page, stack, AFTER_BREAK, "Launch 1 run")
+        wait_for(
+            f"{SETTLED} green for {AFTER_BREAK} beside the broken task",
+            lambda: stack.partition_statuses(SETTLED).get(AFTER_BREAK) == "MATERIALIZED",
+            PARTITION_TIMEOUT_S,
+        )
+        assert ledger(stack)[task_id(AFTER_BREAK)]["status"] in ("COMPLETED", "COMPLETED_WITH_FAILURES")
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+        stack.reload_location()
+    assert f"{BROKEN}/task_spec" not in stack.asset_keys()
