@@ -89,7 +89,7 @@ def test_load_tasks_keeps_the_broken_folder_apart(project):
     assert (broken.folder, broken.name, broken.provider, broken.field) == (BROKEN, BROKEN, "opnai", "provider")
     assert broken.error == (
         f"{yaml_path}: invalid task spec: field 'provider' (line {line_of(yaml_path, 'provider:')}): "
-        "unknown provider 'opnai'; use one of: openai, dashscope, anthropic, gemini"
+        "unknown provider 'opnai'. Fix: use one of: openai, dashscope, anthropic, gemini"
     )
     assert broken.fix == "use one of: openai, dashscope, anthropic, gemini"
     with pytest.raises(TaskSpecError, match="unknown provider 'opnai'"):

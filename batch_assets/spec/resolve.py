@@ -242,10 +242,14 @@ def _validation_error(yaml_path: Path, exc: pydantic.ValidationError, text: str)
         field = ".".join(str(part) for part in loc) or "attributes"
         line = _line_of(root, ("attributes", *loc))
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        problems.append((field, f"field '{field}'{f' (line {line})' if line else ''}: {msg}"))
         fixes.append(_fix_of(err.get("type", ""), msg))
+        msg = msg.replace("; use ", ". Fix: use ", 1)  # the model's own fix, said as every fix is
+        problems.append((field, f"field '{field}'{f' (line {line})' if line else ''}: {msg}"))
+    text = "; ".join(p for _, p in problems)
+    if fixes and ". Fix: " not in text:
+        text += f". Fix: {fixes[0]}"
     return TaskSpecError(
-        f"{yaml_path}: invalid task spec: {'; '.join(p for _, p in problems)}",
+        f"{yaml_path}: invalid task spec: {text}",
         field=problems[0][0] if problems else None,
         fix=fixes[0] if fixes else None,
     )
