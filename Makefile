@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test test-fast lint dev bench emulator emulator-bench e2e soak clean
+.PHONY: demo test test-fast lint dev bench emulator emulator-bench e2e soak clean services services-stop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,11 @@ demo: $(STAMP)
 
 # Two worker processes (pytest-xdist; each test has its own DuckDB file, data dir and emulator port):
 # the suite is CPU-bound, and one process used ~1 of the 2 cores. `TEST_WORKERS=0` runs it in one process.
+# The suite runs under `services run`: a throwaway PostgreSQL on a free 127.0.0.1 port for the tests that
+# need one (BATCH_ASSETS_TEST_PG_URL), stopped and deleted afterwards, also on failure or Ctrl-C.
 TEST_WORKERS ?= 2
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m batch_assets.services run -- $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The fast lane: everything but the tests marked slow (they start the emulator or Dagster; a guard in
 # batch_assets_tests/slow_guard.py fails an unmarked one that does).
@@ -32,6 +34,14 @@ test-fast: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# PostgreSQL on a free 127.0.0.1 port, data under data/services (Debian's package, installed when missing);
+# prints the environment lines to export. Stopped by its PID with `make services-stop`.
+services: $(STAMP)
+	@$(BIN)/python -m batch_assets.services start
+
+services-stop: $(STAMP)
+	@$(BIN)/python -m batch_assets.services stop
 
 dev: $(STAMP)
 	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)

@@ -20,7 +20,7 @@ from batch_assets.resources import EMULATOR_API_KEY
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
 
 # Fails a test not marked slow that starts the emulator or Dagster, so `make test-fast` stays fast.
-pytest_plugins = ["batch_assets_tests.slow_guard"]
+pytest_plugins = ["batch_assets_tests.slow_guard", "batch_assets_tests.postgres_fixture"]
 
 # Emulator clock knobs that finish a small batch in well under a second.
 FAST_EMULATOR = {

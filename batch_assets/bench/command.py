@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from batch_assets.bench import growth, history, sensor
+from batch_assets.bench import claims, growth, history, sensor
 from batch_assets.bench.proc import ChildFailed
 from batch_assets.bench.runner import DEFAULT_ITEMS, DEFAULT_WORKDIR, BenchmarkError, NotEnoughDisk, run_benchmark
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 when a performance target is missed")
     p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
     sensor.add_arguments(p)
+    claims.add_arguments(p)
     p.add_argument(
         "--history",
         type=int,
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "--growth-from runs the pipeline benchmark once per size (not with --repeat, --sensor-jobs or --history)"
         )
+    if args.claims is not None:
+        return claims.main(args)
     if args.sensor_jobs is not None:
         return sensor.main(args)
     if args.growth_from is not None:

@@ -4,7 +4,8 @@ A job holds a place of its account while it is *reserved*: an intent being creat
 live), a create whose outcome is unknown, or a batch in flight. Nothing is counted in memory: every
 admission reads the reservations in the transaction that records the intent, after touching the
 account's `quota_account` row, so two admissions for one account never decide on the same view
-(DuckDB serializes writing processes; a second transaction on the row conflicts and is retried).
+(DuckDB serializes writing processes and a second transaction on the row conflicts and is retried;
+PostgreSQL makes the second wait for the row's lock and then read what the first committed).
 A place is given back when the job ends, its claim expires, or its create is refused or found absent.
 
 A shard that does not fit waits (`shard.deferred_at`, `wait_priority`, `wait_reason`): admission
@@ -21,9 +22,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger.control_db import ControlDB, as_control, seconds_ago_sql
 from batch_assets.ledger.states import JobState, in_flight_sql
-from batch_assets.ledger.transaction import transaction
-from batch_assets.ledger.warehouse import fetch_dicts
 
 PRIORITY_RANKS = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
 DEFAULT_AGEING_S = 1800.0  # a waiter gains one priority step per 30 minutes
@@ -94,9 +94,11 @@ class Usage:
     created_last_minute: int
 
 
-def usage(conn: duckdb.DuckDBPyConnection, c: Candidate, exclude_job_key: str | None = None) -> Usage:
-    row = conn.execute(
-        f"""
+def usage(conn: duckdb.DuckDBPyConnection | ControlDB, c: Candidate, exclude_job_key: str | None = None) -> Usage:
+    row = (
+        as_control(conn)
+        .execute(
+            f"""
         WITH reserved AS (
             SELECT j.job_key, s.model, s.est_tokens, t.task_name
             FROM ledger.provider_job j
@@ -106,16 +108,24 @@ def usage(conn: duckdb.DuckDBPyConnection, c: Candidate, exclude_job_key: str | 
               AND j.job_key IS DISTINCT FROM $self AND {reserved_sql("j")}
         )
         SELECT count(*),
-               coalesce(sum(est_tokens) FILTER (model = $model), 0),
-               count(*) FILTER (task_name = $task),
-               coalesce(sum(est_tokens) FILTER (task_name = $task AND model = $model), 0),
+               coalesce(sum(est_tokens) FILTER (WHERE model = $model), 0),
+               count(*) FILTER (WHERE task_name = $task),
+               coalesce(sum(est_tokens) FILTER (WHERE task_name = $task AND model = $model), 0),
                (SELECT count(*) FROM ledger.provider_job
                 WHERE provider = $provider AND coalesce(account, 'default') = $account
                   AND job_key IS DISTINCT FROM $self
-                  AND created_at > now()::TIMESTAMP - INTERVAL 60 SECOND)
+                  AND created_at > {seconds_ago_sql(60)})
         FROM reserved""",
-        {"provider": c.provider, "account": c.account, "model": c.model, "task": c.task_name, "self": exclude_job_key},
-    ).fetchone()
+            {
+                "provider": c.provider,
+                "account": c.account,
+                "model": c.model,
+                "task": c.task_name,
+                "self": exclude_job_key,
+            },
+        )
+        .one()
+    )
     return Usage(*(int(v) for v in row))
 
 
@@ -148,36 +158,40 @@ def why_no_room(u: Usage, c: Candidate, limits: QuotaLimits) -> Wait | None:
     return None
 
 
-def waiter_ahead(conn: duckdb.DuckDBPyConnection, c: Candidate, ageing_s: float) -> Wait | None:
+def waiter_ahead(conn: duckdb.DuckDBPyConnection | ControlDB, c: Candidate, ageing_s: float) -> Wait | None:
     """The task and partition of a waiting shard of the account that goes before the candidate
     (higher effective priority, or equal and waiting longer), or None."""
-    rows = fetch_dicts(
-        conn,
-        f"""
+    aged = "floor(extract(epoch FROM now()::TIMESTAMP - {since}) / $ageing)"
+    rows = (
+        as_control(conn)
+        .execute(
+            f"""
         WITH me AS (
             SELECT coalesce(max(deferred_at), now()::TIMESTAMP) AS since FROM ledger.shard WHERE shard_id = $shard
         ), waiting AS (
-            SELECT s.shard_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day, s.deferred_at,
-                   s.wait_priority + floor(epoch(now()::TIMESTAMP - s.deferred_at) / $ageing) AS effective
+            SELECT s.shard_id, t.task_name, CAST(t.partition_date AS VARCHAR) AS day, s.deferred_at,
+                   s.wait_priority + {aged.format(since="s.deferred_at")} AS effective
             FROM ledger.shard s JOIN ledger.batch_task t USING (task_id)
             WHERE s.provider = $provider AND s.wait_account = $account AND s.deferred_at IS NOT NULL
               AND s.wait_priority IS NOT NULL AND s.shard_id <> $shard
-              AND s.wait_seen_at > now()::TIMESTAMP - INTERVAL {int(WAIT_STALE_S)} SECOND
+              AND s.wait_seen_at > {seconds_ago_sql(WAIT_STALE_S)}
               AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id
                               AND (j.provider_batch_id IS NOT NULL OR {reserved_sql("j")}))
         )
         SELECT w.task_name, w.day, w.effective FROM waiting w, me
-        WHERE w.effective > $priority + floor(epoch(now()::TIMESTAMP - me.since) / $ageing)
-           OR (w.effective = $priority + floor(epoch(now()::TIMESTAMP - me.since) / $ageing)
+        WHERE w.effective > $priority + {aged.format(since="me.since")}
+           OR (w.effective = $priority + {aged.format(since="me.since")}
                AND w.deferred_at < me.since)
         ORDER BY w.effective DESC, w.deferred_at LIMIT 1""",
-        {
-            "shard": c.shard_id,
-            "provider": c.provider,
-            "account": c.account,
-            "ageing": float(ageing_s),
-            "priority": c.priority,
-        },
+            {
+                "shard": c.shard_id,
+                "provider": c.provider,
+                "account": c.account,
+                "ageing": float(ageing_s),
+                "priority": c.priority,
+            },
+        )
+        .dicts()
     )
     if not rows:
         return None
@@ -185,34 +199,40 @@ def waiter_ahead(conn: duckdb.DuckDBPyConnection, c: Candidate, ageing_s: float)
     return Wait("queue", f"waiting behind {r['task_name']} {r['day']} (effective priority {int(r['effective'])})")
 
 
-def _touch_account(conn: duckdb.DuckDBPyConnection, provider: str, account: str) -> None:
-    conn.execute(
-        "INSERT INTO ledger.quota_account (provider, account) VALUES (?, ?) "
-        "ON CONFLICT DO UPDATE SET admissions = admissions",
+def _touch_account(conn: duckdb.DuckDBPyConnection | ControlDB, provider: str, account: str) -> None:
+    """Write the account's row first: a concurrent admission for the account conflicts (DuckDB) or
+    waits for this transaction (PostgreSQL), so no two decide on the same view of its reservations."""
+    db = as_control(conn)
+    db.execute(
+        "INSERT INTO ledger.quota_account (provider, account) VALUES (?, ?) ON CONFLICT (provider, account) DO NOTHING",
+        [provider, account],
+    )
+    db.execute(
+        "UPDATE ledger.quota_account SET admissions = admissions WHERE provider = ? AND account = ?",
         [provider, account],
     )
 
 
-def mark_waiting(conn: duckdb.DuckDBPyConnection, candidates: list[Candidate], reason: str) -> None:
+def mark_waiting(conn: duckdb.DuckDBPyConnection | ControlDB, candidates: list[Candidate], reason: str) -> None:
     """Record the shards waiting (one statement; the first time keeps its place: deferred_at)."""
     if not candidates:
         return
     c = candidates[0]
-    conn.execute(
+    as_control(conn).execute(
         "UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP), wait_account = ?, "
         "wait_priority = ?, wait_reason = ?, wait_seen_at = now()::TIMESTAMP "
-        "WHERE list_contains(?::VARCHAR[], shard_id)",
+        "WHERE shard_id = ANY(?)",
         [c.account, c.priority, reason, [x.shard_id for x in candidates]],
     )
 
 
-def _mark_admitted(conn: duckdb.DuckDBPyConnection, c: Candidate) -> None:
-    conn.execute(
+def _mark_admitted(db: ControlDB, c: Candidate) -> None:
+    db.execute(
         "UPDATE ledger.quota_account SET admissions = admissions + 1, admitted_at = now()::TIMESTAMP "
         "WHERE provider = ? AND account = ?",
         [c.provider, c.account],
     )
-    conn.execute(
+    db.execute(
         "UPDATE ledger.shard SET deferred_at = NULL, wait_account = NULL, wait_priority = NULL, "
         "wait_reason = NULL, wait_seen_at = NULL WHERE shard_id = ?",
         [c.shard_id],
@@ -220,7 +240,7 @@ def _mark_admitted(conn: duckdb.DuckDBPyConnection, c: Candidate) -> None:
 
 
 def admit(
-    conn: duckdb.DuckDBPyConnection,
+    conn: duckdb.DuckDBPyConnection | ControlDB,
     c: Candidate,
     limits: QuotaLimits,
     take: Callable[[], bool],
@@ -231,18 +251,19 @@ def admit(
     """Admit the candidate or record it waiting, in one transaction: `take()` records the intent or
     its claim (True = won) and runs only when the candidate fits and no waiter goes first. Returns
     None when admitted (or `take` lost, nothing reserved), else why it waits."""
+    db = as_control(conn)
     for attempt in range(CONFLICT_RETRIES):
         try:
-            with transaction(conn):
-                _touch_account(conn, c.provider, c.account)
-                wait = why_no_room(usage(conn, c, exclude_job_key), c, limits) or waiter_ahead(conn, c, ageing_s)
+            with db.transaction():
+                _touch_account(db, c.provider, c.account)
+                wait = why_no_room(usage(db, c, exclude_job_key), c, limits) or waiter_ahead(db, c, ageing_s)
                 if wait is not None:
-                    mark_waiting(conn, [c], wait.reason)
+                    mark_waiting(db, [c], wait.reason)
                     return wait
                 if take():
-                    _mark_admitted(conn, c)
+                    _mark_admitted(db, c)
                 return None
-        except duckdb.TransactionException:
+        except db.ConflictError:
             # Another admission for the account committed first: decide again on what it left.
             if attempt == CONFLICT_RETRIES - 1:
                 raise

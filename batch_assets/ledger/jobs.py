@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
+from batch_assets.ledger.control_db import ControlDB, as_control, lease_sql
 from batch_assets.ledger.statements import NOW, insert_select, insert_values
 from batch_assets.ledger.states import TERMINAL_STATES, TERMINAL_STATES_SQL, JobState, terminal_sql
 from batch_assets.ledger.transaction import transaction
@@ -430,7 +431,7 @@ def insert_status_events(conn: duckdb.DuckDBPyConnection, query: str, params: Pa
 
 def _lease(lease_s: float) -> str:
     """SQL for now + lease (the lease is a number, never text from outside)."""
-    return f"now()::TIMESTAMP + to_seconds(CAST({float(lease_s)!r} AS DOUBLE))"
+    return lease_sql(lease_s)
 
 
 _OPEN_INTENT = f"provider_batch_id IS NULL AND create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'"
@@ -438,7 +439,7 @@ _CLAIM_FREE = "(claimed_by IS NULL OR claim_expires_at < now()::TIMESTAMP)"
 
 
 def claim_new_intent(
-    conn: duckdb.DuckDBPyConnection,
+    conn: duckdb.DuckDBPyConnection | ControlDB,
     job_key: str,
     task_id: str,
     shard_id: str,
@@ -456,9 +457,10 @@ def claim_new_intent(
     event), atomically, with where it goes and its request options (as `insert_job_intent`).
     False when the job_key exists already: another run got there first and this one must neither
     upload nor create."""
-    with transaction(conn):
+    db = as_control(conn)
+    with db.transaction():
         inserted = insert_values(
-            conn,
+            db,
             "provider_job",
             {
                 "job_key": job_key,
@@ -472,11 +474,11 @@ def claim_new_intent(
                 **_sent_with(endpoint_mode, endpoint_url, request_options),
             },
             fixed={"created_at": NOW, "state_changed_at": NOW, "claim_expires_at": _lease(lease_s)},
-            on_conflict="ON CONFLICT DO NOTHING",
+            on_conflict="ON CONFLICT (job_key) DO NOTHING",
         )
         if inserted:
             insert_values(
-                conn,
+                db,
                 "status_event",
                 {"job_key": job_key, "from_state": None, "to_state": JobState.CREATED.value},
                 fixed={"observed_at": NOW},
@@ -485,56 +487,69 @@ def claim_new_intent(
 
 
 def claim_intent(
-    conn: duckdb.DuckDBPyConnection, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
+    conn: duckdb.DuckDBPyConnection | ControlDB, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
 ) -> bool:
     """Claim an existing intent without a batch id (not abandoned) for `owner`: it must be free,
-    its lease expired, or already `owner`'s. One UPDATE (DuckDB serializes writers): True = won."""
-    row = conn.execute(
-        f"""
+    its lease expired, or already `owner`'s. One guarded UPDATE (the engine serializes writers of
+    the row and re-checks the guard): True = won."""
+    touched = (
+        as_control(conn)
+        .execute(
+            f"""
         UPDATE ledger.provider_job SET claimed_by = ?, claim_expires_at = {_lease(lease_s)}
         WHERE job_key = ? AND {_OPEN_INTENT} AND ({_CLAIM_FREE} OR claimed_by = ?)
     """,
-        [owner, job_key, owner],
-    ).fetchone()
-    return bool(row and row[0] == 1)
+            [owner, job_key, owner],
+        )
+        .rowcount
+    )
+    return touched == 1
 
 
 def renew_claim(
-    conn: duckdb.DuckDBPyConnection, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
+    conn: duckdb.DuckDBPyConnection | ControlDB, job_key: str, owner: str, lease_s: float = DEFAULT_CLAIM_LEASE_S
 ) -> bool:
     """Extend `owner`'s claim (before a create call). Strict: only while the row is still claimed by
     `owner` and still has no batch id; False means the claim was lost and nothing may be created."""
-    row = conn.execute(
-        f"""
+    touched = (
+        as_control(conn)
+        .execute(
+            f"""
         UPDATE ledger.provider_job SET claim_expires_at = {_lease(lease_s)}
         WHERE job_key = ? AND claimed_by = ? AND {_OPEN_INTENT}
     """,
-        [job_key, owner],
-    ).fetchone()
-    return bool(row and row[0] == 1)
+            [job_key, owner],
+        )
+        .rowcount
+    )
+    return touched == 1
 
 
-def release_claim(conn: duckdb.DuckDBPyConnection, job_key: str, owner: str) -> None:
+def release_claim(conn: duckdb.DuckDBPyConnection | ControlDB, job_key: str, owner: str) -> None:
     """Give up `owner`'s claim (a no-op if the row is not claimed by `owner`)."""
-    conn.execute(
+    as_control(conn).execute(
         "UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL "
         "WHERE job_key = ? AND claimed_by = ?",
         [job_key, owner],
     )
 
 
-def release_claims_of(conn: duckdb.DuckDBPyConnection, owners: Sequence[str]) -> int:
+def release_claims_of(conn: duckdb.DuckDBPyConnection | ControlDB, owners: Sequence[str]) -> int:
     """Give up every intent claim (no batch id yet) held by `owners` — runs known to have ended, so
     their claims would otherwise block the shard until the lease runs out. Returns how many."""
     if not owners:
         return 0
-    return conn.execute(
-        """
+    return (
+        as_control(conn)
+        .execute(
+            """
         UPDATE ledger.provider_job SET claimed_by = NULL, claim_expires_at = NULL
-        WHERE provider_batch_id IS NULL AND claimed_by IN (SELECT unnest(?::VARCHAR[]))
+        WHERE provider_batch_id IS NULL AND claimed_by = ANY(?)
     """,
-        [list(owners)],
-    ).fetchone()[0]
+            [list(owners)],
+        )
+        .rowcount
+    )
 
 
 def _mark_create(conn: duckdb.DuckDBPyConnection, job_key: str, mark: CreateMark, detail: str | None) -> None:

@@ -49,16 +49,19 @@ def insert_select(
 
 
 def insert_values(
-    conn: duckdb.DuckDBPyConnection,
+    conn,
     table: str,
     values: Mapping[str, Any],
     *,
     fixed: Mapping[str, str] | None = None,
     on_conflict: str = "",
 ) -> int:
-    """INSERT INTO ledger.<table> (<names>) VALUES (?, …, <fixed exprs>) for one row; returns rows inserted."""
+    """INSERT INTO ledger.<table> (<names>) VALUES (?, …, <fixed exprs>) for one row; returns rows inserted.
+    `conn` is a DuckDB connection or a ControlDB (the control tables on either engine)."""
+    from batch_assets.ledger.control_db import as_control
+
     fixed = dict(fixed or {})
     targets = [*values, *fixed]
     exprs = ["?"] * len(values) + list(fixed.values())
     sql = f"INSERT INTO ledger.{table} ({', '.join(targets)}) VALUES ({', '.join(exprs)})\n{on_conflict}"
-    return _count(conn.execute(sql, list(values.values())))
+    return as_control(conn).execute(sql, list(values.values())).rowcount

@@ -1,0 +1,86 @@
+"""`python -m batch_assets.services start|stop|status|run -- CMD` (what `make services` and `make test` call).
+
+start   starts PostgreSQL under DIR (default data/services) and prints the environment lines to export
+stop    stops it by its recorded PID
+status  says whether it runs, and its URL
+run     starts a throwaway one, runs CMD with BATCH_ASSETS_TEST_PG_URL set, stops it whatever CMD did
+        (also on Ctrl-C) and exits with CMD's code; when no server can start, CMD runs without it
+        (the tests that need one skip with a message, or fail when CI is set)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from batch_assets.services import postgres
+
+TEST_URL_VARIABLE = "BATCH_ASSETS_TEST_PG_URL"
+
+
+def env_lines(server: postgres.Running) -> list[str]:
+    dagster = server.url.replace("postgresql://", "postgresql+psycopg2://", 1)
+    return [
+        f"export BATCH_ASSETS_LEDGER_URL={server.url}",
+        f"export BATCH_ASSETS_DAGSTER_PG_URL={dagster}",
+    ]
+
+
+def _run(cmd: list[str]) -> int:
+    state = Path(tempfile.mkdtemp(prefix="batch_assets_pg_"))
+    env = dict(os.environ)
+    try:
+        try:
+            server = postgres.start(state)
+            env[TEST_URL_VARIABLE] = server.url
+            print(f"services: PostgreSQL for the tests at {server.url} (pid {server.pid})", flush=True)
+        except postgres.ServiceError as exc:
+            print(f"services: no PostgreSQL for the tests: {exc}", file=sys.stderr, flush=True)
+        child = subprocess.Popen(cmd, env=env)
+        # Ctrl-C / SIGTERM reach the child (same process group for Ctrl-C); we wait, then stop the server.
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                continue
+    finally:
+        postgres.discard(state)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m batch_assets.services", description=__doc__.split("\n\n")[0])
+    p.add_argument("verb", choices=["start", "stop", "status", "run"])
+    p.add_argument("--dir", type=Path, default=Path("data/services"), help="state directory (default data/services)")
+    p.add_argument("--port", type=int, default=None, help="port for start (default: a free one)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="for run: -- CMD ...")
+    args = p.parse_args(argv)
+    try:
+        if args.verb == "run":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                p.error("run needs a command: run -- CMD ...")
+            return _run(cmd)
+        if args.verb == "start":
+            server = postgres.start(args.dir, args.port)
+            print(f"# PostgreSQL {server.url} (pid {server.pid}, data {server.data_dir}); stop: make services-stop")
+            print("\n".join(env_lines(server)))
+            return 0
+        if args.verb == "stop":
+            print("stopped PostgreSQL" if postgres.stop(args.dir) else "no PostgreSQL was running")
+            return 0
+        server = postgres.running(args.dir.resolve())
+        print(f"PostgreSQL running at {server.url} (pid {server.pid})" if server else "PostgreSQL not running")
+        return 0 if server else 1
+    except postgres.ServiceError as exc:
+        print(f"services: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""`postgres_url`: a fresh, empty PostgreSQL database per test, on the server `make test` starts.
+
+`make test` runs pytest under `python -m batch_assets.services run`, which starts a throwaway
+PostgreSQL and sets BATCH_ASSETS_TEST_PG_URL (its superuser URL). Without it a test that needs the
+server skips with a message, and fails when CI is set (CI must run every test).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from batch_assets.services.__main__ import TEST_URL_VARIABLE
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    admin = os.environ.get(TEST_URL_VARIABLE)
+    if not admin:
+        message = f"no PostgreSQL for this test: run `make test` (it starts one) or set {TEST_URL_VARIABLE}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(admin)
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
