@@ -55,11 +55,26 @@ TIMEOUT_S = 300.0
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+DAGSTER_PG_VARIABLE = "BATCH_ASSETS_DAGSTER_PG_URL"
+# The instance's runs, events and schedules in PostgreSQL (dagster-postgres reads the URL at start;
+# its scheme is postgresql+psycopg2: SQLAlchemy maps plain postgresql:// to psycopg 3).
+POSTGRES_STORAGE = f"""
+storage:
+  postgres:
+    postgres_url:
+      env: {DAGSTER_PG_VARIABLE}
+"""
+
+
 def prepare_dagster_home(data_dir: Path) -> Path:
-    """A persistent instance under data/ (so `make dev` shows the demo's runs), using our dagster.yaml."""
+    """A persistent instance under data/ (so `make dev` shows the demo's runs), using our dagster.yaml;
+    with $BATCH_ASSETS_DAGSTER_PG_URL set its storage is that PostgreSQL instead of SQLite files."""
     home = data_dir / "dagster_home"
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    config = (PROJECT_ROOT / "dagster.yaml").read_text(encoding="utf-8")
+    if os.environ.get(DAGSTER_PG_VARIABLE):
+        config += POSTGRES_STORAGE
+    (home / "dagster.yaml").write_text(config, encoding="utf-8")
     return home
 
 
