@@ -29,15 +29,15 @@ def _load_defs(monkeypatch, empty_source: str | None = None) -> dg.Definitions:
     from batch_assets.definitions import defs
 
     if empty_source is not None:
-        resolve = batch_task.resolve_task
+        load = batch_task.load_task_folder
 
-        def with_setting(attributes, path):
-            task = resolve(attributes, path)
-            if task.spec.name != TASK:
+        def with_setting(path):
+            task = load(path)
+            if getattr(task, "spec", None) is None or task.spec.name != TASK:
                 return task
             return dataclasses.replace(task, spec=task.spec.model_copy(update={"empty_source": empty_source}))
 
-        monkeypatch.setattr(batch_task, "resolve_task", with_setting)
+        monkeypatch.setattr(batch_task, "load_task_folder", with_setting)
     return defs()
 
 
