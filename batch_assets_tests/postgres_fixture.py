@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -17,19 +18,27 @@ import pytest
 from batch_assets.services.__main__ import TEST_URL_VARIABLE
 
 
+def _unavailable(message: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     admin = os.environ.get(TEST_URL_VARIABLE)
     if not admin:
-        message = f"no PostgreSQL for this test: run `make test` (it starts one) or set {TEST_URL_VARIABLE}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _unavailable(f"no PostgreSQL for this test: run `make test` (it starts one) or set {TEST_URL_VARIABLE}")
     import psycopg
 
+    # A unique name per test, so xdist workers sharing the server never meet.
     name = f"test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _unavailable(f"no PostgreSQL for this test: {TEST_URL_VARIABLE}={admin} does not answer ({reason})")
     parts = urlsplit(admin)
     try:
         yield urlunsplit(parts._replace(path=f"/{name}"))

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from batch_assets.components.partitions import daily_partitions
+from batch_assets.components.summary_metadata import health
 from batch_assets.pipeline.settle.partition_status import DONE, NOT_DONE, UNDER_WAY, partition_status
 from batch_assets.pipeline.settle.reconcile import Reconciliation
 
@@ -97,3 +98,79 @@ def test_done_when_every_item_is_final():
     verdict = rec.verdict()
     assert verdict.passed, verdict.reasons
     assert partition_status(rec, verdict).state == DONE
+
+
+def test_collecting_when_every_batch_ended_and_only_its_results_are_left():
+    rec = _rec(collecting=10, missing=10, shard_lines=10, submitted_lines=10)  # its lines have no outcome yet
+    verdict = rec.verdict()
+    assert (verdict.status, verdict.final_status, verdict.label) == ("collecting", None, "COLLECTING")
+    status = partition_status(rec, verdict)
+    assert status.state == UNDER_WAY and status.line().startswith("t_20261120: collecting: 10 item(s) being collected")
+    assert health(rec)["final_status"] == "collecting"
+    # With other work pending too, it is under way as before (a warn), naming both.
+    mixed = _rec(collecting=4, in_flight=6, missing=10, shard_lines=10, submitted_lines=10)
+    assert mixed.verdict().status == "warn" and "4 being collected" in mixed.verdict().reasons[0]
+
+
+def _materialized(result, stage: str) -> dict[str, dict]:
+    return {
+        e.partition: {k: v.value for k, v in e.event_specific_data.materialization.metadata.items()}
+        for e in result.all_events
+        if e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == dg.AssetKey([TASK, stage])
+    }
+
+
+@pytest.mark.slow
+def test_a_batch_that_ended_but_is_not_collected_reports_collecting_everywhere_and_settled_does_not_fail_it(
+    dagster_env, emulator, adapter, instance, ticket_task, wait_for_jobs, capsys
+):
+    import json
+
+    from batch_assets.definitions import defs as load_defs
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
+    from batch_assets.pipeline.settle.reconcile import reconcile
+
+    from .cli_calls import run
+
+    wh, task_id = dagster_env, ticket_task.task_id(DAY1)
+    emulator.configure(force_batch_status=None)  # this batch finishes
+    freeze_manifest(wh, ticket_task, DAY1)
+    cut_shards(wh, ticket_task, DAY1)
+    submit_pending(wh, ticket_task, DAY1, adapter)
+    wait_for_jobs(wh, adapter)  # the poll records the batch's terminal snapshot; no collect run yet
+    rec = reconcile(wh, task_id)
+    assert rec.collecting == 50 and rec.in_flight == rec.unresolved_missing == 0
+    assert rec.verdict().status == "collecting"
+
+    code, out, _ = run(capsys, "report", "--task", TASK)
+    assert code == 0 and f"NOT DONE {task_id}: collecting: 50 item(s) being collected" in out
+    assert "failed" not in out and "got no outcome" not in out
+    code, out, err = run(capsys, "report", "--format", "json", "--html")
+    [row] = json.loads(out)
+    assert (row["check"], row["status"], row["collecting"], row["in_flight"]) == ("collecting", None, 50, 0)
+    page = (wh.data_dir / "reports" / f"{task_id}.html").read_text(encoding="utf-8")
+    assert "COLLECTING: " in page and "batch finished, results being collected" in page and "FAILED" not in page
+
+    defs = load_defs()
+    assets = [defs.resolve_assets_def(dg.AssetKey([TASK, s])) for s in ("applied", "report", "settled")]
+    result = dg.materialize(assets, partition_key=DAY1, instance=instance)
+    assert result.success  # under way: not failed
+    assert _materialized(result, "applied")[DAY1]["final_status"] == "collecting"
+    assert _materialized(result, "report")[DAY1]["status"] == "collecting"
+    assert DAY1 not in _materialized(result, "settled") and _status(instance)[DAY1] is None
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert f"{task_id}: collecting: 50 item(s) being collected" in check.metadata["verdict"].value
+    assert check.metadata["collecting"].value == 50
+
+    collect_raw_results(wh, ticket_task, DAY1, adapter)
+    parse_results(wh, ticket_task, DAY1)
+    apply_results(wh, ticket_task, DAY1)
+    assert reconcile(wh, task_id).verdict().passed
+    assert dg.materialize(assets, partition_key=DAY1, instance=instance).success
+    assert _status(instance)[DAY1] == dg.AssetPartitionStatus.MATERIALIZED

@@ -4,6 +4,8 @@ times come from the provider jobs and their status events, and the HTML page has
 from __future__ import annotations
 
 import datetime as dt
+import html
+import json
 import re
 
 import pytest
@@ -247,3 +249,96 @@ def test_cost_is_none_until_the_ledger_has_costs_then_summed(warehouse):
         assert (cost.estimated, cost.actual, cost.currency) == (0.75, 0.2, "USD")
         n = report_numbers(build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9)))
         assert (n["estimated_cost"], n["actual_cost"]) == (0.75, 0.2)
+
+
+def _job(conn, job_key, shard_id, attempt, created, started, ended, task_id="t_20261120"):
+    """A completed retry-wave job on its own shard, with the provider's own times (minutes after T0)."""
+    minute = lambda m: T0 + dt.timedelta(minutes=m)  # noqa: E731
+    conn.execute(
+        """INSERT INTO ledger.shard (shard_id, task_id, provider, endpoint, model, attempt, shard_no, path,
+                        line_count, byte_count, est_tokens, created_at)
+                    VALUES (?, ?, 'openai', '/v1/chat/completions', 'm', ?, 9, 'x', 3, 1, 1, ?)""",
+        [shard_id, task_id, attempt, minute(created)],
+    )
+    conn.execute(
+        """INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, provider_batch_id, state,
+                        request_total, request_completed, request_failed, created_at, submitted_at,
+                        state_changed_at, terminal_at, provider_created_at, provider_started_at, provider_ended_at)
+                    VALUES (?, ?, ?, 'openai', '/v1/chat/completions', ?, 'COMPLETED', 3, 3, 0, ?, ?, ?, ?, ?, ?, ?)""",
+        [job_key, task_id, shard_id, "b_" + job_key, minute(created), minute(created), minute(ended + 5)]
+        + [minute(ended + 5), minute(created), minute(started), minute(ended)],
+    )
+
+
+def test_times_come_from_the_providers_timestamps_and_retry_gaps_count_as_neither_queue_nor_run(warehouse):
+    """j1 (created 01:00) was queued at the provider 01:01-01:03, ran 01:03-01:07 (finalizing from
+    01:06); the sensor saw it running only at 01:05 and ended at 01:15. A retry wave 23 minutes later:
+    j2 queued 01:30-01:31, ran -01:33; j3 beside it queued 01:30-01:32, ran -01:35."""
+    minute = lambda m: T0 + dt.timedelta(minutes=m)  # noqa: E731
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        conn.execute(
+            """UPDATE ledger.provider_job SET state = 'COMPLETED', request_completed = 10, terminal_at = ?,
+                      provider_created_at = ?, provider_started_at = ?, provider_finalizing_at = ?,
+                      provider_ended_at = ? WHERE job_key = 'j1'""",
+            [minute(15), minute(1), minute(3), minute(6), minute(7)],
+        )
+        conn.execute(
+            "INSERT INTO ledger.status_event (job_key, from_state, to_state, observed_at) "
+            "VALUES ('j1', 'RUNNING', 'COMPLETED', ?)",
+            [minute(15)],
+        )
+        _job(conn, "j2", "s1", 2, created=30, started=31, ended=33)
+        _job(conn, "j3", "s2", 2, created=30, started=32, ended=35)
+        r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(hours=3))
+        j1, j2, j3 = r.jobs
+        now = r.generated_at
+        assert (j1.queue_s(now), j1.run_s(now), j1.total_s(now)) == (120.0, 240.0, 420.0)  # not 4 and 10 minutes
+        assert (j2.queue_s(now), j2.run_s(now)) == (60.0, 120.0) and (j3.queue_s(now), j3.run_s(now)) == (120.0, 180.0)
+        # The partition: the union of its jobs' intervals. Queued 01:01-01:03 and 01:30-01:31 (from 01:31
+        # j2 ran while j3 waited: that minute is run time); ran 01:03-01:07 and 01:31-01:35.
+        assert (r.queue_time_s, r.run_time_s) == (180.0, 480.0)
+        assert j1.segments == (
+            ("CREATED", minute(0), minute(1)),
+            ("VALIDATING", minute(1), minute(3)),
+            ("RUNNING", minute(3), minute(6)),
+            ("FINALIZING", minute(6), minute(7)),
+        )
+        assert sum((e - s for _, s, e in j1.segments), dt.timedelta()) == dt.timedelta(seconds=j1.total_s(now))
+        assert r.time_in_state_s() == {
+            "CREATED": 60.0,
+            "VALIDATING": 120.0,
+            "SUBMITTED": 180.0,
+            "RUNNING": 480.0,
+            "FINALIZING": 60.0,
+        }
+        n = report_numbers(r)
+        assert (n["queue_time_s"], n["run_time_s"]) == (180.0, 480.0)
+        assert "| queue (a batch waiting at the provider, none running) | 3m 00s |" in report_markdown(r)
+        assert "<td>run (a batch running at the provider)</td><td>8m 00s" in render_html(r)
+
+
+def test_a_job_the_provider_reports_no_times_for_is_timed_by_what_the_ledger_saw(warehouse):
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9))
+        (job,) = r.jobs
+        assert (job.queued_at, job.started_at) == (T0 + dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=5))
+
+
+def test_the_html_page_names_a_failed_jobs_reason_as_the_reconciliation_check_does(warehouse):
+    with warehouse.connect() as conn:
+        _ledger_rows(conn)
+        errors = [{"code": "token_limit_exceeded", "message": "Enqueued token limit reached for m <in org>"}]
+        conn.execute(
+            "UPDATE ledger.provider_job SET state = 'FAILED', terminal_at = ?, provider_errors = ? "
+            "WHERE job_key = 'j1'",
+            [T0 + dt.timedelta(minutes=6), json.dumps(errors)],
+        )
+        r = build_report(conn, "t_20261120", now=T0 + dt.timedelta(minutes=9))
+    (job,) = r.jobs
+    reason = "token_limit_exceeded: Enqueued token limit reached for m <in org>"
+    assert job.reason == reason and r.reconciliation.batch_failures == [f"j1: {reason}"]
+    page = render_html(r)
+    assert "<td>FAILED</td>" in page and f"<td>{html.escape(reason)}</td>" in page
+    assert f"| {reason} |" in report_markdown(r)

@@ -3,7 +3,11 @@ second start, stopped by its PID; a test that needs it skips without it, and fai
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from batch_assets.ports import LOOPBACK, is_listening
 from batch_assets.services import postgres
 from batch_assets.services.__main__ import TEST_URL_VARIABLE, env_lines
 
@@ -38,8 +43,7 @@ def test_start_binds_loopback_is_found_again_and_stops_by_pid(server_dir):
     assert lines[1] == "export BATCH_ASSETS_DAGSTER_PG_URL=" + server.url.replace("postgresql:", "postgresql+psycopg2:")
     assert postgres.stop(server_dir)
     assert postgres.running(server_dir) is None
-    with pytest.raises(ProcessLookupError):
-        os.kill(server.pid, 0)
+    assert not postgres._alive(server.pid)  # gone (or a zombie its adopter has not reaped yet)
     assert not postgres.stop(server_dir)
 
 
@@ -62,3 +66,69 @@ def test_without_a_server_a_test_skips_with_a_message_and_fails_under_ci(tmp_pat
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout and "run `make test`" in skipped.stdout
     failed = _run_needing_postgres(tmp_path, CI="1")
     assert failed.returncode == 1 and "no PostgreSQL for this test" in failed.stdout
+    with socket.socket() as closed:  # a port nothing listens on: the URL is set but no server answers
+        closed.bind((LOOPBACK, 0))
+        dead = f"postgresql://postgres@{LOOPBACK}:{closed.getsockname()[1]}/postgres"
+    skipped = _run_needing_postgres(tmp_path, **{TEST_URL_VARIABLE: dead})
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout and "does not answer" in skipped.stdout
+    failed = _run_needing_postgres(tmp_path, CI="1", **{TEST_URL_VARIABLE: dead})
+    assert failed.returncode == 1 and "does not answer" in failed.stdout
+
+
+def _services(*args: str, **popen) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "batch_assets.services", *args], capture_output=True, text=True, timeout=120, **popen
+    )
+
+
+def test_a_stale_state_file_is_not_a_server_and_stop_leaves_its_pid_alone(tmp_path):
+    # After a reboot or a kill -9 the recorded PID may belong to another process: never signal it.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        state = postgres.Running(pid=other.pid, port=1, data_dir=str(tmp_path / "postgres"))
+        (tmp_path / postgres.STATE_FILE).write_text(json.dumps(dataclasses.asdict(state)), encoding="utf-8")
+        status = _services("status", "--dir", str(tmp_path))
+        assert (status.returncode, status.stdout.strip()) == (1, "PostgreSQL not running")
+        stop = _services("stop", "--dir", str(tmp_path))
+        assert (stop.returncode, stop.stdout.strip()) == (0, "no PostgreSQL was running")
+        assert other.poll() is None
+        assert not (tmp_path / postgres.STATE_FILE).exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_failures_are_one_line_naming_what_failed_and_the_fix(tmp_path):
+    (tmp_path / postgres.STATE_FILE).write_text("{", encoding="utf-8")
+    broken = _services("status", "--dir", str(tmp_path))
+    assert broken.returncode == 1 and broken.stderr.count("\n") == 1 and "delete it" in broken.stderr
+    (tmp_path / postgres.STATE_FILE).unlink()
+    with socket.socket() as taken:
+        taken.bind((LOOPBACK, 0))
+        taken.listen()
+        refused = _services("start", "--dir", str(tmp_path), "--port", str(taken.getsockname()[1]))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "start failed: port" in refused.stderr and "is taken; pick another with --port" in refused.stderr
+
+
+def test_run_stops_its_server_when_the_command_fails_or_is_terminated(server_dir):
+    failed = _services(
+        "run", "--", sys.executable, "-c", f"import os; print(os.environ['{TEST_URL_VARIABLE}']); exit(3)"
+    )
+    assert failed.returncode == 3
+    port = int(failed.stdout.strip().rsplit(":", 1)[1].split("/")[0])
+    assert not is_listening(port)
+    wrapper = subprocess.Popen(
+        [sys.executable, "-m", "batch_assets.services", "run", "--", "sleep", "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        announced = wrapper.stdout.readline()  # "services: PostgreSQL for the tests at URL (pid N)"
+        pid = int(announced.rsplit("pid ", 1)[1].rstrip(")\n"))
+        os.kill(wrapper.pid, signal.SIGTERM)
+        assert wrapper.wait(timeout=60) != 0
+    finally:
+        wrapper.kill()
+        wrapper.stdout.close()
+    assert not postgres._alive(pid)

@@ -11,7 +11,9 @@ every task, a task folder does not load: the others are reported and each broken
 after the table (`BROKEN <folder>: <error>`, as `batch-assets tasks` prints it). Partitions
 that are not done are named after the table (on stderr with --format json/csv, so stdout stays
 machine-readable), and so is a provider account
-paused by an account error (PAUSED, with its fix). With --html, each partition's report
+paused by an account error (PAUSED, with its fix). Each partition's queue, run and total time are
+the figures its report page and the `report` asset show (`partition_report.durations`): a third
+table, or queue_time_s, run_time_s, total_time_s in JSON and CSV. With --html, each partition's report
 page (outcomes, retries, tokens, cost, time in each state, with charts) is also written to
 `<data dir>/reports/<task_id>.html`, as the `report` asset writes it; the paths are listed after
 the table (on stderr with --format json/csv).
@@ -40,6 +42,7 @@ SUMMARY_FIELDS = (
     "reparsed",
     "parse_generations",
     "in_flight",
+    "collecting",
     "retry_pending",
     "unresolved",
     "balanced",
@@ -52,8 +55,13 @@ SUMMARY_FIELDS = (
     "currency",
     "thinking_tokens",
     "cached_input_tokens",
+    "queue_time_s",
+    "run_time_s",
+    "total_time_s",
     "problems",
 )
+# The partition's times, in seconds, as its report page and the report asset show them.
+TIME_FIELDS = ("queue_time_s", "run_time_s", "total_time_s")
 GATE_FIELDS = (
     "pii_redacted",
     "pii_blocked",
@@ -99,12 +107,14 @@ def record(rec, gate=None) -> dict:
         "reparsed": 0,
         "parse_generations": 0,
         "in_flight": rec.in_flight,
+        "collecting": rec.collecting,
         "retry_pending": rec.retry_pending,
         "unresolved": rec.unresolved,
         "balanced": not rec.problems(),
         "status": rec.final_status,
         "check": verdict.status,
         **{k: (gate.as_dict()[k] if gate is not None else None) for k in GATE_FIELDS},
+        **dict.fromkeys(TIME_FIELDS),
         "problems": list(verdict.reasons) if not verdict.passed else [],
     }
 
@@ -112,6 +122,13 @@ def record(rec, gate=None) -> dict:
 def _with_gate(rec: dict, gate) -> dict:
     """The record with the partition's sensitive-data and cost figures filled in (same key order)."""
     return rec | {k: gate.as_dict()[k] for k in GATE_FIELDS} if gate is not None else rec
+
+
+def _with_times(rec: dict, times) -> dict:
+    """The record with the partition's queue, run and total seconds (`partition_report.Durations`),
+    rounded as the report asset's numbers are."""
+    values = (times.queue_s, times.run_s, times.total_s)
+    return rec | {k: None if v is None else round(v, 6) for k, v in zip(TIME_FIELDS, values, strict=True)}
 
 
 def _with_reparse(rec: dict, figures: dict | None) -> dict:
@@ -126,7 +143,8 @@ def cmd_report(args) -> int:
     from batch_assets.cli.console import print_table
     from batch_assets.pipeline.collect.reparse import reparse_figures
     from batch_assets.pipeline.govern.cost import partition_gates
-    from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
+    from batch_assets.pipeline.report.partition_report import partition_durations
+    from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells, time_cells
     from batch_assets.pipeline.settle.reconcile import reconcile_conn
     from batch_assets.spec.resolve import load_tasks
 
@@ -141,15 +159,26 @@ def cmd_report(args) -> int:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
         recs = [reconcile_conn(conn, t, *tolerance.get(names.get(t), ())) for t in task_ids]
-        pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance) if args.html else []
+        now = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]  # one instant for every figure
+        times = {
+            r.task_id: partition_durations(conn, r.task_id, r.verdict().final_status is not None, now) for r in recs
+        }
+        pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance, now) if args.html else []
         gates = partition_gates(conn, list(task_ids))
         reparsed = reparse_figures(conn, list(task_ids))
         pauses = _account_pauses(conn, task_ids)
-    records = [_with_reparse(_with_gate(record(r), gates.get(r.task_id)), reparsed.get(r.task_id)) for r in recs]
+    records = [
+        _with_times(
+            _with_reparse(_with_gate(record(r), gates.get(r.task_id)), reparsed.get(r.task_id)), times[r.task_id]
+        )
+        for r in recs
+    ]
     if args.format == "table":
         print_table(*reconciliation_cells(recs))
         print()
         print_table(*gate_cells([gates[r.task_id] for r in recs if r.task_id in gates]))
+        print()
+        print_table(*time_cells([(r.task_id, times[r.task_id]) for r in recs]))
     else:
         render(records, fields(args.format), args.format)
     notes = sys.stdout if args.format == "table" else sys.stderr
@@ -211,13 +240,13 @@ def _account_pauses(conn, task_ids) -> list[dict]:
     return [p for p in active_pauses(conn) if p["provider"] in providers]
 
 
-def _write_pages(conn, data_dir, task_ids, names, tolerance) -> list:
+def _write_pages(conn, data_dir, task_ids, names, tolerance, now) -> list:
     from batch_assets.pipeline.report.partition_report import build_report, write_report
     from batch_assets.pipeline.settle.reconcile import DEFAULT_MAX_FAILED_FRACTION
 
     pages = []
     for task_id in task_ids:
         fraction, empty = tolerance.get(names.get(task_id), (DEFAULT_MAX_FAILED_FRACTION, "warn"))
-        rep = build_report(conn, task_id, fraction, empty_source=empty)
+        rep = build_report(conn, task_id, fraction, now=now, empty_source=empty)
         pages.append(write_report(rep, data_dir))
     return pages

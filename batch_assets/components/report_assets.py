@@ -11,6 +11,7 @@ from batch_assets.pipeline.report.partition_report import (
     summary_line,
     write_report,
 )
+from batch_assets.pipeline.settle.reconcile import COLLECTING
 from batch_assets.resources import WarehouseResource
 
 
@@ -52,7 +53,8 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
             {
                 pk: {
                     "task_id": r.task_id,
-                    "status": r.verdict.final_status or "in progress",
+                    "status": r.verdict.final_status
+                    or ("collecting" if r.verdict.status == COLLECTING else "in progress"),
                     "summary": summary_line(r),
                     **report_numbers(r),
                     "report": dg.MetadataValue.md(report_markdown(r)),

@@ -46,9 +46,10 @@ def health(rec: Reconciliation) -> dict:
         **rates,
         "final_failed": rec.final_failed_total,
         "in_flight": rec.in_flight,
+        "collecting": rec.collecting,
         "retry_pending": rec.retry_pending,
         "unresolved": rec.unresolved,
-        "final_status": rec.final_status or "pending",
+        "final_status": rec.final_status or ("collecting" if rec.only_collecting else "pending"),
     }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -156,6 +157,24 @@ def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) 
     conn.execute("UPDATE ledger.provider_job SET input_file_id = ? WHERE job_key = ?", [file_id, job_key])
 
 
+# The provider's own timestamps of a batch (JobSnapshot fields of the same names): only filled in,
+# never set back to NULL, so an answer that leaves one out (a listing page) keeps what was known.
+PROVIDER_TIMES = ("provider_created_at", "provider_started_at", "provider_finalizing_at", "provider_ended_at")
+_KEEP_TIMES_SQL = ", ".join(f"{c} = coalesce(?, {c})" for c in PROVIDER_TIMES)
+_KEEP_POLLED_TIMES_SQL = ", ".join(f"{c} = coalesce(p.{c}, j.{c})" for c in PROVIDER_TIMES)
+
+
+def _utc_naive(instant: datetime | None) -> datetime | None:
+    """A snapshot's UTC time as the ledger stores times: a naive UTC TIMESTAMP."""
+    if instant is None:
+        return None
+    return instant.astimezone(UTC).replace(tzinfo=None) if instant.tzinfo else instant
+
+
+def _provider_times(snap: JobSnapshot) -> list[datetime | None]:
+    return [_utc_naive(getattr(snap, c)) for c in PROVIDER_TIMES]
+
+
 def _errors_json(errors) -> str | None:
     """The provider's batch errors as a JSON array of objects: accepts dicts or objects with `.as_dict()`."""
     if not errors:
@@ -167,7 +186,8 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
     """Store what a poll (or the create call) saw; returns True if the internal state changed.
 
     Updates the job row (batch id, raw status, state, request counts, file ids, errors, cancel flag,
-    whether its results can be fetched; `submitted_at` the first time `submitted` is true;
+    whether its results can be fetched, the provider's own timestamps where it gives them (a known
+    one is never set back to NULL); `submitted_at` the first time `submitted` is true;
     `state_changed_at` on a change of state; `terminal_at` and the next `terminal_seq` when the state
     becomes terminal; `last_polled_at` always) and adds a status_event when the state or the raw
     status changed.
@@ -193,7 +213,7 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
     changed = old_state != new_state
     terminal = new_state in TERMINAL_STATES
     conn.execute(
-        """
+        f"""
         UPDATE ledger.provider_job SET
             provider_batch_id = ?, raw_status = ?, state = ?, request_total = ?, request_completed = ?,
             request_failed = ?, output_file_id = ?, error_file_id = ?, provider_errors = ?,
@@ -202,7 +222,7 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
             state_changed_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE state_changed_at END,
             terminal_at = CASE WHEN ? THEN now()::TIMESTAMP ELSE terminal_at END,
             terminal_seq = CASE WHEN ? THEN nextval('ledger.terminal_seq') ELSE terminal_seq END,
-            last_polled_at = now()::TIMESTAMP
+            last_polled_at = now()::TIMESTAMP, {_KEEP_TIMES_SQL}
         WHERE job_key = ?
     """,
         [
@@ -221,6 +241,7 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
             changed,
             terminal,
             terminal,
+            *_provider_times(snap),
             job_key,
         ],
     )
@@ -245,16 +266,23 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
 def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot) -> None:
     """A terminal job polled again (its provider reported the end before its results existed): keep
     its state, take the results' readiness (once ready, it stays ready), file ids and errors the
-    provider names now, and the poll time. Adds no status event."""
+    provider names now, any provider time it did not know yet, and the poll time. Adds no status event."""
     conn.execute(
-        """
+        f"""
         UPDATE ledger.provider_job SET
             results_ready = coalesce(results_ready, false) OR ?,
             output_file_id = coalesce(?, output_file_id), error_file_id = coalesce(?, error_file_id),
-            provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP
+            provider_errors = coalesce(provider_errors, ?), last_polled_at = now()::TIMESTAMP, {_KEEP_TIMES_SQL}
         WHERE job_key = ?
     """,
-        [snap.results_ready, snap.output_file_id, snap.error_file_id, _errors_json(snap.errors), job_key],
+        [
+            snap.results_ready,
+            snap.output_file_id,
+            snap.error_file_id,
+            _errors_json(snap.errors),
+            *_provider_times(snap),
+            job_key,
+        ],
     )
 
 
@@ -272,6 +300,7 @@ SNAPSHOT_FIELDS = (
     ("provider_errors", "VARCHAR"),
     ("cancel_requested", "BOOLEAN"),
     ("results_ready", "BOOLEAN"),
+    *((name, "TIMESTAMP") for name in PROVIDER_TIMES),
 )
 
 
@@ -291,6 +320,7 @@ def snapshot_columns(snapshots: Mapping[str, JobSnapshot]) -> dict[str, list]:
         "provider_errors": [_errors_json(s.errors) for s in snaps],
         "cancel_requested": [bool(s.cancel_requested) for s in snaps],
         "results_ready": [bool(s.results_ready) for s in snaps],
+        **{name: [_utc_naive(getattr(s, name)) for s in snaps] for name in PROVIDER_TIMES},
     }
 
 
@@ -327,7 +357,7 @@ def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequ
             FROM _poll_recorded WHERE NOT was_terminal AND (changed OR old_raw IS DISTINCT FROM raw_status)""",
         )
         # A terminal row only takes what it learns about its results (see _record_results_of_terminal).
-        conn.execute("""
+        conn.execute(f"""
             UPDATE ledger.provider_job AS j SET
                 provider_batch_id = CASE WHEN p.was_terminal THEN j.provider_batch_id ELSE p.provider_batch_id END,
                 raw_status = CASE WHEN p.was_terminal THEN j.raw_status ELSE p.raw_status END,
@@ -351,7 +381,7 @@ def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequ
                                    ELSE j.terminal_at END,
                 terminal_seq = CASE WHEN NOT p.was_terminal AND p.now_terminal THEN nextval('ledger.terminal_seq')
                                     ELSE j.terminal_seq END,
-                last_polled_at = now()::TIMESTAMP
+                last_polled_at = now()::TIMESTAMP, {_KEEP_POLLED_TIMES_SQL}
             FROM _poll_recorded p WHERE j.job_key = p.job_key""")
         changed = conn.execute("""
             SELECT job_key, old_state, state FROM _poll_recorded

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0016 (schema version 16).
+-- From batch_assets/ledger/migrations/0001..0017 (schema version 17).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -227,6 +227,10 @@ CREATE TABLE ledger.provider_job (
     remote_delete_error     VARCHAR,
     collected_at            TIMESTAMP,
     account                 VARCHAR    DEFAULT 'default',
+    provider_created_at     TIMESTAMP,
+    provider_started_at     TIMESTAMP,
+    provider_finalizing_at  TIMESTAMP,
+    provider_ended_at       TIMESTAMP,
     PRIMARY KEY (job_key)
 );
 

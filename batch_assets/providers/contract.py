@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -90,6 +91,13 @@ class JobSnapshot:
     errors: tuple[BatchError, ...] = ()
     cancel_requested: bool = False
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # The provider's own timestamps of the batch (UTC), None where it does not report one: when it
+    # was created, began processing (in progress / started), began finalizing, and ended (completed,
+    # failed, expired or cancelled). The report's durations come from them, not from poll times.
+    provider_created_at: datetime | None = None
+    provider_started_at: datetime | None = None
+    provider_finalizing_at: datetime | None = None
+    provider_ended_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -99,6 +107,18 @@ class JobSnapshot:
     def results_pending(self) -> bool:
         """Succeeded (or ended) by the provider's word, but its results cannot be fetched yet."""
         return self.terminal and not self.results_ready and self.state != JobState.FAILED
+
+
+def utc_from_unix(seconds: float | None) -> datetime | None:
+    """A provider's unix-seconds timestamp (OpenAI, DashScope) as a UTC datetime; None stays None."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def utc(instant: datetime | None) -> datetime | None:
+    """A timestamp an SDK parsed (RFC 3339: Anthropic, Gemini) in UTC; a naive one is taken as UTC."""
+    if instant is None:
+        return None
+    return instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant.astimezone(UTC)
 
 
 class InputKind(StrEnum):

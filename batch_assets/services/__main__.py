@@ -34,16 +34,25 @@ def env_lines(server: postgres.Running) -> list[str]:
 def _run(cmd: list[str]) -> int:
     state = Path(tempfile.mkdtemp(prefix="batch_assets_pg_"))
     env = dict(os.environ)
+    child: subprocess.Popen | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        # SIGTERM / SIGHUP end CMD; we then stop the server. Before CMD runs, `finally` still stops it.
+        if child is None:
+            raise SystemExit(128 + signum)
+        child.terminate()
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
     try:
         try:
             server = postgres.start(state)
             env[TEST_URL_VARIABLE] = server.url
             print(f"services: PostgreSQL for the tests at {server.url} (pid {server.pid})", flush=True)
-        except postgres.ServiceError as exc:
+        except (postgres.ServiceError, OSError, subprocess.SubprocessError) as exc:
             print(f"services: no PostgreSQL for the tests: {exc}", file=sys.stderr, flush=True)
         child = subprocess.Popen(cmd, env=env)
-        # Ctrl-C / SIGTERM reach the child (same process group for Ctrl-C); we wait, then stop the server.
-        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        # Ctrl-C reaches CMD too (same process group): we keep waiting for it, then stop the server.
         while True:
             try:
                 return child.wait()
@@ -53,12 +62,24 @@ def _run(cmd: list[str]) -> int:
         postgres.discard(state)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m batch_assets.services", description=__doc__.split("\n\n")[0])
-    p.add_argument("verb", choices=["start", "stop", "status", "run"])
-    p.add_argument("--dir", type=Path, default=Path("data/services"), help="state directory (default data/services)")
-    p.add_argument("--port", type=int, default=None, help="port for start (default: a free one)")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, help="for run: -- CMD ...")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="{start,stop,status,run}")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--dir", type=Path, default=Path("data/services"), help="state directory (default data/services)"
+    )
+    start = verbs.add_parser("start", parents=[where], help="start PostgreSQL and print the lines to export")
+    start.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    verbs.add_parser("stop", parents=[where], help="stop it by its recorded PID")
+    verbs.add_parser("status", parents=[where], help="say whether it runs, and its URL (exit 1 when not)")
+    run = verbs.add_parser("run", help=f"run -- CMD ... under a throwaway PostgreSQL (${TEST_URL_VARIABLE})")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     try:
         if args.verb == "run":
@@ -77,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         server = postgres.running(args.dir.resolve())
         print(f"PostgreSQL running at {server.url} (pid {server.pid})" if server else "PostgreSQL not running")
         return 0 if server else 1
-    except postgres.ServiceError as exc:
-        print(f"services: {exc}", file=sys.stderr)
+    except (postgres.ServiceError, OSError) as exc:
+        print(f"services: {args.verb} failed: {exc}", file=sys.stderr)
         return 1
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from batch_assets.ports import LOOPBACK, free_port
+from batch_assets.ports import LOOPBACK, free_port, port_in_use
 
 STATE_FILE = "postgres.json"
 SUPERUSER = "postgres"
@@ -76,13 +76,41 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 
 
 def _alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (exited, not yet reaped by whoever adopted it) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # no procfs (not Linux), or it just exited
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def _serves(state: Running) -> bool:
+    """True when `state.pid` is alive and is the postmaster of `state.data_dir` — not a PID the system
+    gave to another process after the server died (a reboot, a kill -9), which `stop` must not signal."""
+    if not _alive(state.pid):
+        return False
+    try:
+        recorded = (Path(state.data_dir) / "postmaster.pid").read_text(encoding="utf-8").split()[:1]
+    except OSError:
+        return False
+    return recorded == [str(state.pid)] and _runs_data_dir(state)
+
+
+def _runs_data_dir(state: Running) -> bool:
+    """True when process `state.pid` has `state.data_dir` on its command line (`postgres -D DIR`)."""
+    cmdline = Path(f"/proc/{state.pid}/cmdline")
+    try:
+        return state.data_dir in cmdline.read_bytes().decode(errors="replace").split("\0")
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no procfs (not Linux): postmaster.pid is all there is
+    except OSError:
+        return False
 
 
 def running(state_dir: Path) -> Running | None:
@@ -90,8 +118,11 @@ def running(state_dir: Path) -> Running | None:
     path = state_dir / STATE_FILE
     if not path.exists():
         return None
-    state = Running(**json.loads(path.read_text(encoding="utf-8")))
-    return state if _alive(state.pid) else None
+    try:
+        state = Running(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        raise ServiceError(f"the state file {path} is unreadable ({exc}); delete it and start again") from None
+    return state if _serves(state) else None
 
 
 def start(state_dir: Path, port: int | None = None) -> Running:
@@ -100,6 +131,8 @@ def start(state_dir: Path, port: int | None = None) -> Running:
     found = running(state_dir)
     if found is not None:
         return found
+    if port is not None and port_in_use(port):
+        raise ServiceError(f"port {port} on {LOOPBACK} is taken; pick another with --port, or omit it for a free one")
     binaries = install()
     state_dir.mkdir(parents=True, exist_ok=True)
     data = _data_dir(state_dir)
@@ -108,10 +141,13 @@ def start(state_dir: Path, port: int | None = None) -> Running:
     port = port or free_port()
     options = f"-c listen_addresses={LOOPBACK} -p {port} -c unix_socket_directories={data}"
     log = data / "server.log"
-    _run(
-        _as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"]),
-        f"pg_ctl start (see {log})",
-    )
+    try:
+        _run(
+            _as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"]),
+            "pg_ctl start",
+        )
+    except ServiceError as exc:
+        raise ServiceError(f"{_server_said(log) or exc}; see {log}") from None
     pid = int((data / "postmaster.pid").read_text().split()[0])
     state = Running(pid=pid, port=port, data_dir=str(data))
     (state_dir / STATE_FILE).write_text(json.dumps(asdict(state)), encoding="utf-8")
@@ -149,10 +185,24 @@ def stop(state_dir: Path, timeout_s: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while _alive(found.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(found.pid):
+    if _alive(found.pid) and _runs_data_dir(found):
         os.kill(found.pid, signal.SIGKILL)
     path.unlink(missing_ok=True)
     return True
+
+
+def _server_said(log: Path) -> str:
+    """The server's last FATAL line and its HINT from its log ("" when there is none)."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i in range(len(lines) - 1, -1, -1):
+        if "FATAL:" in lines[i]:
+            said = "the server said: " + lines[i].split("FATAL:", 1)[1].strip()
+            hint = lines[i + 1].split("HINT:", 1)[1].strip() if i + 1 < len(lines) and "HINT:" in lines[i + 1] else ""
+            return f"{said} ({hint})" if hint else said
+    return ""
 
 
 def _run(cmd: list[str], what: str) -> None:

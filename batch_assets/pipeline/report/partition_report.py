@@ -7,9 +7,12 @@ Dagster-free. `build_report(conn, task_id)` reads the ledger once and returns a 
 provider job spent in each state); `write_report` writes the page to `<data_dir>/reports/<task_id>.html`.
 
 The item counts are the reconciliation's (`pipeline.settle.reconcile`), so the report and the
-reconciliation check never disagree. Times come from the ledger's provider jobs (created,
-submitted, terminal) and their status events: a state is seen when the provider status sensor
-polls, so a state shorter than the poll interval is counted in the state seen before it.
+reconciliation check never disagree. Times come from the providers' own timestamps of each batch
+(created, in progress, finalizing, ended: `ledger.provider_job.provider_*_at`) where the provider
+reports them, and only otherwise from what the ledger observed (submitted, terminal, status events
+seen when the provider status sensor polls, so a state shorter than the poll interval is counted in
+the state seen before it). A partition's queue and run times are unions of its jobs' intervals, so
+parallel batches are not counted twice and the gaps between retry waves count as neither.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from batch_assets.pipeline.settle.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
     Reconciliation,
     Verdict,
+    batch_failure_reason,
     reconcile_conn,
 )
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
@@ -35,7 +39,7 @@ from batch_assets.spec.failure_classes import FAILURE_CLASSES
 
 # Final outcomes and the states of items that are not final yet, in display order.
 FINAL_OUTCOMES = ("applied", "revoked", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")
-OPEN_STATES = ("in_flight", "retry_pending", "undecided", "unsharded", "unresolved_missing", "unapplied")
+OPEN_STATES = ("in_flight", "collecting", "retry_pending", "undecided", "unsharded", "unresolved_missing", "unapplied")
 OUTCOME_LABELS = {
     "applied": "applied",
     "revoked": "revoked after applying",
@@ -44,6 +48,7 @@ OUTCOME_LABELS = {
     "compliance_held": "held for compliance review",
     "operator_canceled": "canceled by an operator",
     "in_flight": "in flight",
+    "collecting": "batch finished, results being collected",
     "retry_pending": "retry pending",
     "undecided": "failed, not decided yet",
     "unsharded": "not sharded yet",
@@ -54,7 +59,18 @@ RUNNING_STATES = (JobState.RUNNING.value, JobState.FINALIZING.value)
 # The state shown for an intent an operator gave up (`jobs abandon`): no batch, never one; it ends then.
 ABANDONED = "ABANDONED"
 # The per-job table: where each job went and the request options its lines were rendered with.
-JOB_HEADERS = ["provider job", "attempt", "lines", "state", "queue", "run", "total", "endpoint", "request options"]
+JOB_HEADERS = [
+    "provider job",
+    "attempt",
+    "lines",
+    "state",
+    "queue",
+    "run",
+    "total",
+    "reason",
+    "endpoint",
+    "request options",
+]
 STATE_ORDER = tuple(s.value for s in JobState)
 
 
@@ -80,25 +96,81 @@ class JobTiming:
     attempt: int
     lines: int
     state: str
-    created_at: dt.datetime
+    created_at: dt.datetime  # the intent, recorded before the create call (ledger clock)
     submitted_at: dt.datetime | None
-    started_at: dt.datetime | None  # first seen running (or finalizing)
-    terminal_at: dt.datetime | None
-    segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]  # (state, from, to), from status events
+    # Running since: the provider's in-progress time, else when the ledger first saw it running.
+    started_at: dt.datetime | None
+    terminal_at: dt.datetime | None  # when the ledger saw it end (an abandoned intent: given up)
+    segments: tuple[tuple[str, dt.datetime, dt.datetime], ...]  # (state, from, to)
     requests_done: int  # requests the provider reports finished (lines, once terminal)
     endpoint: str | None = None  # where it went: `emulator` | `live` and the host (None: not recorded)
     request_options: str | None = None  # the options its lines were rendered with (JSON)
+    # Queued at the provider since: its created time, else the submission the ledger recorded.
+    queued_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None  # the provider's end time, else terminal_at (None: not ended)
+    reason: str | None = None  # the provider's error for the whole batch, as the reconciliation check names it
 
     def queue_s(self, now: dt.datetime) -> float:
-        """From submission until first seen running (until the end when never seen running)."""
-        start = self.submitted_at or self.created_at
-        return _seconds(start, self.started_at or self.terminal_at or now)
+        """Queued at the provider until it ran (until its end when it never ran)."""
+        return _seconds(self.queued_at or self.created_at, self.started_at or self.ended_at or now)
 
     def run_s(self, now: dt.datetime) -> float:
-        return _seconds(self.started_at, self.terminal_at or now) if self.started_at else 0.0
+        return _seconds(self.started_at, self.ended_at or now) if self.started_at else 0.0
 
     def total_s(self, now: dt.datetime) -> float:
-        return _seconds(self.created_at, self.terminal_at or now)
+        return _seconds(self.created_at, self.ended_at or now)
+
+    def queue_interval(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime] | None:
+        """[queued, running) at the provider; None for an intent no batch was created for."""
+        if self.queued_at is None:
+            return None
+        return self.queued_at, max(self.queued_at, self.started_at or self.ended_at or now)
+
+    def run_interval(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime] | None:
+        if self.started_at is None:
+            return None
+        return self.started_at, max(self.started_at, self.ended_at or now)
+
+
+@dataclass(frozen=True)
+class Durations:
+    """A partition's times in seconds (None: not applicable yet), as every surface shows them."""
+
+    queue_s: float | None  # wall-clock time a batch waited at the provider while none of them ran
+    run_s: float | None  # wall-clock time at least one batch ran at the provider
+    total_s: float | None  # from the first job's intent until done (or now)
+
+
+def _merged(intervals: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
+    out: list[tuple[dt.datetime, dt.datetime]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _length_s(intervals: list[tuple[dt.datetime, dt.datetime]]) -> float:
+    return sum(_seconds(start, end) for start, end in intervals)
+
+
+def _overlap_s(a: list[tuple[dt.datetime, dt.datetime]], b: list[tuple[dt.datetime, dt.datetime]]) -> float:
+    """Seconds two merged interval lists share."""
+    return sum(_seconds(max(s1, s2), min(e1, e2)) for s1, e1 in a for s2, e2 in b)
+
+
+def durations(jobs: tuple[JobTiming, ...], finished_at: dt.datetime | None, now: dt.datetime) -> Durations:
+    """Queue and run over the union of the jobs' intervals: parallel batches count once, and the time
+    between retry waves (nothing at the provider) counts as neither; total from the first intent."""
+    queued = _merged([i for j in jobs if (i := j.queue_interval(now))])
+    running = _merged([i for j in jobs if (i := j.run_interval(now))])
+    first = min((j.created_at for j in jobs), default=None)
+    return Durations(
+        queue_s=_length_s(queued) - _overlap_s(queued, running) if queued else None,
+        run_s=_length_s(running) if running else None,
+        total_s=_seconds(first, finished_at or now) if first else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -157,10 +229,6 @@ class PartitionReport:
 
     # --- time ------------------------------------------------------------------------------------
     @property
-    def _end(self) -> dt.datetime:
-        return self.finished_at or self.generated_at
-
-    @property
     def submitted_at(self) -> dt.datetime | None:
         return min((j.submitted_at for j in self.jobs if j.submitted_at), default=None)
 
@@ -169,23 +237,23 @@ class PartitionReport:
         return min((j.started_at for j in self.jobs if j.started_at), default=None)
 
     @property
+    def durations(self) -> Durations:
+        return durations(self.jobs, self.finished_at, self.generated_at)
+
+    @property
     def queue_time_s(self) -> float | None:
-        """From the first submission until a batch was first seen running."""
-        if not self.submitted_at:
-            return None
-        last_end = max((j.terminal_at for j in self.jobs if j.terminal_at), default=None)
-        return _seconds(self.submitted_at, self.started_at or last_end or self.generated_at)
+        """Time a batch of the partition waited at the provider while none of them ran."""
+        return self.durations.queue_s
 
     @property
     def run_time_s(self) -> float | None:
-        """From a batch first seen running until the last item was final (or now), retries included."""
-        return _seconds(self.started_at, self._end) if self.started_at else None
+        """Time at least one batch of the partition ran at the provider (retry waves' gaps left out)."""
+        return self.durations.run_s
 
     @property
     def total_time_s(self) -> float | None:
         """From the first provider job (its intent, before the create call) until done (or now)."""
-        first = min((j.created_at for j in self.jobs), default=None)
-        return _seconds(first, self._end) if first else None
+        return self.durations.total_s
 
     def time_in_state_s(self) -> dict[str, float]:
         """Job-seconds per provider state, summed over the partition's jobs."""
@@ -242,7 +310,7 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
 
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
     jobs = conn.execute(
-        """
+        f"""
         SELECT j.job_key, s.attempt, s.line_count,
                -- An abandoned intent ends when the operator gave it up (its operator_action).
                CASE WHEN j.create_outcome = ? THEN ? ELSE j.state END, j.created_at, j.submitted_at,
@@ -251,7 +319,12 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
                     WHERE a.job_key = j.job_key AND a.action = 'abandon'), j.state_changed_at)
                     ELSE j.terminal_at END,
                coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0),
-               j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options
+               j.endpoint_mode || coalesce(' ' || nullif(j.endpoint_url, ''), ''), j.request_options,
+               j.provider_created_at, j.provider_started_at, j.provider_finalizing_at, j.provider_ended_at,
+               -- The provider's reason, read as the reconciliation reads it (only where there is one).
+               j.state = '{JobState.FAILED.value}' OR j.provider_errors IS NOT NULL,
+               CASE WHEN j.provider_errors IS NOT NULL THEN j.provider_errors::JSON ->> '$[0].code' END,
+               CASE WHEN j.provider_errors IS NOT NULL THEN j.provider_errors::JSON ->> '$[0].message' END
         FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
         WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""",
         [CreateMark.ABANDONED.value, ABANDONED, CreateMark.ABANDONED.value, task_id],
@@ -268,17 +341,18 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
         if not seen or seen[-1][0] != to_state:  # a raw-status change within one state is no new segment
             seen.append((to_state, observed_at))
     out = []
-    for job_key, attempt, lines, state, created, submitted, terminal, done, endpoint, options in jobs:
+    for row in jobs:
+        (job_key, attempt, lines, state, created, submitted, terminal, done, endpoint, options) = row[:10]
+        p_created, p_started, p_finalizing, p_ended, has_reason, code, message = row[10:]
         seen = events.get(job_key) or [(JobState.CREATED.value, created)]
-        segments = []
-        stop = terminal or now  # events and the job row are written a moment apart: keep within the job's life
-        for (s, start), nxt in zip(seen, [*seen[1:], None]):
-            if s in TERMINAL_STATES:
-                break
-            start, end = max(start, created), min(nxt[1] if nxt else stop, stop)
-            if end > start:
-                segments.append((s, start, end))
-        started = next((t for s, t in seen if s in RUNNING_STATES), None)
+        ended = (p_ended or terminal) if state in TERMINAL_STATES or state == ABANDONED else None
+        if p_created is not None:  # the provider's own times, observations only where it gave none
+            segments, queued, started, ended = _provider_segments(
+                seen, created, p_created, p_started, p_finalizing, ended, now
+            )
+        else:
+            segments, queued = _observed_segments(seen, created, ended or now), submitted
+            started = next((t for s, t in seen if s in RUNNING_STATES), None)
         if state in TERMINAL_STATES:
             done = int(lines)
         out.append(
@@ -295,9 +369,63 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
                 int(done),
                 endpoint,
                 options,
+                queued_at=queued,
+                ended_at=ended,
+                reason=batch_failure_reason(code, message) if has_reason else None,
             )
         )
     return tuple(out)
+
+
+def _observed_segments(
+    seen: list[tuple[str, dt.datetime]], created: dt.datetime, stop: dt.datetime
+) -> list[tuple[str, dt.datetime, dt.datetime]]:
+    """(state, from, to) from the status events alone, kept within the job's life (events and the job
+    row are written a moment apart)."""
+    segments = []
+    for (s, start), nxt in zip(seen, [*seen[1:], None]):
+        if s in TERMINAL_STATES:
+            break
+        start, end = max(start, created), min(nxt[1] if nxt else stop, stop)
+        if end > start:
+            segments.append((s, start, end))
+    return segments
+
+
+def _provider_segments(
+    seen: list[tuple[str, dt.datetime]],
+    created: dt.datetime,
+    p_created: dt.datetime,
+    p_started: dt.datetime | None,
+    p_finalizing: dt.datetime | None,
+    ended: dt.datetime | None,
+    now: dt.datetime,
+) -> tuple[list[tuple[str, dt.datetime, dt.datetime]], dt.datetime, dt.datetime | None, dt.datetime | None]:
+    """The job's states timed by the provider: CREATED (the intent, until the provider created the
+    batch), its waiting state as observed (VALIDATING, SUBMITTED), RUNNING from its in-progress time
+    (else first seen running), FINALIZING from its finalizing time (else first seen), until its end.
+    Each boundary is kept at or after the one before (the provider's clock is not the ledger's, and
+    OpenAI's times are whole seconds). Returns (segments, queued, started, ended), so kept."""
+    first_seen = {}
+    for state, t in seen:
+        first_seen.setdefault(state, t)
+    waiting = next((s for s, _ in seen if s not in (JobState.CREATED.value, *RUNNING_STATES, *TERMINAL_STATES)), None)
+    started = p_started or next((t for s, t in seen if s in RUNNING_STATES), None)
+    finalizing = p_finalizing or first_seen.get(JobState.FINALIZING.value)
+    marks = [(JobState.CREATED.value, created), (waiting or JobState.SUBMITTED.value, p_created)]
+    if started is not None:
+        marks.append((JobState.RUNNING.value, started))
+    if finalizing is not None:
+        marks.append((JobState.FINALIZING.value, finalizing))
+    kept: list[tuple[str, dt.datetime]] = []
+    for state, t in marks:
+        kept.append((state, max(t, kept[-1][1]) if kept else t))
+    ended = max(ended, kept[-1][1]) if ended is not None else None
+    stop = ended or max(now, kept[-1][1])
+    segments = [(state, start, end) for (state, start), (_, end) in zip(kept, [*kept[1:], (None, stop)]) if end > start]
+    by_state = {state: t for state, t in reversed(kept)}
+    queued = by_state[waiting or JobState.SUBMITTED.value]
+    return segments, queued, by_state.get(JobState.RUNNING.value), ended
 
 
 def _eta_s(jobs: tuple[JobTiming, ...], waiting_lines: int, retry_items: int, now: dt.datetime) -> float | None:
@@ -313,6 +441,25 @@ def _eta_s(jobs: tuple[JobTiming, ...], waiting_lines: int, retry_items: int, no
     )
     remaining += waiting_lines + retry_items
     return remaining / (done / elapsed)
+
+
+def _finished_at(recorded: dt.datetime | None, jobs: tuple[JobTiming, ...], done: bool) -> dt.datetime | None:
+    """When the partition was done (None while it is not): as recorded, or when its last job ended
+    when final but not settled by the applied asset yet."""
+    if not done:
+        return None
+    return recorded or max((j.terminal_at for j in jobs if j.terminal_at), default=None)
+
+
+def partition_durations(
+    conn: duckdb.DuckDBPyConnection, task_id: str, done: bool, now: dt.datetime | None = None
+) -> Durations:
+    """The partition's queue, run and total times as its report shows them (`done`: its verdict
+    has a final status), for the surfaces that need only these (the CLI's report)."""
+    now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
+    jobs = _job_timings(conn, task_id, now)
+    row = conn.execute("SELECT finished_at FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
+    return durations(jobs, _finished_at(row[0] if row else None, jobs, done), now)
 
 
 def build_report(
@@ -345,8 +492,7 @@ def build_report(
         ).fetchone()[0]
     )
     done = verdict.final_status is not None
-    if done and finished_at is None:  # final but not settled by the applied asset yet
-        finished_at = max((j.terminal_at for j in jobs if j.terminal_at), default=None)
+    finished_at = _finished_at(finished_at, jobs, done)
     notes = []
     if not jobs:
         notes.append("no provider job yet: nothing was submitted")
@@ -370,7 +516,7 @@ def build_report(
         cost=cost,
         jobs=jobs,
         frozen_at=frozen_at,
-        finished_at=finished_at if done else None,
+        finished_at=finished_at,
         waiting_lines=waiting_lines,
         eta_s=eta,
         notes=tuple(notes),
@@ -397,6 +543,7 @@ def report_numbers(r: PartitionReport) -> dict[str, int | float]:
         "compliance_held": rec.compliance_held,
         "operator_canceled": rec.operator_canceled,
         "in_flight": rec.in_flight,
+        "collecting": rec.collecting,
         "retry_pending": rec.retry_pending,
         "unresolved": rec.unresolved,
         "retried": rec.retried,
@@ -450,7 +597,7 @@ def _md_table(headers: list[str], rows: list[list]) -> str:
 
 
 def summary_line(r: PartitionReport) -> str:
-    status = r.verdict.final_status or "IN PROGRESS"
+    status = r.verdict.label or "IN PROGRESS"
     eta = f", ETA {format_duration(r.eta_s)}" if r.eta_s is not None else ""
     return (
         f"{r.task_id} ({r.provider} {r.model}): {status}; {r.final_items}/{r.items} items final "
@@ -460,8 +607,8 @@ def summary_line(r: PartitionReport) -> str:
 
 def timing_rows(r: PartitionReport) -> list[list[str]]:
     rows = [
-        ["queue (submitted → first running)", format_duration(r.queue_time_s)],
-        ["run (first running → done)", format_duration(r.run_time_s) + ("" if r.done else " so far")],
+        ["queue (a batch waiting at the provider, none running)", format_duration(r.queue_time_s)],
+        ["run (a batch running at the provider)", format_duration(r.run_time_s) + ("" if r.done else " so far")],
         ["total (first job → done)", format_duration(r.total_time_s) + ("" if r.done else " so far")],
     ]
     rows += [[f"in {s} (job time)", format_duration(v)] for s, v in r.time_in_state_s().items()]
@@ -523,6 +670,7 @@ def report_markdown(r: PartitionReport, max_jobs: int = 20) -> str:
                 format_duration(j.queue_s(now)),
                 format_duration(j.run_s(now)),
                 format_duration(j.total_s(now)),
+                j.reason or "-",
                 j.endpoint or "-",
                 j.request_options or "-",
             ]
@@ -663,7 +811,7 @@ def _html_table(headers: list[str], rows: list[list]) -> str:
 
 def render_html(r: PartitionReport) -> str:
     rec = r.reconciliation
-    status = r.verdict.final_status or "IN PROGRESS"
+    status = r.verdict.label or "IN PROGRESS"
     now = r.generated_at
     jobs = (
         _html_table(
@@ -677,6 +825,7 @@ def render_html(r: PartitionReport) -> str:
                     format_duration(j.queue_s(now)),
                     format_duration(j.run_s(now)),
                     format_duration(j.total_s(now)),
+                    j.reason or "-",
                     j.endpoint or "-",
                     j.request_options or "-",
                 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from batch_assets.formatting import format_money, format_table
+from batch_assets.formatting import format_duration, format_money, format_table
 from batch_assets.pipeline.settle.reconcile import Reconciliation
 from batch_assets.spec.failure_classes import FAILURE_CLASSES, SHORT_CLASS
 
@@ -29,6 +29,7 @@ def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[li
         "held",
         "canceled",
         "in_flight",
+        "collecting",
         "retry_pend",
         "unresolved",
         "balanced",
@@ -54,6 +55,7 @@ def reconciliation_cells(recs: list[Reconciliation]) -> tuple[list[str], list[li
                 r.compliance_held,
                 r.operator_canceled,
                 r.in_flight,
+                r.collecting,
                 r.retry_pending,
                 r.unresolved,
                 "yes" if not r.problems() else "NO",
@@ -95,3 +97,10 @@ def gate_cells(gates) -> tuple[list[str], list[list]]:
         for g in gates
     ]
     return headers, rows
+
+
+def time_cells(times) -> tuple[list[str], list[list]]:
+    """(headers, rows): per partition (task_id, `partition_report.Durations`), its queue, run and total
+    time as its report shows them; `-`: none yet (nothing sent, nothing run)."""
+    headers = ["task_id", "queue", "run", "total"]
+    return headers, [[task_id, *(format_duration(v) for v in (t.queue_s, t.run_s, t.total_s))] for task_id, t in times]

@@ -3,10 +3,12 @@ under way (no materialization, so the partition bar stays empty while work is in
 
 Done means every item is final and the reconciliation passed with a final status other than
 CANCELED; failed means nothing is pending any more and the verdict failed, or the operator canceled
-the partition's work before anything was applied. The reasons are the verdict's, with the
-provider's own reason for every batch it failed whole. An empty partition (its source had no rows
-for the day) is done with the verdict `empty_source` under the task's `empty_source: ok` or `warn`,
-failed under `fail`; a partition not frozen yet is not under way nor done: nothing is shown.
+the partition's work before anything was applied. A partition whose batches all ended but whose
+results are not collected yet (the verdict `collecting`) is under way, never failed. The reasons
+are the verdict's, with the provider's own reason for every batch it failed whole. An empty
+partition (its source had no rows for the day) is done with the verdict `empty_source` under the
+task's `empty_source: ok` or `warn`, failed under `fail`; a partition not frozen yet is not under
+way nor done: nothing is shown.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from batch_assets.pipeline.settle.reconcile import FAILED, Reconciliation, Verdict
+from batch_assets.pipeline.settle.reconcile import COLLECTING, FAILED, Reconciliation, Verdict
 
 DONE, NOT_DONE, UNDER_WAY = "done", "not_done", "under_way"
 
@@ -25,14 +27,16 @@ class PartitionStatus:
     state: str  # done | not_done | under_way
     final_status: str | None
     reasons: tuple[str, ...]
+    collecting: bool = False  # under way, and only the results of ended batches are left to collect
 
     def line(self) -> str:
-        return f"{self.task_id}: {self.final_status or 'pending'}: {'; '.join(self.reasons)}"
+        pending = COLLECTING if self.collecting else "pending"
+        return f"{self.task_id}: {self.final_status or pending}: {'; '.join(self.reasons)}"
 
 
 def partition_status(rec: Reconciliation, verdict: Verdict) -> PartitionStatus:
     if rec.pending or not rec.frozen:
-        return PartitionStatus(rec.task_id, UNDER_WAY, None, verdict.reasons)
+        return PartitionStatus(rec.task_id, UNDER_WAY, None, verdict.reasons, verdict.status == COLLECTING)
     if verdict.status == FAILED or verdict.final_status is None:
         reasons = tuple(dict.fromkeys([*verdict.reasons, *(f"provider failed batch {f}" for f in rec.batch_failures)]))
         return PartitionStatus(rec.task_id, NOT_DONE, verdict.final_status or "FAILED", reasons)

@@ -17,11 +17,13 @@ latest attempt are computed in one statement that finds it once (`_per_item`).
 Finality: every item ends in exactly one final outcome — applied, revoked (applied, then taken back),
 stale, quarantined, final-failed (by class, after its retries), compliance-held, canceled by an
 operator. Not final: in flight (its latest attempt's batch has not ended, or its shard is not
-submitted yet), retry pending, undecided, and unresolved (a finished batch gave it no outcome; an
-answer that was not applied).
+submitted yet), collecting (its batch ended, its results are not downloaded and loaded yet), retry
+pending, undecided, and unresolved (a finished batch gave it no outcome; an answer that was not
+applied).
 The verdict passes only when every item is final, the equations hold and final failures are within
-the task's tolerance; it warns while work is pending; it fails when nothing is pending and any
-item is unresolved or failures exceed the tolerance. Green means done.
+the task's tolerance; it is `collecting` while only the results of ended batches are left to
+collect, warns while other work is pending; it fails when nothing is pending and any item is
+unresolved or failures exceed the tolerance. Green means done.
 
 An empty partition (frozen, 0 items, nothing rejected: the source had no rows for the day) is final
 at once: its verdict is `empty_source`, passed, warn or failed as the task's `empty_source` setting
@@ -43,8 +45,13 @@ from batch_assets.sqltext import in_range_sql
 DEFAULT_MAX_FAILED_FRACTION = 0.01
 # Items per range of item numbers in the per-item pass (see _item_ranges).
 RECONCILE_CHUNK = 1 << 20
+# A line's shard state in the per-item pass (the latest attempt's most open line decides).
+_CLOSED, _COLLECTING, _OPEN = 0, 1, 2
 
 PASSED, WARN, FAILED = "passed", "warn", "failed"
+# Every batch ended and only collecting its results is left: not final, not failed (the collect
+# run is due); the check warns, the partition is under way.
+COLLECTING = "collecting"
 CANCELED = "canceled"  # an operator canceled the work before anything was applied: final, not done
 # A partition whose source had no rows for its day: 0 items and nothing rejected. Its verdict is
 # `empty_source`, weighed by the task's `empty_source` setting; its final status is EMPTY.
@@ -54,13 +61,19 @@ EMPTY_VERDICTS = {"ok": PASSED, "warn": WARN, "fail": FAILED}
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # passed | warn | failed
+    status: str  # passed | warn | failed | canceled | collecting
     reasons: tuple[str, ...]
     final_status: str | None  # the partition's final status; None while work is pending
 
     @property
     def passed(self) -> bool:
         return self.status == PASSED
+
+    @property
+    def label(self) -> str | None:
+        """The final status, or COLLECTING while only the results of ended batches are left to collect
+        (None while other work is pending): what the report pages and metadata show as the status."""
+        return self.final_status or ("COLLECTING" if self.status == COLLECTING else None)
 
 
 @dataclass
@@ -82,6 +95,8 @@ class Reconciliation:
     canceled: int = 0
     missing: int = 0  # latest line without an outcome (in flight included)
     in_flight: int = 0
+    # Its batch ended, its results are not downloaded and loaded yet (the collect run is due): pending.
+    collecting: int = 0
     applied: int = 0
     revoked: int = 0  # applied, then taken back (`batch-assets revoke`): final
     stale: int = 0
@@ -124,8 +139,14 @@ class Reconciliation:
 
     @property
     def pending(self) -> int:
-        """Items with work still under way: in flight, retry pending, undecided, not yet sharded."""
-        return self.in_flight + self.retry_pending + self.undecided + self.unsharded
+        """Items with work still under way: in flight, being collected, retry pending, undecided, not
+        yet sharded."""
+        return self.in_flight + self.collecting + self.retry_pending + self.undecided + self.unsharded
+
+    @property
+    def only_collecting(self) -> bool:
+        """Every batch ended and nothing else is pending: only the results' collection is left."""
+        return bool(self.collecting) and self.pending == self.collecting
 
     @property
     def empty(self) -> bool:
@@ -210,12 +231,21 @@ class Reconciliation:
             )
         if problems:
             return Verdict(FAILED, tuple(f"unbalanced: {p}" for p in problems), None if self.pending else "FAILED")
+        if self.only_collecting:
+            return Verdict(
+                COLLECTING,
+                (
+                    f"{self.collecting} item(s) being collected: their batches finished, the results are "
+                    "not downloaded and loaded yet (the collect run is due)",
+                ),
+                None,
+            )
         if self.pending:
             return Verdict(
                 WARN,
                 (
                     f"{self.pending} item(s) not final yet: {max(self.in_flight - self.waiting_items, 0)} in "
-                    f"flight or being collected, {self.waiting_items} waiting for quota, "
+                    f"flight, {self.collecting} being collected, {self.waiting_items} waiting for quota, "
                     f"{self.retry_pending} retry pending, {self.undecided} undecided, "
                     f"{self.unsharded} not sharded",
                     *self.quota_wait(),
@@ -264,6 +294,11 @@ class Reconciliation:
         d["final_status"] = d["final_status"] or "none"
         d["batch_failures"] = "\n".join(self.batch_failures) or "none"
         return d
+
+
+def batch_failure_reason(code: str | None, message: str | None) -> str:
+    """The provider's reason for failing a batch as every surface shows it (the check, the report page)."""
+    return f"{code or 'no code'}: {message or 'no detail'}"
 
 
 # An item superseded by a refreeze no longer counts anywhere. (Rows of ids unknown to the manifest
@@ -350,7 +385,7 @@ def reconcile_conn(
     r.frozen = bool(terms.pop("frozen"))
     for name, value in terms.items():
         setattr(r, name, int(value or 0))
-    r.batch_failures = [f"{f['job_key']}: {f['code'] or 'no code'}: {f['message'] or 'no detail'}" for f in failures]
+    r.batch_failures = [f"{f['job_key']}: {batch_failure_reason(f['code'], f['message'])}" for f in failures]
     _per_item(conn, task_id, r, manifest_rows=r.manifest_items + superseded, numbers=(lo, hi))
     r.final_status = final_status if r.manifest_items or r.source_rejects or final_status == EMPTY else None
     return r
@@ -389,22 +424,26 @@ def _per_item(
     `manifest_rows`: the partition's manifest rows (superseded ones too); `numbers`: their lowest and
     highest item number."""
     params = {"t": task_id}
-    # A batch that ended counts as closed once its results are downloaded (or its collection given
-    # up): between the provider's end and the collect run its items are being collected, not missing.
+    # A shard whose batches all ended is being collected until its results are downloaded and loaded
+    # (or its collection given up): between the provider's end and the collect run its items are
+    # `collecting`, neither in flight nor missing.
     closed_shards = f"""closed_shards AS (  -- every (not abandoned) batch of the shard has ended; none yet: open
-            SELECT shard_id FROM ledger.provider_job WHERE coalesce(create_outcome, '') <> 'abandoned'
-            GROUP BY shard_id HAVING NOT bool_or(
-                coalesce({not_terminal_sql()}, false)
-                OR (downloaded_at IS NULL AND coalesce(collect_attempts, 0) < {DEFAULT_MAX_COLLECT_TRIES})
-            )
+            SELECT j.shard_id, bool_or(coalesce(
+                       j.collected_at IS NULL AND coalesce(j.collect_attempts, 0) < {DEFAULT_MAX_COLLECT_TRIES}
+                       AND (j.downloaded_at IS NULL OR f.job_key IS NOT NULL), false)) AS collecting
+            FROM ledger.provider_job j
+            LEFT JOIN (SELECT DISTINCT job_key FROM ledger.raw_file WHERE task_id = $t AND ingested_at IS NULL) f
+                   USING (job_key)
+            WHERE j.task_id = $t AND coalesce(j.create_outcome, '') <> 'abandoned'
+            GROUP BY j.shard_id HAVING NOT bool_or(coalesce({not_terminal_sql("j")}, false))
         )"""
     # What the partition's lines hold, from their integer columns and their shards (cheap): lines of
-    # ids the manifest does not know, of attempts other than the first, of shards still open.
+    # ids the manifest does not know, of attempts other than the first, of shards still open or collecting.
     unknown_lines, other_attempts, open_lines = conn.execute(
         f"""
         WITH {closed_shards}
         SELECT coalesce(bool_or(sl.item_no IS NULL), false), coalesce(bool_or(sl.attempt <> 1), false),
-               coalesce(bool_or(c.shard_id IS NULL), false)
+               coalesce(bool_or(c.shard_id IS NULL OR c.collecting), false)
         FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id) WHERE sl.task_id = $t""",
         params,
     ).fetchone()
@@ -463,7 +502,7 @@ def _per_item(
                 -- earlier partition's too, and matching against all of them made reconcile grow with
                 -- the ledger's history (a result filed under another task_id is then missing here,
                 -- which the result-lines equation reports).
-                SELECT l.item_no, l.attempt, l.open_key = l.attempt::BIGINT * 2 + 1 AS open,
+                SELECT l.item_no, l.attempt, l.open_key - l.attempt::BIGINT * 4 AS line_state,
                        {latest_lines} AS latest_lines,
                        o.attempt IS NOT NULL AS answered, o.error_class,
                        o.provider_succeeded, d.action, d.error_class AS decided_class
@@ -498,7 +537,8 @@ def _per_item(
                             WHEN quarantined THEN 'quarantined'
                             WHEN outcome IS NOT NULL THEN outcome
                             WHEN attempt IS NULL THEN 'unsharded'
-                            WHEN NOT answered THEN CASE WHEN open THEN 'in_flight' ELSE 'missing' END
+                            WHEN NOT answered THEN CASE line_state WHEN {_OPEN} THEN 'in_flight'
+                                                   WHEN {_COLLECTING} THEN 'collecting' ELSE 'missing' END
                             WHEN error_class IS NULL THEN 'unapplied'
                             WHEN action IN {RETRY_ACTIONS} THEN 'retry_pending'
                             WHEN action = 'compliance_hold' THEN 'compliance_held'
@@ -525,13 +565,15 @@ def _per_item(
 
     if other_attempts or open_lines:
         lines = f"""SELECT {line_key}, max(sl.attempt) AS attempt,
-                   -- attempt * 2 + open: the max is odd when a line of the latest attempt is open
-                   max(sl.attempt::BIGINT * 2 + (c.shard_id IS NULL)::INTEGER) AS open_key,
+                   -- attempt * 4 + the line's shard state: the max is the latest attempt's most open one
+                   max(sl.attempt::BIGINT * 4 + CASE WHEN c.shard_id IS NULL THEN {_OPEN}
+                                                     WHEN c.collecting THEN {_COLLECTING}
+                                                     ELSE {_CLOSED} END) AS open_key,
                    count(*) FILTER (sl.attempt = 1) AS first_lines
             FROM ledger.shard_line sl LEFT JOIN closed_shards c USING (shard_id)
             WHERE sl.task_id = $t AND {{in_range}} GROUP BY {line_group}"""
     else:  # every line at attempt 1 and in a closed shard (a finished partition): only the count is left
-        lines = f"""SELECT {line_key}, 1 AS attempt, 2 AS open_key, count(*) AS first_lines
+        lines = f"""SELECT {line_key}, 1 AS attempt, 4 AS open_key, count(*) AS first_lines
             FROM ledger.shard_line sl WHERE sl.task_id = $t AND {{in_range}} GROUP BY {line_group}"""
         # Usually each item has one line: the lines are then taken as they are, without grouping
         # them (a hash aggregate over every line). Exactly equivalent when every row of the outer
@@ -539,7 +581,7 @@ def _per_item(
         # checked from the same statement's counts, else it runs grouped.
         if not unknown_lines:
             ungrouped = (
-                "SELECT sl.item_no, 1 AS attempt, 2 AS open_key, 1 AS first_lines "
+                "SELECT sl.item_no, 1 AS attempt, 4 AS open_key, 1 AS first_lines "
                 "FROM ledger.shard_line sl WHERE sl.task_id = $t AND {in_range}"
             )
             rows = [row for lo, hi in ranges for row in conn.execute(statement(ungrouped, lo, hi), params).fetchall()]
@@ -587,6 +629,8 @@ def _add_terms(r: Reconciliation, rows: list[tuple]) -> None:
             r.final_failed[cls] = r.final_failed.get(cls, 0) + items
         elif state == "in_flight":
             r.in_flight += items
+        elif state == "collecting":
+            r.collecting += items
         elif state == "missing":
             r.unresolved_missing += items
         elif state in ("retry_pending", "undecided", "unapplied", "compliance_held", "operator_canceled"):

@@ -35,6 +35,7 @@ from batch_assets.providers.contract import (
     PreparedInput,
     ResultFile,
     create_outcome_for_status,
+    utc,
 )
 from batch_assets.providers.files import stream_to_file
 from batch_assets.providers.listing import list_snapshots, sdk_pages
@@ -53,7 +54,8 @@ def snapshot_from_batch(batch) -> JobSnapshot:
     """Anthropic has one terminal status, `ended`; the internal state comes from
     cancel_initiated_at and the request counts (a judgment kept in this one place):
     ended + cancel initiated -> CANCELLED; ended with every request expired -> EXPIRED; else COMPLETED.
-    The results can be fetched once the batch ended and names its results_url."""
+    The results can be fetched once the batch ended and names its results_url. Its own times are
+    created_at and ended_at: a batch is in progress from its creation, with no start time of its own."""
     c = batch.request_counts
     total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
     ended = batch.processing_status == "ended"
@@ -75,6 +77,8 @@ def snapshot_from_batch(batch) -> JobSnapshot:
         request_failed=(c.errored + c.canceled + c.expired) if ended else 0,
         results_ready=ended and bool(batch.results_url),
         cancel_requested=batch.cancel_initiated_at is not None,
+        provider_created_at=utc(batch.created_at),
+        provider_ended_at=utc(batch.ended_at) if ended else None,
     )
 
 

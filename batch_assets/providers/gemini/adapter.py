@@ -49,6 +49,7 @@ from batch_assets.providers.contract import (
     PreparedInput,
     ResultFile,
     create_outcome_for_status,
+    utc,
 )
 from batch_assets.providers.gemini.formats import grpc_code_name
 from batch_assets.providers.listing import list_snapshots
@@ -97,7 +98,9 @@ def _inline_responses(job) -> list:
 def snapshot_from_job(job, previous: JobState = JobState.SUBMITTED) -> JobSnapshot:
     """One Gemini batch job as a JobSnapshot. JOB_STATE_UNSPECIFIED (or a state this code does not
     know) says nothing new: the previous state is kept. The results can be fetched once the job
-    is terminal and names its responses file or holds inline responses."""
+    is terminal and names its responses file or holds inline responses. Its own times: create_time
+    and end_time; start_time only where the service sends one (Vertex AI; the Gemini API has none,
+    and update_time is its last change, not its start)."""
     raw = _state_name(job)
     state = STATE_MAP.get(raw, previous)
     file_name = job.dest.file_name if job.dest is not None else None
@@ -112,6 +115,9 @@ def snapshot_from_job(job, previous: JobState = JobState.SUBMITTED) -> JobSnapsh
         results_ready=terminal and bool(file_name or _inline_responses(job)),
         errors=errors,
         cancel_requested=raw == "JOB_STATE_CANCELLING",
+        provider_created_at=utc(job.create_time),
+        provider_started_at=utc(getattr(job, "start_time", None)),
+        provider_ended_at=utc(job.end_time) if terminal else None,
     )
 
 

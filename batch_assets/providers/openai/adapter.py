@@ -30,6 +30,7 @@ from batch_assets.providers.contract import (
     PreparedInput,
     ResultFile,
     create_outcome_for_status,
+    utc_from_unix,
 )
 from batch_assets.providers.files import stream_to_file
 from batch_assets.providers.listing import list_snapshots, sdk_pages
@@ -55,11 +56,17 @@ def _batch_errors(batch) -> tuple[BatchError, ...]:
     return tuple(BatchError(code=e.code, message=e.message or "", line=e.line, param=e.param) for e in data)
 
 
+# The timestamp a batch ended at, by the status that ended it (the others stay null).
+_ENDED_AT = {"completed": "completed_at", "failed": "failed_at", "expired": "expired_at", "cancelled": "cancelled_at"}
+
+
 def snapshot_from_batch(batch) -> JobSnapshot:
     """One OpenAI batch object as a JobSnapshot. Its results can be fetched once it is terminal and
-    names an output or error file (a batch may report completion before its files exist)."""
+    names an output or error file (a batch may report completion before its files exist). Its own
+    times (unix seconds): created_at, in_progress_at, finalizing_at, and the end its status names."""
     counts = batch.request_counts
     state = STATUS_MAP.get(batch.status, JobState.RUNNING)
+    ended = _ENDED_AT.get(batch.status)
     return JobSnapshot(
         provider_batch_id=batch.id,
         raw_status=batch.status,
@@ -74,6 +81,10 @@ def snapshot_from_batch(batch) -> JobSnapshot:
         errors=_batch_errors(batch),
         cancel_requested=batch.status == "cancelling" or batch.cancelling_at is not None,
         metadata=dict(batch.metadata or {}),
+        provider_created_at=utc_from_unix(batch.created_at),
+        provider_started_at=utc_from_unix(batch.in_progress_at),
+        provider_finalizing_at=utc_from_unix(batch.finalizing_at),
+        provider_ended_at=utc_from_unix(getattr(batch, ended, None)) if ended else None,
     )
 
 
