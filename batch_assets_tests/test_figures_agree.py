@@ -115,8 +115,10 @@ def test_cli_html_report_and_asset_metadata_give_the_same_cost_and_times(capsys,
         assert cli == pytest.approx(expected, abs=1e-6) and number == pytest.approx(expected, abs=1e-6)
         assert shown[label] == format_money(expected, gate.currency)
 
-    # Times: the provider's own (whole seconds on OpenAI), not the poll observations (under a second).
-    assert row["queue_time_s"] == pytest.approx(QUEUE_S, abs=1.0)
+    # Times: the provider's own (whole seconds on OpenAI, on the held clock), not the poll observations
+    # (under a second). The created time is lifted to the ledger's intent time when it reads earlier,
+    # which takes the real seconds the submit took off the queue: bounds, not an exact figure.
+    assert QUEUE_S / 2 < row["queue_time_s"] <= QUEUE_S + 1
     assert row["run_time_s"] == pytest.approx(50 * PER_REQUEST_S + FINALIZE_S, abs=1.0)
     assert row["total_time_s"] > 0
     labels = {
