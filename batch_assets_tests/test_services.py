@@ -41,6 +41,7 @@ def test_start_binds_loopback_is_found_again_and_stops_by_pid(server_dir):
     lines = env_lines(server)
     assert lines[0] == f"export BATCH_ASSETS_LEDGER_URL={server.url}"
     assert lines[1] == "export BATCH_ASSETS_DAGSTER_PG_URL=" + server.url.replace("postgresql:", "postgresql+psycopg2:")
+    assert lines[2:] == [f"export BATCH_ASSETS_TABLES_URL={server.url}", "export BATCH_ASSETS_TABLES_SCHEMA=warehouse"]
     assert postgres.stop(server_dir)
     assert postgres.running(server_dir) is None
     assert not postgres._alive(server.pid)  # gone (or a zombie its adopter has not reaped yet)

@@ -14,9 +14,9 @@ from batch_assets.pipeline.report.table_stats import (
     Column,
     TableStats,
     business_table_columns,
-    business_table_stats,
     qualified,
     source_tables,
+    task_table_stats,
 )
 from batch_assets.spec.resolve import ResolvedTask
 
@@ -75,9 +75,11 @@ def table_metadata(stats: TableStats) -> dict:
     return out
 
 
-def business_table_stats_event(conn, table: str) -> dg.AssetObservation:
-    """An observation of a warehouse table (a task's source): its columns and rows now."""
-    return dg.AssetObservation(asset_key=table_key(table), metadata=table_metadata(business_table_stats(conn, table)))
+def business_table_stats_event(conn, table: str, tables=None) -> dg.AssetObservation:
+    """An observation of a task's source table (in the warehouse or, `tables`, PostgreSQL): its columns and rows now."""
+    return dg.AssetObservation(
+        asset_key=table_key(table), metadata=table_metadata(task_table_stats(conn, table, tables=tables))
+    )
 
 
 def table_name_metadata(table: str) -> dict:

@@ -42,7 +42,7 @@ def build_manifest(w: TaskWiring) -> dg.AssetsDefinition:
         w.record_table(context, wh, "manifest")
         with wh.connect() as conn:  # what the manifest read: the source tables' columns and rows
             for table in source_tables(task.spec):
-                context.log_event(business_table_stats_event(conn, table))
+                context.log_event(business_table_stats_event(conn, table, wh.tables))
             gates = partition_gates(conn, [s.task_id for s in out])
         return dg.MaterializeResult(
             metadata={

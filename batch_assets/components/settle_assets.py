@@ -18,7 +18,7 @@ from batch_assets.components.summary_metadata import health, money
 from batch_assets.components.wiring import RECONCILIATION_CHECK, TaskWiring
 from batch_assets.formatting import parse_duration
 from batch_assets.pipeline.govern.cost import partition_gates
-from batch_assets.pipeline.report.table_stats import STAGE_TABLES, business_table_stats
+from batch_assets.pipeline.report.table_stats import STAGE_TABLES, task_table_stats
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.resources import WarehouseResource
@@ -109,7 +109,7 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
         w.record_table(context, wh, "applied")
         per_partition(context, {pk: health(r) for pk, (r, _) in zip(context.partition_keys, settled)})
         with wh.connect() as conn:  # the business table as the write left it
-            stats = business_table_stats(conn, spec.apply.table, [s.task_id for s in out])
+            stats = task_table_stats(conn, spec.apply.table, [s.task_id for s in out], wh.tables)
             gates = partition_gates(conn, [s.task_id for s in out])
         context.log_event(
             dg.AssetObservation(

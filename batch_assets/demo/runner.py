@@ -66,6 +66,10 @@ storage:
 """
 
 
+# The tables the demo seeds: the sources its tasks read.
+DEMO_SOURCE_TABLES = ("support_tickets", "kb_articles", "product_reviews")
+
+
 def prepare_dagster_home(data_dir: Path) -> Path:
     """A persistent instance under data/ (so `make dev` shows the demo's runs), using our dagster.yaml;
     with $BATCH_ASSETS_DAGSTER_PG_URL set its storage is that PostgreSQL instead of SQLite files."""
@@ -110,9 +114,12 @@ def run_demo(
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     with wh.connect() as conn:
         counts = (seed_support_tickets(conn), seed_kb_articles(conn), seed_product_reviews(conn))
-    _say(
-        "seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, wh.database)
-    )
+        if wh.tables is not None:  # where this deployment keeps source tables
+            for table in DEMO_SOURCE_TABLES:
+                wh.tables.publish(conn, table, f"SELECT * FROM {table}")
+                conn.execute(f"DROP TABLE {table}")
+    where = wh.database if wh.tables is None else f"PostgreSQL at {wh.tables.where}"
+    _say("seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, where))
 
     with running_emulator(data_dir / "emulator", **DEMO_EMULATOR_KNOBS) as emulator:
         _say(f"provider emulator on {emulator.base_url}")
@@ -173,6 +180,14 @@ def run_demo(
         f"{sum(r.compliance_held for r in recs)} held for compliance"
     )
     print(f"DuckDB warehouse: {wh.database}")
+    if wh.tables is not None:
+        print(f"Source and business tables: PostgreSQL at {wh.tables.where}")
+        print(
+            "Explore: `make dev` (Dagster UI), `.venv/bin/batch-assets report`, or psql, e.g.\n"
+            f'  psql "$BATCH_ASSETS_TABLES_URL" -c "SELECT category, count(*) FROM {wh.tables.schema}.ticket_labels '
+            'GROUP BY 1"'
+        )
+        return 1 if problems else 0
     print(
         "Explore: `make dev` (Dagster UI), `.venv/bin/batch-assets report`, or SQL, e.g.\n"
         '  .venv/bin/batch-assets sql "SELECT category, count(*) FROM ticket_labels GROUP BY ALL"'

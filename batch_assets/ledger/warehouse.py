@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, stored_version
+from batch_assets.task_tables.postgres import PgTables
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +90,25 @@ def _record_lock_wait(database: Path, timeout_s: float) -> None:
 
 @dataclass(frozen=True)
 class Warehouse:
-    """Where the DuckDB file and the run-time files (manifests, shards, raw outputs) live."""
+    """Where the DuckDB file and the run-time files (manifests, shards, raw outputs) live, and the
+    tasks' source and business tables: in the DuckDB file (`tables` None) or in PostgreSQL."""
 
     database: Path
     data_dir: Path
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
     # DuckDB's pool for this warehouse's connections; None: BATCH_ASSETS_DUCKDB_MEMORY_LIMIT or the default.
     memory_limit: str | None = None
+    tables: PgTables | None = None
 
     @classmethod
-    def at(cls, database: str | Path, data_dir: str | Path | None = None, memory_limit: str | None = None) -> Warehouse:
+    def at(
+        cls,
+        database: str | Path,
+        data_dir: str | Path | None = None,
+        memory_limit: str | None = None,
+        tables: PgTables | None | str = "env",
+    ) -> Warehouse:
+        """`tables`: where the source and business tables are; "env" reads $BATCH_ASSETS_TABLES_URL."""
         # Absolute: the ledger records file paths, which must not depend on the working directory
         # of the process that wrote them (a relative data dir under `dg launch` recorded `data/...`).
         database = Path(database).absolute()
@@ -106,6 +116,7 @@ class Warehouse:
             database=database,
             data_dir=Path(data_dir).absolute() if data_dir else database.parent,
             memory_limit=memory_limit,
+            tables=PgTables.from_env() if tables == "env" else tables,
         )
 
     def path(self, *parts: str) -> Path:

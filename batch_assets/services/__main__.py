@@ -21,6 +21,7 @@ from pathlib import Path
 from batch_assets.services import postgres
 
 TEST_URL_VARIABLE = "BATCH_ASSETS_TEST_PG_URL"
+TABLES_SCHEMA = "warehouse"  # the source and business tables, apart from Dagster's own in `public`
 
 
 def env_lines(server: postgres.Running) -> list[str]:
@@ -28,6 +29,8 @@ def env_lines(server: postgres.Running) -> list[str]:
     return [
         f"export BATCH_ASSETS_LEDGER_URL={server.url}",
         f"export BATCH_ASSETS_DAGSTER_PG_URL={dagster}",
+        f"export BATCH_ASSETS_TABLES_URL={server.url}",
+        f"export BATCH_ASSETS_TABLES_SCHEMA={TABLES_SCHEMA}",
     ]
 
 

@@ -58,8 +58,8 @@ def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refr
 
         version = (existing[0] if existing else 0) + 1
         with transaction(conn):
-            pii = load_source(conn, task, partition_date)
-            read = source_read(conn, task, partition_date)
+            pii = load_source(conn, task, partition_date, wh.tables)
+            read = source_read(conn, task, partition_date, wh.tables)
             summary = _freeze(conn, wh, task, partition_date, task_id, version, pii)
         return dataclasses.replace(summary, source_read=read)
 

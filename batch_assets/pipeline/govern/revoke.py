@@ -26,9 +26,11 @@ import duckdb
 from batch_assets.ledger.review import close_revoked_reviews, insert_revocations
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.settle import business_table_pg
 from batch_assets.pipeline.settle.business_table import value_sql
 from batch_assets.spec.resolve import ResolvedTask, load_tasks
-from batch_assets.sqltext import quote_ident
+from batch_assets.sqltext import quote_ident, sql_literal
+from batch_assets.task_tables.postgres import PgTables
 
 # How many revoked answers in a row a revoke walks back over to find the row to put back (a bound
 # against a malformed chain, far beyond any real history of one key).
@@ -149,17 +151,35 @@ def revoke(
                     f"task {task_name_!r} is no longer defined in batch_assets/defs/tasks: its "
                     "business table columns are unknown, nothing revoked"
                 )
-            for action, n in _revoke_group(conn, task, table, version, reason).items():
+            for action, n in _revoke_group(conn, task, table, version, reason, wh.tables).items():
                 summary.by_action[action] = summary.by_action.get(action, 0) + n
         conn.execute("DROP TABLE _sel")
     return summary
 
 
 def _revoke_group(
-    conn: duckdb.DuckDBPyConnection, task: ResolvedTask, table: str, version: str, reason: str | None
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    table: str,
+    version: str,
+    reason: str | None,
+    tables: PgTables | None = None,
 ) -> dict[str, int]:
     apply = task.spec.apply
     target, key = f"main.{quote_ident(table)}", quote_ident(apply.key)
+    params = {"n": task.name, "t": table, "v": version}
+    if tables is not None:
+        # The rows the business table holds now for these keys, read once from PostgreSQL.
+        business_table_pg.current_rows(
+            tables,
+            conn,
+            task,
+            "SELECT business_id, output_version FROM _sel "
+            f"WHERE NOT revoked AND task_name = {sql_literal(task.name)} AND target_table = {sql_literal(table)} "
+            f"AND output_version = {sql_literal(version)}",
+            "_pg_current",
+        )
+        target, key = "_pg_current", "business_id"
     # The row to put back is the nearest earlier answer that is not revoked (nor being revoked now):
     # walk back through the rows each apply overwrote, past revoked ones. (An answer revoked while a
     # newer one held the table changed nothing then; revoking the newer one later must skip it.)
@@ -193,10 +213,21 @@ def _revoke_group(
         LEFT JOIN kept k ON k.custom_id = s.custom_id
         WHERE NOT s.revoked AND s.task_name = $n AND s.target_table = $t AND s.output_version = $v
     """,
-        {"n": task.name, "t": table, "v": version},
+        params,
     )
     conn.execute("ALTER TABLE _plan ADD COLUMN restored_custom_id VARCHAR")
     conn.execute("UPDATE _plan SET restored_custom_id = previous_row ->> '$.custom_id' WHERE action = 'restored'")
+    if tables is not None:
+        conn.execute("DROP TABLE _pg_current")
+        # The business table first: a crash before the ledger commit leaves the rows changed and the
+        # answers unrevoked; a second revoke finds them superseded and records that.
+        business_table_pg.revoke_rows(tables, conn, task, "_plan")
+        with transaction(conn):
+            insert_revocations(conn, "SELECT * FROM _plan", reason)
+            close_revoked_reviews(conn, "SELECT custom_id FROM _plan", reason)
+        counts = dict(conn.execute("SELECT action, count(*) FROM _plan GROUP BY 1").fetchall())
+        conn.execute("DROP TABLE _plan")
+        return counts
     sets = ", ".join(f"{quote_ident(c)} = {value_sql(task, f, 'p.previous_row', c)}" for c, f in apply.columns.items())
     with transaction(conn):
         conn.execute(f"""

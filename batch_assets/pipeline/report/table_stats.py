@@ -130,6 +130,40 @@ def business_table_stats(conn: duckdb.DuckDBPyConnection, table: str, task_ids: 
     return TableStats(name, columns, rows, partition_rows)
 
 
+def pg_table_stats(tables, table: str, task_ids: list[str] | None = None) -> TableStats:
+    """business_table_stats for a table of the PostgreSQL tables' schema (`tables`: a PgTables)."""
+    from batch_assets.task_tables.postgres import run
+
+    name = table.split(".")[-1]
+    qualified_name = f"{tables.schema}.{name}"
+    with tables.session(read_only=True) as pg:
+        rows = run(
+            pg,
+            "SELECT column_name, data_type, is_nullable = 'YES' FROM information_schema.columns "
+            "WHERE table_schema = $schema AND table_name = $name ORDER BY ordinal_position",
+            {"schema": tables.schema, "name": name},
+        )
+        columns = tuple(Column(n, t, bool(null)) for n, t, null in rows)
+        if not columns:
+            return TableStats(qualified_name, columns, 0)
+        count = int(run(pg, f"SELECT count(*) FROM {tables.table(name)}")[0][0])
+        partition_rows = None
+        if task_ids is not None and any(c.name == "task_id" for c in columns):
+            partition_rows = int(
+                run(pg, f"SELECT count(*) FROM {tables.table(name)} WHERE task_id = ANY($ids)", {"ids": task_ids})[0][0]
+            )
+    return TableStats(qualified_name, columns, count, partition_rows)
+
+
+def task_table_stats(
+    conn: duckdb.DuckDBPyConnection, table: str, task_ids: list[str] | None = None, tables=None
+) -> TableStats:
+    """A task's source or business table's stats, wherever the tables live (`tables`: PgTables or None)."""
+    if tables is not None:
+        return pg_table_stats(tables, table, task_ids)
+    return business_table_stats(conn, table, task_ids)
+
+
 def _quoted(table: str) -> str:
     return ".".join('"' + part.replace('"', '""') + '"' for part in table.split("."))
 

@@ -23,11 +23,13 @@ from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.errors import SourceQueryError
 from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
 from batch_assets.pipeline.freeze.render import input_hash_sql
-from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_subquery
+from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_relation
 from batch_assets.pipeline.govern.sensitive import restore_json_sql, source_fingerprint_sql
+from batch_assets.pipeline.settle import business_table_pg
 from batch_assets.pipeline.settle.business_table import column_type, ensure_target_table, value_sql
 from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import in_range_sql, quote_ident, sql_literal
+from batch_assets.task_tables.postgres import PgTables
 
 
 def review_sample_sql(task: ResolvedTask, applied: str) -> str:
@@ -142,7 +144,13 @@ class ApplySummary:
     refused_version: int = 0  # answers parsed under another output version than the task's now: not written
 
 
-def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_date: str, candidates: int) -> str:
+def _stale_guard(
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    partition_date: str,
+    candidates: int,
+    tables: PgTables | None = None,
+) -> str:
     """Temp table `_live` (item_no, attempt, fresh), one row per candidate of `_cand`: whether its
     input hash is the input hash of what the source holds now for its business id (false when the
     source no longer holds the id; NULL, which counts as not fresh everywhere, when it now holds it
@@ -191,7 +199,7 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
                 (SELECT {frozen_item_no_sql("p")} AS item_no, hash(business_id) AS id_hash,
                         hash(input_hash) AS input_hash_hash, source_fp
                  FROM {frozen} p)"""
-            if not few and _source_as_frozen(conn, task, bid, frozen, partition_date):
+            if not few and _source_as_frozen(conn, task, bid, frozen, partition_date, tables):
                 # Every frozen id is in the source once, with its frozen fingerprint: a candidate
                 # that is its id's frozen row is fresh when it holds the frozen input hash; one
                 # that is not (an earlier freeze's item) stays undecided and is re-hashed below.
@@ -204,22 +212,25 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
                 """)
             else:
                 how = "by_id"
-                _live_by_id(conn, task, bid, only_candidates, frozen_rows, partition_date)
+                _live_by_id(conn, task, bid, only_candidates, frozen_rows, partition_date, tables)
             # Only the undecided candidates' rows are read and gated again (usually none).
             if not conn.execute("SELECT EXISTS (SELECT 1 FROM _live WHERE fresh IS NULL)").fetchone()[0]:
+                drop_source(conn)
                 return how
         else:
             how = "rehashed"
             conn.execute(undecided)
         conn.execute(f"CREATE OR REPLACE TEMP TABLE _changed AS SELECT DISTINCT business_id FROM {undecided_rows}")
-        columns = query_source(conn, task, partition_date, where=f"{bid} IN (SELECT business_id FROM _changed)")
+        columns = query_source(
+            conn, task, partition_date, where=f"{bid} IN (SELECT business_id FROM _changed)", tables=tables
+        )
     except (duckdb.Error, SourceQueryError):
         # A source query that cannot be nested as written: read it whole, as freeze does (a broken
         # one raises its clear error here), and re-hash every candidate.
         how = "rehashed"
         conn.execute("DROP TABLE IF EXISTS _source_now")
         conn.execute(undecided)
-        columns = query_source(conn, task, partition_date)
+        columns = query_source(conn, task, partition_date, tables=tables)
     gate_loaded_source(conn, task, columns)
     conn.execute("DROP TABLE IF EXISTS _changed")
     # The re-hashed rows: one live hash per business id, none when the source now holds it twice
@@ -238,7 +249,12 @@ def _stale_guard(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, partition_
 
 
 def _source_as_frozen(
-    conn: duckdb.DuckDBPyConnection, task: ResolvedTask, bid: str, frozen: str, partition_date: str
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    bid: str,
+    frozen: str,
+    partition_date: str,
+    tables: PgTables | None = None,
 ) -> bool:
     """Whether the source now holds exactly the frozen manifest's rows: the same number of rows with
     an id the freeze did not reject (the Parquet holds every row the freeze kept), and the same sum
@@ -257,15 +273,16 @@ def _source_as_frozen(
         if conn.execute(f"SELECT EXISTS ({rejected})").fetchone()[0]
         else ""
     )
+    source, params = source_relation(conn, task, partition_date, tables)
     now, then = conn.execute(
         f"""
         SELECT (SELECT (count(*), sum(h), bit_xor(h)) FROM (
-                    SELECT hash(hash({bid}), {fp}) AS h FROM {source_subquery(task)} AS _q
+                    SELECT hash(hash({bid}), {fp}) AS h FROM {source} AS _q
                     WHERE {bid} IS NOT NULL AND trim({bid}) <> '' {not_rejected})),
                (SELECT (count(*), sum(h), bit_xor(h)) FROM (
                     SELECT hash(hash(business_id), source_fp) AS h FROM {frozen} p))
     """,
-        {"partition_date": partition_date},
+        params,
     ).fetchone()
     return now == then and now[0] > 0
 
@@ -277,21 +294,23 @@ def _live_by_id(
     only_candidates: str,
     frozen_rows: str,
     partition_date: str,
+    tables: PgTables | None = None,
 ) -> None:
     """Temp table `_live` from the source grouped by id: a candidate is decided by its frozen row
     when its id is in the source once with the frozen fingerprint (undecided otherwise)."""
     # Straight from the source query: only (id hash, count, fingerprint) is kept, not its rows.
     # Two statements, one join each: faster and lower at the peak than one statement with both.
+    source, params = source_relation(conn, task, partition_date, tables)
     conn.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _source_now AS
         SELECT c.item_no, c.attempt, c.id_hash, c.input_hash_hash, f.n, f.fp
         FROM _cand c
         LEFT JOIN (SELECT hash({bid}) AS id_hash, count(*) AS n, any_value({source_fingerprint_sql(task, "_q")}) AS fp
-                   FROM {source_subquery(task)} AS _q {only_candidates}
+                   FROM {source} AS _q {only_candidates}
                    GROUP BY ALL) f ON f.id_hash = c.id_hash
     """,
-        {"partition_date": partition_date},
+        params,
     )
     # The frozen row's id and input hash as 64-bit hashes, like its fingerprint: the join's build
     # side stays narrow (with both strings it spills on a large partition).
@@ -312,8 +331,10 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
     spec, apply = task.spec, task.spec.apply
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
+    tables = wh.tables
     with wh.connect() as conn:
-        ensure_target_table(conn, task)
+        if tables is None:
+            ensure_target_table(conn, task)
         version = sql_literal(spec.output.version)
         not_applied = f"p.item_no NOT IN (SELECT item_no FROM ledger.applied_result WHERE task_id = {tid})"
         # An answer is written under the output version it was parsed with, which must be the
@@ -348,11 +369,11 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
-        _stale_guard(conn, task, partition_date, n_cand)
+        _stale_guard(conn, task, partition_date, n_cand, tables)
         fields = _answer_fields(task)
         applied = conn.execute("SELECT count(*) FILTER (fresh) FROM _live").fetchone()[0]
         stale = n_cand - applied
-        any_held = _held_keys(conn, task)
+        any_held = _held_keys(conn, task, task_id, tables)
         # A task without review picks yet (its first apply) adds each chunk's with a plain INSERT
         # (see insert_review_items). A custom_id begins with its task's id, so only this task's
         # rows could be an item picked before.
@@ -364,7 +385,8 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
         # transaction never holds more than a chunk (one transaction of a large partition runs out
         # of memory on its uncommitted index entries). A failure between chunks leaves the rest
         # unapplied for the next run, never half of an answer.
-        marks = _chunk_marks(conn, _table_rows(conn, task), any_held) if n_cand > APPLY_CHUNK else []
+        table_rows = _table_rows(conn, task) if tables is None else 0  # row groups: DuckDB's storage only
+        marks = _chunk_marks(conn, table_rows, any_held) if n_cand > APPLY_CHUNK else []
         conn.execute("DROP TABLE _cand")
         bounds = [None, *marks, None]
         by_business_id = bool(marks) and not _ids_follow_item_numbers(conn, task_id)
@@ -401,9 +423,10 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
                     f"back for {expected} candidates; nothing of it was written (a ledger row changed "
                     "during the apply? run it again)"
                 )
-            _write_chunk(conn, task, task_id, fields, any_held, none_picked_before)
+            write = _write_chunk if tables is None else _write_chunk_pg
+            write(conn, task, task_id, fields, any_held, none_picked_before, tables)
             conn.execute("DROP TABLE _part")
-        conn.execute("DROP TABLE _held; DROP TABLE _live;")
+        conn.execute("DROP TABLE _held; DROP TABLE _live; DROP TABLE IF EXISTS _pg_held;")
     return ApplySummary(task_id, applied, stale, apply.table, refused)
 
 
@@ -505,13 +528,31 @@ def _table_rows(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask) -> bool:
+def _held_keys(conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, tables: PgTables | None) -> bool:
     """Temp table `_held` (item_no): the fresh candidates (`_cand`, `_live`) whose
     business id the business table may hold already (at the task's output version), found with one
     read of the table's keys for all chunks, by the ids' 64-bit hashes: a hash two ids share only
     sends an answer down the exact overwrite path (_write_chunk), which finds no row to keep.
-    Returns whether there is any."""
+    In PostgreSQL, the rows held for the fresh candidates' ids are read once, whole (`_pg_held`:
+    business_id, custom_id, row), and `_held` names the candidates they answer. Returns whether there is any."""
     apply = task.spec.apply
+    if tables is not None:
+        fresh_ids = f"""
+            SELECT m.business_id, {sql_literal(task.spec.output.version)} AS output_version
+            FROM _cand c JOIN _live l ON l.item_no = c.item_no AND l.attempt = c.attempt
+            JOIN ledger.manifest_item m ON m.task_id = {sql_literal(task_id)} AND m.item_no = c.item_no
+            WHERE l.fresh"""
+        if not business_table_pg.current_rows(tables, conn, task, fresh_ids, "_pg_held"):
+            conn.execute("CREATE OR REPLACE TEMP TABLE _held AS SELECT NULL::BIGINT AS item_no WHERE false")
+            return False
+        conn.execute(f"""
+            CREATE OR REPLACE TEMP TABLE _held AS
+            SELECT c.item_no
+            FROM _cand c JOIN _live l ON l.item_no = c.item_no AND l.attempt = c.attempt
+            JOIN ledger.manifest_item m ON m.task_id = {sql_literal(task_id)} AND m.item_no = c.item_no
+            WHERE l.fresh AND m.business_id IN (SELECT business_id FROM _pg_held)
+        """)
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM _held)").fetchone()[0]
     conn.execute(f"""
         CREATE OR REPLACE TEMP TABLE _held AS
         SELECT c.item_no
@@ -529,6 +570,7 @@ def _write_chunk(
     fields: list[str],
     any_held: bool,
     none_picked_before: bool,
+    tables: PgTables | None = None,
 ) -> None:
     """One transaction: the answers of `_part` (one chunk's, see _answers_sql) into the business table
     (the rows they overwrite kept for revoke), their outcomes into ledger.applied_result, the review
@@ -587,18 +629,78 @@ def _write_chunk(
             )
         conn.execute("DROP TABLE IF EXISTS _over")
         faultpoints.reached("apply.before_commit")
-        insert_applied_results(
+        _record_outcomes(conn, task, task_id, fields, none_picked_before)
+
+
+def _record_outcomes(
+    conn: duckdb.DuckDBPyConnection, task: ResolvedTask, task_id: str, fields: list[str], none_picked_before: bool
+) -> None:
+    """The outcomes of `_part` into ledger.applied_result, its review picks into ledger.review_item."""
+    spec = task.spec
+    insert_applied_results(
+        conn,
+        task_id,
+        "SELECT custom_id, item_no, business_id, outcome FROM _part",
+        target_table=spec.apply.table,
+        output_version=spec.output.version,
+    )
+    if spec.review.sample_rate > 0 or spec.review.always_if:
+        named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
+        insert_review_items(
             conn,
             task_id,
-            "SELECT custom_id, item_no, business_id, outcome FROM _part",
-            target_table=apply.table,
-            output_version=spec.output.version,
+            review_sample_sql(task, f"(SELECT custom_id, attempt{named} FROM _part WHERE outcome = 'applied')"),
+            none_picked_before=none_picked_before,
         )
-        if spec.review.sample_rate > 0 or spec.review.always_if:
-            named = "".join(f", _f{i} AS {quote_ident(f)}" for i, f in enumerate(fields))
-            insert_review_items(
+
+
+def _write_chunk_pg(
+    conn: duckdb.DuckDBPyConnection,
+    task: ResolvedTask,
+    task_id: str,
+    fields: list[str],
+    any_held: bool,
+    none_picked_before: bool,
+    tables: PgTables,
+) -> None:
+    """_write_chunk for a business table in PostgreSQL, in three commits (see business_table_pg): the
+    rows the chunk overwrites into ledger.applied_previous, the answers into the business table,
+    then their outcomes and review picks. A crash between leaves what a re-run completes: the rows
+    already recorded are not recorded again, answers already written are left as they are."""
+    spec, apply = task.spec, task.spec.apply
+    held = "item_no IN (SELECT item_no FROM _held)"
+    found = "NULL::VARCHAR"
+    if any_held and conn.execute(f"SELECT EXISTS (SELECT 1 FROM _part WHERE {held})").fetchone()[0]:
+        found = "h.custom_id"
+        with transaction(conn):
+            # A row holding this very answer was written by an earlier run of the apply, which
+            # recorded what it overwrote before writing it.
+            conn.execute("""
+                CREATE OR REPLACE TEMP TABLE _over AS
+                SELECT d.custom_id, d.business_id, h.custom_id AS previous_custom_id, h.row AS previous_row
+                FROM _part d JOIN _pg_held h ON h.business_id = d.business_id
+                WHERE d.outcome = 'applied' AND h.custom_id <> d.custom_id
+                  AND d.custom_id NOT IN (SELECT custom_id FROM ledger.applied_previous)
+            """)
+            insert_applied_previous(
                 conn,
                 task_id,
-                review_sample_sql(task, f"(SELECT custom_id, attempt{named} FROM _part WHERE outcome = 'applied')"),
-                none_picked_before=none_picked_before,
+                "SELECT custom_id, business_id, previous_custom_id, previous_row FROM _over",
+                target_table=apply.table,
+                output_version=spec.output.version,
             )
+            conn.execute("DROP TABLE _over")
+    named = ", ".join(f"d._f{fields.index(f)} AS {quote_ident(c)}" for c, f in apply.columns.items())
+    held_join = "LEFT JOIN _pg_held h ON h.business_id = d.business_id" if found != "NULL::VARCHAR" else ""
+    business_table_pg.upsert_answers(
+        tables,
+        conn,
+        task,
+        f"""SELECT d.business_id AS {quote_ident(apply.key)}, {named},
+                   {sql_literal(spec.output.version)} AS output_version, d.custom_id, d.input_hash,
+                   {sql_literal(task_id)} AS task_id, now()::TIMESTAMP AS applied_at, {found} AS expected_custom_id
+            FROM _part d {held_join} WHERE d.outcome = 'applied'""",
+    )
+    faultpoints.reached("apply.before_commit")  # the business rows committed, their outcomes not yet
+    with transaction(conn):
+        _record_outcomes(conn, task, task_id, fields, none_picked_before)
