@@ -11,6 +11,7 @@ import pytest
 
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.ledger.history import copy_partition_rows
+from batch_assets.ledger.job_reads import collect_candidates
 from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect import collect_runs as collect
@@ -120,7 +121,7 @@ def test_the_search_reads_only_the_unfinished_jobs_partitions(collected_run, tmp
         }
         copy_partition_rows(conn, DAY1, EARLIER_DAYS)
         unmark_collected(conn, TASK_ID1)
-        conn.execute(f"CREATE TEMP TABLE cand AS {collect._CANDIDATES_SQL}", {"task_id": None})
+        conn.register("cand", collect_candidates(conn))
         assert conn.execute("SELECT DISTINCT task_id FROM cand").fetchall() == [(TASK_ID1,)]
         found = {}
         scans = ledger_scans(

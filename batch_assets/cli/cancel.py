@@ -18,23 +18,13 @@ class _LedgerNotUpdated(CliError):
 
 
 def _running_jobs(wh, target: str) -> list[dict]:
-    from batch_assets.ledger.warehouse import fetch_dicts
+    from batch_assets.ledger.job_reads import running_jobs
 
     with context.connect(wh, read_only=True) as conn:
-        known = conn.execute(
-            "SELECT count(*) FROM ledger.provider_job WHERE job_key = ? OR task_id = ?", [target, target]
-        ).fetchone()[0]
-        if not known:
-            raise CliError(f"no provider job or task_id {target!r}: list them with `batch-assets jobs`")
-        return fetch_dicts(
-            conn,
-            """
-            SELECT job_key, provider, provider_batch_id, state, output_file_id, error_file_id, input_file_id
-            FROM ledger.provider_job
-            WHERE (job_key = ? OR task_id = ?) AND terminal_at IS NULL AND provider_batch_id IS NOT NULL
-            ORDER BY job_key""",
-            [target, target],
-        )
+        jobs = running_jobs(conn, target)
+    if jobs is None:
+        raise CliError(f"no provider job or task_id {target!r}: list them with `batch-assets jobs`")
+    return jobs
 
 
 def _job_ref(job: dict):

@@ -115,7 +115,9 @@ def known_tasks(task_ids: list[str]) -> str:
 
 
 def known_task_ids(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task ORDER BY task_id").fetchall()]
+    from batch_assets.ledger.tasks import task_ids
+
+    return task_ids(conn)
 
 
 # --- Providers: the emulator a `batch-assets dev` over this data directory started, and one clear

@@ -49,59 +49,16 @@ FIELDS = [
     Field("remote_delete_error", in_table=False),
 ]
 
-# Where the job's provider-side files stand (retention: `delete_remote_files`): deleted, a deletion
-# that failed and is retried (next collect, sensor tick, retention job), or still on the provider.
-REMOTE_FILES_SQL = """
-    CASE WHEN remote_deleted_at IS NOT NULL THEN 'deleted'
-         WHEN coalesce(remote_delete_attempts, 0) > 0
-              THEN 'delete failed x' || remote_delete_attempts || ' (retried)'
-         WHEN downloaded_at IS NOT NULL THEN 'on provider'
-    END"""
-
-# What the `note` column says about a job whose create did not plainly succeed.
-NOTE_SQL = """
-    CASE WHEN provider_batch_id IS NULL AND create_outcome = 'unknown'
-              THEN 'undecided: ' || coalesce(create_error, 'the create got no answer')
-         WHEN create_outcome = 'abandoned' THEN 'abandoned (the shard goes again under a new job key)'
-         WHEN provider_batch_id IS NULL AND create_outcome = 'failed'
-              THEN 'refused: ' || coalesce(create_error, '')
-         WHEN create_outcome = 'adopted' THEN coalesce(create_error, 'adopted')
-         WHEN provider_batch_id IS NULL AND claimed_by IS NOT NULL AND claim_expires_at >= now()::TIMESTAMP
-              THEN 'being submitted by ' || claimed_by
-    END"""
-
 
 def cmd_jobs(args) -> int:
     """The jobs oldest first; with a limit, the newest N of them (still oldest first), and on stderr
     how many of how many are shown."""
-    from batch_assets.ledger.warehouse import fetch_dicts
+    from batch_assets.ledger.job_reads import job_listing
 
     limit = row_limit(args)
     with context.connect(context.warehouse(args), read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
-        rows = fetch_dicts(
-            conn,
-            f"""
-            SELECT * FROM (
-                SELECT job_key, task_id, provider, endpoint_mode, endpoint_url, request_options,
-                       provider_batch_id, state, raw_status, request_total,
-                       request_completed, request_failed, cancel_requested, submitted_at, terminal_at,
-                       create_outcome, create_error, claimed_by, claim_expires_at, {NOTE_SQL} AS note,
-                       CASE WHEN stuck_at IS NOT NULL THEN coalesce(stuck_action, 'stuck') END AS stuck, stuck_at,
-                       coalesce(collect_attempts, 0) AS collect_attempts, collect_error,
-                       {REMOTE_FILES_SQL} AS remote_files, remote_delete_error, created_at
-                FROM ledger.provider_job
-                WHERE list_contains($task_ids, task_id)
-                ORDER BY created_at DESC, job_key DESC
-                LIMIT CASE WHEN $limit > 0 THEN $limit END
-            ) ORDER BY created_at, job_key""",
-            {"task_ids": task_ids, "limit": limit},
-        )
-        total = len(rows)
-        if limit and total == limit:
-            total = conn.execute(
-                "SELECT count(*) FROM ledger.provider_job WHERE list_contains(?, task_id)", [task_ids]
-            ).fetchone()[0]
+        rows, total = job_listing(conn, task_ids, limit)
     for row in rows:  # an object in --format json (a few jobs, for display)
         row.pop("created_at")
         row["request_options"] = json.loads(row["request_options"]) if row["request_options"] else None
@@ -111,38 +68,30 @@ def cmd_jobs(args) -> int:
 
 
 def _job(conn, job_key: str) -> dict:
-    from batch_assets.ledger.warehouse import fetch_dicts
+    from batch_assets.ledger.job_reads import job_with_shard
 
-    rows = fetch_dicts(
-        conn,
-        """
-        SELECT j.job_key, j.task_id, j.provider, j.provider_batch_id, j.create_outcome, s.line_count
-        FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id) WHERE j.job_key = ?""",
-        [job_key],
-    )
-    if not rows:
+    job = job_with_shard(conn, job_key)
+    if job is None:
         raise CliError(f"no provider job {job_key!r}: list them with `batch-assets jobs`")
-    return rows[0]
+    return job
 
 
 def cmd_jobs_adopt(args) -> int:
     """Record BATCH_ID as the job's batch: polled through the provider first; refused when the
     batch belongs to another job (in the ledger, or by the job key it carries) or its request count
     differs from the shard's."""
+    from batch_assets.ledger.job_reads import job_of_batch
     from batch_assets.ledger.jobs import JobNotSettled, adopt_job
     from batch_assets.providers.contract import JOB_KEY_METADATA, JobRef, JobState
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         job = _job(conn, args.job_key)
-        other = conn.execute(
-            "SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
-            [args.batch_id, args.job_key],
-        ).fetchone()
+        other = job_of_batch(conn, args.batch_id, args.job_key)
     if job["provider_batch_id"]:
         raise CliError(f"job {args.job_key} already has provider batch {job['provider_batch_id']}: nothing to adopt")
     if other:
-        raise CliError(f"batch {args.batch_id} is already recorded for job {other[0]}: a batch belongs to one job")
+        raise CliError(f"batch {args.batch_id} is already recorded for job {other}: a batch belongs to one job")
     providers = context.providers(wh)
     context.check_reachable(wh, providers, job["provider"])
     with context.reaching(wh, providers, job["provider"]):

@@ -13,11 +13,12 @@ from batch_assets.cli import context
 
 
 def cmd_purge(args) -> int:
+    from batch_assets.ledger.tasks import task_ids
     from batch_assets.pipeline.govern.retention import pending_remote_deletions, purge_local
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
-        conn.execute("SELECT 1 FROM ledger.batch_task LIMIT 1")  # a warehouse without a ledger: one clear line
+        task_ids(conn)  # a warehouse without a ledger: one clear line
     summary = purge_local(wh, args.older_than, dry_run=args.dry_run, task_name=args.task)
     for path in summary.shards:
         print(f"{'would delete' if args.dry_run else 'deleted'} shard {path}")

@@ -31,15 +31,14 @@ def _what(summary) -> str:
 
 
 def cmd_reparse(args) -> int:
+    from batch_assets.ledger.tasks import task_row
     from batch_assets.pipeline.collect.reparse import DEFAULT_CLASSES, reparse_partition, reparse_results
     from batch_assets.spec.resolve import load_tasks
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
-        row = conn.execute(
-            "SELECT task_name, strftime(partition_date, '%Y-%m-%d') FROM ledger.batch_task WHERE task_id = ?",
-            [args.task_id],
-        ).fetchone()
+        task = task_row(conn, args.task_id)
+        row = (task["task_name"], task["day"]) if task else None
         known = context.known_task_ids(conn) if row is None else []
     if row is None:
         raise CliError(f"no batch task {args.task_id!r}; {context.known_tasks(known)}")

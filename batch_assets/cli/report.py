@@ -141,6 +141,7 @@ def _with_reparse(rec: dict, figures: dict | None) -> dict:
 
 def cmd_report(args) -> int:
     from batch_assets.cli.console import print_table
+    from batch_assets.ledger.tasks import task_names
     from batch_assets.pipeline.collect.reparse import reparse_figures
     from batch_assets.pipeline.govern.cost import partition_gates
     from batch_assets.pipeline.report.partition_report import partition_durations
@@ -157,7 +158,7 @@ def cmd_report(args) -> int:
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
-        names = dict(conn.execute("SELECT task_id, task_name FROM ledger.batch_task").fetchall())
+        names = task_names(conn)
         recs = [reconcile_conn(conn, t, *tolerance.get(names.get(t), ())) for t in task_ids]
         now = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]  # one instant for every figure
         times = {
@@ -230,13 +231,9 @@ def _broken_named(load, pattern: str | None):
 def _account_pauses(conn, task_ids) -> list[dict]:
     """The active account pauses (ledger.account_pause) of the providers of the partitions reported."""
     from batch_assets.ledger.accounts import active_pauses
+    from batch_assets.ledger.tasks import providers_of
 
-    providers = {
-        r[0]
-        for r in conn.execute(
-            "SELECT DISTINCT provider FROM ledger.batch_task WHERE list_contains(?, task_id)", [list(task_ids)]
-        ).fetchall()
-    }
+    providers = providers_of(conn, task_ids)
     return [p for p in active_pauses(conn) if p["provider"] in providers]
 
 

@@ -17,6 +17,7 @@ from batch_assets.cli import context
 def cmd_resume(args) -> int:
     from batch_assets.ledger.accounts import resume_account
     from batch_assets.ledger.retries import reopen_decisions, set_final_status
+    from batch_assets.ledger.tasks import task_ids
     from batch_assets.ledger.transaction import transaction
     from batch_assets.pipeline.settle.retry_ledger import FINAL_FAILED_ACTIONS, latest_attempt_sql
     from batch_assets.sqltext import sql_literal
@@ -30,13 +31,7 @@ def cmd_resume(args) -> int:
             print(f"{provider}: the account is not paused; nothing to resume")
             return 0
         reopened: dict[str, int] = {}
-        task_ids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT task_id FROM ledger.batch_task WHERE provider = ? ORDER BY task_id", [provider]
-            ).fetchall()
-        ]
-        for task_id in task_ids:
+        for task_id in task_ids(conn, provider=provider):
             tid = sql_literal(task_id)
             keys = f"""
                 SELECT d.custom_id, d.attempt FROM ledger.retry_decision d

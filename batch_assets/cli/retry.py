@@ -14,6 +14,7 @@ from batch_assets.cli.errors import CliError
 
 
 def cmd_retry(args) -> int:
+    from batch_assets.ledger.tasks import task_row
     from batch_assets.pipeline.govern.send_gate import failed_gates, may_send
     from batch_assets.pipeline.send.shards import cut_shards, verify_shards
     from batch_assets.pipeline.settle.retry_ledger import due_retries_sql, reopen_for_operator
@@ -22,10 +23,8 @@ def cmd_retry(args) -> int:
 
     wh = context.warehouse(args)
     with context.connect(wh, read_only=True) as conn:
-        row = conn.execute(
-            "SELECT task_name, strftime(partition_date, '%Y-%m-%d') FROM ledger.batch_task WHERE task_id = ?",
-            [args.task_id],
-        ).fetchone()
+        task = task_row(conn, args.task_id)
+        row = (task["task_name"], task["day"]) if task else None
     if row is None:
         raise CliError(f"no batch task {args.task_id!r}; list them with `batch-assets report`")
     task_name, partition = row

@@ -4,6 +4,7 @@ import dagster as dg
 
 from batch_assets.components.asset_metadata import per_partition, tag_run
 from batch_assets.components.wiring import REPORT_STAGE, TaskWiring
+from batch_assets.ledger.tasks import task_ids
 from batch_assets.pipeline.report.partition_report import (
     build_report,
     report_markdown,
@@ -33,7 +34,7 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
         tag_run(context, name)
         wh = warehouse.warehouse()
         with wh.connect() as conn:
-            known = {r[0] for r in conn.execute("SELECT task_id FROM ledger.batch_task").fetchall()}
+            known = set(task_ids(conn))
             reports = {
                 pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction, empty_source=spec.empty_source)
                 for pk in context.partition_keys

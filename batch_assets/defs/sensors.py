@@ -38,7 +38,7 @@ import dagster as dg
 from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE, SUBMIT_STAGES
 from batch_assets.formatting import format_duration
 from batch_assets.ledger.accounts import active_pauses
-from batch_assets.ledger.warehouse import fetch_dicts, scalar
+from batch_assets.ledger.job_reads import max_terminal_seq, partitions_with_orphaned_intents, shard_attempts
 from batch_assets.pipeline.collect.collect_runs import (
     DEFAULT_MAX_COLLECT_TRIES,
     DEFAULT_RESULTS_WAIT_S,
@@ -47,11 +47,7 @@ from batch_assets.pipeline.collect.collect_runs import (
 from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, poll_jobs
 from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.pipeline.govern.retention import delete_remote_files
-from batch_assets.pipeline.send.submit import (
-    account_limits,
-    partitions_with_orphaned_intents,
-    release_claims_of_ended_runs,
-)
+from batch_assets.pipeline.send.submit import account_limits, release_claims_of_ended_runs
 from batch_assets.pipeline.settle.partition_status import partitions_revoked_since, partitions_to_settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
@@ -103,20 +99,6 @@ def _policies(tasks: dict):
         return cache[task_name, provider]
 
     return policy_for
-
-
-def _attempts(conn) -> dict[tuple[str, str], tuple[int | None, int]]:
-    """(task_name, partition_date) -> (highest shard attempt among the partition's provider jobs,
-    highest shard attempt of the partition's shards)."""
-    rows = fetch_dicts(
-        conn,
-        """
-        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day,
-               max(s.attempt) FILTER (WHERE s.shard_id IN (SELECT shard_id FROM ledger.provider_job)) AS of_jobs,
-               max(s.attempt) AS of_shards
-        FROM ledger.shard s JOIN ledger.batch_task t USING (task_id) GROUP BY ALL""",
-    )
-    return {(r["task_name"], r["day"]): (r["of_jobs"], int(r["of_shards"])) for r in rows}
 
 
 # The assets each of a task's jobs materializes (components/task_jobs.py).
@@ -243,8 +225,8 @@ def _read_ledger(
     with wh.connect() as conn:
         stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn)
         plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
-        attempts = _attempts(conn)
-        high_water = int(scalar(conn, "SELECT coalesce(max(terminal_seq), 0) FROM ledger.provider_job"))
+        attempts = shard_attempts(conn)
+        high_water = max_terminal_seq(conn)
         waiting_to_submit = partitions_waiting_to_submit(wh, conn, _account_limits(providers))
         # Claims held by runs Dagster reports ended (failed, cancelled, killed and marked by run
         # monitoring) are released now rather than when their lease runs out; the intents they and

@@ -25,7 +25,8 @@ from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.formatting import format_table
-from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.ledger.job_reads import job_counts
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES
 from batch_assets.pipeline.collect.collect_runs import pending_jobs
 from batch_assets.pipeline.govern.cost import partition_gates
@@ -234,10 +235,7 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
                     f"{'ok' if result.success else 'FAILED'}; checks {checks}"
                 )
             with wh.connect() as conn:
-                open_jobs = scalar(conn, "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL")
-                jobs, collected = conn.execute(
-                    "SELECT count(*), count(downloaded_at) FROM ledger.provider_job"
-                ).fetchone()
+                jobs, open_jobs, collected = job_counts(conn)
             bar.update(completed=collected, total=jobs)
             # Jobs the sensor gave up collecting (after its bounded tries) no longer hold the demo up.
             uncollected = sum(1 for j in pending_jobs(wh) if j.collect_attempts < COLLECT_MAX_TRIES)

@@ -6,7 +6,9 @@ speak: `?` positional or `$name` named parameters, `now()::TIMESTAMP`, `INTERVAL
 for INSERT / UPDATE / DELETE, the number of rows they touched, the same way on both engines.
 
 `as_control(conn)` wraps a DuckDB connection (the Warehouse's ledger, unchanged) or passes a
-ControlDB through, so every ledger function takes either.
+ControlDB through, so every ledger function takes either. `ControlDB.arrow` returns a query's rows
+as an Arrow table with the same column types on both engines: what a stage joins with its
+partition's per-item tables in DuckDB (`registered`), never SQL across the two.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from batch_assets.ledger.transaction import transaction
 
@@ -66,6 +69,10 @@ class DuckControl:
         # DuckDB answers INSERT / UPDATE / DELETE with one row: the count.
         return Result([], int(rows[0][0]) if rows and rows[0][0] is not None else 0)
 
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        self.conn.complete()  # a result of execute() left unread blocks sql(); reading it to its end is harmless
+        return self.conn.sql(sql, params=params if params is not None else None).to_arrow_table()
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[DuckControl]:
         with transaction(self.conn):
@@ -89,6 +96,7 @@ class PgControl:
         self.ConflictError = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         conn.autocommit = True
         conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("SET DateStyle = 'ISO, YMD'")  # CAST(date AS VARCHAR) is 'YYYY-MM-DD', as on DuckDB
 
     @staticmethod
     def translate(sql: str, params: Params) -> str:
@@ -104,10 +112,35 @@ class PgControl:
         rows = cur.fetchall() if cur.description else []
         return Result(rows, len(rows) if _returns_rows(sql) else max(cur.rowcount, 0), columns)
 
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        """The rows as Arrow, typed from PostgreSQL's column types (not guessed from the values)."""
+        cur = self.conn.execute(self.translate(sql, params), params if params is not None else None)
+        names = [d.name for d in cur.description or ()]
+        types = [_PG_ARROW.get(d.type_code, pa.string()) for d in cur.description or ()]
+        rows = cur.fetchall()
+        columns = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(names))]
+        return pa.Table.from_arrays(columns, schema=pa.schema(list(zip(names, types, strict=True))))
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PgControl]:
         with self.conn.transaction():
             yield self
+
+
+# PostgreSQL type OIDs of the types the control tables and their queries use -> the Arrow type DuckDB gives.
+_PG_ARROW = {
+    16: pa.bool_(),
+    20: pa.int64(),
+    21: pa.int16(),
+    23: pa.int32(),
+    25: pa.string(),
+    1043: pa.string(),
+    700: pa.float32(),
+    701: pa.float64(),
+    1700: pa.float64(),
+    1082: pa.date32(),
+    1114: pa.timestamp("us"),
+}
 
 
 ControlDB = DuckControl | PgControl
@@ -123,6 +156,28 @@ def as_control(conn: duckdb.DuckDBPyConnection | ControlDB) -> ControlDB:
 def lease_sql(lease_s: float) -> str:
     """SQL for now + `lease_s` seconds (a number, never text from outside), on both engines."""
     return f"now()::TIMESTAMP + CAST({float(lease_s)!r} AS DOUBLE PRECISION) * INTERVAL '1 second'"
+
+
+def epoch_sql(expr: str) -> str:
+    """Seconds since 1970 of a TIMESTAMP expression, as DOUBLE on both engines."""
+    return f"CAST(extract(epoch FROM {expr}) AS DOUBLE PRECISION)"
+
+
+def day_sql(expr: str) -> str:
+    """A DATE expression as 'YYYY-MM-DD' text on both engines."""
+    return f"CAST({expr} AS VARCHAR)"
+
+
+@contextlib.contextmanager
+def registered(conn: duckdb.DuckDBPyConnection, name: str, rows: pa.Table) -> Iterator[str]:
+    """Control rows (from `ControlDB.arrow`) as a DuckDB view `name` for the block, to join with the
+    partition's per-item tables."""
+    conn.complete()  # as in DuckControl.arrow: register() waits for no unread result
+    conn.register(name, rows)
+    try:
+        yield name
+    finally:
+        conn.unregister(name)
 
 
 def seconds_ago_sql(seconds: float) -> str:

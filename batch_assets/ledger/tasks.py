@@ -1,14 +1,67 @@
-"""Writes to `ledger.batch_task`: one row per task partition (task name + partition date)."""
+"""`ledger.batch_task`: one row per task partition (task name + partition date), written and read.
+
+Every function takes a DuckDB connection or a ControlDB (either engine) and returns plain values.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import duckdb
 
+from batch_assets.ledger.control_db import ControlDB, as_control, day_sql
 from batch_assets.ledger.states import TaskStatus
+
+Conn = duckdb.DuckDBPyConnection | ControlDB
+
+
+def task_ids(conn: Conn, *, provider: str | None = None) -> list[str]:
+    """Every task partition's id (of one provider), in order."""
+    return [
+        r[0]
+        for r in as_control(conn)
+        .execute(
+            "SELECT task_id FROM ledger.batch_task WHERE (CAST(? AS VARCHAR) IS NULL OR provider = ?) ORDER BY task_id",
+            [provider, provider],
+        )
+        .rows
+    ]
+
+
+def task_row(conn: Conn, task_id: str, *, frozen: bool = False) -> dict | None:
+    """The partition's row, with `day` its partition date as 'YYYY-MM-DD'; None when unknown (or,
+    with `frozen`, when no manifest is frozen yet)."""
+    rows = (
+        as_control(conn)
+        .execute(
+            f"SELECT *, {day_sql('partition_date')} AS day FROM ledger.batch_task "
+            "WHERE task_id = ? AND (NOT ? OR manifest_version > 0)",
+            [task_id, frozen],
+        )
+        .dicts()
+    )
+    return rows[0] if rows else None
+
+
+def manifest_uri(conn: Conn, task_id: str) -> str | None:
+    """Where the partition's frozen manifest is (None: unknown partition, or not frozen)."""
+    row = task_row(conn, task_id)
+    return row["manifest_uri"] if row else None
+
+
+def task_names(conn: Conn) -> dict[str, str]:
+    """task_id -> task name, for every partition."""
+    return dict(as_control(conn).execute("SELECT task_id, task_name FROM ledger.batch_task").rows)
+
+
+def providers_of(conn: Conn, ids: Sequence[str]) -> set[str]:
+    """The providers of these partitions."""
+    sql = "SELECT DISTINCT provider FROM ledger.batch_task WHERE task_id = ANY(?)"
+    return {r[0] for r in as_control(conn).execute(sql, [list(ids)]).rows}
 
 
 def upsert_frozen_task(
-    conn: duckdb.DuckDBPyConnection,
+    conn: Conn,
     *,
     task_id: str,
     task_name: str,
@@ -32,7 +85,7 @@ def upsert_frozen_task(
     A new partition starts in status FROZEN. A refreeze of a known partition replaces the manifest
     (uri, version, item count, token estimates, prompt and output-schema versions and hashes, model)
     and keeps its status."""
-    conn.execute(
+    as_control(conn).execute(
         """
         INSERT INTO ledger.batch_task (task_id, task_name, partition_date, item_type, provider, model, endpoint,
                                        prompt_version, output_schema_version, manifest_uri, manifest_version, status,
@@ -70,7 +123,7 @@ def upsert_frozen_task(
 
 
 def set_task_status(
-    conn: duckdb.DuckDBPyConnection,
+    conn: Conn,
     task_id: str,
     status: TaskStatus | str,
     *,
@@ -79,19 +132,20 @@ def set_task_status(
     """Set the partition's status (and updated_at). With `only_from`, only a partition currently in
     that status moves (so a status never goes backwards). Returns whether a row changed."""
     status = TaskStatus(status).value
+    db = as_control(conn)
     if only_from is None:
-        cur = conn.execute(
+        cur = db.execute(
             "UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ?",
             [status, task_id],
         )
     else:
-        cur = conn.execute(
+        cur = db.execute(
             "UPDATE ledger.batch_task SET status = ?, updated_at = now()::TIMESTAMP WHERE task_id = ? AND status = ?",
             [status, task_id, TaskStatus(only_from).value],
         )
-    return cur.fetchone()[0] > 0
+    return cur.rowcount > 0
 
 
-def set_task_currency(conn: duckdb.DuckDBPyConnection, task_id: str, currency: str | None) -> None:
+def set_task_currency(conn: Conn, task_id: str, currency: str | None) -> None:
     """Record the currency of the partition's costs (from the provider's price table; NULL: not priced)."""
-    conn.execute("UPDATE ledger.batch_task SET currency = ? WHERE task_id = ?", [currency, task_id])
+    as_control(conn).execute("UPDATE ledger.batch_task SET currency = ? WHERE task_id = ?", [currency, task_id])

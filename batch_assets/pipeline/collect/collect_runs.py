@@ -24,31 +24,14 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.job_reads import collect_candidates, results_not_ready
 from batch_assets.ledger.jobs import count_collect_attempts, mark_collected, set_collect_error
-from batch_assets.ledger.states import JobState, terminal_sql
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.sqltext import rows_of_partitions
 
 DEFAULT_MAX_COLLECT_TRIES = 5
 DEFAULT_RESULTS_WAIT_S = 3600.0
-
-
-# Whether a terminal job's results may be downloaded now, on provider_job `j`. Only a job reported
-# COMPLETED whose results cannot be fetched yet is held back (results_ready NULL: recorded before
-# the ledger knew, taken as ready); a failed, expired or cancelled batch has whatever it has.
-READY_SQL = f"(j.state <> '{JobState.COMPLETED.value}' OR coalesce(j.results_ready, true))"
-
-# Terminal jobs not yet found collected (of one partition, or all): the candidates of the search.
-_CANDIDATES_SQL = f"""
-    SELECT j.job_key, j.task_id, j.shard_id, j.state, j.downloaded_at, t.task_name,
-           strftime(t.partition_date, '%Y-%m-%d') AS partition_date, s.attempt,
-           coalesce(j.collect_attempts, 0) AS collect_attempts, j.collect_error
-    FROM ledger.provider_job j
-    JOIN ledger.batch_task t USING (task_id)
-    JOIN ledger.shard s USING (shard_id)
-    WHERE {terminal_sql("j")} AND (j.downloaded_at IS NOT NULL OR {READY_SQL}) AND j.collected_at IS NULL
-      AND ($task_id IS NULL OR j.task_id = $task_id)
-"""
 
 
 def _reasons_sql(jobs: str, task_ids: list[str]) -> str:
@@ -164,15 +147,16 @@ def pending_jobs(
     if conn is None:
         with wh.connect() as own:
             return pending_jobs(wh, task_id, own)
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE _collect_candidates AS {_CANDIDATES_SQL}", {"task_id": task_id})
+    candidates = collect_candidates(conn, task_id)
+    tasks = sorted(set(candidates.column("task_id").to_pylist()))
     try:
-        tasks = [r[0] for r in conn.execute("SELECT DISTINCT task_id FROM _collect_candidates").fetchall()]
-        conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_reasons_sql('_collect_candidates', tasks)}")
+        with registered(conn, "_collect_candidates", candidates):
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_reasons_sql('_collect_candidates', tasks)}")
         # A job found collected stays so (no ledger step is ever undone): later searches skip it.
         mark_collected(conn, "SELECT job_key FROM _pending WHERE reason IS NULL")
         rows = fetch_dicts(conn, "SELECT * FROM _pending WHERE reason IS NOT NULL ORDER BY task_id, job_key")
     finally:
-        conn.execute("DROP TABLE IF EXISTS _pending; DROP TABLE IF EXISTS _collect_candidates")
+        conn.execute("DROP TABLE IF EXISTS _pending")
     return [PendingJob(**r) for r in rows]
 
 
@@ -202,15 +186,7 @@ def plan_collection(
                 f"gave up after {job.collect_attempts} collect tries: {job.reason}"
                 + (f"; last error: {job.collect_error}" if job.collect_error else ""),
             )
-    waiting = fetch_dicts(
-        conn,
-        f"""
-        SELECT j.job_key, j.state, j.collect_error, epoch(now()::TIMESTAMP) - epoch(j.terminal_at) AS seconds
-        FROM ledger.provider_job j
-        WHERE {terminal_sql("j")} AND j.downloaded_at IS NULL AND NOT {READY_SQL}
-        ORDER BY j.job_key
-    """,
-    )
+    waiting = results_not_ready(conn)
     for job in waiting:
         if job["seconds"] > results_wait_s and job["collect_error"] is None:
             set_collect_error(

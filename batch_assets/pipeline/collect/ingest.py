@@ -21,12 +21,14 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets import progress
+from batch_assets.ledger.job_reads import READY_SQL
 from batch_assets.ledger.jobs import mark_downloaded, set_collect_error
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
+from batch_assets.ledger.tasks import task_row
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline import faultpoints
-from batch_assets.pipeline.collect.collect_runs import READY_SQL, start_collect_run
+from batch_assets.pipeline.collect.collect_runs import start_collect_run
 from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.pipeline.files import file_sha256
 from batch_assets.providers.contract import BatchProvider, JobRef
@@ -344,10 +346,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(wh.connect())
         if fmt is None:
-            provider, endpoint = conn.execute(
-                "SELECT provider, endpoint FROM ledger.batch_task WHERE task_id = ?", [task_id]
-            ).fetchone()
-            fmt = wire_format(provider, endpoint)
+            row = task_row(conn, task_id)
+            fmt = wire_format(row["provider"], row["endpoint"])
         files = fetch_dicts(
             conn,
             """

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import duckdb
 
 from batch_assets.ledger.admission import QuotaLimits
+from batch_assets.ledger.job_reads import jobs_to_poll
 from batch_assets.ledger.jobs import record_snapshots, snapshot_columns
-from batch_assets.ledger.states import FAILED_TERMINAL_STATES, IN_FLIGHT_SQL
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.ledger.states import FAILED_TERMINAL_STATES
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState, poll_listed
 
 # Seconds of the poll budget kept for recording the tick's poll results (at most a quarter of it).
@@ -60,7 +61,8 @@ def poll_jobs(
 ) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
     recently polled, when given) and record what changed."""
-    jobs = _jobs_to_poll(wh, task_id, max_jobs)
+    with wh.connect() as conn:
+        jobs = jobs_to_poll(conn, task_id, max_jobs)
     result = PollResult()
     # Polls stop early enough that recording them (one set-based write) still fits the budget.
     deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
@@ -70,24 +72,6 @@ def poll_jobs(
     if snapshots:
         _record(wh, snapshots, result)
     return result
-
-
-def _jobs_to_poll(wh: Warehouse, task_id: str | None, max_jobs: int | None) -> list[dict]:
-    """Non-terminal jobs, and completed ones whose results are not fetchable yet, least recently polled first."""
-    with wh.connect() as conn:
-        return fetch_dicts(
-            conn,
-            f"""
-            SELECT job_key, provider, provider_batch_id, state, epoch(created_at) AS created_unix
-            FROM ledger.provider_job
-            WHERE ({IN_FLIGHT_SQL} OR (state = '{JobState.COMPLETED.value}' AND downloaded_at IS NULL
-                                       AND results_ready = false))
-              AND (? IS NULL OR task_id = ?)
-            ORDER BY last_polled_at NULLS FIRST, job_key
-            LIMIT ?
-        """,
-            [task_id, task_id, max_jobs],
-        )
 
 
 def _listed_jobs(jobs: list[dict], adapters: dict[str, BatchProvider]) -> dict[str, list[dict]]:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import duckdb
 
 from batch_assets.formatting import parse_duration
+from batch_assets.ledger import job_reads
 from batch_assets.ledger.jobs import mark_stuck, record_snapshot, request_cancel, set_stuck_action
-from batch_assets.ledger.states import in_flight_sql
 from batch_assets.ledger.transaction import transaction
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import BatchProvider, JobRef
 
 POLICIES = ("cancel_and_retry", "notify")
@@ -81,20 +81,7 @@ def in_flight_jobs(
     if conn is None:
         with wh.connect() as own:
             return in_flight_jobs(wh, task_name, own)
-    return fetch_dicts(
-        conn,
-        f"""
-        SELECT j.job_key, t.task_name, j.provider, j.provider_batch_id, j.state, j.stuck_at, j.stuck_action,
-               j.cancel_requested,
-               epoch(now()::TIMESTAMP) - epoch(j.state_changed_at) AS seconds_in_state,
-               epoch(now()::TIMESTAMP) - epoch(j.stuck_at) AS seconds_stuck
-        FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-        WHERE {in_flight_sql("j")}
-          AND ($task_name IS NULL OR t.task_name = $task_name)
-        ORDER BY j.job_key
-    """,
-        {"task_name": task_name},
-    )
+    return job_reads.in_flight_jobs(conn, task_name)
 
 
 def stuck_jobs(wh: Warehouse, task_name: str) -> list[dict]:

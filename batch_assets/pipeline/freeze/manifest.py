@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from batch_assets.ledger import manifest as ledger_manifest
-from batch_assets.ledger.tasks import set_task_currency, upsert_frozen_task
+from batch_assets.ledger.tasks import set_task_currency, task_row, upsert_frozen_task
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.freeze.frozen import frozen_item_no_sql
@@ -46,9 +46,8 @@ class ManifestSummary:
 def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
     task_id = task.task_id(partition_date)
     with wh.connect() as conn:
-        existing = conn.execute(
-            "SELECT manifest_version, manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id]
-        ).fetchone()
+        row = task_row(conn, task_id)
+        existing = (row["manifest_version"], row["manifest_uri"]) if row else None
         if existing and existing[0] > 0 and not refreeze:
             items = scalar(
                 conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]

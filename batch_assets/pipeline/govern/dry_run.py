@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from batch_assets.ledger.dry_runs import record_dry_run
+from batch_assets.ledger.tasks import task_row
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.govern.cost import expected_output_tokens, partition_gates
 from batch_assets.pipeline.send.shards import FIRST_ATTEMPT, rendered_lines_sql
@@ -69,16 +70,13 @@ def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
     with wh.connect() as conn:
-        row = conn.execute(
-            "SELECT manifest_uri, prompt_version FROM ledger.batch_task WHERE task_id = ? AND manifest_version > 0",
-            [task_id],
-        ).fetchone()
+        row = task_row(conn, task_id, frozen=True)
         if row is None:
             raise NotFrozenError(
                 f"{task_id} is not frozen: materialize {task.name}/manifest for {partition_date} "
                 "first (e.g. in `batch-assets dev`)"
             )
-        uri, prompt_version = row
+        uri, prompt_version = row["manifest_uri"], row["prompt_version"]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _dry_todo AS
             SELECT custom_id, {FIRST_ATTEMPT} AS attempt FROM ledger.manifest_item

@@ -27,7 +27,8 @@ import duckdb
 
 from batch_assets.ledger.accounts import active_pause
 from batch_assets.ledger.jobs import CreateMark
-from batch_assets.ledger.warehouse import Warehouse, scalar
+from batch_assets.ledger.tasks import manifest_uri, task_row
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.freeze.frozen import frozen_columns
 from batch_assets.pipeline.govern.budget import BudgetVerdict, check_budget
 from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
@@ -106,13 +107,9 @@ def check_model(task: ResolvedTask, partition_date: str) -> Verdict:
 
 
 def frozen_row(conn: duckdb.DuckDBPyConnection, task_id: str) -> dict | None:
-    row = conn.execute(
-        "SELECT prompt_version, output_schema_version, prompt_hash, output_schema_hash, total_items "
-        "FROM ledger.batch_task WHERE task_id = ? AND manifest_version > 0",
-        [task_id],
-    ).fetchone()
+    row = task_row(conn, task_id, frozen=True)
     keys = ("prompt_version", "output_schema_version", "prompt_hash", "output_schema_hash", "total_items")
-    return dict(zip(keys, row)) if row else None
+    return {k: row[k] for k in keys} if row else None
 
 
 def check_prompt(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
@@ -235,7 +232,7 @@ def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: st
     refreeze under a stricter policy after the shards were cut). Counts and ids only, never a value."""
     task_id = task.task_id(partition_date)
     with wh.connect() as conn:
-        uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
+        uri = manifest_uri(conn, task_id)
         frozen_blocked = (
             f"UNION ALL SELECT custom_id FROM read_parquet({sql_literal(uri)}) WHERE blocked_reason IS NOT NULL"
             if uri and "blocked_reason" in frozen_columns(conn, uri)

@@ -26,6 +26,7 @@ import duckdb
 
 from batch_assets.formatting import format_duration, format_money
 from batch_assets.ledger.jobs import CreateMark
+from batch_assets.ledger.tasks import task_row
 from batch_assets.pipeline.govern.cost import partition_gates
 from batch_assets.pipeline.settle.reconcile import (
     DEFAULT_MAX_FAILED_FRACTION,
@@ -458,8 +459,8 @@ def partition_durations(
     has a final status), for the surfaces that need only these (the CLI's report)."""
     now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
     jobs = _job_timings(conn, task_id, now)
-    row = conn.execute("SELECT finished_at FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()
-    return durations(jobs, _finished_at(row[0] if row else None, jobs, done), now)
+    row = task_row(conn, task_id)
+    return durations(jobs, _finished_at(row["finished_at"] if row else None, jobs, done), now)
 
 
 def build_report(
@@ -473,14 +474,12 @@ def build_report(
     now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
     rec = reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
     verdict = rec.verdict()
-    row = conn.execute(
-        """SELECT task_name, strftime(partition_date, '%Y-%m-%d'), provider, model, created_at,
-                                 finished_at FROM ledger.batch_task WHERE task_id = ?""",
-        [task_id],
-    ).fetchone()
+    row = task_row(conn, task_id)
     if row is None:
         raise KeyError(f"no task partition {task_id!r} in the ledger")
-    task_name, day, provider, model, frozen_at, finished_at = row
+    task_name, day, provider, model, frozen_at, finished_at = (
+        row[k] for k in ("task_name", "day", "provider", "model", "created_at", "finished_at")
+    )
     jobs = _job_timings(conn, task_id, now)
     waiting_lines = int(
         conn.execute(

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.states import TaskStatus
-from batch_assets.ledger.tasks import set_task_status
+from batch_assets.ledger.tasks import manifest_uri, set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
 from batch_assets.pipeline.files import file_sha256
@@ -233,7 +233,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     task_id = task.task_id(partition_date)
     tid = sql_literal(task_id)
     with wh.connect() as conn:
-        uri = scalar(conn, "SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id])
+        uri = manifest_uri(conn, task_id)
         if uri is None:
             raise ValueError(
                 f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"

@@ -45,9 +45,9 @@ from batch_assets.ledger.admission import (
     admit,
     mark_waiting,
 )
+from batch_assets.ledger.job_reads import has_batch, intent_claim_owners, known_batch_ids, shards_with_live_jobs
 from batch_assets.ledger.jobs import (
     DEFAULT_CLAIM_LEASE_S,
-    CreateMark,
     claim_intent,
     claim_new_intent,
     mark_create_failed,
@@ -62,7 +62,7 @@ from batch_assets.ledger.jobs import (
 from batch_assets.ledger.shards import resends_unmatched
 from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import set_task_status
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.govern.send_gate import require_may_send
 from batch_assets.providers.contract import (
@@ -76,7 +76,6 @@ from batch_assets.providers.contract import (
     FindOutcome,
     FindResult,
     InputKind,
-    JobState,
     PreparedInput,
 )
 from batch_assets.providers.registry import job_endpoint, provider_limits, wire_format
@@ -163,25 +162,12 @@ class _Run:
 
     def hints(self, shard: dict, intent_unix: int) -> FindHints:
         with self.wh.connect() as conn:
-            known = frozenset(
-                r[0]
-                for r in conn.execute(
-                    "SELECT provider_batch_id FROM ledger.provider_job "
-                    "WHERE provider = ? AND provider_batch_id IS NOT NULL",
-                    [self.provider],
-                ).fetchall()
-            )
+            known = known_batch_ids(conn, self.provider)
         return FindHints(
             created_after_unix=intent_unix - CLOCK_SKEW_S,
             line_count=int(shard["line_count"]),
             known_batch_ids=known,
             shard_path=Path(shard["path"]),
-        )
-
-    @staticmethod
-    def has_batch(conn, job_key: str) -> bool:
-        return bool(
-            scalar(conn, "SELECT provider_batch_id IS NOT NULL FROM ledger.provider_job WHERE job_key = ?", [job_key])
         )
 
     def candidate(self, shard: dict) -> Candidate:
@@ -245,12 +231,12 @@ class _Run:
                 if waits is not None:
                     self.wait(shard, waits)
                     return
-                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
+                lost_to_a_finished_run = not won and has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:
             with self.wh.connect() as conn:
                 won = claim_intent(conn, job_key, self.owner, self.lease_s)
-                lost_to_a_finished_run = not won and self.has_batch(conn, job_key)
+                lost_to_a_finished_run = not won and has_batch(conn, job_key)
             intent_unix, fresh = int(shard["intent_unix"]), False
         if not won:
             # Another run holds the shard (skipped here), or has already submitted it since this run looked.
@@ -417,26 +403,7 @@ def submit_pending(
     task_id = task.task_id(partition_date)
     require_may_send(wh, task, partition_date)
     with wh.connect() as conn:
-        # Per shard: its live job (the newest one not abandoned), if any, and how many jobs it ever had.
-        shards = fetch_dicts(
-            conn,
-            f"""
-            SELECT s.shard_id, s.path, s.line_count, s.est_tokens,
-                   j.job_key, j.state, j.input_file_id, j.provider_batch_id,
-                   epoch(j.created_at)::BIGINT AS intent_unix,
-                   (SELECT count(*) FROM ledger.provider_job k WHERE k.shard_id = s.shard_id) AS jobs_of_shard
-            FROM ledger.shard s
-            LEFT JOIN ledger.provider_job j
-                   ON j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}'
-            WHERE s.task_id = ?
-            QUALIFY row_number() OVER (PARTITION BY s.shard_id ORDER BY j.created_at DESC, j.job_key DESC) = 1
-            -- The partition's waiting shards first, in the queue's order (ledger.admission): were a later
-            -- waiter tried first, it would wait behind an earlier one of this run, which then never comes.
-            ORDER BY s.wait_priority + floor(epoch(now()::TIMESTAMP - s.deferred_at) / ?) DESC NULLS LAST,
-                     s.deferred_at NULLS LAST, s.shard_no
-        """,
-            [task_id, DEFAULT_AGEING_S],
-        )
+        shards = shards_with_live_jobs(conn, task_id, DEFAULT_AGEING_S)
     run = _Run(
         wh,
         task,
@@ -474,44 +441,7 @@ def submit_pending(
 # --- Intents left behind by runs that ended ------------------------------------------------------
 
 
-def _open_intent_sql(alias: str) -> str:
-    """Predicate: an intent without a batch whose create is not settled (never answered, or unknown)."""
-    return (
-        f"{alias}.provider_batch_id IS NULL AND {alias}.state = '{JobState.CREATED.value}' AND "
-        f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = '{CreateMark.UNKNOWN.value}')"
-    )
-
-
-def intent_claim_owners(conn) -> list[str]:
-    """Who holds a live claim on an intent that has no batch yet (a submit run mid-create, or one
-    that died holding it)."""
-    return [
-        r[0]
-        for r in conn.execute(f"""
-        SELECT DISTINCT j.claimed_by FROM ledger.provider_job j
-        WHERE {_open_intent_sql("j")} AND j.claimed_by IS NOT NULL AND j.claim_expires_at > now()::TIMESTAMP
-        ORDER BY 1""").fetchall()
-    ]
-
-
 def release_claims_of_ended_runs(conn, is_ended: Callable[[str], bool]) -> int:
     """Release the intent claims of owners `is_ended` says are gone (e.g. Dagster runs that failed
     or were cancelled): their shards need not wait out the lease. Returns how many were released."""
     return release_claims_of(conn, [owner for owner in intent_claim_owners(conn) if is_ended(owner)])
-
-
-def partitions_with_orphaned_intents(conn) -> list[tuple[str, str, int, str]]:
-    """(task_name, partition_date, intents, fingerprint) for partitions holding intents that no run
-    owns (never claimed again after their run ended, or the lease ran out) and whose create was not
-    settled: a submit run looks each up by its job key and creates only what the provider lacks. The
-    fingerprint changes when the set of such intents does."""
-    return [
-        tuple(r)
-        for r in conn.execute(f"""
-        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), count(*),
-               md5(string_agg(j.job_key, ',' ORDER BY j.job_key))[:12]
-        FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-        WHERE {_open_intent_sql("j")}
-          AND (j.claimed_by IS NULL OR j.claim_expires_at <= now()::TIMESTAMP)
-        GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
-    ]

@@ -17,6 +17,7 @@ import duckdb
 
 from batch_assets.ledger.results import insert_applied_results
 from batch_assets.ledger.review import insert_applied_previous, insert_review_items
+from batch_assets.ledger.tasks import manifest_uri
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
@@ -175,7 +176,7 @@ def _stale_guard(
     spec = task.spec
     task_id = task.task_id(partition_date)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
-    uri = conn.execute("SELECT manifest_uri FROM ledger.batch_task WHERE task_id = ?", [task_id]).fetchone()[0]
+    uri = manifest_uri(conn, task_id)
     frozen = f"read_parquet({sql_literal(uri)}, file_row_number = true)"
     has_fp = uri is not None and {"source_fp", "item_no_base"} <= frozen_columns(conn, uri)
     # Every candidate undecided: each is gated and hashed again.
