@@ -188,6 +188,22 @@ def collect_candidates(conn: Conn, task_id: str | None = None) -> pa.Table:
     )
 
 
+def jobs_to_download(conn: Conn, task_id: str) -> list[dict]:
+    """The partition's ended jobs whose results can be read and are not downloaded yet."""
+    return (
+        as_control(conn)
+        .execute(
+            f"""
+        SELECT j.job_key, j.provider_batch_id, j.input_file_id, j.output_file_id, j.error_file_id
+        FROM ledger.provider_job j
+        WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {READY_SQL}
+        ORDER BY j.job_key""",
+            [task_id],
+        )
+        .dicts()
+    )
+
+
 def results_not_ready(conn: Conn) -> list[dict]:
     """Terminal jobs whose results cannot be fetched yet, with the seconds since they ended."""
     return (

@@ -1,4 +1,4 @@
-"""Writes to `ledger.quarantine`, `ledger.shard` and `ledger.shard_line`."""
+"""Writes to `ledger.quarantine`, `ledger.shard` and `ledger.shard_line`; reads of `ledger.shard`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import duckdb
 
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.statements import NOW, insert_select
 from batch_assets.sqltext import sql_literal
 
@@ -99,3 +100,27 @@ def resends_unmatched(conn: duckdb.DuckDBPyConnection, shard_id: str) -> bool:
         """,
         [shard_id],
     ).fetchone()[0]
+
+
+# --- Reads of ledger.shard (a DuckDB connection or a ControlDB, either engine) ---------------------
+
+
+def partition_shards(conn, task_id: str) -> list[dict]:
+    """The partition's shards, in shard order."""
+    return as_control(conn).execute("SELECT * FROM ledger.shard WHERE task_id = ? ORDER BY shard_no", [task_id]).dicts()
+
+
+def shard_count(conn, task_id: str) -> int:
+    return int(as_control(conn).execute("SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id]).scalar())
+
+
+def next_shard_no(conn, task_id: str, attempt: int) -> int:
+    """The number the partition's next shard of `attempt` gets (0 for its first)."""
+    return int(
+        as_control(conn)
+        .execute(
+            "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
+            [task_id, attempt],
+        )
+        .scalar()
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import duckdb
+import pyarrow as pa
 
 from batch_assets.ledger.control_db import ControlDB, as_control, day_sql
 from batch_assets.ledger.states import TaskStatus
@@ -41,6 +42,14 @@ def task_row(conn: Conn, task_id: str, *, frozen: bool = False) -> dict | None:
         .dicts()
     )
     return rows[0] if rows else None
+
+
+def task_rows(conn: Conn, ids: Sequence[str] | None = None) -> pa.Table:
+    """Every partition's row (or these partitions'), as Arrow: what a query joining per-item tables
+    with their partitions' names and settings registers (`control_db.registered`)."""
+    if ids is None:
+        return as_control(conn).arrow("SELECT * FROM ledger.batch_task")
+    return as_control(conn).arrow("SELECT * FROM ledger.batch_task WHERE task_id = ANY(?)", [list(ids)])
 
 
 def manifest_uri(conn: Conn, task_id: str) -> str | None:

@@ -21,8 +21,9 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets import progress
-from batch_assets.ledger.job_reads import READY_SQL
+from batch_assets.ledger.job_reads import jobs_to_download
 from batch_assets.ledger.jobs import mark_downloaded, set_collect_error
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.results import insert_raw_file, insert_raw_results, mark_files_ingested
 from batch_assets.ledger.tasks import task_row
 from batch_assets.ledger.transaction import transaction
@@ -75,16 +76,7 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider, errors
     `collect_error` recorded) and the other jobs go on. Failures go into `errors` (job_key ->
     error) when given, else the first is raised once every job was tried."""
     with wh.connect() as conn:
-        jobs = fetch_dicts(
-            conn,
-            f"""
-            SELECT j.job_key, j.provider_batch_id, j.input_file_id, j.output_file_id, j.error_file_id
-            FROM ledger.provider_job j
-            WHERE j.task_id = ? AND j.terminal_at IS NOT NULL AND j.downloaded_at IS NULL AND {READY_SQL}
-            ORDER BY j.job_key
-        """,
-            [task_id],
-        )
+        jobs = jobs_to_download(conn, task_id)
     failed: dict[str, str] = {}
     count = 0
     with progress.task(f"{task_id}: download results", total=len(jobs), unit="jobs") as bar:
@@ -345,6 +337,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
     tid = sql_literal(task_id)
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(wh.connect())
+        stack.enter_context(partition_views(conn, task_id))  # read once: ingest writes no job or shard row
         if fmt is None:
             row = task_row(conn, task_id)
             fmt = wire_format(row["provider"], row["endpoint"])
@@ -352,7 +345,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             conn,
             """
             SELECT f.file_key, f.job_key, f.path, f.byte_count, j.shard_id, s.attempt, s.line_count AS shard_lines
-            FROM ledger.raw_file f JOIN ledger.provider_job j USING (job_key) JOIN ledger.shard s USING (shard_id)
+            FROM ledger.raw_file f JOIN part_job j USING (job_key) JOIN part_shard s USING (shard_id)
             WHERE f.task_id = ? AND f.ingested_at IS NULL ORDER BY f.job_key, f.kind DESC
         """,
             [task_id],
@@ -393,9 +386,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
             shards_in = ", ".join(sql_literal(s) for s in shard_ids)
             jobs_in = ", ".join(
                 sql_literal(r[0])
-                for r in conn.execute(
-                    f"SELECT job_key FROM ledger.provider_job WHERE shard_id IN ({shards_in})"
-                ).fetchall()
+                for r in conn.execute(f"SELECT job_key FROM part_job WHERE shard_id IN ({shards_in})").fetchall()
             )
             # Shard and job ids share long prefixes, which DuckDB's string zone maps cannot tell
             # apart: filtered by id alone, every batch reads the ids of all the partition's lines and

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import duckdb
 
 from batch_assets.ledger.accounts import pause_account
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.results import insert_parsed_results
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES_SQL, JobState
 from batch_assets.ledger.transaction import transaction
@@ -210,10 +211,11 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
             # partition's whole result set would hash every result row: out of memory when large),
             # and with no such batch nothing more is read. A COMPLETED batch is one of them only when
             # it has fewer ok lines than it was sent (counted per job, no join by custom_id).
-            conn.execute(f"""
+            with partition_views(conn, task_id):
+                conn.execute(f"""
                 CREATE OR REPLACE TEMP TABLE _failed_lines AS
                 WITH short_completed AS (
-                    SELECT j.job_key FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+                    SELECT j.job_key FROM part_job j JOIN part_shard s USING (shard_id)
                     LEFT JOIN (SELECT job_key, count(*) AS ok_lines FROM ledger.raw_result
                                WHERE task_id = {tid} AND status = 'ok' GROUP BY job_key) r USING (job_key)
                     WHERE j.task_id = {tid} AND j.state = '{JobState.COMPLETED}' AND j.collected_at IS NULL
@@ -238,7 +240,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                                                 || 'and could not be matched; sent again as a file'
                                       END
                             ELSE 'the batch ended ' || lower(j.state) || ' before this request ran' END AS error_message
-                FROM ledger.provider_job j JOIN ledger.shard_line sl USING (shard_id)
+                FROM part_job j JOIN ledger.shard_line sl USING (shard_id)
                 JOIN ledger.manifest_item m ON m.task_id = {tid} AND m.custom_id = sl.custom_id
                 LEFT JOIN (SELECT job_key, sum(unmatched_lines) AS unmatched FROM ledger.raw_file
                            WHERE task_id = {tid} AND unmatched_lines > 0 GROUP BY job_key) u USING (job_key)
@@ -246,7 +248,7 @@ def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Par
                   AND (j.state IN {FAILED_TERMINAL_STATES_SQL} OR j.job_key IN (SELECT job_key FROM short_completed))
                   AND m.output_schema_version = {version}
                   AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-            """)
+                """)
             synthesized = 0
             if conn.execute("SELECT count(*) FROM _failed_lines").fetchone()[0]:
                 capacity_codes = ", ".join(map(sql_literal, fmt.capacity_codes))

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.tasks import task_rows
 from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
 from batch_assets.providers.prices import cost_sql_or_null
 from batch_assets.spec.resolve import ResolvedTask
@@ -43,7 +45,7 @@ class PartitionGate:
 
 def partition_gate_sql() -> str:
     """(task_id, pii_redacted, pii_blocked, cost_estimated, cost_actual, currency, thinking_tokens,
-    cached_input_tokens) of every partition."""
+    cached_input_tokens) of every partition in view `gate_task` (its batch_task rows)."""
     return f"""
         SELECT t.task_id,
                (SELECT count(DISTINCT p.custom_id)
@@ -65,16 +67,13 @@ def partition_gate_sql() -> str:
                    AS thinking_tokens,
                (SELECT sum(r.cached_input_tokens) FROM ledger.parsed_result r WHERE r.task_id = t.task_id)
                    AS cached_input_tokens
-        FROM ledger.batch_task t
+        FROM gate_task t
     """
 
 
 def partition_gates(conn: duckdb.DuckDBPyConnection, task_ids: list[str] | None = None) -> dict[str, PartitionGate]:
-    rows = conn.execute(
-        f"SELECT * FROM ({partition_gate_sql()}) "
-        + ("WHERE list_contains(?::VARCHAR[], task_id)" if task_ids is not None else ""),
-        [task_ids] if task_ids is not None else [],
-    ).fetchall()
+    with registered(conn, "gate_task", task_rows(conn, task_ids)):
+        rows = conn.execute(partition_gate_sql()).fetchall()
     return {
         r[0]: PartitionGate(
             r[0],

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from batch_assets.ledger.control_db import registered
 from batch_assets.ledger.review import decide_review
+from batch_assets.ledger.tasks import task_rows
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.pipeline.govern.revoke import RevokeSummary, revoke
 
@@ -22,7 +24,7 @@ _ITEMS = """
     FROM (SELECT r.* REPLACE (CASE WHEN v.custom_id IS NOT NULL AND r.state = 'pending' THEN 'revoked'
                                    ELSE r.state END AS state)
           FROM ledger.review_item r LEFT JOIN ledger.revocation v USING (custom_id)) r
-    JOIN ledger.batch_task t USING (task_id)
+    JOIN review_task t USING (task_id)
     LEFT JOIN ledger.manifest_item m USING (custom_id)
     LEFT JOIN ledger.parsed_result p ON p.custom_id = r.custom_id AND p.attempt = r.attempt
     WHERE ($task IS NULL OR t.task_name = $task OR starts_with(r.task_id, $task))
@@ -36,7 +38,7 @@ def list_review_items(
     """Review items with their answer and business id: of a task name or task_id prefix (or all),
     optionally in one state; pending first, then by task_id and custom_id; at most `limit`. An
     item whose answer was revoked reads `revoked` (it left the queue)."""
-    with wh.connect() as conn:
+    with wh.connect() as conn, registered(conn, "review_task", task_rows(conn)):
         return fetch_dicts(
             conn,
             f"{_ITEMS} ORDER BY r.state <> 'pending', r.task_id, r.custom_id LIMIT $limit",
@@ -46,8 +48,8 @@ def list_review_items(
 
 def count_review_items(wh: Warehouse, task: str | None = None, state: str | None = None) -> int:
     """How many items `list_review_items` would list without a limit."""
-    with wh.connect() as conn:
-        return conn.execute(f"SELECT count(*) FROM ({_ITEMS})", {"task": task, "state": state}).fetchone()[0]
+    with wh.connect() as conn, registered(conn, "review_task", task_rows(conn)):
+        return conn.execute(f"SELECT count(*) FROM ({_ITEMS})", {"task": task, "state": state}).fetchall()[0][0]
 
 
 @dataclass

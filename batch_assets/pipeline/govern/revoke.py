@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from batch_assets.ledger.control_db import registered
 from batch_assets.ledger.review import close_revoked_reviews, insert_revocations
+from batch_assets.ledger.tasks import task_rows
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.settle import business_table_pg
@@ -95,12 +97,17 @@ def _select(
         if task_id is None and not custom_ids
         else ""
     )
+    with registered(conn, "revoke_task", task_rows(conn, [task_id] if task_id is not None else None)):
+        _select_into_temp(conn, where, latest, params)
+
+
+def _select_into_temp(conn, where: str, latest: str, params: dict) -> None:
     conn.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _sel AS
         SELECT a.custom_id, a.task_id, t.task_name, a.business_id, a.target_table, a.output_version,
                r.custom_id IS NOT NULL AS revoked
-        FROM ledger.applied_result a JOIN ledger.batch_task t USING (task_id)
+        FROM ledger.applied_result a JOIN revoke_task t USING (task_id)
         LEFT JOIN ledger.revocation r USING (custom_id)
         WHERE a.outcome = 'applied' AND ($n IS NULL OR t.task_name = $n) AND {where}
         {latest}

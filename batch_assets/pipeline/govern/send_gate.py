@@ -27,6 +27,7 @@ import duckdb
 
 from batch_assets.ledger.accounts import active_pause
 from batch_assets.ledger.jobs import CreateMark
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.tasks import manifest_uri, task_row
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.freeze.frozen import frozen_columns
@@ -226,6 +227,27 @@ def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
     )
 
 
+def _blocked_unsent_lines(conn: duckdb.DuckDBPyConnection, task_id: str, frozen_blocked: str) -> tuple:
+    """(count, an example custom_id) of the partition's unsent lines of blocked items (inside its partition views)."""
+    return conn.execute(
+        f"""
+        WITH unsent AS (
+            SELECT shard_id FROM part_shard WHERE task_id = $t AND shard_id NOT IN (
+                SELECT shard_id FROM part_job
+                WHERE create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}')
+        ),
+        blocked AS (
+            SELECT custom_id FROM ledger.quarantine WHERE task_id = $t AND reason_code = '{BLOCKED_CODE}'
+            {frozen_blocked}
+        )
+        SELECT count(*), min(custom_id) FROM ledger.shard_line
+        WHERE task_id = $t AND shard_id IN (SELECT shard_id FROM unsent)
+          AND custom_id IN (SELECT custom_id FROM blocked)
+        """,
+        {"t": task_id},
+    ).fetchall()[0]
+
+
 def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
     """No line of an unsent shard (no job, or only abandoned ones) belongs to an item the policy
     blocked: quarantined as blocked, or blocked in the partition's current frozen manifest (a
@@ -238,23 +260,8 @@ def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: st
             if uri and "blocked_reason" in frozen_columns(conn, uri)
             else ""
         )
-        blocked, example = conn.execute(
-            f"""
-            WITH unsent AS (
-                SELECT shard_id FROM ledger.shard WHERE task_id = $t AND shard_id NOT IN (
-                    SELECT shard_id FROM ledger.provider_job
-                    WHERE create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}')
-            ),
-            blocked AS (
-                SELECT custom_id FROM ledger.quarantine WHERE task_id = $t AND reason_code = '{BLOCKED_CODE}'
-                {frozen_blocked}
-            )
-            SELECT count(*), min(custom_id) FROM ledger.shard_line
-            WHERE task_id = $t AND shard_id IN (SELECT shard_id FROM unsent)
-              AND custom_id IN (SELECT custom_id FROM blocked)
-            """,
-            {"t": task_id},
-        ).fetchone()
+        with partition_views(conn, task_id):
+            blocked, example = _blocked_unsent_lines(conn, task_id, frozen_blocked)
     if blocked:
         return Verdict(
             SENSITIVE_CHECK,

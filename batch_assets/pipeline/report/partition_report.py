@@ -26,6 +26,7 @@ import duckdb
 
 from batch_assets.formatting import format_duration, format_money
 from batch_assets.ledger.jobs import CreateMark
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.tasks import task_row
 from batch_assets.pipeline.govern.cost import partition_gates
 from batch_assets.pipeline.settle.reconcile import (
@@ -310,13 +311,18 @@ def cost_figures(conn: duckdb.DuckDBPyConnection, task_id: str) -> Cost | None:
 
 
 def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
+    with partition_views(conn, task_id):
+        return _timings_of_views(conn, task_id, now)
+
+
+def _timings_of_views(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime) -> tuple[JobTiming, ...]:
     jobs = conn.execute(
         f"""
         SELECT j.job_key, s.attempt, s.line_count,
                -- An abandoned intent ends when the operator gave it up (its operator_action).
                CASE WHEN j.create_outcome = ? THEN ? ELSE j.state END, j.created_at, j.submitted_at,
                CASE WHEN j.create_outcome = ? THEN coalesce(
-                   (SELECT max(a.acted_at) FROM ledger.operator_action a
+                   (SELECT max(a.acted_at) FROM part_action a
                     WHERE a.job_key = j.job_key AND a.action = 'abandon'), j.state_changed_at)
                     ELSE j.terminal_at END,
                coalesce(j.request_completed, 0) + coalesce(j.request_failed, 0),
@@ -326,17 +332,14 @@ def _job_timings(conn: duckdb.DuckDBPyConnection, task_id: str, now: dt.datetime
                j.state = '{JobState.FAILED.value}' OR j.provider_errors IS NOT NULL,
                CASE WHEN j.provider_errors IS NOT NULL THEN j.provider_errors::JSON ->> '$[0].code' END,
                CASE WHEN j.provider_errors IS NOT NULL THEN j.provider_errors::JSON ->> '$[0].message' END
-        FROM ledger.provider_job j JOIN ledger.shard s USING (shard_id)
+        FROM part_job j JOIN part_shard s USING (shard_id)
         WHERE j.task_id = ? ORDER BY j.created_at, j.job_key""",
         [CreateMark.ABANDONED.value, ABANDONED, CreateMark.ABANDONED.value, task_id],
     ).fetchall()
     events: dict[str, list[tuple[str, dt.datetime]]] = {}
     for job_key, to_state, observed_at in conn.execute(
         """
-            SELECT e.job_key, e.to_state, e.observed_at FROM ledger.status_event e
-            JOIN ledger.provider_job j USING (job_key) WHERE j.task_id = ?
-            ORDER BY e.job_key, e.observed_at, e.rowid""",
-        [task_id],
+            SELECT e.job_key, e.to_state, e.observed_at FROM part_event e ORDER BY e.event_no""",
     ).fetchall():
         seen = events.setdefault(job_key, [])
         if not seen or seen[-1][0] != to_state:  # a raw-status change within one state is no new segment
@@ -471,7 +474,18 @@ def build_report(
     empty_source: str = "warn",
 ) -> PartitionReport:
     """Everything the report shows about one task partition, read from the ledger."""
-    now = now or conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]
+    with partition_views(conn, task_id):
+        return _build_report(conn, task_id, max_failed_fraction, now, empty_source)
+
+
+def _build_report(
+    conn: duckdb.DuckDBPyConnection,
+    task_id: str,
+    max_failed_fraction: float,
+    now: dt.datetime | None,
+    empty_source: str,
+) -> PartitionReport:
+    now = now or conn.execute("SELECT now()::TIMESTAMP").fetchall()[0][0]
     rec = reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
     verdict = rec.verdict()
     row = task_row(conn, task_id)
@@ -484,8 +498,8 @@ def build_report(
     waiting_lines = int(
         conn.execute(
             """
-        SELECT coalesce(sum(s.line_count), 0) FROM ledger.shard s WHERE s.task_id = ?
-          AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id
+        SELECT coalesce(sum(s.line_count), 0) FROM part_shard s WHERE s.task_id = ?
+          AND NOT EXISTS (SELECT 1 FROM part_job j WHERE j.shard_id = s.shard_id
                           AND j.provider_batch_id IS NOT NULL)""",
             [task_id],
         ).fetchone()[0]

@@ -33,7 +33,7 @@ from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.states import TaskStatus
 from batch_assets.ledger.tasks import manifest_uri, set_task_status
 from batch_assets.ledger.transaction import transaction
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts, scalar
+from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.files import file_sha256
 from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
 from batch_assets.pipeline.freeze.render import request_id_sql, request_line_sql
@@ -312,7 +312,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
-        total = scalar(conn, "SELECT count(*) FROM ledger.shard WHERE task_id = ?", [task_id])
+        total = ledger_shards.shard_count(conn, task_id)
         conn.execute("DROP TABLE _todo")
         return ShardSummary(task_id, shards, lines, quarantined, total)
 
@@ -482,11 +482,7 @@ def _write_attempt(
     max_requests = limits.max_requests_per_shard
     if attempt > FIRST_ATTEMPT:  # retries go in smaller shards (e.g. the unfinished rest of an expired batch)
         max_requests = max(1, int(max_requests * task.spec.retry.shrink ** (attempt - 1)))
-    next_shard_no = scalar(
-        conn,
-        "SELECT coalesce(max(shard_no) + 1, 0) FROM ledger.shard WHERE task_id = ? AND attempt = ?",
-        [task_id, attempt],
-    )
+    next_shard_no = ledger_shards.next_shard_no(conn, task_id, attempt)
     # The attempt's rows as a bitstring over the frozen Parquet's row numbers, so the lines stream
     # out of a filtered scan in the Parquet's row order (the order of a join's output is not kept).
     rows = scalar(conn, f"SELECT count(*) FROM read_parquet({sql_literal(uri)})")
@@ -598,13 +594,14 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
     task_id = task.task_id(partition_date)
     problems: list[str] = []
     with wh.connect() as conn:
-        shards = fetch_dicts(
-            conn,
-            """
-            SELECT s.*, (SELECT count(*) FROM ledger.shard_line l WHERE l.shard_id = s.shard_id) AS ledger_lines
-            FROM ledger.shard s WHERE task_id = ? ORDER BY shard_no""",
-            [task_id],
+        lines_of = dict(
+            conn.execute(
+                "SELECT shard_id, count(*) FROM ledger.shard_line WHERE task_id = ? GROUP BY shard_id", [task_id]
+            ).fetchall()
         )
+        shards = [
+            {**s, "ledger_lines": lines_of.get(s["shard_id"], 0)} for s in ledger_shards.partition_shards(conn, task_id)
+        ]
         items = scalar(
             conn, "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
         )

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 
 import duckdb
 
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.states import JobState, not_terminal_sql
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES
@@ -332,14 +333,14 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
         # Gemini reports no request counts to the SDK; batches still validating report 0.
         """SELECT coalesce(sum(s.line_count) FILTER (j.provider_batch_id IS NOT NULL), 0) AS submitted_lines,
                   coalesce(sum(s.line_count) FILTER (j.request_total > 0), 0) AS provider_counted_lines
-           FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id) WHERE s.task_id = $t""",
+           FROM part_shard s JOIN part_job j USING (shard_id) WHERE s.task_id = $t""",
         """SELECT coalesce(sum(request_total) FILTER (request_total > 0), 0) AS provider_request_total,
                   count(*) AS jobs, count(terminal_at) AS jobs_terminal
-           FROM ledger.provider_job WHERE task_id = $t""",
+           FROM part_job WHERE task_id = $t""",
         # Its own WHERE: only failed batches' errors are read as JSON.
         f"""SELECT list({{'job_key': job_key, 'code': provider_errors::JSON ->> '$[0].code',
                          'message': provider_errors::JSON ->> '$[0].message'}} ORDER BY job_key) AS batch_failures
-           FROM ledger.provider_job WHERE task_id = $t AND state = '{JobState.FAILED.value}'""",
+           FROM part_job WHERE task_id = $t AND state = '{JobState.FAILED.value}'""",
         f"""SELECT count(*) FILTER (o = 'applied') AS applied, count(*) FILTER (o = 'revoked') AS revoked,
                   count(*) FILTER (o = 'stale') AS stale
            FROM (SELECT CASE WHEN outcome = 'applied' AND {revoked} THEN 'revoked' ELSE outcome END AS o
@@ -350,12 +351,12 @@ def _table_terms(any_superseded: bool, any_revocation: bool) -> list[str]:
                   count(*) FILTER (status = 'ok' AND {active}) AS answered_lines
            FROM ledger.raw_result WHERE task_id = $t""",
         f"SELECT count(*) AS parsed_from_lines FROM ledger.parsed_result WHERE task_id = $t AND from_line AND {active}",
-        "SELECT max(final_status) AS final_status, count(*) > 0 AS frozen FROM ledger.batch_task WHERE task_id = $t",
+        "SELECT max(final_status) AS final_status, count(*) > 0 AS frozen FROM part_task WHERE task_id = $t",
         # Shards admission held back (ledger.admission) that have no batch yet.
         """SELECT count(*) AS waiting_shards, coalesce(sum(s.line_count), 0) AS waiting_items,
                   arg_max(s.wait_reason, coalesce(s.wait_seen_at, s.deferred_at)) AS wait_reason
-           FROM ledger.shard s WHERE s.task_id = $t AND s.deferred_at IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j
+           FROM part_shard s WHERE s.task_id = $t AND s.deferred_at IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM part_job j
                              WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)""",
     ]
 
@@ -366,6 +367,11 @@ def reconcile_conn(
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
     empty_source: str = "warn",
 ) -> Reconciliation:
+    with partition_views(conn, task_id):
+        return _reconcile(conn, task_id, max_failed_fraction, empty_source)
+
+
+def _reconcile(conn: duckdb.DuckDBPyConnection, task_id: str, max_failed_fraction: float, empty_source: str):
     r = Reconciliation(task_id, max_failed_fraction=max_failed_fraction, empty_source=empty_source)
     params = {"t": task_id}
     r.manifest_items, superseded, revocations, lo, hi = conn.execute(
@@ -431,7 +437,7 @@ def _per_item(
             SELECT j.shard_id, bool_or(coalesce(
                        j.collected_at IS NULL AND coalesce(j.collect_attempts, 0) < {DEFAULT_MAX_COLLECT_TRIES}
                        AND (j.downloaded_at IS NULL OR f.job_key IS NOT NULL), false)) AS collecting
-            FROM ledger.provider_job j
+            FROM part_job j
             LEFT JOIN (SELECT DISTINCT job_key FROM ledger.raw_file WHERE task_id = $t AND ingested_at IS NULL) f
                    USING (job_key)
             WHERE j.task_id = $t AND coalesce(j.create_outcome, '') <> 'abandoned'
@@ -522,7 +528,7 @@ def _per_item(
                        m.after_cut, q.item_no IS NOT NULL AS quarantined, a.outcome, l.* EXCLUDE (item_no)
                 -- Booleans, not the timestamps: the smaller the rows of a hash table, the less it spills.
                 FROM (SELECT item_no, true AS listed, superseded_at IS NOT NULL AS superseded,
-                             frozen_at >= coalesce((SELECT max(created_at) FROM ledger.shard WHERE task_id = $t),
+                             frozen_at >= coalesce((SELECT max(created_at) FROM part_shard WHERE task_id = $t),
                                                    frozen_at) AS after_cut
                       FROM ledger.manifest_item WHERE task_id = $t AND {in_range}) m
                 FULL JOIN latest l ON l.item_no = m.item_no
