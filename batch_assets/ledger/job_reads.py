@@ -268,6 +268,56 @@ def shards_with_live_jobs(conn: Conn, task_id: str, ageing_s: float) -> list[dic
     )
 
 
+# --- Retention -----------------------------------------------------------------------------------
+
+
+def jobs_with_remote_files(
+    conn: Conn, task_id: str | None = None, task_names: Sequence[str] | None = None, *, retry_only: bool = False
+) -> pa.Table:
+    """Downloaded jobs (of one partition, of some tasks, or all) whose provider-side files are not
+    deleted yet; with `retry_only`, those whose deletion failed before. Whether every downloaded file
+    is ingested is the caller's to check (raw_file is a per-partition table)."""
+    return as_control(conn).arrow(
+        """
+        SELECT j.job_key, j.task_id, j.provider, j.provider_batch_id, j.input_file_id, j.output_file_id,
+               j.error_file_id, coalesce(j.remote_delete_attempts, 0) AS attempts,
+               j.remote_delete_error AS last_error
+        FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
+        WHERE j.downloaded_at IS NOT NULL AND j.remote_deleted_at IS NULL AND j.provider_batch_id IS NOT NULL
+          AND (CAST(? AS VARCHAR) IS NULL OR j.task_id = ?)
+          AND (CAST(? AS VARCHAR[]) IS NULL OR t.task_name = ANY(?))
+          AND (NOT ? OR coalesce(j.remote_delete_attempts, 0) > 0)""",
+        [task_id, task_id, task_names and list(task_names), task_names and list(task_names), retry_only],
+    )
+
+
+# UTC "today" on both engines (their sessions run in UTC).
+_TODAY = "CAST(now()::TIMESTAMP AS DATE)"
+
+
+def tasks_with_jobs_created_today(conn: Conn) -> set[str]:
+    """The partitions with a provider job (an intent counts) created today, UTC."""
+    rows = as_control(conn).execute(
+        f"SELECT DISTINCT task_id FROM ledger.provider_job WHERE CAST(created_at AS DATE) = {_TODAY}"
+    )
+    return {r[0] for r in rows.rows}
+
+
+def shard_send_states(conn: Conn, task_ids: Sequence[str]) -> pa.Table:
+    """The shards of these partitions: shard_id, task_id, model, `sent_today` (a job of it was
+    created today, UTC) and `unsent` (no job, or only abandoned ones: it goes again), for the budget."""
+    return as_control(conn).arrow(
+        f"""
+        SELECT s.shard_id, s.task_id, s.model,
+               EXISTS (SELECT 1 FROM ledger.provider_job j
+                       WHERE j.shard_id = s.shard_id AND CAST(j.created_at AS DATE) = {_TODAY}) AS sent_today,
+               NOT EXISTS (SELECT 1 FROM ledger.provider_job j
+                           WHERE j.shard_id = s.shard_id AND j.create_outcome IS DISTINCT FROM ?) AS unsent
+        FROM ledger.shard s WHERE s.task_id = ANY(?)""",
+        [ABANDONED, list(task_ids)],
+    )
+
+
 # --- The CLI ---------------------------------------------------------------------------------------
 
 

@@ -108,3 +108,17 @@ def set_final_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: str 
         [status, status, task_id, status],
     )
     return int(cur.fetchone()[0]) > 0
+
+
+def latest_operator_detail(conn, action: str, task_id: str) -> str | None:
+    """The detail of the partition's latest `action` (e.g. a budget override's figures), None if none."""
+    from batch_assets.ledger.control_db import as_control
+
+    return (
+        as_control(conn)
+        .execute(
+            "SELECT detail FROM ledger.operator_action WHERE action = ? AND task_id = ? ORDER BY acted_at DESC LIMIT 1",
+            [action, task_id],
+        )
+        .scalar()
+    )

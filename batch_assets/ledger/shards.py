@@ -124,3 +124,15 @@ def next_shard_no(conn, task_id: str, attempt: int) -> int:
         )
         .scalar()
     )
+
+
+def unpurged_shards(conn, task_ids) -> list[dict]:
+    """shard_id and path of the shards of these partitions whose file is not purged, by shard_id."""
+    return (
+        as_control(conn)
+        .execute(
+            "SELECT shard_id, path FROM ledger.shard WHERE purged_at IS NULL AND task_id = ANY(?) ORDER BY shard_id",
+            [list(task_ids)],
+        )
+        .dicts()
+    )

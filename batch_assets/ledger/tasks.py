@@ -52,6 +52,28 @@ def task_rows(conn: Conn, ids: Sequence[str] | None = None) -> pa.Table:
     return as_control(conn).arrow("SELECT * FROM ledger.batch_task WHERE task_id = ANY(?)", [list(ids)])
 
 
+def final_task_ids_before(conn: Conn, cutoff, task_name: str | None = None) -> list[str]:
+    """The partitions that are final and finished (else last updated) at or before `cutoff`."""
+    rows = as_control(conn).execute(
+        """SELECT task_id FROM ledger.batch_task
+        WHERE final_status IS NOT NULL AND coalesce(finished_at, updated_at) <= ?
+          AND (CAST(? AS VARCHAR) IS NULL OR task_name = ?) ORDER BY task_id""",
+        [cutoff, task_name, task_name],
+    )
+    return [r[0] for r in rows.rows]
+
+
+def unsettled_without_jobs(conn: Conn) -> pa.Table:
+    """Partitions with no final status and no provider job (not even an intent): task_id, task_name,
+    day, manifest_version, total_items; the candidates of settling partitions with nothing to send."""
+    return as_control(conn).arrow(
+        f"""SELECT t.task_id, t.task_name, {day_sql("t.partition_date")} AS day, t.manifest_version, t.total_items
+        FROM ledger.batch_task t
+        WHERE t.final_status IS NULL
+          AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.task_id = t.task_id)"""
+    )
+
+
 def manifest_uri(conn: Conn, task_id: str) -> str | None:
     """Where the partition's frozen manifest is (None: unknown partition, or not frozen)."""
     row = task_row(conn, task_id)

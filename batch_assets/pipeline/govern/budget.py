@@ -31,8 +31,9 @@ import duckdb
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from batch_assets.ledger.jobs import CreateMark
-from batch_assets.ledger.retries import record_operator_action
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.job_reads import shard_send_states, tasks_with_jobs_created_today
+from batch_assets.ledger.retries import latest_operator_detail, record_operator_action
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.prices import currency_of, model_price
@@ -121,43 +122,29 @@ def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple
     # Only the lines of this partition and of the partitions with a job created today are costed
     # (rows_of_partitions): joining every line of the ledger with its manifest made the check grow
     # with the ledger's history. One snapshot for both reads.
-    today = "CAST(now() AT TIME ZONE 'UTC' AS DATE)"
     with transaction(conn):
-        tasks = {task_id} | {
-            r[0]
-            for r in conn.execute(f"""
-            SELECT DISTINCT s.task_id FROM ledger.shard s JOIN ledger.provider_job j USING (shard_id)
-            WHERE CAST(j.created_at AS DATE) = {today}""").fetchall()
-        }
-        return conn.execute(
-            f"""
-            WITH line_cost AS (
-                SELECT sl.task_id, sl.shard_id, s.model, coalesce(sl.est_cost, 0) AS cost
-                FROM ({_lines_with_item_cost_sql(tasks)}) sl
-                JOIN ledger.shard s ON s.shard_id = sl.shard_id
-            ),
-            jobs_today AS (
-                SELECT DISTINCT shard_id FROM ledger.provider_job WHERE CAST(created_at AS DATE) = {today}
-            )
-            SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
-                   -- Pending: no job, or only abandoned ones (the shard goes again under a new job key).
-                   coalesce(sum(cost) FILTER (WHERE task_id = $t AND shard_id NOT IN (
-                       SELECT shard_id FROM ledger.provider_job
-                       WHERE create_outcome IS DISTINCT FROM '{CreateMark.ABANDONED.value}')), 0),
-                   coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today)), 0),
-                   coalesce(sum(cost) FILTER (WHERE shard_id IN (SELECT shard_id FROM jobs_today) AND model = $m), 0)
-            FROM line_cost
-        """,
-            {"t": task_id, "m": model},
-        ).fetchone()
+        tasks = {task_id} | tasks_with_jobs_created_today(conn)
+        with registered(conn, "_budget_shards", shard_send_states(conn, sorted(tasks))):
+            return conn.execute(
+                f"""
+                WITH line_cost AS (
+                    SELECT sl.task_id, s.model, s.sent_today, s.unsent, coalesce(sl.est_cost, 0) AS cost
+                    FROM ({_lines_with_item_cost_sql(tasks)}) sl
+                    JOIN _budget_shards s ON s.shard_id = sl.shard_id
+                )
+                SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
+                       -- Pending: no job, or only abandoned ones (the shard goes again under a new job key).
+                       coalesce(sum(cost) FILTER (WHERE task_id = $t AND unsent), 0),
+                       coalesce(sum(cost) FILTER (WHERE sent_today), 0),
+                       coalesce(sum(cost) FILTER (WHERE sent_today AND model = $m), 0)
+                FROM line_cost
+            """,
+                {"t": task_id, "m": model},
+            ).fetchall()[0]
 
 
 def recorded_override(conn: duckdb.DuckDBPyConnection, task_id: str) -> str | None:
-    row = conn.execute(
-        "SELECT detail FROM ledger.operator_action WHERE action = ? AND task_id = ? ORDER BY acted_at DESC LIMIT 1",
-        [OVERRIDE_ACTION, task_id],
-    ).fetchone()
-    return row[0] if row else None
+    return latest_operator_detail(conn, OVERRIDE_ACTION, task_id)
 
 
 def check_budget(

@@ -27,12 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from batch_assets.formatting import parse_duration
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.job_reads import jobs_with_remote_files
 from batch_assets.ledger.retention import (
     mark_raw_file_purged,
     mark_shard_purged,
     record_remote_deletion,
     record_remote_deletion_failure,
 )
+from batch_assets.ledger.shards import unpurged_shards
+from batch_assets.ledger.tasks import final_task_ids_before
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef
 
@@ -47,16 +51,10 @@ def parse_age(text: str) -> dt.timedelta:
         raise ValueError(f"age {text!r} is not a number of days or hours; write e.g. 30d or 12h") from None
 
 
-# Jobs whose results are downloaded and every downloaded file ingested, provider files not deleted yet.
+# Of the jobs with provider files left (ledger.job_reads), those whose every downloaded file is ingested.
 _PENDING_SQL = """
-    SELECT j.job_key, j.task_id, j.provider, j.provider_batch_id, j.input_file_id, j.output_file_id,
-           j.error_file_id, coalesce(j.remote_delete_attempts, 0) AS attempts, j.remote_delete_error AS last_error
-    FROM ledger.provider_job j JOIN ledger.batch_task t USING (task_id)
-    WHERE j.downloaded_at IS NOT NULL AND j.remote_deleted_at IS NULL AND j.provider_batch_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
-      AND ($task_id IS NULL OR j.task_id = $task_id)
-      AND ($task_names IS NULL OR list_contains($task_names, t.task_name))
-      AND (NOT $retry_only OR coalesce(j.remote_delete_attempts, 0) > 0)
+    SELECT j.* FROM _remote_jobs j
+    WHERE NOT EXISTS (SELECT 1 FROM ledger.raw_file f WHERE f.job_key = j.job_key AND f.ingested_at IS NULL)
     ORDER BY j.job_key
     LIMIT $limit
 """
@@ -73,9 +71,9 @@ def pending_remote_deletions(
     """Jobs (of one partition, of some tasks, or all) whose provider-side files still wait to be
     deleted; with `retry_only`, only those whose deletion was tried and failed."""
     with wh.connect() as conn:
-        return fetch_dicts(
-            conn, _PENDING_SQL, {"task_id": task_id, "task_names": task_names, "retry_only": retry_only, "limit": limit}
-        )
+        jobs = jobs_with_remote_files(conn, task_id, task_names, retry_only=retry_only)
+        with registered(conn, "_remote_jobs", jobs):
+            return fetch_dicts(conn, _PENDING_SQL, {"limit": limit})
 
 
 @dataclass
@@ -142,14 +140,6 @@ class PurgeSummary:
         )
 
 
-# Partitions that are final and finished before the cutoff.
-_OLD_FINAL = """
-    SELECT task_id FROM ledger.batch_task
-    WHERE final_status IS NOT NULL AND coalesce(finished_at, updated_at) <= $cutoff
-      AND ($task_name IS NULL OR task_name = $task_name)
-"""
-
-
 def purge_local(
     wh: Warehouse, older_than: dt.timedelta, *, dry_run: bool = False, task_name: str | None = None
 ) -> PurgeSummary:
@@ -158,18 +148,13 @@ def purge_local(
     summary = PurgeSummary(dry_run)
     with wh.connect() as conn:
         cutoff = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0] - older_than
-        params = {"cutoff": cutoff, "task_name": task_name}
-        shards = fetch_dicts(
-            conn,
-            f"""SELECT shard_id, path FROM ledger.shard
-            WHERE purged_at IS NULL AND task_id IN ({_OLD_FINAL}) ORDER BY shard_id""",
-            params,
-        )
+        old = final_task_ids_before(conn, cutoff, task_name)
+        shards = unpurged_shards(conn, old)
         raws = fetch_dicts(
             conn,
-            f"""SELECT file_key, path FROM ledger.raw_file
-            WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id IN ({_OLD_FINAL}) ORDER BY file_key""",
-            params,
+            """SELECT file_key, path FROM ledger.raw_file
+            WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id = ANY($old) ORDER BY file_key""",
+            {"old": old},
         )
     for s in shards:
         path = Path(s["path"]).absolute()

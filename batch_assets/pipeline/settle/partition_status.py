@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.tasks import task_rows, unsettled_without_jobs
 from batch_assets.pipeline.settle.reconcile import COLLECTING, FAILED, Reconciliation, Verdict
 
 DONE, NOT_DONE, UNDER_WAY = "done", "not_done", "under_way"
@@ -67,13 +69,10 @@ class SettleDue:
 # frozen item count nothing left to send (0 items, or at most as many quarantined). Only those are
 # counted exactly from the manifest (a few rows each: they are empty or all quarantined).
 _DUE_SQL = """
-    WITH candidates AS (
-        SELECT t.task_id, t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS day, t.manifest_version,
-               t.total_items
-        FROM ledger.batch_task t
-        WHERE t.final_status IS NULL
-          AND NOT EXISTS (SELECT 1 FROM ledger.provider_job j WHERE j.task_id = t.task_id)
-          AND t.total_items <= (SELECT count(*) FROM ledger.quarantine q WHERE q.task_id = t.task_id)
+    WITH candidates AS (  -- _unsettled: ledger.tasks.unsettled_without_jobs
+        SELECT t.task_id, t.task_name, t.day, t.manifest_version, t.total_items
+        FROM _unsettled t
+        WHERE t.total_items <= (SELECT count(*) FROM ledger.quarantine q WHERE q.task_id = t.task_id)
     )
     SELECT c.task_name, c.day, c.task_id, c.manifest_version,
            (SELECT count(*) FROM ledger.manifest_item m
@@ -92,7 +91,9 @@ def partitions_to_settle(conn) -> list[SettleDue]:
     """Frozen partitions that no provider job will ever settle: no job, nothing to send (0 items, every
     source row rejected, or every item quarantined before sending) and no final status recorded yet."""
     due = []
-    for task_name, day, task_id, version, items, sendable, rejected in conn.execute(_DUE_SQL).fetchall():
+    with registered(conn, "_unsettled", unsettled_without_jobs(conn)):
+        rows = conn.execute(_DUE_SQL).fetchall()
+    for task_name, day, task_id, version, items, sendable, rejected in rows:
         if sendable:
             continue
         if items:
@@ -125,13 +126,14 @@ class RevokeRefresh:
 def partitions_revoked_since(conn, since: datetime | None) -> list[RevokeRefresh]:
     """Partitions with a revocation after `since` (the sensor's cursor); with no cursor yet, those
     revoked after they were last settled."""
-    rows = conn.execute(
-        """
-        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), t.task_id, count(*), max(r.revoked_at)
-        FROM ledger.revocation r JOIN ledger.batch_task t USING (task_id)
-        WHERE r.revoked_at > coalesce(CAST($since AS TIMESTAMP), t.finished_at, TIMESTAMP '-infinity')
-        GROUP BY ALL ORDER BY 5
-        """,
-        {"since": since},
-    ).fetchall()
+    with registered(conn, "_revoked_task", task_rows(conn)):
+        rows = conn.execute(
+            """
+            SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d'), t.task_id, count(*), max(r.revoked_at)
+            FROM ledger.revocation r JOIN _revoked_task t USING (task_id)
+            WHERE r.revoked_at > coalesce(CAST($since AS TIMESTAMP), t.finished_at, TIMESTAMP '-infinity')
+            GROUP BY ALL ORDER BY 5
+            """,
+            {"since": since},
+        ).fetchall()
     return [RevokeRefresh(name, day, task_id, int(n), last) for name, day, task_id, n, last in rows]

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.retries import (
     insert_compliance_holds,
     insert_retry_decisions,
@@ -35,6 +37,7 @@ from batch_assets.ledger.retries import (
     reopen_decisions,
     set_final_status,
 )
+from batch_assets.ledger.tasks import task_rows
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.spec.failure_classes import DEFAULT_ACTIONS, FAILURE_CLASSES, unknown_classes_error
@@ -92,7 +95,8 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
     tid = sql_literal(task_id)
     retry = task.spec.retry
     with wh.connect() as conn:
-        conn.execute(f"""
+        with partition_views(conn, task_id):
+            conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _failed AS
             SELECT o.custom_id, o.item_no, o.attempt, o.error_class, o.error_code, o.error_message, m.business_id,
                    (o.error_class = 'rate_or_capacity_error' AND NOT coalesce(o.from_line, true)) AS batch_capacity,
@@ -101,7 +105,7 @@ def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Retr
             FROM ledger.parsed_result o
             JOIN ({latest_attempt_sql(tid)}) l USING (custom_id, attempt)
             JOIN ledger.manifest_item m ON m.custom_id = o.custom_id AND m.superseded_at IS NULL
-            LEFT JOIN ledger.provider_job j ON j.job_key = o.job_key
+            LEFT JOIN part_job j ON j.job_key = o.job_key
             LEFT JOIN (SELECT custom_id, count(*) FILTER (charged) AS charged_before,
                               count(*) FILTER (error_class = 'parse_error' AND action = 'retry') AS reasks
                        FROM ledger.retry_decision WHERE task_id = {tid} GROUP BY custom_id) h USING (custom_id)
@@ -185,20 +189,26 @@ def pending_retries_conn(conn: duckdb.DuckDBPyConnection) -> list[dict]:
         try:
             tasks = [r[0] for r in conn.execute("SELECT DISTINCT task_id FROM _open_retries").fetchall()]
             lines = rows_of_partitions("ledger.shard_line", "task_id, custom_id, attempt", tasks)
-            return fetch_dicts(
-                conn,
-                f"""
-                SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
-                       count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
-                       max(d.next_attempt) AS next_attempt
-                FROM _open_retries d
-                SEMI JOIN {lines} sl ON sl.task_id = d.task_id AND sl.custom_id = d.custom_id AND sl.attempt = d.attempt
-                JOIN ledger.batch_task t ON t.task_id = d.task_id
-                GROUP BY ALL ORDER BY 1, 2
-            """,
-            )
+            with registered(conn, "_retry_task", task_rows(conn, tasks)):
+                return _pending_by_partition(conn, lines)
         finally:
             conn.execute("DROP TABLE IF EXISTS _open_retries")
+
+
+def _pending_by_partition(conn, lines: str) -> list[dict]:
+    """Per partition of `_open_retries` (named through `_retry_task`): retries due, pending, next attempt."""
+    return fetch_dicts(
+        conn,
+        f"""
+        SELECT t.task_name, strftime(t.partition_date, '%Y-%m-%d') AS partition_date, d.task_id,
+               count(*) FILTER (d.not_before <= now()::TIMESTAMP) AS due, count(*) AS pending,
+               max(d.next_attempt) AS next_attempt
+        FROM _open_retries d
+        SEMI JOIN {lines} sl ON sl.task_id = d.task_id AND sl.custom_id = d.custom_id AND sl.attempt = d.attempt
+        JOIN _retry_task t ON t.task_id = d.task_id
+        GROUP BY ALL ORDER BY 1, 2
+    """,
+    )
 
 
 def reopen_for_operator(
