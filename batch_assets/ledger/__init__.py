@@ -22,6 +22,11 @@ the writer runs one set-based statement whose INSERTs always name their columns:
 * `ledger.review`   — review_item, applied_previous, revocation (insert_review_items, decide_review,
   insert_applied_previous, insert_revocations)
 
-`ledger.transaction.transaction(conn)` is the one way to make several writes atomic, and
+The writers and readers of the control tables (control_schema.CONTROL_TABLES) also take a ControlDB
+(`ledger.control_db`: the same tables on DuckDB or PostgreSQL) and hand rows over as values or
+Arrow (`statements.insert_rows`), never as SQL over a DuckDB table.
+
+`ledger.transaction.transaction(conn)` is the one way to make several writes atomic (on a ControlDB
+too), and
 `ledger.states` holds the job-state vocabulary as SQL (TERMINAL_STATES_SQL, IN_FLIGHT_SQL, …).
 """

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import duckdb
 
+from batch_assets.ledger.control_db import ControlDB, as_control
 from batch_assets.ledger.retries import record_operator_action
 from batch_assets.ledger.statements import NOW
-from batch_assets.ledger.warehouse import fetch_dicts
+
+Conn = duckdb.DuckDBPyConnection | ControlDB
 
 _COLUMNS = "provider, paused_at, error_code, error_message, task_id, job_key, items, fix, resumed_at, resumed_by"
 
 
 def pause_account(
-    conn: duckdb.DuckDBPyConnection,
+    conn: Conn,
     provider: str,
     *,
     task_id: str,
@@ -30,11 +32,13 @@ def pause_account(
 ) -> bool:
     """Pause `provider` after an account-level error, unless a pause is active already (the first
     stays). Returns whether a pause was recorded."""
-    cur = conn.execute(
+    cur = as_control(conn).execute(
         f"""
         INSERT INTO ledger.account_pause (provider, paused_at, error_code, error_message, task_id, job_key, items, fix)
-        SELECT $provider, {NOW}, $code, $message, $task_id, $job_key, $items, $fix
-        WHERE NOT EXISTS (SELECT 1 FROM ledger.account_pause WHERE provider = $provider AND resumed_at IS NULL)
+        SELECT CAST($provider AS VARCHAR), {NOW}, CAST($code AS VARCHAR), CAST($message AS VARCHAR),
+               CAST($task_id AS VARCHAR), CAST($job_key AS VARCHAR), CAST($items AS BIGINT), CAST($fix AS VARCHAR)
+        WHERE NOT EXISTS (SELECT 1 FROM ledger.account_pause
+                          WHERE provider = CAST($provider AS VARCHAR) AND resumed_at IS NULL)
         """,
         {
             "provider": provider,
@@ -46,31 +50,30 @@ def pause_account(
             "fix": fix,
         },
     )
-    return bool(cur.fetchone()[0])
+    return cur.rowcount > 0
 
 
-def active_pause(conn: duckdb.DuckDBPyConnection, provider: str) -> dict | None:
+def active_pause(conn: Conn, provider: str) -> dict | None:
     """The provider's active pause (a row of ledger.account_pause), or None."""
-    rows = fetch_dicts(
-        conn,
-        f"SELECT {_COLUMNS} FROM ledger.account_pause WHERE provider = ? AND resumed_at IS NULL",
-        [provider],
+    rows = as_control(conn).execute(
+        f"SELECT {_COLUMNS} FROM ledger.account_pause WHERE provider = ? AND resumed_at IS NULL", [provider]
     )
-    return rows[0] if rows else None
+    return rows.dicts()[0] if rows.rows else None
 
 
-def active_pauses(conn: duckdb.DuckDBPyConnection) -> list[dict]:
+def active_pauses(conn: Conn) -> list[dict]:
     """Every active pause, by provider."""
-    return fetch_dicts(conn, f"SELECT {_COLUMNS} FROM ledger.account_pause WHERE resumed_at IS NULL ORDER BY provider")
+    sql = f"SELECT {_COLUMNS} FROM ledger.account_pause WHERE resumed_at IS NULL ORDER BY provider"
+    return as_control(conn).execute(sql).dicts()
 
 
-def resume_account(conn: duckdb.DuckDBPyConnection, provider: str, who: str, reason: str | None) -> dict | None:
+def resume_account(conn: Conn, provider: str, who: str, reason: str | None) -> dict | None:
     """Lift the provider's active pause and record the operator's action; returns the pause lifted
     (None when the provider was not paused: nothing is written)."""
     pause = active_pause(conn, provider)
     if pause is None:
         return None
-    conn.execute(
+    as_control(conn).execute(
         f"UPDATE ledger.account_pause SET resumed_at = {NOW}, resumed_by = ? WHERE provider = ? AND resumed_at IS NULL",
         [who, provider],
     )

@@ -121,6 +121,16 @@ class PgControl:
         columns = [pa.array([r[i] for r in rows], type=types[i]) for i in range(len(names))]
         return pa.Table.from_arrays(columns, schema=pa.schema(list(zip(names, types, strict=True))))
 
+    def copy_into_temp(self, name: str, like: str, rows: pa.Table) -> None:
+        """A temp table `name` with `rows` (Arrow), its columns typed as those of table `like`, filled
+        by COPY FROM STDIN. `name` and `like` are the ledger's own names, never text from outside."""
+        columns = ", ".join(rows.column_names)
+        self.execute(f"CREATE TEMP TABLE {name} AS SELECT {columns} FROM {like} WITH NO DATA")
+        with self.conn.cursor().copy(f"COPY {name} ({columns}) FROM STDIN") as copy:
+            for batch in rows.to_batches():
+                for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                    copy.write_row(row)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PgControl]:
         with self.conn.transaction():
@@ -168,16 +178,36 @@ def day_sql(expr: str) -> str:
     return f"CAST({expr} AS VARCHAR)"
 
 
+# Arrow type -> DuckDB type of the temp table `registered` creates (control rows use only these).
+_DUCK_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.large_string(): "VARCHAR",
+    pa.null(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.date32(): "DATE",
+    pa.timestamp("us"): "TIMESTAMP",
+}
+
+
 @contextlib.contextmanager
 def registered(conn: duckdb.DuckDBPyConnection, name: str, rows: pa.Table) -> Iterator[str]:
-    """Control rows (from `ControlDB.arrow`) as a DuckDB view `name` for the block, to join with the
-    partition's per-item tables."""
-    conn.complete()  # as in DuckControl.arrow: register() waits for no unread result
-    conn.register(name, rows)
+    """Control rows (from `ControlDB.arrow`) as a DuckDB temp table `name` for the block, to join
+    with the partition's per-item tables. The rows go in as one list parameter per column, not as a
+    registered Arrow table: DuckDB's Arrow scan fails on a connection of a sensor tick's thread
+    while a run's connection is open in another (python_arrow_scan not found)."""
+    kinds = [_DUCK_TYPES.get(f.type, "VARCHAR") for f in rows.schema]
+    columns = ", ".join(f"unnest(?::{k}[]) AS {n}" for n, k in zip(rows.column_names, kinds, strict=True))
+    conn.complete()  # a result of execute() left unread blocks the next statement's parameters
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {columns}", [c.to_pylist() for c in rows.columns])
     try:
         yield name
     finally:
-        conn.unregister(name)
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def seconds_ago_sql(seconds: float) -> str:

@@ -38,3 +38,15 @@ def record_dry_run(
         },
         fixed={"dry_run_at": NOW},
     )
+
+
+def latest_dry_run(conn, task_name: str, prompt_version: str) -> dict | None:
+    """The task's latest dry run at this prompt version (task_id, n, sample_hash, dry_run_at), or None."""
+    from batch_assets.ledger.control_db import as_control
+
+    rows = as_control(conn).execute(
+        "SELECT task_id, n, sample_hash, dry_run_at FROM ledger.dry_run WHERE task_name = ? "
+        "AND prompt_version = ? ORDER BY dry_run_at DESC LIMIT 1",
+        [task_name, prompt_version],
+    )
+    return rows.dicts()[0] if rows.rows else None

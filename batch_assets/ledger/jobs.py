@@ -36,6 +36,7 @@ from batch_assets.providers.contract import JobSnapshot
 from batch_assets.sqltext import sql_literal
 
 Params = Sequence[Any] | Mapping[str, Any] | None
+Conn = duckdb.DuckDBPyConnection | ControlDB
 
 # Every provider_job column a caller supplies to insert_jobs (task_id and terminal_seq are the writer's).
 JOB_COLUMNS = (
@@ -119,7 +120,7 @@ def _sent_with(
 
 
 def insert_job_intent(
-    conn: duckdb.DuckDBPyConnection,
+    conn: Conn,
     job_key: str,
     task_id: str,
     shard_id: str,
@@ -133,6 +134,7 @@ def insert_job_intent(
     yet) and its first status event, atomically. Written before the provider is called. Where the
     job goes (`endpoint_mode` emulator | live, `endpoint_url` reduced to its host) and the request
     options its lines were rendered with (JSON) are recorded with it when given."""
+    conn = as_control(conn)
     values = {
         "job_key": job_key,
         "task_id": task_id,
@@ -152,8 +154,9 @@ def insert_job_intent(
         )
 
 
-def set_input_file(conn: duckdb.DuckDBPyConnection, job_key: str, file_id: str) -> None:
+def set_input_file(conn: Conn, job_key: str, file_id: str) -> None:
     """Record the provider file id the job's shard was uploaded as (before the create call)."""
+    conn = as_control(conn)
     conn.execute("UPDATE ledger.provider_job SET input_file_id = ? WHERE job_key = ?", [file_id, job_key])
 
 
@@ -201,8 +204,9 @@ def record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnap
         return _record_snapshot(conn, job_key, snap, submitted)
 
 
-def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, submitted: bool) -> bool:
-    row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).fetchone()
+def _record_snapshot(conn: Conn, job_key: str, snap: JobSnapshot, submitted: bool) -> bool:
+    conn = as_control(conn)
+    row = conn.execute("SELECT state, raw_status FROM ledger.provider_job WHERE job_key = ?", [job_key]).one()
     if row is None:
         raise KeyError(f"no provider job {job_key!r} in the ledger")
     old_state, old_raw = row
@@ -263,10 +267,11 @@ def _record_snapshot(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSna
     return changed
 
 
-def _record_results_of_terminal(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot) -> None:
+def _record_results_of_terminal(conn: Conn, job_key: str, snap: JobSnapshot) -> None:
     """A terminal job polled again (its provider reported the end before its results existed): keep
     its state, take the results' readiness (once ready, it stays ready), file ids and errors the
     provider names now, any provider time it did not know yet, and the poll time. Adds no status event."""
+    conn = as_control(conn)
     conn.execute(
         f"""
         UPDATE ledger.provider_job SET
@@ -324,12 +329,13 @@ def snapshot_columns(snapshots: Mapping[str, JobSnapshot]) -> dict[str, list]:
     }
 
 
-def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequence]) -> list[tuple[str, str, str]]:
+def record_snapshots(conn: Conn, columns: Mapping[str, Sequence]) -> list[tuple[str, str, str]]:
     """`record_snapshot` for a whole batch of poll results at once (`snapshot_columns`): the same
     rules, in one transaction whose statements do not grow with the number of jobs (the batch goes
     in as one list parameter per column; one UPDATE … FROM for the job rows, one INSERT … SELECT
     for the status events). Returns (job_key, old state, new state) for every job whose internal
     state changed, by job_key. Job keys not in the ledger are ignored."""
+    conn = as_control(conn)
     if not columns["job_key"]:
         return []
     # List parameters, not a registered Arrow table: DuckDB 2 refuses register() while the
@@ -339,9 +345,10 @@ def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequ
     params = [list(columns[name]) for name, _kind in SNAPSHOT_FIELDS]
     with transaction(conn):
         # The rows as they are now (inside the transaction): a terminal job stays terminal.
+        conn.execute("DROP TABLE IF EXISTS _poll_recorded")
         conn.execute(
             f"""
-            CREATE OR REPLACE TEMP TABLE _poll_recorded AS
+            CREATE TEMP TABLE _poll_recorded AS
             SELECT p.*, j.state AS old_state, j.raw_status AS old_raw,
                    j.state IN {TERMINAL_STATES_SQL} AS was_terminal,
                    j.state IS DISTINCT FROM p.state AS changed,
@@ -385,51 +392,57 @@ def record_snapshots(conn: duckdb.DuckDBPyConnection, columns: Mapping[str, Sequ
             FROM _poll_recorded p WHERE j.job_key = p.job_key""")
         changed = conn.execute("""
             SELECT job_key, old_state, state FROM _poll_recorded
-            WHERE changed AND NOT was_terminal ORDER BY job_key""").fetchall()
+            WHERE changed AND NOT was_terminal ORDER BY job_key""").rows
         conn.execute("DROP TABLE _poll_recorded")
     return [tuple(row) for row in changed]
 
 
-def request_cancel(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
+def request_cancel(conn: Conn, job_key: str) -> None:
     """Record that a cancel of the job was requested (the flag stays set)."""
+    conn = as_control(conn)
     conn.execute("UPDATE ledger.provider_job SET cancel_requested = true WHERE job_key = ?", [job_key])
 
 
-def mark_downloaded(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
+def mark_downloaded(conn: Conn, job_key: str) -> None:
     """Record that the terminal job's result files were downloaded (now); clears a collect error."""
+    conn = as_control(conn)
     conn.execute(
         "UPDATE ledger.provider_job SET downloaded_at = now()::TIMESTAMP, collect_error = NULL WHERE job_key = ?",
         [job_key],
     )
 
 
-def count_collect_attempts(conn: duckdb.DuckDBPyConnection, job_keys: Sequence[str]) -> None:
+def count_collect_attempts(conn: Conn, job_keys: Sequence[str]) -> None:
     """A collect run starts on these jobs: one more collection try each (`collect_attempts`)."""
+    conn = as_control(conn)
     if job_keys:
         conn.execute(
             "UPDATE ledger.provider_job SET collect_attempts = coalesce(collect_attempts, 0) + 1 "
-            "WHERE list_contains(?, job_key)",
+            "WHERE job_key = ANY(?)",
             [list(job_keys)],
         )
 
 
-def set_collect_error(conn: duckdb.DuckDBPyConnection, job_key: str, error: str | None) -> None:
+def set_collect_error(conn: Conn, job_key: str, error: str | None) -> None:
     """Record (or clear, with None) why collecting the job failed or is held back."""
+    conn = as_control(conn)
     conn.execute(
         "UPDATE ledger.provider_job SET collect_error = ? WHERE job_key = ?",
         [None if error is None else error[:2000], job_key],
     )
 
 
-def mark_stuck(conn: duckdb.DuckDBPyConnection, job_key: str) -> None:
+def mark_stuck(conn: Conn, job_key: str) -> None:
     """Record that the job stayed in its state longer than its SLA (the first time only)."""
+    conn = as_control(conn)
     conn.execute(
         "UPDATE ledger.provider_job SET stuck_at = coalesce(stuck_at, now()::TIMESTAMP) WHERE job_key = ?", [job_key]
     )
 
 
-def set_stuck_action(conn: duckdb.DuckDBPyConnection, job_key: str, action: str) -> None:
+def set_stuck_action(conn: Conn, job_key: str, action: str) -> None:
     """Record what the stuck policy did about the job (e.g. 'cancel_requested', 'notified')."""
+    conn = as_control(conn)
     conn.execute("UPDATE ledger.provider_job SET stuck_action = ? WHERE job_key = ?", [action, job_key])
 
 
@@ -582,7 +595,8 @@ def release_claims_of(conn: duckdb.DuckDBPyConnection | ControlDB, owners: Seque
     )
 
 
-def _mark_create(conn: duckdb.DuckDBPyConnection, job_key: str, mark: CreateMark, detail: str | None) -> None:
+def _mark_create(conn: Conn, job_key: str, mark: CreateMark, detail: str | None) -> None:
+    conn = as_control(conn)
     conn.execute(
         "UPDATE ledger.provider_job SET create_outcome = ?, create_error = ? WHERE job_key = ?",
         [mark.value, detail, job_key],
@@ -625,15 +639,16 @@ def _operator_action(conn: duckdb.DuckDBPyConnection, action: str, task_id: str,
     )
 
 
-def _open_intent_for_operator(conn: duckdb.DuckDBPyConnection, job_key: str) -> dict:
+def _open_intent_for_operator(conn: Conn, job_key: str) -> dict:
     """The job row an operator may settle, or JobNotSettled saying why not."""
+    conn = as_control(conn)
     row = conn.execute(
         """
         SELECT task_id, provider_batch_id, create_outcome, claimed_by, claim_expires_at,
                claimed_by IS NOT NULL AND claim_expires_at >= now()::TIMESTAMP AS claim_live
         FROM ledger.provider_job WHERE job_key = ?""",
         [job_key],
-    ).fetchone()
+    ).one()
     if row is None:
         raise JobNotSettled(f"no provider job {job_key!r}")
     task_id, batch_id, outcome, claimed_by, expires, claim_live = row
@@ -649,17 +664,18 @@ def _open_intent_for_operator(conn: duckdb.DuckDBPyConnection, job_key: str) -> 
     return {"task_id": task_id}
 
 
-def adopt_job(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, detail: str) -> None:
+def adopt_job(conn: Conn, job_key: str, snap: JobSnapshot, detail: str) -> None:
     """An operator settles an undecided intent with the provider batch `snap` describes: recorded
     as the job's batch (submitted), create_outcome 'adopted', one operator_action row; atomically.
     Raises JobNotSettled when the job is not an open, unclaimed intent or the batch already belongs
     to another job."""
+    conn = as_control(conn)
     with transaction(conn):
         job = _open_intent_for_operator(conn, job_key)
         other = conn.execute(
             "SELECT job_key FROM ledger.provider_job WHERE provider_batch_id = ? AND job_key <> ?",
             [snap.provider_batch_id, job_key],
-        ).fetchone()
+        ).one()
         if other is not None:
             raise JobNotSettled(f"batch {snap.provider_batch_id} is already recorded for job {other[0]}")
         record_snapshot(conn, job_key, snap, submitted=True)
@@ -670,10 +686,11 @@ def adopt_job(conn: duckdb.DuckDBPyConnection, job_key: str, snap: JobSnapshot, 
         _operator_action(conn, "adopt", job["task_id"], job_key, detail)
 
 
-def abandon_job(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> None:
+def abandon_job(conn: Conn, job_key: str, detail: str) -> None:
     """An operator gives up an undecided intent: create_outcome 'abandoned' (the job key is never
     used again; the next submit run sends the shard under a new one), one operator_action row;
     atomically. Raises JobNotSettled when the job is not an open, unclaimed intent."""
+    conn = as_control(conn)
     with transaction(conn):
         job = _open_intent_for_operator(conn, job_key)
         _mark_create(conn, job_key, CreateMark.ABANDONED, f"abandoned by an operator: {detail}")
@@ -683,17 +700,25 @@ def abandon_job(conn: duckdb.DuckDBPyConnection, job_key: str, detail: str) -> N
         _operator_action(conn, "abandon", job["task_id"], job_key, detail)
 
 
-def mark_collected(conn: duckdb.DuckDBPyConnection, job_keys_query: str) -> None:
-    """Mark the jobs `job_keys_query` selects (one column: job_key) as fully collected: the search
-    for pending collections skips them from now on (no ledger step is ever undone)."""
+def mark_collected(conn: Conn, job_keys: Sequence[str]) -> None:
+    """Mark these jobs as fully collected: the search for pending collections skips them from now on
+    (no ledger step is ever undone)."""
+    conn = as_control(conn)
     with transaction(conn):
         conn.execute(
             "UPDATE ledger.provider_job SET collected_at = now()::TIMESTAMP "
-            f"WHERE collected_at IS NULL AND job_key IN ({job_keys_query})"
+            "WHERE collected_at IS NULL AND job_key = ANY(?)",
+            [list(job_keys)],
         )
 
 
-def unmark_collected(conn: duckdb.DuckDBPyConnection, task_id: str) -> None:
-    """Have the partition's jobs looked at again by the next search for pending collections."""
+def unmark_collected(conn: Conn, task_id: str, job_keys: Sequence[str] | None = None) -> None:
+    """Have the partition's jobs (or these of them) looked at again by the next search for pending
+    collections."""
+    conn = as_control(conn)
     with transaction(conn):
-        conn.execute("UPDATE ledger.provider_job SET collected_at = NULL WHERE task_id = ?", [task_id])
+        conn.execute(
+            "UPDATE ledger.provider_job SET collected_at = NULL "
+            "WHERE task_id = ? AND (CAST(? AS VARCHAR[]) IS NULL OR job_key = ANY(?))",
+            [task_id, None if job_keys is None else list(job_keys), None if job_keys is None else list(job_keys)],
+        )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import duckdb
 
+from batch_assets.ledger.jobs import unmark_collected
 from batch_assets.ledger.results import PARSED_RESULT_COLUMNS
 from batch_assets.ledger.statements import NOW, insert_select, insert_values
 from batch_assets.sqltext import sql_literal
@@ -65,10 +66,8 @@ def supersede_outcomes(conn: duckdb.DuckDBPyConnection, task_id: str, generation
         FROM {new_rows} AS n
         WHERE p.task_id = {tid} AND p.custom_id = n.custom_id AND p.attempt = n.attempt
     """).fetchone()[0]
-    conn.execute(f"""
-        UPDATE ledger.provider_job SET collected_at = NULL
-        WHERE task_id = {tid} AND job_key IN (SELECT job_key FROM {new_rows})
-    """)
+    job_keys = [r[0] for r in conn.execute(f"SELECT DISTINCT job_key FROM {new_rows}").fetchall()]
+    unmark_collected(conn, task_id, job_keys)
     return int(replaced)
 
 

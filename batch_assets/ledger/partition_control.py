@@ -4,7 +4,7 @@ A check or report about one task partition joins the control tables (its batch_t
 provider jobs, their status events, operator actions) with the partition's per-item tables
 (manifest items, shard lines, results). The control rows are read here, through the ControlDB (the
 Warehouse's DuckDB file, or PostgreSQL), as Arrow, and registered on the DuckDB connection that holds
-the per-item tables under fixed names, so the stage's SQL is the same on both backends:
+the per-item tables under fixed names (temp tables), so the stage's SQL is the same on both backends:
 
     part_task    ledger.batch_task        the partition's row
     part_shard   ledger.shard             its shards
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import duckdb
 import pyarrow as pa
 
-from batch_assets.ledger.control_db import ControlDB, as_control
+from batch_assets.ledger.control_db import ControlDB, as_control, registered
 
 VIEWS = ("part_task", "part_shard", "part_job", "part_event", "part_action")
 
@@ -69,13 +69,11 @@ def partition_views(
             _open[key] = (task_id, _open[key][1] - 1)
         return
     rows = partition_rows(control if control is not None else conn, task_id)
-    conn.complete()  # register() waits for no unread result of execute()
-    for name, table in rows.items():
-        conn.register(name, table)
-    _open[key] = (task_id, 1)
-    try:
-        yield conn
-    finally:
-        del _open[key]
-        for name in rows:
-            conn.unregister(name)
+    with contextlib.ExitStack() as views:
+        for name, table in rows.items():
+            views.enter_context(registered(conn, name, table))
+        _open[key] = (task_id, 1)
+        try:
+            yield conn
+        finally:
+            del _open[key]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.statements import NOW, insert_values
 
 
@@ -29,7 +30,7 @@ def record_remote_deletion(
             },
             fixed={"recorded_at": NOW},
         )
-    conn.execute(
+    as_control(conn).execute(
         """UPDATE ledger.provider_job SET remote_deleted_at = now()::TIMESTAMP, remote_delete_error = NULL,
                         remote_delete_attempts = coalesce(remote_delete_attempts, 0) + 1 WHERE job_key = ?""",
         [job_key],
@@ -53,15 +54,15 @@ def record_remote_deletion_failure(
         },
         fixed={"recorded_at": NOW},
     )
-    conn.execute(
+    as_control(conn).execute(
         """UPDATE ledger.provider_job SET remote_delete_error = ?,
                         remote_delete_attempts = coalesce(remote_delete_attempts, 0) + 1 WHERE job_key = ?""",
         [error[:2000], job_key],
     )
 
 
-def mark_shard_purged(conn: duckdb.DuckDBPyConnection, shard_id: str) -> None:
-    conn.execute(
+def mark_shard_purged(conn, shard_id: str) -> None:
+    as_control(conn).execute(
         "UPDATE ledger.shard SET purged_at = now()::TIMESTAMP WHERE shard_id = ? AND purged_at IS NULL", [shard_id]
     )
 

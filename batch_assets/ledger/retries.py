@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.statements import NOW, insert_select, insert_values
 from batch_assets.sqltext import sql_literal
 
@@ -98,22 +99,20 @@ def set_final_status(conn: duckdb.DuckDBPyConnection, task_id: str, status: str 
     is pending again. Returns whether the row changed."""
     if status is not None and status not in FINAL_STATUSES:
         raise ValueError(f"final status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
-    cur = conn.execute(
+    cur = as_control(conn).execute(
         """
         UPDATE ledger.batch_task
-        SET final_status = ?, finished_at = CASE WHEN ? IS NULL THEN NULL ELSE now()::TIMESTAMP END,
+        SET final_status = ?, finished_at = CASE WHEN CAST(? AS VARCHAR) IS NULL THEN NULL ELSE now()::TIMESTAMP END,
             updated_at = now()::TIMESTAMP
-        WHERE task_id = ? AND final_status IS DISTINCT FROM ?
+        WHERE task_id = ? AND final_status IS DISTINCT FROM CAST(? AS VARCHAR)
     """,
         [status, status, task_id, status],
     )
-    return int(cur.fetchone()[0]) > 0
+    return cur.rowcount > 0
 
 
 def latest_operator_detail(conn, action: str, task_id: str) -> str | None:
     """The detail of the partition's latest `action` (e.g. a budget override's figures), None if none."""
-    from batch_assets.ledger.control_db import as_control
-
     return (
         as_control(conn)
         .execute(

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from batch_assets.ledger.control_db import as_control
-from batch_assets.ledger.statements import NOW, insert_select
+from batch_assets.ledger.statements import NOW, insert_rows, insert_select
 from batch_assets.sqltext import sql_literal
 
 Params = Sequence[Any] | Mapping[str, Any] | None
@@ -33,24 +34,14 @@ def insert_quarantine(conn: duckdb.DuckDBPyConnection, task_id: str, query: str,
 SHARD_COLUMNS = ("shard_id", "attempt", "shard_no", "path", "line_count", "byte_count", "est_tokens", "sha256")
 
 
-def insert_shards(
-    conn: duckdb.DuckDBPyConnection,
-    *,
-    task_id: str,
-    provider: str,
-    endpoint: str,
-    model: str,
-    query: str,
-    params: Params = None,
-) -> int:
-    """Record the cut shard files of `query` (columns: shard_id, attempt, shard_no, path, line_count,
-    byte_count, est_tokens, sha256), created now and not deferred. Returns the number recorded."""
-    return insert_select(
+def insert_shards(conn, *, task_id: str, provider: str, endpoint: str, model: str, rows: pa.Table) -> int:
+    """Record the cut shard files (`rows`, the SHARD_COLUMNS: shard_id, attempt, shard_no, path,
+    line_count, byte_count, est_tokens, sha256), created now and not deferred, on either engine.
+    Returns the number recorded."""
+    return insert_rows(
         conn,
         "shard",
-        SHARD_COLUMNS,
-        query,
-        params,
+        rows.select(list(SHARD_COLUMNS)),
         fixed={
             "task_id": sql_literal(task_id),
             "provider": sql_literal(provider),
@@ -82,9 +73,8 @@ def mark_shards_deferred(conn: duckdb.DuckDBPyConnection, shard_ids: Sequence[st
     first time only: an already deferred shard keeps its deferred_at)."""
     if not shard_ids:
         return
-    conn.execute(
-        "UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) "
-        "WHERE list_contains(?::VARCHAR[], shard_id)",
+    as_control(conn).execute(
+        "UPDATE ledger.shard SET deferred_at = coalesce(deferred_at, now()::TIMESTAMP) WHERE shard_id = ANY(?)",
         [list(shard_ids)],
     )
 

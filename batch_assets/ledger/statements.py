@@ -19,11 +19,6 @@ import duckdb
 NOW = "now()::TIMESTAMP"  # ledger times are UTC wall clock (the Warehouse sets TimeZone = 'UTC')
 
 
-def _count(cur: duckdb.DuckDBPyConnection) -> int:
-    row = cur.fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
 def insert_select(
     conn: duckdb.DuckDBPyConnection,
     table: str,
@@ -37,7 +32,10 @@ def insert_select(
     """INSERT INTO ledger.<table> (<columns>, <fixed>) SELECT <columns>, <fixed exprs> FROM (<query>).
 
     `query` must return (at least) every name in `columns`; `params` are its bound parameters.
-    Returns the number of rows inserted."""
+    Returns the number of rows inserted. `conn` is a DuckDB connection or a ControlDB; the query runs
+    where the rows go, so on PostgreSQL it may only read tables there."""
+    from batch_assets.ledger.control_db import as_control
+
     fixed = dict(fixed or {})
     targets = [*columns, *fixed]
     exprs = [*(f"_rows.{c}" for c in columns), *fixed.values()]
@@ -45,7 +43,7 @@ def insert_select(
         f"INSERT INTO ledger.{table} ({', '.join(targets)})\n"
         f"SELECT {', '.join(exprs)}\nFROM ({query}) AS _rows\n{on_conflict}"
     )
-    return _count(conn.execute(sql, params if params is not None else []))
+    return as_control(conn).execute(sql, params).rowcount
 
 
 def insert_values(
@@ -65,3 +63,23 @@ def insert_values(
     exprs = ["?"] * len(values) + list(fixed.values())
     sql = f"INSERT INTO ledger.{table} ({', '.join(targets)}) VALUES ({', '.join(exprs)})\n{on_conflict}"
     return as_control(conn).execute(sql, list(values.values())).rowcount
+
+
+def insert_rows(conn, table: str, rows, *, fixed: Mapping[str, str] | None = None, on_conflict: str = "") -> int:
+    """INSERT rows handed over as an Arrow table (its column names are the target columns) into
+    ledger.<table>, plus the `fixed` columns; returns rows inserted. On DuckDB the table is read in
+    place; on PostgreSQL it is copied in (COPY FROM STDIN) and inserted in one statement."""
+    from batch_assets.ledger.control_db import as_control, registered
+
+    db = as_control(conn)
+    if db.dialect == "duckdb":
+        with registered(db.conn, "_insert_rows", rows):
+            return insert_select(db, table, rows.column_names, "SELECT * FROM _insert_rows", fixed=fixed,
+                                 on_conflict=on_conflict)  # fmt: skip
+    with db.transaction():
+        db.copy_into_temp("_insert_rows", f"ledger.{table}", rows)
+        try:
+            return insert_select(db, table, rows.column_names, "SELECT * FROM _insert_rows", fixed=fixed,
+                                 on_conflict=on_conflict)  # fmt: skip
+        finally:
+            db.execute("DROP TABLE _insert_rows")

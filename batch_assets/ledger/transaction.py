@@ -20,7 +20,12 @@ _open: weakref.WeakSet = weakref.WeakSet()  # connections inside a transaction()
 
 @contextlib.contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """BEGIN … COMMIT around the block, ROLLBACK if it raises; joins an enclosing transaction()."""
+    """BEGIN … COMMIT around the block, ROLLBACK if it raises; joins an enclosing transaction().
+    A ControlDB (ledger.control_db, either engine) opens its own transaction the same way."""
+    if getattr(conn, "dialect", None) is not None:  # a ControlDB
+        with conn.transaction():
+            yield conn
+        return
     if conn in _open:
         yield conn
         return

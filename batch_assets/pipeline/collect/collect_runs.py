@@ -153,7 +153,9 @@ def pending_jobs(
         with registered(conn, "_collect_candidates", candidates):
             conn.execute(f"CREATE OR REPLACE TEMP TABLE _pending AS {_reasons_sql('_collect_candidates', tasks)}")
         # A job found collected stays so (no ledger step is ever undone): later searches skip it.
-        mark_collected(conn, "SELECT job_key FROM _pending WHERE reason IS NULL")
+        mark_collected(
+            conn, [r[0] for r in conn.execute("SELECT job_key FROM _pending WHERE reason IS NULL").fetchall()]
+        )
         rows = fetch_dicts(conn, "SELECT * FROM _pending WHERE reason IS NOT NULL ORDER BY task_id, job_key")
     finally:
         conn.execute("DROP TABLE IF EXISTS _pending")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from batch_assets.ledger.accounts import active_pause
+from batch_assets.ledger.dry_runs import latest_dry_run
 from batch_assets.ledger.jobs import CreateMark
 from batch_assets.ledger.partition_control import partition_views
 from batch_assets.ledger.tasks import manifest_uri, task_row
@@ -174,15 +175,6 @@ def check_prompt(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verd
     )
 
 
-def recorded_dry_run(conn: duckdb.DuckDBPyConnection, task_name: str, prompt_version: str) -> dict | None:
-    row = conn.execute(
-        "SELECT task_id, n, sample_hash, dry_run_at FROM ledger.dry_run WHERE task_name = ? "
-        "AND prompt_version = ? ORDER BY dry_run_at DESC LIMIT 1",
-        [task_name, prompt_version],
-    ).fetchone()
-    return dict(zip(("task_id", "n", "sample_hash", "dry_run_at"), row)) if row else None
-
-
 def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
     spec = task.spec
     task_id = task.task_id(partition_date)
@@ -191,7 +183,7 @@ def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
         items = conn.execute(
             "SELECT count(*) FROM ledger.manifest_item WHERE task_id = ? AND superseded_at IS NULL", [task_id]
         ).fetchone()[0]
-        done = recorded_dry_run(conn, spec.name, spec.prompt.version)
+        done = latest_dry_run(conn, spec.name, spec.prompt.version)
     figures = {
         "items": items,
         "dry_run_threshold": threshold,

@@ -271,17 +271,13 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                     ),
                 )
                 if shards:
-                    conn.register(
-                        "_new_shards",
-                        pa.Table.from_pylist([{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]),
-                    )
                     ledger_shards.insert_shards(
                         conn,
                         task_id=task_id,
                         provider=spec.provider,
                         endpoint=spec.endpoint,
                         model=spec.model,
-                        query="SELECT * FROM _new_shards",
+                        rows=pa.Table.from_pylist([{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]),
                     )
                     # Each line takes its shard's id from the shard it was written into, looked up
                     # by number in the attempt's list of ids (a projection, not a join): the lines
@@ -308,7 +304,6 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                             ),
                             {"shard_ids": [s["shard_id"] for s in cut], "first_shard_no": first},
                         )
-                    conn.unregister("_new_shards")
                 # Only a partition that has not been submitted yet moves to SHARDED (never backwards).
                 set_task_status(conn, task_id, TaskStatus.SHARDED, only_from=TaskStatus.FROZEN)
         lines = sum(s["line_count"] for s in shards)
