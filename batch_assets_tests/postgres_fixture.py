@@ -45,3 +45,22 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def empty_control(request, tmp_path):
+    """Empty control tables on each backend: a Warehouse's DuckDB file, then a real PostgreSQL."""
+    from batch_assets.ledger.control_db import DuckControl, connect_postgres
+    from batch_assets.ledger.control_schema import ensure_control_schema
+    from batch_assets.ledger.warehouse import Warehouse
+
+    if request.param == "duckdb":
+        with Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path).connect() as conn:
+            yield DuckControl(conn)
+        return
+    db = connect_postgres(request.getfixturevalue("postgres_url"))
+    ensure_control_schema(db)
+    try:
+        yield db
+    finally:
+        db.conn.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -57,23 +56,11 @@ def candidate(n: int, priority: str = "normal") -> Candidate:
     return Candidate("openai", "default", "gpt-4o-mini", "ticket_triage", shard_id(n), 1000, PRIORITY_RANKS[priority])
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def control(request, tmp_path: Path):
-    """The control tables, empty, on each backend."""
-    if request.param == "duckdb":
-        wh = Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)
-        with wh.connect() as conn:
-            db = DuckControl(conn)
-            seed(db)
-            yield db
-    else:
-        db = connect_postgres(request.getfixturevalue("postgres_url"))
-        ensure_control_schema(db)
-        seed(db)
-        try:
-            yield db
-        finally:
-            db.conn.close()
+@pytest.fixture
+def control(empty_control):
+    """The control tables with one partition and its shards, on each backend."""
+    seed(empty_control)
+    return empty_control
 
 
 def test_a_new_intent_is_won_once_and_records_its_first_event(control):

@@ -5,39 +5,23 @@ Warehouse's DuckDB file and a real PostgreSQL. Each scenario runs on each and re
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from batch_assets.ledger import accounts, dry_runs, jobs, quotas, retention, retries, shards, tasks
 from batch_assets.ledger.admission import PRIORITY_RANKS, Candidate, mark_waiting
-from batch_assets.ledger.control_db import DuckControl, connect_postgres
-from batch_assets.ledger.control_schema import ensure_control_schema
 from batch_assets.ledger.states import TaskStatus
-from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.contract import JobSnapshot, JobState
 
 TASK_ID = "ticket_triage_20261120"
 
 
-@pytest.fixture(params=["duckdb", "postgres"])
-def control(request, tmp_path: Path):
-    """Empty control tables plus one frozen partition, on each backend."""
-    if request.param == "duckdb":
-        wh = Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path)
-        with wh.connect() as conn:
-            db = DuckControl(conn)
-            _freeze(db)
-            yield db
-    else:
-        db = connect_postgres(request.getfixturevalue("postgres_url"))
-        ensure_control_schema(db)
-        _freeze(db)
-        try:
-            yield db
-        finally:
-            db.conn.close()
+@pytest.fixture
+def control(empty_control):
+    """The control tables with one frozen partition and its two shards, on each backend."""
+    _freeze(empty_control)
+    return empty_control
 
 
 def _freeze(db) -> None:
