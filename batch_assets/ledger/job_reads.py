@@ -14,11 +14,12 @@ import duckdb
 import pyarrow as pa
 
 from batch_assets.ledger.control_db import ControlDB, as_control, day_sql, epoch_sql
+from batch_assets.ledger.jobs import CreateMark
 from batch_assets.ledger.states import IN_FLIGHT_SQL, JobState, in_flight_sql, terminal_sql
 
 Conn = duckdb.DuckDBPyConnection | ControlDB
 
-ABANDONED = "abandoned"  # CreateMark.ABANDONED (ledger.jobs), spelled here to keep this module a leaf
+ABANDONED = CreateMark.ABANDONED.value
 
 # Whether a terminal job's results may be downloaded now, on provider_job `j`. Only a job reported
 # COMPLETED whose results cannot be fetched yet is held back (results_ready NULL: recorded before
@@ -51,7 +52,7 @@ def _open_intent_sql(alias: str) -> str:
     """Predicate: an intent without a batch whose create is not settled (never answered, or unknown)."""
     return (
         f"{alias}.provider_batch_id IS NULL AND {alias}.state = '{JobState.CREATED.value}' AND "
-        f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = 'unknown')"
+        f"({alias}.create_outcome IS NULL OR {alias}.create_outcome = '{CreateMark.UNKNOWN.value}')"
     )
 
 
