@@ -18,6 +18,7 @@ from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
+from batch_assets_tests import ledger_rows
 
 # Fails a test not marked slow that starts the emulator or Dagster, so `make test-fast` stays fast.
 pytest_plugins = ["batch_assets_tests.slow_guard", "batch_assets_tests.postgres_fixture"]
@@ -41,6 +42,15 @@ def _not_a_terminal(monkeypatch):
     unless a test sets it."""
     for name in TERMINAL_ENV:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _ledger_env(request, monkeypatch):
+    """BATCH_ASSETS_TEST_LEDGER=postgres runs every test with its control ledger in a fresh
+    PostgreSQL database (`distributed`); unset, the ledger is in each test's DuckDB file."""
+    monkeypatch.delenv("BATCH_ASSETS_LEDGER_URL", raising=False)
+    if os.environ.get("BATCH_ASSETS_TEST_LEDGER") == "postgres":
+        monkeypatch.setenv("BATCH_ASSETS_LEDGER_URL", request.getfixturevalue("postgres_url"))
 
 
 # ../shared/ (recorded provider samples) lies beside the checkout here and in CI.
@@ -131,9 +141,10 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
     while True:
         poll_jobs(warehouse, lambda _provider: adapter)
         with warehouse.connect() as conn:
-            left = conn.execute(
-                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL"
-            ).fetchone()[0]
+            left = ledger_rows.scalar(
+                conn,
+                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL",
+            )
         if left == 0:
             return
         if time.monotonic() > deadline:

@@ -55,7 +55,7 @@ def empty_control(request, tmp_path):
     from batch_assets.ledger.warehouse import Warehouse
 
     if request.param == "duckdb":
-        with Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path).connect() as conn:
+        with Warehouse.at(tmp_path / "warehouse.duckdb", tmp_path, ledger_url=None).connect() as conn:
             yield DuckControl(conn)
         return
     db = connect_postgres(request.getfixturevalue("postgres_url"))
@@ -64,3 +64,16 @@ def empty_control(request, tmp_path):
         yield db
     finally:
         db.conn.close()
+
+
+@pytest.fixture(params=["local", "distributed"])
+def ledger_backend(request, monkeypatch) -> str:
+    """The test twice: its control ledger in the warehouse file (`local`), then in a fresh PostgreSQL
+    database (`distributed`, $BATCH_ASSETS_LEDGER_URL), the environment every run and process reads."""
+    from batch_assets.ledger.distributed import LEDGER_URL_VAR
+
+    if request.param == "distributed":
+        monkeypatch.setenv(LEDGER_URL_VAR, request.getfixturevalue("postgres_url"))
+    else:
+        monkeypatch.delenv(LEDGER_URL_VAR, raising=False)
+    return request.param

@@ -55,7 +55,7 @@ def provider_batch_count(emulator) -> int:
         return len(list(client.batches.list(limit=100)))
 
 
-def test_backfill_sensor_collect_and_checks_end_to_end(dagster_env, emulator, e2e_instance):
+def test_backfill_sensor_collect_and_checks_end_to_end(ledger_backend, dagster_env, emulator, e2e_instance):
     instance = e2e_instance
     wh, d = dagster_env, load_defs()
     submit_job = d.resolve_job_def("ticket_triage__submit")

@@ -29,6 +29,7 @@ import batch_assets.emulator.clock as emulator_clock
 from batch_assets.cli import main as cli_main
 from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.jobs import (
     JobNotSettled,
     abandon_job,
@@ -37,7 +38,7 @@ from batch_assets.ledger.jobs import (
     release_claim,
     renew_claim,
 )
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
@@ -128,16 +129,19 @@ def provider_batches(emulator: EmulatorHandle, provider: str) -> list[str]:
 
 def ledger_jobs(wh: Warehouse, task_id: str | None = None) -> list[dict]:
     with wh.connect() as conn:
-        return fetch_dicts(
-            conn,
-            "SELECT * FROM ledger.provider_job WHERE ? IS NULL OR task_id = ? ORDER BY job_key",
-            [task_id, task_id],
+        return (
+            as_control(conn)
+            .execute(
+                "SELECT * FROM ledger.provider_job WHERE CAST(? AS VARCHAR) IS NULL OR task_id = ? ORDER BY job_key",
+                [task_id, task_id],
+            )
+            .dicts()
         )
 
 
 def shard_ids(wh: Warehouse) -> list[str]:
     with wh.connect() as conn:
-        return [r[0] for r in conn.execute("SELECT shard_id FROM ledger.shard ORDER BY shard_no").fetchall()]
+        return [r[0] for r in as_control(conn).execute("SELECT shard_id FROM ledger.shard ORDER BY shard_no").rows]
 
 
 def operator_actions(wh: Warehouse) -> list[tuple]:
@@ -379,7 +383,7 @@ def test_a_shard_another_run_holds_is_skipped_and_taken_over_once_the_lease_expi
 
 
 @pytest.mark.slow
-def test_two_concurrent_submit_processes_create_one_batch_per_shard(seeded_copy, ticket_task, emulator):
+def test_two_concurrent_submit_processes_create_one_batch_per_shard(ledger_backend, seeded_copy, ticket_task, emulator):
     wh = seeded_copy
     task = dataclasses.replace(ticket_task, limits=dataclasses.replace(ticket_task.limits, max_requests_per_shard=10))
     prepare(wh, task)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from batch_assets.emulator.testing import EmulatorHandle
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.ingest import collect_raw_results, download_results, ingest_files
 from batch_assets.pipeline.collect.parse import parse_results
@@ -35,6 +36,7 @@ from batch_assets.pipeline.settle.reconcile import WARN, settle
 from batch_assets.pipeline.settle.retry_ledger import plan_retries
 from batch_assets.soak import provider_batch_ids
 from batch_assets.spec.resolve import ResolvedTask
+from batch_assets_tests import ledger_rows
 
 from .conftest import DAY1, FAST_EMULATOR
 from .stage_process import LEASE_ENV
@@ -60,7 +62,7 @@ def emulator_knobs():
 
 def q(wh: Warehouse, sql: str, params=None) -> list[tuple]:
     with wh.connect() as conn:
-        return conn.execute(sql, params or []).fetchall()
+        return ledger_rows.rows(conn, sql, params)
 
 
 def _task(ticket_task: ResolvedTask) -> ResolvedTask:
@@ -109,10 +111,12 @@ def wait_for_claims_to_expire(wh: Warehouse) -> None:
     with wh.connect() as conn:
         columns = {
             r[0]
-            for r in conn.execute(
+            for r in as_control(conn)
+            .execute(
                 "SELECT column_name FROM information_schema.columns "
                 "WHERE table_schema = 'ledger' AND table_name = 'provider_job'"
-            ).fetchall()
+            )
+            .rows
         }
     if "claim_expires_at" not in columns:
         return
@@ -222,7 +226,7 @@ POINTS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS)
 def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(
-    point, seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path
+    point, ledger_backend, seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path
 ):
     wh, task = seeded_copy, _task(ticket_task)
     task_id = task.task_id(DAY1)

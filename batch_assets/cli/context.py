@@ -63,6 +63,9 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
     """wh.connect(), with a locked file and a warehouse without ledger tables turned into CliErrors."""
     import duckdb
 
+    from batch_assets.ledger.control_db import CONTROL_TABLES
+    from batch_assets.ledger.distributed import LEDGER_URL_VAR, LedgerStoreError
+
     with contextlib.ExitStack() as stack:
         try:
             conn = stack.enter_context(wh.connect(read_only=read_only))
@@ -70,10 +73,17 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
             if is_lock_conflict(exc):
                 raise CliError(locked_message(wh.database, exc)) from exc
             raise CliError(f"cannot open warehouse {wh.database}: {first_paragraph(exc)}") from exc
+        except (LedgerStoreError, ConnectionError) as exc:  # the PostgreSQL ledger (`distributed`)
+            raise CliError(str(exc)) from None
         try:
             yield conn
         except duckdb.CatalogException as exc:
             missing = re.search(r"Table with name (\S+) does not exist", str(exc))
+            if missing and wh.ledger_url is not None and missing.group(1) in CONTROL_TABLES:
+                raise CliError(
+                    f"ledger.{missing.group(1)} is in the PostgreSQL ledger ({LEDGER_URL_VAR}), not in "
+                    f"{wh.database}: query it there, e.g. with psql"
+                ) from None
             if missing and read_only:
                 raise CliError(
                     f"warehouse {wh.database} has no table {missing.group(1)}: it holds no batch work "

@@ -63,8 +63,11 @@ def cmd_sql(args) -> int:
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
+    from batch_assets.ledger.distributed import LEDGER_URL_VAR
+
     query = check_query(args.query)
-    with context.connect(context.warehouse(args), read_only=True) as conn:
+    wh = context.warehouse(args)
+    with context.connect(wh, read_only=True) as conn:
         # No file outside the warehouse from here on, and no statement can change that back.
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
@@ -83,6 +86,8 @@ def cmd_sql(args) -> int:
                 hint = " (`sql` opens the warehouse read-only: queries only)"
             elif isinstance(exc, duckdb.PermissionException):
                 hint = " (`sql` reads the warehouse's tables only: no file is read or written)"
+            elif isinstance(exc, duckdb.CatalogException) and wh.ledger_url is not None:
+                hint = f" (the control tables are in the PostgreSQL ledger, {LEDGER_URL_VAR}: query them with psql)"
             elif isinstance(exc, duckdb.CatalogException):
                 hint = f" (list the tables with `{SHOW_TABLES}`)"
             raise CliError(f"SQL error: {first_paragraph(exc)}{hint}") from exc

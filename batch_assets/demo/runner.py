@@ -25,7 +25,9 @@ from batch_assets.demo.seed_kb import seed_kb_articles
 from batch_assets.demo.seed_reviews import seed_product_reviews
 from batch_assets.emulator.testing import running_emulator
 from batch_assets.formatting import format_table
+from batch_assets.ledger import distributed
 from batch_assets.ledger.job_reads import job_counts
+from batch_assets.ledger.tasks import forget_tasks
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES
 from batch_assets.pipeline.collect.collect_runs import pending_jobs
@@ -91,16 +93,10 @@ def _print_plain_table(headers: list[str], rows: list[list]) -> None:
     print(format_table(headers, rows))
 
 
-def run_demo(
-    data_dir: Path,
-    partitions: tuple[str, ...] = DEMO_PARTITIONS,
-    tasks: tuple[str, ...] = DEMO_TASKS,
-    fresh: bool = False,
-    print_table: Callable[[list[str], list[list]], None] = _print_plain_table,
-) -> int:
-    """The demo in `data_dir`; `print_table(headers, rows)` shows the closing tables (plain text by default)."""
-    data_dir = data_dir.resolve()
-    if fresh and data_dir.exists():
+def _forget_earlier_demo(wh: Warehouse, tasks: tuple[str, ...], partitions: tuple[str, ...]) -> None:
+    """The earlier demo's warehouse and files deleted, and its control rows where they are elsewhere (PostgreSQL)."""
+    data_dir = wh.data_dir
+    if data_dir.exists():
         for child in (
             "warehouse.duckdb",
             "warehouse.duckdb.wal",
@@ -112,7 +108,23 @@ def run_demo(
         ):
             target = data_dir / child
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    if wh.ledger_url is not None:
+        with wh.connect() as conn:
+            forget_tasks(conn, [f"{t}_{p.replace('-', '')}" for t in tasks for p in partitions])
+
+
+def run_demo(
+    data_dir: Path,
+    partitions: tuple[str, ...] = DEMO_PARTITIONS,
+    tasks: tuple[str, ...] = DEMO_TASKS,
+    fresh: bool = False,
+    print_table: Callable[[list[str], list[list]], None] = _print_plain_table,
+) -> int:
+    """The demo in `data_dir`; `print_table(headers, rows)` shows the closing tables (plain text by default)."""
+    data_dir = data_dir.resolve()
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
+    if fresh:
+        _forget_earlier_demo(wh, tasks, partitions)
     with wh.connect() as conn:
         counts = (seed_support_tickets(conn), seed_kb_articles(conn), seed_product_reviews(conn))
         if wh.tables is not None:  # where this deployment keeps source tables
@@ -181,6 +193,8 @@ def run_demo(
         f"{sum(r.compliance_held for r in recs)} held for compliance"
     )
     print(f"DuckDB warehouse: {wh.database}")
+    if wh.ledger_url is not None:
+        print(f"Control ledger: PostgreSQL at {distributed.where(wh.ledger_url)}")
     if wh.tables is not None:
         print(f"Source and business tables: PostgreSQL at {wh.tables.where}")
         print(

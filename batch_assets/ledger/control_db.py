@@ -22,9 +22,24 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from batch_assets.ledger.binding import bound_control
 from batch_assets.ledger.transaction import transaction
 
 Params = Sequence[Any] | Mapping[str, Any] | None
+
+# The tables the control protocols read and write (tasks, shards, provider jobs and their events,
+# claims and leases, quota admission, operator actions): in PostgreSQL in `distributed`.
+CONTROL_TABLES = (
+    "batch_task",
+    "shard",
+    "provider_job",
+    "status_event",
+    "quota_account",
+    "operator_action",
+    "account_pause",
+    "dry_run",
+    "remote_file_deletion",
+)
 
 _DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
 _NAMED = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -87,13 +102,16 @@ class PgControl:
 
     dialect = "postgres"
 
-    def __init__(self, conn):
+    def __init__(self, conn, *, configure: bool = True):
+        """`configure`: set the session up (a pooled connection was set up once, when opened)."""
         import psycopg
 
         self.conn = conn
         # Under READ COMMITTED a guarded UPDATE waits for the row and re-checks its WHERE: only a
         # deadlock or a serialization failure asks the caller to decide again.
         self.ConflictError = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+        if not configure:
+            return
         conn.autocommit = True
         conn.execute("SET TIME ZONE 'UTC'")
         conn.execute("SET DateStyle = 'ISO, YMD'")  # CAST(date AS VARCHAR) is 'YYYY-MM-DD', as on DuckDB
@@ -157,7 +175,15 @@ ControlDB = DuckControl | PgControl
 
 
 def as_control(conn: duckdb.DuckDBPyConnection | ControlDB) -> ControlDB:
-    """A ControlDB for `conn`: a DuckDB connection is wrapped, a ControlDB passes through."""
+    """A ControlDB for `conn`: a ControlDB passes through; a DuckDB connection gives the PostgreSQL
+    ledger bound to it (`distributed`), else the control tables in its own file (`local`)."""
+    if isinstance(conn, DuckControl | PgControl):
+        return conn
+    return bound_control(conn) or DuckControl(conn)
+
+
+def local_control(conn: duckdb.DuckDBPyConnection | ControlDB) -> ControlDB:
+    """The DuckDB file's own tables, whatever ledger is bound: where the per-item tables are."""
     if isinstance(conn, DuckControl | PgControl):
         return conn
     return DuckControl(conn)

@@ -11,21 +11,9 @@ from __future__ import annotations
 
 import re
 
-from batch_assets.ledger.control_db import PgControl
+from batch_assets.ledger.control_db import CONTROL_TABLES, PgControl
 from batch_assets.ledger.schema import SCHEMA_FILE, latest_version, migrations
 
-# The tables the control protocols read and write (claims and leases, quota admission, job states).
-CONTROL_TABLES = (
-    "batch_task",
-    "shard",
-    "provider_job",
-    "status_event",
-    "quota_account",
-    "operator_action",
-    "account_pause",
-    "dry_run",
-    "remote_file_deletion",
-)
 CONTROL_SEQUENCES = ("terminal_seq",)
 # Types a control table may use: spelled the same in DuckDB's catalog and PostgreSQL.
 SHARED_TYPES = {"VARCHAR", "BIGINT", "INTEGER", "BOOLEAN", "TIMESTAMP", "DATE", "DOUBLE"}

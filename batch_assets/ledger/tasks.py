@@ -180,3 +180,19 @@ def set_task_status(
 def set_task_currency(conn: Conn, task_id: str, currency: str | None) -> None:
     """Record the currency of the partition's costs (from the provider's price table; NULL: not priced)."""
     as_control(conn).execute("UPDATE ledger.batch_task SET currency = ? WHERE task_id = ?", [currency, task_id])
+
+
+def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
+    """Delete the partitions' control rows (tasks, shards, jobs and their events, operator actions,
+    dry runs, remote deletions), in one transaction; returns the tasks deleted. For `demo --fresh` on
+    a PostgreSQL ledger, whose per-item tables went with the deleted warehouse file."""
+    db = as_control(conn)
+    with db.transaction():
+        db.execute(
+            "DELETE FROM ledger.status_event WHERE job_key IN "
+            "(SELECT job_key FROM ledger.provider_job WHERE task_id = ANY(?))",
+            [task_ids],
+        )
+        for table in ("provider_job", "shard", "operator_action", "dry_run", "remote_file_deletion"):
+            db.execute(f"DELETE FROM ledger.{table} WHERE task_id = ANY(?)", [task_ids])
+        return db.execute("DELETE FROM ledger.batch_task WHERE task_id = ANY(?)", [task_ids]).rowcount

@@ -4,7 +4,8 @@ BEGIN on entry, COMMIT when the block ends normally, ROLLBACK when anything is r
 (KeyboardInterrupt included), then the exception propagates. DuckDB has no nested transactions:
 a `transaction(conn)` opened while the same connection is already inside one joins the outer
 transaction, so a writer function that must be atomic on its own can still be called from a
-stage's larger transaction.
+stage's larger transaction. With a PostgreSQL ledger bound to the connection (`distributed`), the
+block is a transaction there too, committed after the file's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import weakref
 from collections.abc import Iterator
 
 import duckdb
+
+from batch_assets.ledger.binding import bound_control
 
 _open: weakref.WeakSet = weakref.WeakSet()  # connections inside a transaction() block
 
@@ -29,15 +32,19 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConn
     if conn in _open:
         yield conn
         return
-    conn.execute("BEGIN TRANSACTION")
-    _open.add(conn)
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        # A failed COMMIT has already ended the transaction; then there is nothing to roll back.
-        with contextlib.suppress(duckdb.TransactionException):
-            conn.execute("ROLLBACK")
-        raise
-    finally:
-        _open.discard(conn)
+    # `distributed`: the control rows commit in PostgreSQL right after the file's rows, and not at
+    # all if those fail (docs/deployment.md, "commit order").
+    control = bound_control(conn)
+    with control.transaction() if control is not None else contextlib.nullcontext():
+        conn.execute("BEGIN TRANSACTION")
+        _open.add(conn)
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT has already ended the transaction; then there is nothing to roll back.
+            with contextlib.suppress(duckdb.TransactionException):
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            _open.discard(conn)

@@ -20,6 +20,15 @@ from pathlib import Path
 
 import duckdb
 
+from batch_assets.ledger.control_db import ControlDB, DuckControl
+from batch_assets.ledger.distributed import (
+    bound_ledger,
+    control_connection,
+    ledger_url_from_env,
+    prepare_item_store,
+    refuse_item_store_without_ledger,
+    refuse_local_ledger,
+)
 from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, stored_version
 from batch_assets.task_tables.postgres import PgTables
 
@@ -99,6 +108,8 @@ class Warehouse:
     # DuckDB's pool for this warehouse's connections; None: BATCH_ASSETS_DUCKDB_MEMORY_LIMIT or the default.
     memory_limit: str | None = None
     tables: PgTables | None = None
+    # `distributed`: the control tables' PostgreSQL (postgresql://…); None: in the DuckDB file (`local`).
+    ledger_url: str | None = None
 
     @classmethod
     def at(
@@ -107,8 +118,10 @@ class Warehouse:
         data_dir: str | Path | None = None,
         memory_limit: str | None = None,
         tables: PgTables | None | str = "env",
+        ledger_url: str | None = "env",
     ) -> Warehouse:
-        """`tables`: where the source and business tables are; "env" reads $BATCH_ASSETS_TABLES_URL."""
+        """`tables`: where the source and business tables are; "env" reads $BATCH_ASSETS_TABLES_URL.
+        `ledger_url`: where the control tables are; "env" reads $BATCH_ASSETS_LEDGER_URL."""
         # Absolute: the ledger records file paths, which must not depend on the working directory
         # of the process that wrote them (a relative data dir under `dg launch` recorded `data/...`).
         database = Path(database).absolute()
@@ -117,6 +130,7 @@ class Warehouse:
             data_dir=Path(data_dir).absolute() if data_dir else database.parent,
             memory_limit=memory_limit,
             tables=PgTables.from_env() if tables == "env" else tables,
+            ledger_url=ledger_url_from_env() if ledger_url == "env" else ledger_url,
         )
 
     def path(self, *parts: str) -> Path:
@@ -135,7 +149,9 @@ class Warehouse:
         if not read_only:
             with self._open(read_only=False) as conn:
                 migrate(conn)
-                yield conn
+                self._check_store(conn)
+                with self._bound(conn, read_only=False):
+                    yield conn
             return
         upgraded = False
         while True:
@@ -144,11 +160,45 @@ class Warehouse:
                 refuse_newer(version)
                 # A file without a ledger (version 0) is left alone: readers say it holds no batch work yet.
                 if upgraded or not 0 < version < latest_version():
-                    yield conn
+                    if version:
+                        self._check_store(conn, read_only=True)
+                    with self._bound(conn, read_only=True):
+                        yield conn
                     return
             with self._open(read_only=False) as conn:  # older than this code: upgrade it, then read
                 migrate(conn)
+                self._check_store(conn)
             upgraded = True
+
+    @contextlib.contextmanager
+    def control(self, read_only: bool = False) -> Iterator[ControlDB]:
+        """The control tables alone. `distributed`: a pooled PostgreSQL connection, the warehouse file
+        not opened, so a run's claims and provider records never wait for another process's lock on
+        it; `local`: the file, as connect() opens it."""
+        if self.ledger_url is None:
+            with self.connect(read_only=read_only) as conn:
+                yield DuckControl(conn)
+            return
+        with control_connection(self.ledger_url, read_only=read_only) as db:
+            yield db
+
+    def _check_store(self, conn: duckdb.DuckDBPyConnection, read_only: bool = False) -> None:
+        """`distributed`: the file holds per-item tables only (made so once); `local`: it holds the
+        control tables. The other way round is refused (ledger/distributed.py)."""
+        if self.ledger_url is None:
+            refuse_item_store_without_ledger(conn, self.database)
+        elif read_only:
+            refuse_local_ledger(conn, self.database)
+        else:
+            prepare_item_store(conn, self.database)
+
+    @contextlib.contextmanager
+    def _bound(self, conn: duckdb.DuckDBPyConnection, read_only: bool) -> Iterator[None]:
+        if self.ledger_url is None:
+            yield
+            return
+        with bound_ledger(conn, self.ledger_url, read_only=read_only):
+            yield
 
     @contextlib.contextmanager
     def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -161,7 +161,7 @@ class _Run:
         return wire_format(self.provider, self.task.spec.endpoint).request_options(self.task)
 
     def hints(self, shard: dict, intent_unix: int) -> FindHints:
-        with self.wh.connect() as conn:
+        with self.wh.control() as conn:
             known = known_batch_ids(conn, self.provider)
         return FindHints(
             created_after_unix=intent_unix - CLOCK_SKEW_S,
@@ -192,7 +192,7 @@ class _Run:
 
     def wait_all(self, shards: list[dict]) -> None:
         """The account is full: the run's new shards wait behind it, recorded in one statement."""
-        with self.wh.connect() as conn:
+        with self.wh.control() as conn:
             mark_waiting(conn, [self.candidate(s) for s in shards], self.full.reason)
         self.deferred.update({s["shard_id"]: self.full.reason for s in shards})
 
@@ -207,7 +207,7 @@ class _Run:
             job_key = job_key_for(shard["shard_id"], int(shard["jobs_of_shard"]) + 1)
             mode, url = job_endpoint(self.provider, self.adapter.settings)
             won = False
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
 
                 def take() -> bool:
                     nonlocal won
@@ -234,7 +234,7 @@ class _Run:
                 lost_to_a_finished_run = not won and has_batch(conn, job_key)
             intent_unix, fresh = int(time.time()), True
         else:
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 won = claim_intent(conn, job_key, self.owner, self.lease_s)
                 lost_to_a_finished_run = not won and has_batch(conn, job_key)
             intent_unix, fresh = int(shard["intent_unix"]), False
@@ -251,7 +251,7 @@ class _Run:
             self.claimed_elsewhere.append(job_key)
         finally:
             # Also on a crash that unwinds (KeyboardInterrupt included); a killed process's claim expires.
-            with contextlib.suppress(Exception), self.wh.connect() as conn:
+            with contextlib.suppress(Exception), self.wh.control() as conn:
                 release_claim(conn, job_key, self.owner)
 
     def claimed(self, shard: dict, job_key: str, intent_unix: int, fresh: bool) -> None:
@@ -261,7 +261,7 @@ class _Run:
             if self.settled_by_lookup(job_key, found, created_now=False, create_error=None):
                 return
             # Absent: creating it takes a place like a new intent (this claim is not counted against itself).
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 waits = admit(conn, self.candidate(shard), self.limits, lambda: True, exclude_job_key=job_key)
             if waits is not None:
                 self.wait(shard, waits)
@@ -276,14 +276,14 @@ class _Run:
         """Act on a lookup: FOUND -> adopt; CANNOT_TELL -> record undecided (nothing created);
         ABSENT -> False (creating is safe)."""
         if found.outcome == FindOutcome.FOUND:
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 record_found(conn, job_key, found.snapshot, self.owner, found.reason)
             (self.submitted if created_now else self.recovered).append(job_key)
             return True
         if found.outcome == FindOutcome.CANNOT_TELL:
             reason = found.reason or "the provider cannot tell"
             detail = f"{reason} (create call: {create_error})" if create_error else reason
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 mark_create_unknown(conn, job_key, detail)
             self.undecided[job_key] = detail  # the batch may exist: it keeps its place (ledger.admission)
             return True
@@ -294,12 +294,12 @@ class _Run:
             return PreparedInput(InputKind.FILE, Path(shard["path"]), shard["input_file_id"])
         inline_max = self.task.limits.max_inline_bytes
         if inline_max:
-            with self.wh.connect() as conn:
+            with self.wh.connect() as conn:  # per-item tables
                 if resends_unmatched(conn, shard["shard_id"]):
                     inline_max = 0  # its answers came back inline without their keys: send a file
         prepared = self.adapter.prepare_input(Path(shard["path"]), job_key, self.task.spec.endpoint, inline_max)
         if prepared.file_id:
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 set_input_file(conn, job_key, prepared.file_id)
         return prepared
 
@@ -324,25 +324,25 @@ class _Run:
         retries = self.adapter.settings.max_retries
         error = ""
         for attempt in range(retries + 1):
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 if not renew_claim(conn, job_key, self.owner, self.lease_s):
                     raise _ClaimLost(job_key)
             result = self.adapter.create(request, prepared)
             if result.outcome == CreateOutcome.CREATED:
-                with self.wh.connect() as conn:
+                with self.wh.control() as conn:
                     record_created(conn, job_key, result.snapshot, self.owner)
                 self.submitted.append(job_key)
                 return
             error = _error_text(result.error, result.status_code)
             if result.outcome == CreateOutcome.FAILED:
-                with self.wh.connect() as conn:
+                with self.wh.control() as conn:
                     mark_create_failed(conn, job_key, error)
                 details = result.error.as_dict() if result.error else {}
                 raise SubmissionRefused(
                     f"{self.adapter.name} refused the batch for shard {shard_id} (job {job_key}): "
                     f"HTTP {result.status_code} {details}"
                 )
-            with self.wh.connect() as conn:
+            with self.wh.control() as conn:
                 mark_create_unknown(conn, job_key, f"create call: {error}")
             found = self.adapter.find_job(job_key, self.hints(shard, intent_unix))
             if self.settled_by_lookup(job_key, found, created_now=True, create_error=error):
@@ -424,7 +424,7 @@ def submit_pending(
             break
         run.shard(shard)
     if run.submitted or run.recovered:
-        with wh.connect() as conn:
+        with wh.control() as conn:
             set_task_status(conn, task_id, TaskStatus.SUBMITTED)
     return SubmitSummary(
         task_id,
