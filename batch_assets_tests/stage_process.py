@@ -43,6 +43,14 @@ def _arm_submit_point() -> None:
     setattr(submit_mod, name, record_after_point)
 
 
+def _arm_between_commits(stage: str) -> None:
+    """`<stage>.between_commits`: the stage's first transaction that commits the file's rows stops
+    before the PostgreSQL ledger's commit (`distributed` only)."""
+    from batch_assets.ledger import transaction
+
+    transaction.BETWEEN_COMMITS.append(lambda: faultpoints.reached(f"{stage}.between_commits"))
+
+
 def main(argv: list[str]) -> int:
     stage, database, data_dir, task_yaml, day, emulator_url = argv
     wh = Warehouse.at(database, data_dir)
@@ -55,7 +63,16 @@ def main(argv: list[str]) -> int:
             EMULATOR_API_KEY, emulator_url.rstrip("/") + provider_definition(provider).emulator_path, max_retries=2
         ),
     )
-    if stage == "submit":
+    _arm_between_commits(stage)
+    if stage == "freeze":
+        from batch_assets.pipeline.freeze.manifest import freeze_manifest
+
+        freeze_manifest(wh, task, day)
+    elif stage == "cut":
+        from batch_assets.pipeline.send.shards import cut_shards
+
+        cut_shards(wh, task, day)
+    elif stage == "submit":
         from batch_assets.pipeline.send.submit import submit_pending
 
         _arm_submit_point()

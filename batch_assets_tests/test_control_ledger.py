@@ -17,6 +17,7 @@ from batch_assets.ledger.control_schema import (
     ControlSchemaError,
     control_schema_sql,
     ensure_control_schema,
+    upgrade_control_schema,
 )
 from batch_assets.ledger.jobs import claim_intent, claim_new_intent, release_claim, release_claims_of, renew_claim
 from batch_assets.ledger.warehouse import Warehouse
@@ -140,6 +141,33 @@ def test_a_postgres_ledger_at_another_version_is_refused(postgres_url):
         assert ensure_control_schema(db) > 0  # a second start finds it and goes on
         db.execute("UPDATE ledger.schema_version SET version = version + 1")
         with pytest.raises(ControlSchemaError, match=r"schema version \d+, this code needs \d+: upgrade"):
+            ensure_control_schema(db)
+    finally:
+        db.conn.close()
+
+
+def test_an_older_postgres_ledger_is_brought_up_to_the_schema_file(postgres_url):
+    db = connect_postgres(postgres_url)
+    try:
+        latest = ensure_control_schema(db)
+        # An older ledger: a control table listed since, a column added since, an older version.
+        db.execute("DROP TABLE ledger.dry_run")
+        db.execute("ALTER TABLE ledger.provider_job DROP COLUMN collected_at")
+        db.execute("UPDATE ledger.schema_version SET version = version - 1")
+        assert sorted(upgrade_control_schema(db)) == [
+            "added ledger.provider_job.collected_at",
+            "created ledger.dry_run",
+        ]
+        db.execute("DROP TABLE ledger.account_pause")
+        db.execute("DELETE FROM ledger.schema_version")
+        db.execute("INSERT INTO ledger.schema_version VALUES (1, 'old', now())")
+        assert ensure_control_schema(db) == latest
+        assert db.execute("SELECT max(version) FROM ledger.schema_version").scalar() == latest
+        assert db.execute("SELECT count(*) FROM ledger.account_pause").scalar() == 0
+        assert upgrade_control_schema(db) == []  # nothing left to do
+        # A type that differs is refused by name; nothing is rewritten.
+        db.execute("ALTER TABLE ledger.shard ALTER COLUMN line_count TYPE VARCHAR")
+        with pytest.raises(ControlSchemaError, match=r"ledger\.shard\.line_count is character varying.*BIGINT"):
             ensure_control_schema(db)
     finally:
         db.conn.close()

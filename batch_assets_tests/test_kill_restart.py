@@ -270,3 +270,41 @@ def test_faultpoints_are_inert_without_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(FAULTPOINT_ENV, "no-marker")
     with pytest.raises(ValueError, match="<point>=<marker file>"):
         faultpoints.reached("apply.before_commit")
+
+
+BETWEEN_COMMITS = ["freeze", "cut", "ingest", "parse", "apply"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ledger_backend", ["distributed"], indirect=True)
+@pytest.mark.parametrize("stage", BETWEEN_COMMITS)
+def test_sigkill_between_the_file_and_postgres_commits_then_restart_ends_every_item_exactly_once(
+    stage, ledger_backend, seeded_copy, ticket_task, emulator, adapter, wait_for_jobs, tmp_path
+):
+    """`distributed`: the stage's transaction has committed the file's rows, not yet the PostgreSQL
+    ledger's, when the process dies; the restarted stage and the rounds after it still end every
+    item exactly once."""
+    wh, task = seeded_copy, _task(ticket_task)
+    task_id = task.task_id(DAY1)
+    order = ["freeze", "cut", "submit", "download", "ingest", "parse", "apply"]
+    before = order[: order.index(stage)]
+    if "freeze" in before:
+        freeze_manifest(wh, task, DAY1)
+    if "cut" in before:
+        cut_shards(wh, task, DAY1)
+    if "submit" in before:
+        submit_pending(wh, task, DAY1, adapter)
+        wait_for_jobs(wh, adapter)
+    if "download" in before:
+        download_results(wh, task_id, adapter)
+    if "ingest" in before:
+        ingest_files(wh, task_id)
+    if "parse" in before:
+        parse_results(wh, task, DAY1)
+
+    kill_at(f"{stage}.between_commits", wh, task, emulator, tmp_path)
+    run_stage(stage, wh, task, emulator, tmp_path)
+    rec, verdict = drive_to_final(wh, task, adapter, wait_for_jobs)
+    assert rec.applied > 0
+    assert_exactly_once(wh, task, emulator, rec)
+    assert verdict.passed, verdict.reasons

@@ -61,13 +61,82 @@ def stored_version(db: PgControl) -> int:
     return int(db.execute("SELECT coalesce(max(version), 0) FROM ledger.schema_version").scalar())
 
 
+# information_schema's data_type of each shared type on PostgreSQL.
+_PG_TYPES = {
+    "VARCHAR": "character varying",
+    "BIGINT": "bigint",
+    "INTEGER": "integer",
+    "BOOLEAN": "boolean",
+    "TIMESTAMP": "timestamp without time zone",
+    "DATE": "date",
+    "DOUBLE": "double precision",
+}
+
+
+def _columns(table_sql: str) -> list[tuple[str, str, str]]:
+    """(name, shared type, the column's definition as written) of one CREATE TABLE statement."""
+    body = table_sql[table_sql.index("(") + 1 : table_sql.rindex(")")]
+    found = []
+    for line in body.splitlines():
+        words = line.strip().rstrip(",").split()
+        if words and words[0] != "PRIMARY":
+            found.append((words[0], words[1], " ".join(words).replace(" DOUBLE", " DOUBLE PRECISION", 1)))
+    return found
+
+
+def upgrade_control_schema(db: PgControl) -> list[str]:
+    """Bring the control tables up to schema.sql: missing tables created, missing columns added; a
+    column whose type differs is refused (no data is rewritten). Returns what was changed."""
+    have: dict[str, dict[str, str]] = {}
+    for table, column, kind in db.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'ledger'"
+    ).rows:
+        have.setdefault(table, {})[column] = kind
+    import psycopg
+
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    changes = []
+    for sequence in CONTROL_SEQUENCES:
+        statement = _statement(text, f"CREATE SEQUENCE ledger.{sequence}")
+        db.execute(statement.replace("CREATE SEQUENCE", "CREATE SEQUENCE IF NOT EXISTS", 1))
+    for table, statement in zip(CONTROL_TABLES, control_schema_sql()[1 + len(CONTROL_SEQUENCES) :], strict=True):
+        if table not in have:
+            db.execute(statement)
+            changes.append(f"created ledger.{table}")
+            continue
+        for column, kind, definition in _columns(_statement(text, f"CREATE TABLE ledger.{table} (")):
+            found = have[table].get(column)
+            if found is None:
+                try:
+                    with db.transaction():  # a savepoint: the error below is the only outcome
+                        db.execute(f"ALTER TABLE ledger.{table} ADD COLUMN {definition}")
+                except psycopg.Error as exc:
+                    raise ControlSchemaError(
+                        f"cannot add ledger.{table}.{column} ({definition}) to the PostgreSQL ledger: "
+                        f"{str(exc).splitlines()[0]}"
+                    ) from None
+                changes.append(f"added ledger.{table}.{column}")
+            elif found != _PG_TYPES[kind]:
+                raise ControlSchemaError(
+                    f"the PostgreSQL ledger's ledger.{table}.{column} is {found}, this code needs {kind}: "
+                    "migrate that column by hand, or recreate the ledger"
+                )
+    return changes
+
+
 def ensure_control_schema(db: PgControl) -> int:
-    """Create the control tables in an empty database (once, whoever comes first) or check that the
-    existing ones are at this code's schema version; returns the version."""
+    """Create the control tables in an empty database (once, whoever comes first), or bring an older
+    one up to this code's schema (tables and columns added, the version recorded); returns the
+    version. A ledger newer than this code is refused."""
     latest = latest_version()
     with db.transaction():
         db.execute(f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
         version = stored_version(db)
+        if version > latest:
+            raise ControlSchemaError(
+                f"the PostgreSQL ledger is at schema version {version}, this code needs {latest}: "
+                "upgrade batch_assets on every machine that uses it"
+            )
         if version == 0:
             for statement in control_schema_sql():
                 db.execute(statement)
@@ -75,15 +144,12 @@ def ensure_control_schema(db: PgControl) -> int:
                 "CREATE TABLE ledger.schema_version (version INTEGER PRIMARY KEY, description VARCHAR, "
                 "applied_at TIMESTAMP)"
             )
+        else:
+            # Also at the same version: a control table listed since (e.g. dry_run) may be missing.
+            upgrade_control_schema(db)
+        if version < latest:
             db.execute(
                 "INSERT INTO ledger.schema_version (version, description, applied_at) VALUES (?, ?, now()::TIMESTAMP)",
                 [latest, migrations()[-1].description],
             )
-            return latest
-    if version != latest:
-        newer = version > latest
-        raise ControlSchemaError(
-            f"the PostgreSQL ledger is at schema version {version}, this code needs {latest}: "
-            + ("upgrade batch_assets on every machine that uses it" if newer else "recreate it (no upgrade path yet)")
-        )
-    return version
+    return latest

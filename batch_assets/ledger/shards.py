@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from batch_assets.ledger.control_db import as_control
+from batch_assets.ledger.control_db import as_control, local_control
 from batch_assets.ledger.statements import NOW, insert_rows, insert_select
 from batch_assets.sqltext import sql_literal
 
@@ -65,6 +65,24 @@ def insert_shard_lines(
         query,
         params,
         fixed={"task_id": sql_literal(task_id), "attempt": str(int(attempt))},
+    )
+
+
+def drop_unregistered_lines(conn: duckdb.DuckDBPyConnection, task_id: str) -> int:
+    """Delete the partition's shard lines whose shard the control ledger does not hold; returns how
+    many. Only `distributed` can leave such lines: a cut killed after the file's commit and before
+    PostgreSQL's. Their items are then cut again, as if that cut had never run."""
+    db = as_control(conn)
+    if db.dialect == "duckdb":  # `local`: lines and shards commit in one transaction
+        return 0
+    registered = [r[0] for r in db.execute("SELECT shard_id FROM ledger.shard WHERE task_id = ?", [task_id]).rows]
+    return int(
+        local_control(conn)
+        .execute(
+            "DELETE FROM ledger.shard_line WHERE task_id = ? AND shard_id NOT IN (SELECT unnest(?::VARCHAR[]))",
+            [task_id, registered],
+        )
+        .rowcount
     )
 
 

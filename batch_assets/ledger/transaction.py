@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import duckdb
 
 from batch_assets.ledger.binding import bound_control
 
 _open: weakref.WeakSet = weakref.WeakSet()  # connections inside a transaction() block
+# Called after the file's COMMIT, before PostgreSQL's (`distributed`): empty, except in the kill
+# tests' stage process, which crashes there (batch_assets_tests/stage_process.py).
+BETWEEN_COMMITS: list[Callable[[], None]] = []
 
 
 @contextlib.contextmanager
@@ -48,3 +51,6 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConn
             raise
         finally:
             _open.discard(conn)
+        if control is not None:
+            for hook in BETWEEN_COMMITS:
+                hook()

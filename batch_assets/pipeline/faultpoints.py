@@ -19,7 +19,9 @@ Points in use:
     submit.admitted           submit: a shard admitted (its quota reserved, its intent claimed), nothing created
 
 (`submit.created`, a batch created but its id not recorded, is reached from the kill tests' stage
-process, which wraps the submit stage's recording call: pipeline/submit.py carries no hook.)
+process, which wraps the submit stage's recording call: pipeline/submit.py carries no hook. So is
+`<stage>.between_commits`: the stage's first transaction has committed the warehouse file's rows,
+not yet the PostgreSQL ledger's, through ledger.transaction.BETWEEN_COMMITS.)
 """
 
 from __future__ import annotations

@@ -238,6 +238,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             raise ValueError(
                 f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"
             )
+        ledger_shards.drop_unregistered_lines(conn, task_id)  # a cut cut off between its two commits
         # The items to cut, by number when the frozen Parquet numbers its rows: narrower than the
         # custom_id strings, and the frozen rows are found by an integer join.
         numbered = "item_no_base" in frozen_columns(conn, uri)  # False: frozen before item numbers
