@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
 import shutil
 import sys
@@ -39,8 +40,13 @@ from pathlib import Path
 from batch_assets.demo import demo_partition_dates, seed_kb_articles, seed_product_reviews, seed_support_tickets
 from batch_assets.emulator.testing import EmulatorHandle, running_emulator
 from batch_assets.formatting import format_table
-from batch_assets.ledger.states import JobState
-from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
+from batch_assets.ledger.job_reads import (
+    failed_job_errors,
+    provider_batches,
+    shards_without_batch,
+    submitted_jobs_not_terminal,
+)
+from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.ingest import collect_raw_results
 from batch_assets.pipeline.collect.parse import parse_results
 from batch_assets.pipeline.collect.poll import poll_jobs
@@ -347,26 +353,16 @@ def _guard(part: Partition, stage: str, errors: Counter, fn: Callable[[], object
 
 def _creates_pending(wh: Warehouse, task_id: str) -> int:
     """Shards of the partition without a provider batch yet (each is a create call to come)."""
-    with wh.connect() as conn:
-        return int(
-            conn.execute(
-                """
-            SELECT count(*) FROM ledger.shard s WHERE s.task_id = ? AND NOT EXISTS (
-                SELECT 1 FROM ledger.provider_job j WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)
-        """,
-                [task_id],
-            ).fetchone()[0]
-        )
+    with wh.control(read_only=True) as db:
+        return shards_without_batch(db, task_id)
 
 
 def _wait_for_jobs(wh: Warehouse, adapters: dict, timeout_s: float = JOB_WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         poll_jobs(wh, adapters.__getitem__)
-        with wh.connect() as conn:
-            left = conn.execute(
-                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL"
-            ).fetchone()[0]
+        with wh.control(read_only=True) as db:
+            left = submitted_jobs_not_terminal(db)
         if left == 0 or time.monotonic() > deadline:
             return
         time.sleep(0.05)
@@ -468,11 +464,8 @@ def written_twice(wh: Warehouse, part: Partition) -> tuple[int, int]:
 
 
 def summarize(wh: Warehouse, emulator: EmulatorHandle, result: SoakResult) -> None:
-    with wh.connect() as conn:
-        jobs = fetch_dicts(
-            conn,
-            "SELECT task_id, provider, provider_batch_id FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL",
-        )
+    with wh.control(read_only=True) as db:
+        jobs = provider_batches(db)
     jobs_by_batch = Counter((j["provider"], j["provider_batch_id"]) for j in jobs)
     task_of_batch = {(j["provider"], j["provider_batch_id"]): j["task_id"] for j in jobs}
     at_provider: Counter = Counter()
@@ -542,14 +535,18 @@ def observed_item_faults(wh: Warehouse) -> Counter:
             "SELECT status, count(*) FROM ledger.raw_result WHERE status <> 'ok' GROUP BY 1"
         ).fetchall():
             out[f"result line {status}"] += n
-        for code, n in conn.execute(
-            """
-                SELECT coalesce(provider_errors::JSON ->> '$[0].code', 'no code'), count(*) FROM ledger.provider_job
-                WHERE state = ? GROUP BY 1""",
-            [JobState.FAILED.value],
-        ).fetchall():
-            out[f"batch refused whole: {code}"] += n
+        for errors in failed_job_errors(conn):
+            out[f"batch refused whole: {_first_error_code(errors)}"] += 1
     return out
+
+
+def _first_error_code(errors: str | None) -> str:
+    """The code of a refused batch's first provider error (its provider_errors JSON), or 'no code'."""
+    try:
+        first = (json.loads(errors) or [None])[0] if errors else None
+    except ValueError:
+        return "no code"
+    return str(first["code"]) if isinstance(first, dict) and first.get("code") is not None else "no code"
 
 
 def format_report(result: SoakResult, item_faults: Counter) -> str:

@@ -249,7 +249,6 @@ NOT_YET_MOVED = {
     "bench/sensor.py": 5,
     "bench/synth.py": 2,
     "bench/work.py": 1,
-    "soak.py": 5,
 }
 
 

@@ -18,11 +18,13 @@ import pytest
 
 from batch_assets.demo import seed_support_tickets
 from batch_assets.ledger.admission import PRIORITY_RANKS, Candidate, usage
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.poll import poll_jobs
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
+from batch_assets_tests import ledger_rows
 
 from .conftest import FAST_EMULATOR
 
@@ -114,11 +116,12 @@ def _ledger(wh: Warehouse) -> dict:
     with wh.connect() as conn:
         c = Candidate("openai", "default", make_task("quota_a").spec.model, "quota_a", "-", 0, 1)
         u = usage(conn, c)
-        shards, with_job = conn.execute(
-            "SELECT count(*), count(*) FILTER (shard_id IN (SELECT shard_id FROM ledger.provider_job "
-            "WHERE provider_batch_id IS NOT NULL)) FROM ledger.shard"
-        ).fetchone()
-        shard_tokens = conn.execute("SELECT max(est_tokens) FROM ledger.shard").fetchone()[0]
+        ((shards, with_job),) = ledger_rows.rows(
+            conn,
+            "SELECT count(*), count(*) FILTER (WHERE shard_id IN (SELECT shard_id FROM ledger.provider_job "
+            "WHERE provider_batch_id IS NOT NULL)) FROM ledger.shard",
+        )
+        shard_tokens = ledger_rows.scalar(conn, "SELECT max(est_tokens) FROM ledger.shard")
     return {
         "reserved": u.jobs,
         "tokens": u.tokens,
@@ -197,19 +200,21 @@ def test_an_urgent_partition_goes_before_a_waiting_backfill_which_still_complete
 
 
 @pytest.mark.slow
-def test_the_creation_cap_holds_across_two_concurrent_submitters(warehouse, emulator):
+def test_the_creation_cap_holds_across_two_concurrent_submitters(ledger_backend, warehouse, emulator):
     _prepare(warehouse, names=("quota_a", "quota_b"), days=DAYS[:1], per_day=75)  # 3 shards each
     _submitters(warehouse, emulator.base_url, [("quota_a", DAYS[0]), ("quota_b", DAYS[0])], 50, 0, 2)
     assert len(_active_at_emulator(emulator)) == 2
     with warehouse.connect() as conn:
         reasons = [
-            r[0] for r in conn.execute("SELECT wait_reason FROM ledger.shard WHERE wait_reason IS NOT NULL").fetchall()
+            r[0] for r in ledger_rows.rows(conn, "SELECT wait_reason FROM ledger.shard WHERE wait_reason IS NOT NULL")
         ]
     assert len(reasons) == 4 and all("cap 2/min" in r or "waiting behind" in r for r in reasons)
 
 
 @pytest.mark.slow
-def test_a_submitter_killed_after_admission_gives_its_place_back_when_its_claim_expires(warehouse, emulator, tmp_path):
+def test_a_submitter_killed_after_admission_gives_its_place_back_when_its_claim_expires(
+    ledger_backend, warehouse, emulator, tmp_path
+):
     _prepare(warehouse, names=("quota_a", "quota_b"), days=DAYS[:1])
     marker = tmp_path / "admitted.pid"
     env = {
@@ -235,7 +240,9 @@ def test_a_submitter_killed_after_admission_gives_its_place_back_when_its_claim_
     assert _ledger(warehouse)["reserved"] == 1  # the killed submitter's claim still holds the place
     assert submit_pending(warehouse, make_task("quota_b"), DAYS[0], ad).waiting_for_capacity == 2  # both its shards
     with warehouse.connect() as conn:  # its lease runs out
-        conn.execute("UPDATE ledger.provider_job SET claim_expires_at = now()::TIMESTAMP - INTERVAL 1 SECOND")
+        as_control(conn).execute(
+            "UPDATE ledger.provider_job SET claim_expires_at = now()::TIMESTAMP - INTERVAL '1 second'"
+        )
     assert _ledger(warehouse)["reserved"] == 0
     assert len(submit_pending(warehouse, make_task("quota_b"), DAYS[0], ad).submitted) == 1
 

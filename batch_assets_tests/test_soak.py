@@ -12,7 +12,7 @@ from batch_assets.soak import SoakConfig, format_report, main, observed_item_fau
 
 
 @pytest.mark.slow
-def test_fast_soak_drives_every_item_to_final_with_nothing_twice(tmp_path: Path, capsys) -> None:
+def test_fast_soak_drives_every_item_to_final_with_nothing_twice(ledger_backend, tmp_path: Path, capsys) -> None:
     # Twice the default fault rate; every round-level fault kind is injected at least once anyway.
     config = SoakConfig(
         days=1,

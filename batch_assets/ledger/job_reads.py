@@ -374,3 +374,50 @@ def job_of_batch(conn: Conn, batch_id: str, other_than: str) -> str | None:
         )
         .scalar()
     )
+
+
+# --- the soak's accounting ------------------------------------------------------------------------
+
+
+def shards_without_batch(conn: Conn, task_id: str) -> int:
+    """The partition's shards no provider batch holds yet (each is a create call to come)."""
+    return int(
+        as_control(conn)
+        .execute(
+            """SELECT count(*) FROM ledger.shard s WHERE s.task_id = ? AND NOT EXISTS (
+                   SELECT 1 FROM ledger.provider_job j
+                   WHERE j.shard_id = s.shard_id AND j.provider_batch_id IS NOT NULL)""",
+            [task_id],
+        )
+        .scalar()
+    )
+
+
+def submitted_jobs_not_terminal(conn: Conn) -> int:
+    """Jobs with a provider batch that has not ended yet, in every partition."""
+    return int(
+        as_control(conn)
+        .execute("SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL")
+        .scalar()
+    )
+
+
+def provider_batches(conn: Conn) -> list[dict]:
+    """task_id, provider and provider_batch_id of every job that has a provider batch."""
+    return (
+        as_control(conn)
+        .execute(
+            "SELECT task_id, provider, provider_batch_id FROM ledger.provider_job WHERE provider_batch_id IS NOT NULL"
+        )
+        .dicts()
+    )
+
+
+def failed_job_errors(conn: Conn) -> list[str | None]:
+    """The provider_errors JSON text of every job the provider refused whole (state FAILED)."""
+    return [
+        r[0]
+        for r in as_control(conn)
+        .execute("SELECT provider_errors FROM ledger.provider_job WHERE state = ?", [JobState.FAILED.value])
+        .rows
+    ]
