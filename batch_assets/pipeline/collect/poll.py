@@ -61,7 +61,7 @@ def poll_jobs(
 ) -> PollResult:
     """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
     recently polled, when given) and record what changed."""
-    with wh.connect() as conn:
+    with wh.control() as conn:  # control rows only: on PostgreSQL the warehouse file stays closed
         jobs = jobs_to_poll(conn, task_id, max_jobs)
     result = PollResult()
     # Polls stop early enough that recording them (one set-based write) still fits the budget.
@@ -167,7 +167,7 @@ def _take_poll(fut: Future, job: dict, snapshots: dict[str, JobSnapshot], result
 
 def _record(wh: Warehouse, snapshots: dict[str, JobSnapshot], result: PollResult) -> None:
     """Record the tick's snapshots in one write; note the transitions and why failed batches failed."""
-    with wh.connect() as conn:
+    with wh.control() as conn:
         result.transitions = record_snapshots(conn, snapshot_columns(snapshots))
     result.polled = len(snapshots)
     for job_key, _old, new in result.transitions:
@@ -203,7 +203,7 @@ def partitions_waiting_to_submit(
     an account's limits (default: the provider's limits.yaml). Admission decides; this only says
     whom a submit run may serve."""
     if conn is None:
-        with wh.connect() as own:
+        with wh.control() as own:
             return partitions_waiting_to_submit(wh, own, limits_of)
     from batch_assets.ledger.admission import is_rate_wait
     from batch_assets.ledger.quotas import account_holdings, waiting_partitions
