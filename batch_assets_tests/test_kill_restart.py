@@ -214,6 +214,24 @@ def assert_exactly_once(wh: Warehouse, task: ResolvedTask, emulator: EmulatorHan
     assert sorted(ids) == sorted(jobs) and len(set(jobs)) == len(jobs)
 
 
+STAGES = ["freeze", "cut", "submit", "download", "ingest", "parse", "apply"]
+
+
+def run_stages_before(stage: str, wh: Warehouse, task: ResolvedTask, adapter, wait_for_jobs) -> None:
+    """The stages before the killed one, in process."""
+    task_id = task.task_id(DAY1)
+    steps = {
+        "freeze": lambda: freeze_manifest(wh, task, DAY1),
+        "cut": lambda: cut_shards(wh, task, DAY1),
+        "submit": lambda: (submit_pending(wh, task, DAY1, adapter), wait_for_jobs(wh, adapter)),
+        "download": lambda: download_results(wh, task_id, adapter),
+        "ingest": lambda: ingest_files(wh, task_id),
+        "parse": lambda: parse_results(wh, task, DAY1),
+    }
+    for before in STAGES[: STAGES.index(stage)]:
+        steps[before]()
+
+
 POINTS = [
     "submit.created",
     "download.file_written",
@@ -231,20 +249,7 @@ def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(
     wh, task = seeded_copy, _task(ticket_task)
     task_id = task.task_id(DAY1)
     stage = point.split(".")[0]
-    order = ["submit", "download", "ingest", "parse", "apply"]
-    freeze_manifest(wh, task, DAY1)
-    cut_shards(wh, task, DAY1)
-    # The stages before the killed one, in process.
-    before = order[: order.index(stage)]
-    if "submit" in before:
-        submit_pending(wh, task, DAY1, adapter)
-        wait_for_jobs(wh, adapter)
-    if "download" in before:
-        download_results(wh, task_id, adapter)
-    if "ingest" in before:
-        ingest_files(wh, task_id)
-    if "parse" in before:
-        parse_results(wh, task, DAY1)
+    run_stages_before(stage, wh, task, adapter, wait_for_jobs)
 
     kill_at(point, wh, task, emulator, tmp_path)
     _after_crash(point, wh, task_id, emulator, task.spec.apply.table)
@@ -285,22 +290,7 @@ def test_sigkill_between_the_file_and_postgres_commits_then_restart_ends_every_i
     ledger's, when the process dies; the restarted stage and the rounds after it still end every
     item exactly once."""
     wh, task = seeded_copy, _task(ticket_task)
-    task_id = task.task_id(DAY1)
-    order = ["freeze", "cut", "submit", "download", "ingest", "parse", "apply"]
-    before = order[: order.index(stage)]
-    if "freeze" in before:
-        freeze_manifest(wh, task, DAY1)
-    if "cut" in before:
-        cut_shards(wh, task, DAY1)
-    if "submit" in before:
-        submit_pending(wh, task, DAY1, adapter)
-        wait_for_jobs(wh, adapter)
-    if "download" in before:
-        download_results(wh, task_id, adapter)
-    if "ingest" in before:
-        ingest_files(wh, task_id)
-    if "parse" in before:
-        parse_results(wh, task, DAY1)
+    run_stages_before(stage, wh, task, adapter, wait_for_jobs)
 
     kill_at(f"{stage}.between_commits", wh, task, emulator, tmp_path)
     run_stage(stage, wh, task, emulator, tmp_path)
