@@ -18,7 +18,6 @@ from batch_assets.providers.contract import ClientSettings
 from batch_assets.providers.openai.adapter import OpenAIBatchAdapter
 from batch_assets.resources import EMULATOR_API_KEY
 from batch_assets.spec.resolve import ResolvedTask, load_all_tasks
-from batch_assets_tests import ledger_rows
 
 # Fails a test not marked slow that starts the emulator or Dagster, so `make test-fast` stays fast.
 pytest_plugins = ["batch_assets_tests.slow_guard", "batch_assets_tests.postgres_fixture"]
@@ -140,11 +139,10 @@ def _wait_for_jobs(warehouse: Warehouse, adapter, timeout_s: float = 20.0) -> No
     deadline = time.monotonic() + timeout_s
     while True:
         poll_jobs(warehouse, lambda _provider: adapter)
-        with warehouse.connect() as conn:
-            left = ledger_rows.scalar(
-                conn,
-                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL",
-            )
+        with warehouse.control() as db:  # no per-item store opened: another run may hold one
+            left = db.execute(
+                "SELECT count(*) FROM ledger.provider_job WHERE terminal_at IS NULL AND provider_batch_id IS NOT NULL"
+            ).scalar()
         if left == 0:
             return
         if time.monotonic() > deadline:

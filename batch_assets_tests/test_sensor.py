@@ -276,7 +276,7 @@ def test_a_sensor_tick_in_another_thread_overlapping_runs_loses_nothing(
 
 SENSOR_PROCESS = textwrap.dedent("""
     import json, logging, sys, time
-    from batch_assets.ledger import warehouse as warehouse_mod
+    from batch_assets.ledger import file_locks as warehouse_mod
     from batch_assets.ledger.warehouse import Warehouse
     from batch_assets.pipeline.collect.collect_runs import plan_collection
     from batch_assets.pipeline.collect.poll import poll_jobs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import shutil
 
 import duckdb
@@ -26,6 +27,7 @@ from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.spec.errors import SettingError
 from batch_assets.task_tables.postgres import PgTables, copy_rows_into
+from batch_assets_tests.pg_tables import tables_in_postgres
 
 from .conftest import DAY1
 
@@ -138,15 +140,6 @@ def test_the_tables_setting_names_the_variable_and_the_fix():
         PgTables.from_env({"BATCH_ASSETS_TABLES_URL": "postgresql://h/db", "BATCH_ASSETS_TABLES_SCHEMA": "a;b"})
 
 
-def _tables_in_postgres(wh: Warehouse, postgres_url: str) -> Warehouse:
-    """The seeded source table moved from the warehouse file to schema `biz` in PostgreSQL."""
-    tables = PgTables(postgres_url, schema="biz")
-    with wh.connect() as conn:
-        tables.publish(conn, "support_tickets", "SELECT * FROM support_tickets")
-        conn.execute("DROP TABLE support_tickets")  # nothing left to read by mistake
-    return dataclasses.replace(wh, tables=tables)
-
-
 @pytest.mark.slow
 def test_a_partition_with_its_tables_in_postgres_ends_as_it_does_in_duckdb(
     seeded_copy, _seeded_template, tmp_path, ticket_task, adapter, wait_for_jobs, postgres_url
@@ -155,7 +148,7 @@ def test_a_partition_with_its_tables_in_postgres_ends_as_it_does_in_duckdb(
     local.database.parent.mkdir(parents=True)
     shutil.copy(_seeded_template, local.database)
     freeze_manifest(local, ticket_task, DAY1)
-    wh = _tables_in_postgres(seeded_copy, postgres_url)
+    wh = tables_in_postgres(seeded_copy, postgres_url)
 
     submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     # The same source rows give the same items and input hashes, wherever the table is.
@@ -200,7 +193,7 @@ def test_an_apply_cut_off_after_the_business_write_completes_once_and_keeps_what
     """The business rows commit in PostgreSQL before ledger.applied_result in DuckDB: a crash between
     them leaves answers written but not recorded. The next apply records them without writing them
     again, the rows they overwrote are recorded once, and a changed source row is still stale."""
-    wh = _tables_in_postgres(seeded_copy, postgres_url)
+    wh = tables_in_postgres(seeded_copy, postgres_url)
     submit_and_parse(wh, ticket_task, adapter, wait_for_jobs)
     usable = q(
         wh,
@@ -256,7 +249,7 @@ def test_an_apply_cut_off_after_the_business_write_completes_once_and_keeps_what
 
 @pytest.mark.slow
 def test_a_source_query_postgres_refuses_fails_the_freeze_with_its_message(seeded_copy, ticket_task, postgres_url):
-    wh = _tables_in_postgres(seeded_copy, postgres_url)
+    wh = tables_in_postgres(seeded_copy, postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as pg:
         pg.execute("ALTER TABLE biz.support_tickets RENAME TO tickets_elsewhere")
     with pytest.raises(SourceQueryError) as caught:
@@ -267,9 +260,13 @@ def test_a_source_query_postgres_refuses_fails_the_freeze_with_its_message(seede
 
 
 @pytest.mark.slow
-def test_the_demo_with_its_tables_and_dagster_in_postgres_runs_to_final(tmp_path, monkeypatch, postgres_url):
+def test_the_demo_with_its_tables_and_dagster_in_postgres_runs_to_final(
+    ledger_backend, tmp_path, monkeypatch, postgres_url
+):
     """`make services` + `make demo` with the printed lines, for one task: the source table seeded
-    into schema `warehouse`, the answers written there, the runs kept in Dagster's PostgreSQL."""
+    into schema `warehouse`, the answers written there, the runs kept in Dagster's PostgreSQL. With
+    the control ledger there too (`distributed`), each partition's items are in a store of its own
+    and no warehouse file is made."""
     from batch_assets.demo.runner import run_demo
 
     for name in ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_EMULATOR_URL", "DAGSTER_HOME"):
@@ -296,11 +293,24 @@ def test_the_demo_with_its_tables_and_dagster_in_postgres_runs_to_final(tmp_path
     runs = pg_rows(postgres_url, "SELECT count(*) AS n FROM public.runs WHERE status = 'SUCCESS'")[0]["n"]
     assert runs >= 4  # a submit and a collect run per partition, at least
     assert _no_source_in_duckdb(tmp_path / "data")  # the ledger only
+    stores = sorted(p.name for p in (tmp_path / "data" / "partitions").glob("*.duckdb"))
+    if ledger_backend == "distributed":
+        assert stores == [f"{t}.duckdb" for t in sorted(by_task)]
+        assert not (tmp_path / "data" / "warehouse.duckdb").exists()
+        with psycopg.connect(os.environ["BATCH_ASSETS_LEDGER_URL"]) as conn:  # every lease given back
+            assert conn.execute("SELECT count(*) FROM ledger.partition_lease").fetchone() == (0,)
+    else:
+        assert stores == [] and (tmp_path / "data" / "warehouse.duckdb").exists()
 
 
 def _no_source_in_duckdb(data_dir) -> bool:
-    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as conn:
-        names = {
-            r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
-        }
+    """No DuckDB file under data_dir (the warehouse file, or the partition stores) holds a task table."""
+    files = [data_dir / "warehouse.duckdb", *sorted((data_dir / "partitions").glob("*.duckdb"))]
+    names = set()
+    for path in (f for f in files if f.exists()):
+        with duckdb.connect(str(path), read_only=True) as conn:
+            names |= {
+                r[0]
+                for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
+            }
     return not names & {"support_tickets", "ticket_labels"}

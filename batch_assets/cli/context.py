@@ -65,6 +65,7 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
 
     from batch_assets.ledger.control_db import CONTROL_TABLES
     from batch_assets.ledger.distributed import LEDGER_URL_VAR, LedgerStoreError
+    from batch_assets.ledger.partition_lease import PartitionLeaseError
 
     with contextlib.ExitStack() as stack:
         try:
@@ -73,7 +74,7 @@ def connect(wh: Warehouse, *, read_only: bool) -> Iterator[duckdb.DuckDBPyConnec
             if is_lock_conflict(exc):
                 raise CliError(locked_message(wh.database, exc)) from exc
             raise CliError(f"cannot open warehouse {wh.database}: {first_paragraph(exc)}") from exc
-        except (LedgerStoreError, ConnectionError) as exc:  # the PostgreSQL ledger (`distributed`)
+        except (LedgerStoreError, ConnectionError, PartitionLeaseError) as exc:  # the PostgreSQL ledger
             raise CliError(str(exc)) from None
         try:
             yield conn

@@ -25,19 +25,17 @@ def cmd_demo(args) -> int:
 
 
 def cmd_seed(args) -> int:
-    from batch_assets.demo import seed_kb_articles, seed_product_reviews, seed_support_tickets
+    from batch_assets.demo.runner import seed_demo_tables
 
     if args.days < 1:
         raise UsageError("--days must be at least 1")
     wh = context.warehouse(args, must_exist=False)
-    with context.connect(wh, read_only=False) as conn:
-        try:
-            counts = {
-                "support_tickets": seed_support_tickets(conn, days=args.days),
-                "kb_articles": seed_kb_articles(conn, days=args.days),
-                "product_reviews": seed_product_reviews(conn, days=args.days),
-            }
-        except ValueError as exc:  # sizes the seed data cannot be built with
-            raise UsageError(str(exc)) from exc
-    print(", ".join(f"{n} rows in {t}" for t, n in counts.items()) + f" ({wh.database})")
+    try:
+        counts = seed_demo_tables(wh, lambda: context.connect(wh, read_only=False), days=args.days)
+    except ValueError as exc:  # sizes the seed data cannot be built with
+        raise UsageError(str(exc)) from exc
+    print(
+        ", ".join(f"{n} rows in {t}" for t, n in counts.items())
+        + f" ({wh.database if wh.tables is None else 'PostgreSQL at ' + wh.tables.where})"
+    )
     return 0

@@ -40,7 +40,7 @@ def build_manifest(w: TaskWiring) -> dg.AssetsDefinition:
         wh = warehouse.warehouse()
         out = [freeze_manifest(wh, task, pk, refreeze=config.refreeze) for pk in context.partition_keys]
         w.record_table(context, wh, "manifest")
-        with wh.connect() as conn:  # what the manifest read: the source tables' columns and rows
+        with wh.across([s.task_id for s in out]) as conn:  # what the manifest read: the source tables' columns and rows
             for table in source_tables(task.spec):
                 context.log_event(business_table_stats_event(conn, table, wh.tables))
             gates = partition_gates(conn, [s.task_id for s in out])

@@ -33,7 +33,7 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
     def report(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
         tag_run(context, name)
         wh = warehouse.warehouse()
-        with wh.connect() as conn:
+        with wh.across([task.task_id(pk) for pk in context.partition_keys]) as conn:
             known = set(task_ids(conn))
             reports = {
                 pk: build_report(conn, task.task_id(pk), spec.retry.max_failed_fraction, empty_source=spec.empty_source)

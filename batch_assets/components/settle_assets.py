@@ -108,7 +108,7 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
         settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction, spec.empty_source) for s in out]
         w.record_table(context, wh, "applied")
         per_partition(context, {pk: health(r) for pk, (r, _) in zip(context.partition_keys, settled)})
-        with wh.connect() as conn:  # the business table as the write left it
+        with wh.across([s.task_id for s in out]) as conn:  # the business table as the write left it
             stats = task_table_stats(conn, spec.apply.table, [s.task_id for s in out], wh.tables)
             gates = partition_gates(conn, [s.task_id for s in out])
         context.log_event(

@@ -45,7 +45,7 @@ class TaskWiring:
 
     def record_table(self, context: dg.AssetExecutionContext, wh, stage: str) -> None:
         """Table name, columns and rows (the task's, and each partition's) of the stage's ledger table."""
-        with wh.connect() as conn:
+        with wh.across([self.task.task_id(pk) for pk in context.partition_keys]) as conn:
             per_partition(
                 context,
                 {

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 
 from batch_assets import progress
 from batch_assets.demo.seed import seed_support_tickets
@@ -27,6 +28,7 @@ from batch_assets.emulator.testing import running_emulator
 from batch_assets.formatting import format_table
 from batch_assets.ledger import distributed
 from batch_assets.ledger.job_reads import job_counts
+from batch_assets.ledger.partition_stores import STORES_DIR
 from batch_assets.ledger.tasks import forget_tasks
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES as COLLECT_MAX_TRIES
@@ -100,6 +102,7 @@ def _forget_earlier_demo(wh: Warehouse, tasks: tuple[str, ...], partitions: tupl
         for child in (
             "warehouse.duckdb",
             "warehouse.duckdb.wal",
+            STORES_DIR,
             "manifests",
             "shards",
             "raw",
@@ -111,6 +114,22 @@ def _forget_earlier_demo(wh: Warehouse, tasks: tuple[str, ...], partitions: tupl
     if wh.ledger_url is not None:
         with wh.connect() as conn:
             forget_tasks(conn, [f"{t}_{p.replace('-', '')}" for t in tasks for p in partitions])
+
+
+def seed_demo_tables(wh: Warehouse, connect: Callable | None = None, **sizes) -> dict[str, int]:
+    """Seed the demo's source tables (rows per table) where the deployment keeps them: the warehouse
+    file (opened by `connect()`, default wh.connect), or PostgreSQL (built in an in-memory DuckDB,
+    then copied there). `sizes`: e.g. days=7."""
+    with (connect or wh.connect)() if wh.tables is None else duckdb.connect() as conn:
+        counts = {
+            "support_tickets": seed_support_tickets(conn, **sizes),
+            "kb_articles": seed_kb_articles(conn, **sizes),
+            "product_reviews": seed_product_reviews(conn, **sizes),
+        }
+        if wh.tables is not None:
+            for table in DEMO_SOURCE_TABLES:
+                wh.tables.publish(conn, table, f"SELECT * FROM {table}")
+    return counts
 
 
 def run_demo(
@@ -125,12 +144,7 @@ def run_demo(
     wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
     if fresh:
         _forget_earlier_demo(wh, tasks, partitions)
-    with wh.connect() as conn:
-        counts = (seed_support_tickets(conn), seed_kb_articles(conn), seed_product_reviews(conn))
-        if wh.tables is not None:  # where this deployment keeps source tables
-            for table in DEMO_SOURCE_TABLES:
-                wh.tables.publish(conn, table, f"SELECT * FROM {table}")
-                conn.execute(f"DROP TABLE {table}")
+    counts = tuple(seed_demo_tables(wh).values())
     where = wh.database if wh.tables is None else f"PostgreSQL at {wh.tables.where}"
     _say("seeded {} support tickets, {} knowledge-base articles, {} product reviews into {}".format(*counts, where))
 
@@ -192,7 +206,10 @@ def run_demo(
         f"{sum(r.final_failed_total for r in recs)} final-failed, "
         f"{sum(r.compliance_held for r in recs)} held for compliance"
     )
-    print(f"DuckDB warehouse: {wh.database}")
+    if wh.partition_stores:
+        print(f"Per-item DuckDB stores, one per partition: {wh.data_dir / STORES_DIR}")
+    else:
+        print(f"DuckDB warehouse: {wh.database}")
     if wh.ledger_url is not None:
         print(f"Control ledger: PostgreSQL at {distributed.where(wh.ledger_url)}")
     if wh.tables is not None:

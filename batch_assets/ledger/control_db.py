@@ -28,7 +28,8 @@ from batch_assets.ledger.transaction import transaction
 Params = Sequence[Any] | Mapping[str, Any] | None
 
 # The tables the control protocols read and write (tasks, shards, provider jobs and their events,
-# claims and leases, quota admission, operator actions): in PostgreSQL in `distributed`.
+# claims and leases, quota admission, operator actions, partition store leases): in PostgreSQL in
+# `distributed`.
 CONTROL_TABLES = (
     "batch_task",
     "shard",
@@ -39,6 +40,7 @@ CONTROL_TABLES = (
     "account_pause",
     "dry_run",
     "remote_file_deletion",
+    "partition_lease",
 )
 
 _DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)

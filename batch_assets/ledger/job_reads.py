@@ -306,10 +306,10 @@ def tasks_with_jobs_created_today(conn: Conn) -> set[str]:
 
 def shard_send_states(conn: Conn, task_ids: Sequence[str]) -> pa.Table:
     """The shards of these partitions: shard_id, task_id, model, `sent_today` (a job of it was
-    created today, UTC) and `unsent` (no job, or only abandoned ones: it goes again), for the budget."""
+    created today, UTC), `unsent` (no job, or only abandoned ones: it goes again) and est_cost, for the budget."""
     return as_control(conn).arrow(
         f"""
-        SELECT s.shard_id, s.task_id, s.model,
+        SELECT s.shard_id, s.task_id, s.model, s.est_cost,
                EXISTS (SELECT 1 FROM ledger.provider_job j
                        WHERE j.shard_id = s.shard_id AND CAST(j.created_at AS DATE) = {_TODAY}) AS sent_today,
                NOT EXISTS (SELECT 1 FROM ledger.provider_job j

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0017 (schema version 17).
+-- From batch_assets/ledger/migrations/0001..0018 (schema version 18).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -174,6 +174,16 @@ CREATE TABLE ledger.parsed_result_superseded (
     retry_decision    JSON,
     superseded_at     TIMESTAMP  NOT NULL,
     PRIMARY KEY (custom_id, attempt, parse_generation)
+);
+
+CREATE TABLE ledger.partition_lease (
+    task_id     VARCHAR    NOT NULL,
+    owner       VARCHAR    NOT NULL,
+    host        VARCHAR    NOT NULL,
+    pid         BIGINT     NOT NULL,
+    taken_at    TIMESTAMP  NOT NULL,
+    expires_at  TIMESTAMP  NOT NULL,
+    PRIMARY KEY (task_id)
 );
 
 CREATE TABLE ledger.pii_mapping (
@@ -366,6 +376,7 @@ CREATE TABLE ledger.shard (
     wait_priority  INTEGER,
     wait_reason    VARCHAR,
     wait_seen_at   TIMESTAMP,
+    est_cost       DOUBLE,
     PRIMARY KEY (shard_id)
 );
 

@@ -31,13 +31,38 @@ def insert_quarantine(conn: duckdb.DuckDBPyConnection, task_id: str, query: str,
     )
 
 
-SHARD_COLUMNS = ("shard_id", "attempt", "shard_no", "path", "line_count", "byte_count", "est_tokens", "sha256")
+SHARD_COLUMNS = (
+    "shard_id",
+    "attempt",
+    "shard_no",
+    "path",
+    "line_count",
+    "byte_count",
+    "est_tokens",
+    "sha256",
+    "est_cost",
+)
+SHARD_SCHEMA = pa.schema(
+    [
+        ("shard_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("shard_no", pa.int32()),
+        ("path", pa.string()),
+        ("line_count", pa.int64()),
+        ("byte_count", pa.int64()),
+        ("est_tokens", pa.int64()),
+        ("sha256", pa.string()),
+        ("est_cost", pa.float64()),
+    ]
+)
 
 
 def insert_shards(conn, *, task_id: str, provider: str, endpoint: str, model: str, rows: pa.Table) -> int:
     """Record the cut shard files (`rows`, the SHARD_COLUMNS: shard_id, attempt, shard_no, path,
-    line_count, byte_count, est_tokens, sha256), created now and not deferred, on either engine.
+    line_count, byte_count, est_tokens, sha256, est_cost), created now and not deferred, on either engine.
     Returns the number recorded."""
+    if "est_cost" not in rows.column_names:  # unpriced: the budget counts the shard as 0
+        rows = rows.append_column("est_cost", pa.nulls(rows.num_rows, pa.float64()))
     return insert_rows(
         conn,
         "shard",

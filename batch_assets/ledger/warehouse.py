@@ -8,18 +8,17 @@ set-based SQL and closes it again; a process that finds the file locked waits an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
-import random
 import re
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
+from batch_assets.ledger import partition_lease
 from batch_assets.ledger.control_db import ControlDB, DuckControl
 from batch_assets.ledger.distributed import (
     bound_ledger,
@@ -29,6 +28,8 @@ from batch_assets.ledger.distributed import (
     refuse_item_store_without_ledger,
     refuse_local_ledger,
 )
+from batch_assets.ledger.file_locks import retry_while_locked
+from batch_assets.ledger.partition_stores import attach_read_only, blank_ledger, store_path, store_paths
 from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, stored_version
 from batch_assets.task_tables.postgres import PgTables
 
@@ -75,28 +76,6 @@ def bulk_flush_threshold(limit: str) -> int:
     return max(1, min(_BULK_FLUSH_MAX_BYTES, int(float(number) * _UNIT_BYTES[unit.lower()]) // _BULK_FLUSH_SHARE))
 
 
-def _is_lock_conflict(exc: BaseException) -> bool:
-    text = str(exc)
-    return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
-
-
-_lock_waits = 0
-_lock_waits_guard = threading.Lock()
-
-
-def lock_waits() -> int:
-    """How many times this process found the warehouse file locked by another process and waited
-    (counted once per `Warehouse.connect` that had to wait)."""
-    return _lock_waits
-
-
-def _record_lock_wait(database: Path, timeout_s: float) -> None:
-    global _lock_waits
-    with _lock_waits_guard:
-        _lock_waits += 1
-    log.info("warehouse %s is locked by another process; waiting up to %.0f s", database, timeout_s)
-
-
 @dataclass(frozen=True)
 class Warehouse:
     """Where the DuckDB file and the run-time files (manifests, shards, raw outputs) live, and the
@@ -110,6 +89,8 @@ class Warehouse:
     tables: PgTables | None = None
     # `distributed`: the control tables' PostgreSQL (postgresql://…); None: in the DuckDB file (`local`).
     ledger_url: str | None = None
+    # The task partition whose per-item store connect() opens (with partition stores; see of()).
+    partition: str | None = None
 
     @classmethod
     def at(
@@ -133,6 +114,24 @@ class Warehouse:
             ledger_url=ledger_url_from_env() if ledger_url == "env" else ledger_url,
         )
 
+    @property
+    def partition_stores(self) -> bool:
+        """Whether each partition's per-item tables are in a store of their own: with the control
+        ledger and the tasks' tables both in PostgreSQL (ledger/partition_stores.py). Else one file
+        holds them, beside the control tables (`local`) or the tables."""
+        return self.ledger_url is not None and self.tables is not None
+
+    def of(self, task_id: str) -> Warehouse:
+        """This warehouse for one partition's work: connect() opens its store, writes under its lease."""
+        return dataclasses.replace(self, partition=task_id)
+
+    @property
+    def store(self) -> Path:
+        """The DuckDB file connect() opens: the partition's store, or the warehouse file."""
+        if self.partition_stores and self.partition is not None:
+            return store_path(self.data_dir, self.partition)
+        return self.database
+
     def path(self, *parts: str) -> Path:
         """A run-time file path under data_dir; parent folders are created."""
         p = self.data_dir.joinpath(*parts)
@@ -145,9 +144,16 @@ class Warehouse:
 
         A read-only connection cannot migrate, so a ledger older than this code is first upgraded
         through a short write connection (readers would otherwise meet missing columns), and one
-        newer than this code is refused like it is for writers. A file without a ledger is not touched."""
+        newer than this code is refused like it is for writers. A file without a ledger is not touched.
+
+        With partition stores: of() a partition, its store (a writer holds the partition's lease);
+        else, or a partition without a store yet, the stores' per-item tables read across them."""
+        if self.partition_stores and (self.partition is None or (read_only and not self.store.exists())):
+            with self._across(read_only=read_only) as conn:
+                yield conn
+            return
         if not read_only:
-            with self._open(read_only=False) as conn:
+            with self._lease(), self._open(read_only=False) as conn:
                 migrate(conn)
                 self._check_store(conn)
                 with self._bound(conn, read_only=False):
@@ -165,10 +171,45 @@ class Warehouse:
                     with self._bound(conn, read_only=True):
                         yield conn
                     return
-            with self._open(read_only=False) as conn:  # older than this code: upgrade it, then read
+            with self._lease(), self._open(read_only=False) as conn:  # older than this code: upgrade it, then read
                 migrate(conn)
                 self._check_store(conn)
             upgraded = True
+
+    @contextlib.contextmanager
+    def across(self, task_ids: list[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read of the per-item tables across partitions (`task_ids`, default every one): with
+        partition stores, their stores attached read-only; else the file, read-only."""
+        if not self.partition_stores:
+            with self.connect(read_only=True) as conn:
+                yield conn
+            return
+        with self._across(read_only=True, task_ids=task_ids) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _across(self, read_only: bool, task_ids: list[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory ledger whose per-item tables are views over the stores (ledger/partition_stores.py),
+        bound to the control ledger (read-only when `read_only`)."""
+        with self._open(read_only=False, database=":memory:") as conn:
+            blank_ledger(conn)
+            prepare_item_store(conn, self.database)
+            stores = store_paths(self.data_dir, [self.partition] if self.partition else task_ids)
+            attach_read_only(conn, stores, self.lock_timeout_s)
+            with self._bound(conn, read_only=read_only):
+                yield conn
+
+    def _lease(self) -> contextlib.AbstractContextManager:
+        """The partition's store lease for a write (with partition stores), else nothing to hold."""
+        if not (self.partition_stores and self.partition is not None):
+            return contextlib.nullcontext()
+        url = self.ledger_url
+        return partition_lease.leased(
+            lambda: control_connection(url, read_only=False),
+            self.partition,
+            key=url,
+            timeout_s=self.lock_timeout_s,
+        )
 
     @contextlib.contextmanager
     def control(self, read_only: bool = False) -> Iterator[ControlDB]:
@@ -186,11 +227,11 @@ class Warehouse:
         """`distributed`: the file holds per-item tables only (made so once); `local`: it holds the
         control tables. The other way round is refused (ledger/distributed.py)."""
         if self.ledger_url is None:
-            refuse_item_store_without_ledger(conn, self.database)
+            refuse_item_store_without_ledger(conn, self.store)
         elif read_only:
-            refuse_local_ledger(conn, self.database)
+            refuse_local_ledger(conn, self.store)
         else:
-            prepare_item_store(conn, self.database)
+            prepare_item_store(conn, self.store)
 
     @contextlib.contextmanager
     def _bound(self, conn: duckdb.DuckDBPyConnection, read_only: bool) -> Iterator[None]:
@@ -201,24 +242,13 @@ class Warehouse:
             yield
 
     @contextlib.contextmanager
-    def _open(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The file opened (waiting out other writers) with the session settings; closed after."""
-        self.database.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        delay = 0.05
-        waited = False
-        while True:
-            try:
-                conn = duckdb.connect(str(self.database), read_only=read_only)
-                break
-            except (duckdb.IOException, duckdb.ConnectionException) as exc:
-                if not _is_lock_conflict(exc) or time.monotonic() > deadline:
-                    raise
-                if not waited:
-                    waited = True
-                    _record_lock_wait(self.database, self.lock_timeout_s)
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 1.0)
+    def _open(self, read_only: bool, database: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The file (`store`, or `database`) opened, waiting out other writers, with the session
+        settings; closed after."""
+        path = database or self.store
+        if database is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = retry_while_locked(lambda: duckdb.connect(str(path), read_only=read_only), path, self.lock_timeout_s)
         try:
             # Ledger times are UTC wall clock (now()::TIMESTAMP), whatever the machine's zone.
             conn.execute("SET TimeZone = 'UTC'")

@@ -200,6 +200,7 @@ def plan_collection(
 
 def start_collect_run(wh: Warehouse, task_id: str) -> list[PendingJob]:
     """A collect run of the partition starts: count one more try on each of its pending jobs."""
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         jobs = pending_jobs(wh, task_id, conn)
         count_collect_attempts(conn, [j.job_key for j in jobs])

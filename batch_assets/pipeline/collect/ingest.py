@@ -75,6 +75,7 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider, errors
     error is retried with backoff; a job that still fails keeps its place (not downloaded, its
     `collect_error` recorded) and the other jobs go on. Failures go into `errors` (job_key ->
     error) when given, else the first is raised once every job was tried."""
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         jobs = jobs_to_download(conn, task_id)
     failed: dict[str, str] = {}
@@ -92,6 +93,7 @@ def download_results(wh: Warehouse, task_id: str, adapter: BatchProvider, errors
 
 def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict, failed: dict[str, str]) -> int:
     """Download one job's results and record its files (returns how many); a failure goes into `failed`."""
+    wh = wh.of(task_id)  # its partition's store
     ref = JobRef(
         job["provider_batch_id"],
         output_file_id=job["output_file_id"],
@@ -333,6 +335,7 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
 
     The result line format is the task's (from the ledger) unless given. Files are staged and
     inserted in batches of at most INGEST_BATCH_BYTES (planned_batch), one transaction per batch."""
+    wh = wh.of(task_id)  # its partition's store
     files_done = lines_done = 0
     tid = sql_literal(task_id)
     with contextlib.ExitStack() as stack:
@@ -453,6 +456,7 @@ def collect_raw_results(
     """Poll, download and ingest the partition's terminal jobs. Counts one collect try on each
     pending job first; raises CollectError (after ingesting what did download) if a download failed."""
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
     poll_jobs(wh, lambda _provider: adapter, task_id=task_id)
     start_collect_run(wh, task_id)

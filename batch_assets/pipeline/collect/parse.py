@@ -183,6 +183,7 @@ def _pause_on_account_errors(conn: duckdb.DuckDBPyConnection, task: ResolvedTask
 
 def parse_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ParseSummary:
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     fmt = wire_format(task.spec.provider, task.spec.endpoint)
     version = sql_literal(task.spec.output.version)

@@ -119,6 +119,7 @@ def reparse_results(
     classes = tuple(dict.fromkeys(classes or DEFAULT_CLASSES))
     _check_classes(classes)
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     version = task.spec.output.version
     with wh.connect(read_only=dry_run) as conn:
         _failed_outcomes(conn, task_id, classes)

@@ -45,6 +45,7 @@ class ManifestSummary:
 
 def freeze_manifest(wh: Warehouse, task: ResolvedTask, partition_date: str, refreeze: bool = False) -> ManifestSummary:
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         row = task_row(conn, task_id)
         existing = (row["manifest_version"], row["manifest_uri"]) if row else None

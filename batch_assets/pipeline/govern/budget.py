@@ -7,14 +7,14 @@ Three caps, every one optional:
   (`per_model_per_day: {model: cap}`, `per_day: cap`, `currency:`). A day is the UTC day a job
   was created.
 
-Figures are estimates (`manifest_item.est_cost`, see `providers.prices`): the partition's figure is
-every shard line cut for it (all attempts, sent or not); "spent today" is every line of the jobs
-created today (abandoned ones too: the provider may hold and bill their batch); "pending" is what
-this submission would add (lines of shards without a job, or whose jobs were all abandoned: the
-next submit run sends those again under a new job key). A partition is refused when spent +
-pending would exceed a daily cap, or its own figure exceeds its cap. Nothing pending: nothing to
-refuse. A model without a price cannot be checked against a cap and is refused while a cap applies
-(add it to the provider's prices.yaml).
+Figures are estimates (`manifest_item.est_cost`, see `providers.prices`, summed per shard at cut
+into `shard.est_cost`): the partition's figure is every shard line cut for it (all attempts, sent or
+not); "spent today" is every line of the jobs created today (abandoned ones too: the provider may
+hold and bill their batch); "pending" is what this submission would add (lines of shards without a
+job, or whose jobs were all abandoned: the next submit run sends those again under a new job key). A
+partition is refused when spent + pending would exceed a daily cap, or its own figure exceeds its
+cap. Nothing pending: nothing to refuse. A model without a price cannot be checked against a cap and
+is refused while a cap applies (add it to the provider's prices.yaml).
 
 An operator may override a refusal for one partition (run config `budget_override: <reason>` on the
 shards asset): the override, with the figures, is recorded in `ledger.operator_action`
@@ -31,14 +31,12 @@ import duckdb
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from batch_assets.ledger.control_db import registered
+from batch_assets.ledger.control_db import as_control
 from batch_assets.ledger.job_reads import shard_send_states, tasks_with_jobs_created_today
 from batch_assets.ledger.retries import latest_operator_detail, record_operator_action
-from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.providers.prices import currency_of, model_price
 from batch_assets.spec.resolve import ResolvedTask
-from batch_assets.sqltext import MAX_PARTITION_SCANS, rows_of_partitions, sql_literal
 
 BUDGETS_FILE = Path(__file__).resolve().parents[1] / "defs" / "budgets.yaml"
 OVERRIDE_ACTION = "budget_override"
@@ -97,53 +95,30 @@ class BudgetVerdict:
         }
 
 
-def _lines_with_item_cost_sql(tasks: set[str]) -> str:
-    """Rows (task_id, shard_id, est_cost): every shard line of `tasks` with its item's estimated cost.
-
-    A line and its item share a partition and an item number (both written from one manifest row),
-    so each partition's lines join its items by the 8-byte number alone (keyed by the custom_id
-    string, the join's hash table spills on a large partition under the default pool). Beyond
-    MAX_PARTITION_SCANS partitions: one join by (task_id, item_no)."""
-    ids = sorted(tasks)
-    if len(ids) > MAX_PARTITION_SCANS:
-        lines = rows_of_partitions("ledger.shard_line", "task_id, shard_id, item_no", ids)
-        items = rows_of_partitions("ledger.manifest_item", "task_id, item_no, est_cost", ids)
-        return f"SELECT sl.task_id, sl.shard_id, m.est_cost FROM {lines} sl JOIN {items} m USING (task_id, item_no)"
-    return " UNION ALL ".join(
-        f"""
-        SELECT sl.task_id, sl.shard_id, m.est_cost
-        FROM (SELECT task_id, shard_id, item_no FROM ledger.shard_line WHERE task_id = {t}) sl
-        JOIN (SELECT item_no, est_cost FROM ledger.manifest_item WHERE task_id = {t}) m USING (item_no)"""
-        for t in map(sql_literal, ids)
-    )
-
-
-def _figures(conn: duckdb.DuckDBPyConnection, task_id: str, model: str) -> tuple[float, float, float, float]:
-    # Only the lines of this partition and of the partitions with a job created today are costed
-    # (rows_of_partitions): joining every line of the ledger with its manifest made the check grow
-    # with the ledger's history. One snapshot for both reads.
-    with transaction(conn):
-        tasks = {task_id} | tasks_with_jobs_created_today(conn)
-        with registered(conn, "_budget_shards", shard_send_states(conn, sorted(tasks))):
-            return conn.execute(
-                f"""
-                WITH line_cost AS (
-                    SELECT sl.task_id, s.model, s.sent_today, s.unsent, coalesce(sl.est_cost, 0) AS cost
-                    FROM ({_lines_with_item_cost_sql(tasks)}) sl
-                    JOIN _budget_shards s ON s.shard_id = sl.shard_id
-                )
-                SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
-                       -- Pending: no job, or only abandoned ones (the shard goes again under a new job key).
-                       coalesce(sum(cost) FILTER (WHERE task_id = $t AND unsent), 0),
-                       coalesce(sum(cost) FILTER (WHERE sent_today), 0),
-                       coalesce(sum(cost) FILTER (WHERE sent_today AND model = $m), 0)
-                FROM line_cost
+def _figures(conn, task_id: str, model: str) -> tuple[float, float, float, float]:
+    """(estimate, pending, spent today, spent today on `model`) from the shards' recorded costs:
+    this partition's and those of the partitions with a job created today, read from the control
+    ledger alone (in `distributed` the other partitions' lines are in stores this run does not open)."""
+    db = as_control(conn)
+    with db.transaction():  # one snapshot for both reads
+        tasks = {task_id} | tasks_with_jobs_created_today(db)
+        shards = shard_send_states(db, sorted(tasks))
+    with duckdb.connect() as scratch:
+        scratch.register("_budget_shards", shards)
+        return scratch.execute(
+            """
+            SELECT coalesce(sum(cost) FILTER (WHERE task_id = $t), 0),
+                   -- Pending: no job, or only abandoned ones (the shard goes again under a new job key).
+                   coalesce(sum(cost) FILTER (WHERE task_id = $t AND unsent), 0),
+                   coalesce(sum(cost) FILTER (WHERE sent_today), 0),
+                   coalesce(sum(cost) FILTER (WHERE sent_today AND model = $m), 0)
+            FROM (SELECT task_id, model, sent_today, unsent, coalesce(est_cost, 0) AS cost FROM _budget_shards)
             """,
-                {"t": task_id, "m": model},
-            ).fetchall()[0]
+            {"t": task_id, "m": model},
+        ).fetchall()[0]
 
 
-def recorded_override(conn: duckdb.DuckDBPyConnection, task_id: str) -> str | None:
+def recorded_override(conn, task_id: str) -> str | None:
     return latest_operator_detail(conn, OVERRIDE_ACTION, task_id)
 
 
@@ -170,7 +145,7 @@ def check_budget(
         }.items()
         if v is not None
     }
-    with wh.connect() as conn:
+    with wh.control() as conn:
         estimate, pending, spent, spent_model = _figures(conn, task_id, spec.model)
         refusals: list[str] = []
         if pending > 0 or (caps and model_price(spec.provider, spec.model) is None):

@@ -68,6 +68,7 @@ def _pretty(line: str) -> str:
 def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int = DEFAULT_LINES) -> DrySample:
     """The first `n` sendable lines (by custom_id) of the partition's live items, and its estimate."""
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     with wh.connect() as conn:
         row = task_row(conn, task_id, frozen=True)
@@ -110,7 +111,7 @@ def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int
 
 
 def record(wh: Warehouse, task: ResolvedTask, sample: DrySample) -> None:
-    with wh.connect() as conn:
+    with wh.control() as conn:  # a control row
         record_dry_run(
             conn,
             task_name=task.name,

@@ -113,11 +113,11 @@ def delete_remote_files(
                 job["attempts"] + 1,
                 error,
             )
-            with wh.connect() as conn:
+            with wh.control() as conn:
                 record_remote_deletion_failure(conn, error=error, **keys)
             summary.failed[job["job_key"]] = error
             continue
-        with wh.connect() as conn:
+        with wh.control() as conn:
             record_remote_deletion(conn, deleted=deleted, **keys)
         summary.jobs_done += 1
         summary.files_deleted += len(deleted)
@@ -152,7 +152,7 @@ def purge_local(
         shards = unpurged_shards(conn, old)
         raws = fetch_dicts(
             conn,
-            """SELECT file_key, path FROM ledger.raw_file
+            """SELECT file_key, task_id, path FROM ledger.raw_file
             WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id = ANY($old) ORDER BY file_key""",
             {"old": old},
         )
@@ -164,7 +164,7 @@ def purge_local(
         if dry_run:
             continue
         path.unlink(missing_ok=True)
-        with wh.connect() as conn:
+        with wh.control() as conn:
             mark_shard_purged(conn, s["shard_id"])
     for f in raws:
         path = Path(f["path"]).absolute()
@@ -178,7 +178,7 @@ def purge_local(
             _gzip(path, archived)
             summary.bytes_freed -= archived.stat().st_size
             path.unlink()
-        with wh.connect() as conn:
+        with wh.of(f["task_id"]).connect() as conn:  # a per-item row: in its partition's store
             mark_raw_file_purged(conn, f["file_key"], str(archived) if archived.is_file() else None)
     return summary
 

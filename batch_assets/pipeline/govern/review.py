@@ -59,6 +59,14 @@ class ReviewDecision:
     revoked: RevokeSummary | None = None
 
 
+def _by_partition(custom_ids: Sequence[str]) -> dict[str, list[str]]:
+    """custom_ids by their partition: a custom_id starts with its task_id (`<task_id>:<source>:…`)."""
+    out: dict[str, list[str]] = {}
+    for custom_id in custom_ids:
+        out.setdefault(custom_id.split(":", 1)[0], []).append(custom_id)
+    return out
+
+
 def decide(wh: Warehouse, custom_ids: Sequence[str], state: str, reason: str | None = None) -> ReviewDecision:
     """Approve or reject pending review items; a rejected answer is revoked. Unknown ids, and
     approving a revoked answer, raise ReviewError (nothing decided); items decided earlier keep
@@ -89,8 +97,10 @@ def decide(wh: Warehouse, custom_ids: Sequence[str], state: str, reason: str | N
     out = ReviewDecision(already_decided=[c for c in ids if known[c] != "pending"])
     pending = [c for c in ids if known[c] == "pending"]
     if pending:
-        with wh.connect() as conn:
-            out.decided = decide_review(conn, pending, state, reason)
+        out.decided = 0
+        for task_id, ids in _by_partition(pending).items():  # each in its partition's store
+            with wh.of(task_id).connect() as conn:
+                out.decided += decide_review(conn, ids, state, reason)
         if state == "rejected":
             out.revoked = revoke(
                 wh, custom_ids=pending, reason=f"review rejected: {reason}" if reason else "review rejected"

@@ -129,6 +129,18 @@ def revoke(
 ) -> RevokeSummary:
     """Revoke the applied answers the selection names (see the module doc). Raises RevokeError when
     it names no applied answer at all. `preview`: only count what would be revoked (`to_revoke`)."""
+    if task_id is None and wh.partition_stores and wh.partition is None:
+        return _revoke_per_store(
+            wh,
+            custom_ids=custom_ids,
+            task_name=task_name,
+            business_ids=business_ids,
+            reason=reason,
+            tasks=tasks,
+            preview=preview,
+        )
+    if task_id is not None:
+        wh = wh.of(task_id)  # its partition's store
     summary = RevokeSummary()
     with wh.connect() as conn:
         _select(conn, task_id=task_id, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
@@ -161,6 +173,31 @@ def revoke(
             for action, n in _revoke_group(conn, task, table, version, reason, wh.tables).items():
                 summary.by_action[action] = summary.by_action.get(action, 0) + n
         conn.execute("DROP TABLE _sel")
+    return summary
+
+
+def _revoke_per_store(wh: Warehouse, *, custom_ids, task_name, business_ids, **how) -> RevokeSummary:
+    """A selection across partitions with partition stores: the answers it names are found across the
+    stores, then each partition's are revoked in its own store (under its lease)."""
+    with wh.across() as conn:
+        _select(conn, task_id=None, custom_ids=custom_ids, task_name=task_name, business_ids=business_ids)
+        picked = conn.execute(
+            "SELECT task_id, list(custom_id ORDER BY custom_id) FROM _sel GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        conn.execute("DROP TABLE _sel")
+    if not picked:
+        raise RevokeError(
+            "no applied answer matches (see `batch-assets review list` or query "
+            "ledger.applied_result); stale or failed items have nothing to revoke"
+        )
+    found = {c for _, ids in picked for c in ids}
+    summary = RevokeSummary(not_found=[c for c in dict.fromkeys(custom_ids or ()) if c not in found])
+    for task_id, ids in picked:
+        part = revoke(wh.of(task_id), custom_ids=ids, **how)
+        summary.requested += part.requested
+        summary.already_revoked += part.already_revoked
+        for action, n in part.by_action.items():
+            summary.by_action[action] = summary.by_action.get(action, 0) + n
     return summary
 
 

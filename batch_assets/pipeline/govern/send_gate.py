@@ -117,6 +117,7 @@ def frozen_row(conn: duckdb.DuckDBPyConnection, task_id: str) -> dict | None:
 def check_prompt(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
     spec = task.spec
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         frozen = frozen_row(conn, task_id)
     if frozen is None:
@@ -178,6 +179,7 @@ def check_prompt(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verd
 def check_dry_run(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Verdict:
     spec = task.spec
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     threshold = spec.gate.dry_run_threshold
     with wh.connect() as conn:
         items = conn.execute(
@@ -245,6 +247,7 @@ def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: st
     blocked: quarantined as blocked, or blocked in the partition's current frozen manifest (a
     refreeze under a stricter policy after the shards were cut). Counts and ids only, never a value."""
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         uri = manifest_uri(conn, task_id)
         frozen_blocked = (
@@ -270,6 +273,7 @@ def check_account(wh: Warehouse, task: ResolvedTask, partition_date: str) -> Ver
     """The task's provider account is not paused after an account-level error."""
     provider = task.spec.provider
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
         pause = active_pause(conn, provider)
     if pause is None:

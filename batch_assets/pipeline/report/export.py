@@ -15,6 +15,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
     """One row per manifest item: its outcome, answer and input text, written to `out` (its directory
     must exist). Returns rows written."""
+    wh = wh.of(task_id)  # its partition's store
     body = out.with_suffix(out.suffix + ".part")
     with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows", keep=True) as bar:
         tid = sql_literal(task_id)

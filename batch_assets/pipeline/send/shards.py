@@ -231,6 +231,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     most `retry.shrink`^(attempt-1) of the provider's requests per shard."""
     spec = task.spec
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     with wh.connect() as conn:
         uri = manifest_uri(conn, task_id)
@@ -272,13 +273,17 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
                     ),
                 )
                 if shards:
+                    _add_shard_costs(conn, shards, spool.read("lines"), tid, key)
                     ledger_shards.insert_shards(
                         conn,
                         task_id=task_id,
                         provider=spec.provider,
                         endpoint=spec.endpoint,
                         model=spec.model,
-                        rows=pa.Table.from_pylist([{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards]),
+                        rows=pa.Table.from_pylist(
+                            [{c: s[c] for c in ledger_shards.SHARD_COLUMNS} for s in shards],
+                            schema=ledger_shards.SHARD_SCHEMA,
+                        ),
                     )
                     # Each line takes its shard's id from the shard it was written into, looked up
                     # by number in the attempt's list of ids (a projection, not a join): the lines
@@ -311,6 +316,22 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
         total = ledger_shards.shard_count(conn, task_id)
         conn.execute("DROP TABLE _todo")
         return ShardSummary(task_id, shards, lines, quarantined, total)
+
+
+def _add_shard_costs(conn, shards: list[dict], lines: str, tid: str, key: str) -> None:
+    """Each shard's `est_cost`: the sum of its items' estimates (NULL when the model has no price),
+    recorded with the shard so the budget sums shards, not every partition's lines and items."""
+    cost = {
+        (attempt, shard_no): est
+        for attempt, shard_no, est in conn.execute(f"""
+            SELECT l.attempt, l.shard_no, sum(m.est_cost)
+            FROM {lines} l
+            JOIN (SELECT {key}, est_cost FROM ledger.manifest_item WHERE task_id = {tid} AND superseded_at IS NULL) m
+              USING ({key})
+            GROUP BY ALL""").fetchall()
+    }
+    for shard in shards:
+        shard["est_cost"] = cost.get((shard["attempt"], shard["shard_no"]))
 
 
 def _with_item_no(rows: str, numbered: bool, task_id: str) -> str:
@@ -588,6 +609,7 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
     checked file by file). Returns (problems, counts)."""
     limits = task.limits
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     problems: list[str] = []
     with wh.connect() as conn:
         lines_of = dict(

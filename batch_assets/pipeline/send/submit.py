@@ -401,6 +401,7 @@ def submit_pending(
     Raises SendRefused, sending nothing, unless the gate (`may_send`) lets the partition through."""
     spec = task.spec
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     require_may_send(wh, task, partition_date)
     with wh.connect() as conn:
         shards = shards_with_live_jobs(conn, task_id, DEFAULT_AGEING_S)

@@ -331,6 +331,7 @@ def _live_by_id(
 def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> ApplySummary:
     spec, apply = task.spec, task.spec.apply
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     tables = wh.tables
     with wh.connect() as conn:

@@ -647,6 +647,7 @@ def reconcile(
     wh: Warehouse, task_id: str, max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION, empty_source: str = "warn"
 ) -> Reconciliation:
     """The partition's reconciliation, read only (`settle` records its final status)."""
+    wh = wh.of(task_id)  # its partition's store
     with wh.connect(read_only=True) as conn:
         return reconcile_conn(conn, task_id, max_failed_fraction, empty_source)
 
@@ -656,6 +657,7 @@ def settle(
 ) -> tuple[Reconciliation, Verdict]:
     """Reconcile the partition and record its final status (cleared again while work is pending); an
     empty partition (frozen, no item, nothing rejected) is recorded EMPTY."""
+    wh = wh.of(task_id)  # its partition's store
     from batch_assets.ledger.retries import set_final_status
 
     with wh.connect() as conn:

@@ -92,6 +92,7 @@ def _action_sql(task: ResolvedTask) -> str:
 def plan_retries(wh: Warehouse, task: ResolvedTask, partition_date: str) -> RetryPlan:
     """Decide, for every item whose latest attempt failed and has no decision yet, what happens next."""
     task_id = task.task_id(partition_date)
+    wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     retry = task.spec.retry
     with wh.connect() as conn:
@@ -217,6 +218,7 @@ def reopen_for_operator(
     """An operator's explicit retry: items whose latest attempt is final-failed, awaiting an operator
     or canceled by an operator with one of `classes` become due retries. Returns counts by class
     (nothing written on dry run)."""
+    wh = wh.of(task_id)  # its partition's store
     if error := unknown_classes_error(classes):
         raise error
     tid = sql_literal(task_id)
