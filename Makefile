@@ -35,8 +35,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# PostgreSQL on a free 127.0.0.1 port, data under data/services (Debian's package, installed when missing);
-# prints the environment lines to export. Stopped by its PID with `make services-stop`.
+# PostgreSQL and an S3 server (moto) on free 127.0.0.1 ports, state under data/services (Debian's
+# postgresql, installed when missing); prints the environment lines to export. Stopped by their PIDs
+# with `make services-stop`.
 services: $(STAMP)
 	@$(BIN)/python -m batch_assets.services start
 

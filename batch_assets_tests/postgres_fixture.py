@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from batch_assets.services.__main__ import TEST_URL_VARIABLE
+from batch_assets.services.__main__ import TEST_S3_VARIABLE, TEST_URL_VARIABLE
 
 
 def _unavailable(message: str) -> NoReturn:
@@ -77,3 +77,22 @@ def ledger_backend(request, monkeypatch) -> str:
     else:
         monkeypatch.delenv(LEDGER_URL_VAR, raising=False)
     return request.param
+
+
+@pytest.fixture
+def s3_storage():
+    """Object storage under a fresh prefix of the test S3 server's bucket (`make test` starts it)."""
+    from batch_assets.services import s3
+    from batch_assets.storage.objects import ObjectStorage
+
+    endpoint = os.environ.get(TEST_S3_VARIABLE)
+    if not endpoint:
+        _unavailable(f"no S3 server for this test: run `make test` (it starts one) or set {TEST_S3_VARIABLE}")
+    return ObjectStorage(
+        bucket=s3.BUCKET,
+        prefix=f"test_{uuid.uuid4().hex[:12]}",
+        endpoint=endpoint,
+        region=s3.REGION,
+        access_key=s3.ACCESS_KEY,
+        secret_key=s3.SECRET_KEY,
+    )

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from batch_assets.ports import LOOPBACK, is_listening
-from batch_assets.services import postgres
-from batch_assets.services.__main__ import TEST_URL_VARIABLE, env_lines
+from batch_assets.ports import LOOPBACK, free_port, is_listening
+from batch_assets.services import postgres, s3
+from batch_assets.services.__main__ import TEST_S3_VARIABLE, TEST_URL_VARIABLE, env_lines
 
 pytestmark = pytest.mark.slow  # initdb and a server start
 
@@ -88,12 +88,20 @@ def test_a_stale_state_file_is_not_a_server_and_stop_leaves_its_pid_alone(tmp_pa
     try:
         state = postgres.Running(pid=other.pid, port=1, data_dir=str(tmp_path / "postgres"))
         (tmp_path / postgres.STATE_FILE).write_text(json.dumps(dataclasses.asdict(state)), encoding="utf-8")
+        bucket = s3.RunningS3(pid=other.pid, port=free_port())  # the PID lives, nothing answers S3 there
+        (tmp_path / s3.STATE_FILE).write_text(json.dumps(dataclasses.asdict(bucket)), encoding="utf-8")
         status = _services("status", "--dir", str(tmp_path))
-        assert (status.returncode, status.stdout.strip()) == (1, "PostgreSQL not running")
+        assert (status.returncode, status.stdout.splitlines()) == (
+            1,
+            ["PostgreSQL not running", "S3 server not running"],
+        )
         stop = _services("stop", "--dir", str(tmp_path))
-        assert (stop.returncode, stop.stdout.strip()) == (0, "no PostgreSQL was running")
+        assert (stop.returncode, stop.stdout.splitlines()) == (
+            0,
+            ["no PostgreSQL was running", "no S3 server was running"],
+        )
         assert other.poll() is None
-        assert not (tmp_path / postgres.STATE_FILE).exists()
+        assert not (tmp_path / postgres.STATE_FILE).exists() and not (tmp_path / s3.STATE_FILE).exists()
     finally:
         other.kill()
         other.wait()
@@ -114,11 +122,17 @@ def test_failures_are_one_line_naming_what_failed_and_the_fix(tmp_path):
 
 def test_run_stops_its_server_when_the_command_fails_or_is_terminated(server_dir):
     failed = _services(
-        "run", "--", sys.executable, "-c", f"import os; print(os.environ['{TEST_URL_VARIABLE}']); exit(3)"
+        "run",
+        "--",
+        sys.executable,
+        "-c",
+        f"import os; print(os.environ['{TEST_URL_VARIABLE}']); print(os.environ['{TEST_S3_VARIABLE}']); exit(3)",
     )
     assert failed.returncode == 3
-    port = int(failed.stdout.strip().rsplit(":", 1)[1].split("/")[0])
+    pg_url, s3_endpoint = failed.stdout.strip().splitlines()[-2:]
+    port = int(pg_url.rsplit(":", 1)[1].split("/")[0])
     assert not is_listening(port)
+    assert s3_endpoint.startswith(f"http://{LOOPBACK}:") and not is_listening(int(s3_endpoint.rsplit(":", 1)[1]))
     wrapper = subprocess.Popen(
         [sys.executable, "-m", "batch_assets.services", "run", "--", "sleep", "60"],
         stdout=subprocess.PIPE,
@@ -133,3 +147,20 @@ def test_run_stops_its_server_when_the_command_fails_or_is_terminated(server_dir
         wrapper.kill()
         wrapper.stdout.close()
     assert not postgres._alive(pid)
+
+
+def test_the_s3_server_binds_loopback_holds_the_bucket_and_stops_by_pid(tmp_path, s3_storage):
+    server = s3.start(tmp_path)
+    try:
+        assert s3.start(tmp_path) == server  # found again
+        assert is_listening(server.port)
+        with open(f"/proc/{server.pid}/cmdline", "rb") as f:
+            assert f"-H\0{LOOPBACK}\0".encode() in f.read()
+        store = dataclasses.replace(s3_storage, endpoint=server.endpoint)
+        (tmp_path / "f").write_bytes(b"x")
+        assert store.put_file(tmp_path / "f", "k") and not store.put_file(tmp_path / "f", "k")  # immutable keys
+        assert [k for k, _ in store.objects("")] == ["k"]
+        assert any(line.startswith("export BATCH_ASSETS_STORAGE_URL=s3://") for line in s3.env_lines(server))
+    finally:
+        assert s3.stop(tmp_path)
+    assert not is_listening(server.port) and s3.running(tmp_path) is None

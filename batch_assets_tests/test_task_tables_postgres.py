@@ -27,7 +27,7 @@ from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import reconcile
 from batch_assets.spec.errors import SettingError
 from batch_assets.task_tables.postgres import PgTables, copy_rows_into
-from batch_assets_tests.pg_tables import tables_in_postgres
+from batch_assets_tests.pg_tables import demo_env_on_postgres, tables_in_postgres
 
 from .conftest import DAY1
 
@@ -269,15 +269,7 @@ def test_the_demo_with_its_tables_and_dagster_in_postgres_runs_to_final(
     and no warehouse file is made."""
     from batch_assets.demo.runner import run_demo
 
-    for name in ("BATCH_ASSETS_DATABASE", "BATCH_ASSETS_DATA_DIR", "BATCH_ASSETS_EMULATOR_URL", "DAGSTER_HOME"):
-        monkeypatch.setenv(name, "")  # the demo points its own process at its warehouse: restored after
-    monkeypatch.setenv("BATCH_ASSETS_PROVIDER_MODE", "emulator")
-    for provider in ("OPENAI", "ANTHROPIC", "GEMINI", "DASHSCOPE"):
-        monkeypatch.delenv(f"BATCH_ASSETS_{provider}_MODE", raising=False)
-        monkeypatch.delenv(f"{provider}_BASE_URL", raising=False)
-    monkeypatch.setenv("BATCH_ASSETS_TABLES_URL", postgres_url)
-    monkeypatch.setenv("BATCH_ASSETS_TABLES_SCHEMA", "warehouse")
-    monkeypatch.setenv("BATCH_ASSETS_DAGSTER_PG_URL", postgres_url.replace("postgresql://", "postgresql+psycopg2://"))
+    demo_env_on_postgres(monkeypatch, postgres_url)
     printed: list[tuple[list, list]] = []
     code = run_demo(tmp_path / "data", tasks=("ticket_triage",), print_table=lambda h, r: printed.append((h, r)))
     assert code == 0

@@ -24,3 +24,20 @@ def unbind(conn: Any) -> None:
 def bound_control(conn: Any) -> Any | None:
     """The PgControl bound to DuckDB connection `conn`, or None (`local`)."""
     return _bound.get(conn)
+
+
+_publishers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def bind_publisher(conn: Any, publish: Any) -> None:
+    """After each DuckDB commit on `conn`, `publish(conn, control)` runs inside the bound PostgreSQL
+    transaction (a partition store's new version, ledger/store_versions.py) until unbind_publisher."""
+    _publishers[conn] = publish
+
+
+def unbind_publisher(conn: Any) -> None:
+    _publishers.pop(conn, None)
+
+
+def bound_publisher(conn: Any) -> Any | None:
+    return _publishers.get(conn)

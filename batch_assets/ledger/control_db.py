@@ -41,6 +41,7 @@ CONTROL_TABLES = (
     "dry_run",
     "remote_file_deletion",
     "partition_lease",
+    "partition_store",
 )
 
 _DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)

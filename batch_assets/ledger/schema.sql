@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0018 (schema version 18).
+-- From batch_assets/ledger/migrations/0001..0019 (schema version 19).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -183,6 +183,16 @@ CREATE TABLE ledger.partition_lease (
     pid         BIGINT     NOT NULL,
     taken_at    TIMESTAMP  NOT NULL,
     expires_at  TIMESTAMP  NOT NULL,
+    PRIMARY KEY (task_id)
+);
+
+CREATE TABLE ledger.partition_store (
+    task_id     VARCHAR    NOT NULL,
+    object_key  VARCHAR    NOT NULL,
+    sha256      VARCHAR    NOT NULL,
+    version     BIGINT     NOT NULL,
+    byte_count  BIGINT     NOT NULL,
+    updated_at  TIMESTAMP  NOT NULL,
     PRIMARY KEY (task_id)
 );
 

@@ -184,8 +184,9 @@ def set_task_currency(conn: Conn, task_id: str, currency: str | None) -> None:
 
 def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
     """Delete the partitions' control rows (tasks, shards, jobs and their events, operator actions,
-    dry runs, remote deletions), in one transaction; returns the tasks deleted. For `demo --fresh` on
-    a PostgreSQL ledger, whose per-item tables went with the deleted warehouse file."""
+    dry runs, remote deletions, store leases and versions), in one transaction; returns the tasks
+    deleted. For `demo --fresh` on a PostgreSQL ledger, whose per-item tables went with the deleted
+    warehouse file or partition stores (a store version left named would be downloaded again)."""
     db = as_control(conn)
     with db.transaction():
         db.execute(
@@ -193,6 +194,14 @@ def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
             "(SELECT job_key FROM ledger.provider_job WHERE task_id = ANY(?))",
             [task_ids],
         )
-        for table in ("provider_job", "shard", "operator_action", "dry_run", "remote_file_deletion"):
+        for table in (
+            "provider_job",
+            "shard",
+            "operator_action",
+            "dry_run",
+            "remote_file_deletion",
+            "partition_lease",
+            "partition_store",
+        ):
             db.execute(f"DELETE FROM ledger.{table} WHERE task_id = ANY(?)", [task_ids])
         return db.execute("DELETE FROM ledger.batch_task WHERE task_id = ANY(?)", [task_ids]).rowcount

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import duckdb
 
-from batch_assets.ledger.binding import bound_control
+from batch_assets.ledger.binding import bound_control, bound_publisher
 
 _open: weakref.WeakSet = weakref.WeakSet()  # connections inside a transaction() block
 # Called after the file's COMMIT, before PostgreSQL's (`distributed`): empty, except in the kill
@@ -52,5 +52,8 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConn
         finally:
             _open.discard(conn)
         if control is not None:
+            publish = bound_publisher(conn)
+            if publish is not None:  # the store's new version, moved with the control rows
+                publish(conn, control)
             for hook in BETWEEN_COMMITS:
                 hook()

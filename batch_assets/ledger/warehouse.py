@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from batch_assets.ledger import partition_lease
+from batch_assets.ledger.binding import bind_publisher, unbind_publisher
 from batch_assets.ledger.control_db import ControlDB, DuckControl
 from batch_assets.ledger.distributed import (
     bound_ledger,
@@ -29,8 +30,11 @@ from batch_assets.ledger.distributed import (
     refuse_local_ledger,
 )
 from batch_assets.ledger.file_locks import retry_while_locked
-from batch_assets.ledger.partition_stores import attach_read_only, blank_ledger, store_path, store_paths
+from batch_assets.ledger.partition_stores import STORES_DIR, attach_read_only, blank_ledger, store_path, store_paths
 from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, stored_version
+from batch_assets.ledger.store_versions import SyncedStore, read_copies
+from batch_assets.ledger.transaction import transaction
+from batch_assets.storage.objects import ObjectStorage
 from batch_assets.task_tables.postgres import PgTables
 
 log = logging.getLogger(__name__)
@@ -91,6 +95,8 @@ class Warehouse:
     ledger_url: str | None = None
     # The task partition whose per-item store connect() opens (with partition stores; see of()).
     partition: str | None = None
+    # With partition stores: where their versions are kept (S3); None: on this machine's disk only.
+    storage: ObjectStorage | None = None
 
     @classmethod
     def at(
@@ -100,9 +106,11 @@ class Warehouse:
         memory_limit: str | None = None,
         tables: PgTables | None | str = "env",
         ledger_url: str | None = "env",
+        storage: ObjectStorage | None | str = "env",
     ) -> Warehouse:
         """`tables`: where the source and business tables are; "env" reads $BATCH_ASSETS_TABLES_URL.
-        `ledger_url`: where the control tables are; "env" reads $BATCH_ASSETS_LEDGER_URL."""
+        `ledger_url`: where the control tables are; "env" reads $BATCH_ASSETS_LEDGER_URL.
+        `storage`: the object storage of the partition stores; "env" reads $BATCH_ASSETS_STORAGE_URL."""
         # Absolute: the ledger records file paths, which must not depend on the working directory
         # of the process that wrote them (a relative data dir under `dg launch` recorded `data/...`).
         database = Path(database).absolute()
@@ -112,6 +120,7 @@ class Warehouse:
             memory_limit=memory_limit,
             tables=PgTables.from_env() if tables == "env" else tables,
             ledger_url=ledger_url_from_env() if ledger_url == "env" else ledger_url,
+            storage=ObjectStorage.from_env() if storage == "env" else storage,
         )
 
     @property
@@ -148,16 +157,28 @@ class Warehouse:
 
         With partition stores: of() a partition, its store (a writer holds the partition's lease);
         else, or a partition without a store yet, the stores' per-item tables read across them."""
-        if self.partition_stores and (self.partition is None or (read_only and not self.store.exists())):
+        if self.partition_stores and (
+            self.partition is None or (read_only and (self.storage is not None or not self.store.exists()))
+        ):
             with self._across(read_only=read_only) as conn:
                 yield conn
             return
         if not read_only:
-            with self._lease(), self._open(read_only=False) as conn:
+            with self._lease(), self._pulled() as synced, self._open(read_only=False) as conn:
                 migrate(conn)
                 self._check_store(conn)
                 with self._bound(conn, read_only=False):
-                    yield conn
+                    if synced is None:
+                        yield conn
+                        return
+                    bind_publisher(conn, synced.publish)
+                    try:
+                        yield conn
+                        if not synced.lost:
+                            with transaction(conn):  # what was written outside a transaction() (a migration)
+                                pass
+                    finally:
+                        unbind_publisher(conn)
             return
         upgraded = False
         while True:
@@ -194,10 +215,31 @@ class Warehouse:
         with self._open(read_only=False, database=":memory:") as conn:
             blank_ledger(conn)
             prepare_item_store(conn, self.database)
-            stores = store_paths(self.data_dir, [self.partition] if self.partition else task_ids)
+            wanted = [self.partition] if self.partition else task_ids
+            if self.storage is not None:
+                with control_connection(self.ledger_url, read_only=True) as db:
+                    stores = read_copies(self.storage, db, self.data_dir / STORES_DIR, wanted)
+            else:
+                stores = store_paths(self.data_dir, wanted)
             attach_read_only(conn, stores, self.lock_timeout_s)
             with self._bound(conn, read_only=read_only):
                 yield conn
+
+    @contextlib.contextmanager
+    def _pulled(self) -> Iterator[SyncedStore | None]:
+        """With object storage, this machine's copy of the partition's store made its current version
+        (ledger/store_versions.py); else nothing to do (None)."""
+        if self.storage is None or not (self.partition_stores and self.partition is not None):
+            yield None
+            return
+        synced = SyncedStore(self.storage, self.partition, self.store)
+        with control_connection(self.ledger_url, read_only=True) as db:
+            synced.pull(db)
+        try:
+            yield synced
+        finally:
+            if synced.lost:  # its commits are not the current version's: the next run downloads that
+                synced.drop_copy()
 
     def _lease(self) -> contextlib.AbstractContextManager:
         """The partition's store lease for a write (with partition stores), else nothing to hold."""

@@ -1,11 +1,12 @@
 """`python -m batch_assets.services start|stop|status|run -- CMD` (what `make services` and `make test` call).
 
-start   starts PostgreSQL under DIR (default data/services) and prints the environment lines to export
-stop    stops it by its recorded PID
-status  says whether it runs, and its URL
-run     starts a throwaway one, runs CMD with BATCH_ASSETS_TEST_PG_URL set, stops it whatever CMD did
-        (also on Ctrl-C) and exits with CMD's code; when no server can start, CMD runs without it
-        (the tests that need one skip with a message, or fail when CI is set)
+start   starts PostgreSQL and an S3 server (moto) under DIR (default data/services) and prints the
+        environment lines to export
+stop    stops them by their recorded PIDs
+status  says whether they run, and where
+run     starts throwaway ones, runs CMD with BATCH_ASSETS_TEST_PG_URL and BATCH_ASSETS_TEST_S3_ENDPOINT
+        set, stops them whatever CMD did (also on Ctrl-C) and exits with CMD's code; a server that
+        cannot start is left out (the tests that need it skip with a message, or fail when CI is set)
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from batch_assets.services import postgres
+from batch_assets.services import postgres, s3
 
 TEST_URL_VARIABLE = "BATCH_ASSETS_TEST_PG_URL"
+TEST_S3_VARIABLE = "BATCH_ASSETS_TEST_S3_ENDPOINT"
 TABLES_SCHEMA = "warehouse"  # the source and business tables, apart from Dagster's own in `public`
 
 
@@ -54,6 +56,12 @@ def _run(cmd: list[str]) -> int:
             print(f"services: PostgreSQL for the tests at {server.url} (pid {server.pid})", flush=True)
         except (postgres.ServiceError, OSError, subprocess.SubprocessError) as exc:
             print(f"services: no PostgreSQL for the tests: {exc}", file=sys.stderr, flush=True)
+        try:
+            bucket = s3.start(state)
+            env[TEST_S3_VARIABLE] = bucket.endpoint
+            print(f"services: S3 for the tests at {bucket.endpoint} (pid {bucket.pid})", flush=True)
+        except (s3.S3ServiceError, OSError, subprocess.SubprocessError) as exc:
+            print(f"services: no S3 server for the tests: {exc}", file=sys.stderr, flush=True)
         child = subprocess.Popen(cmd, env=env)
         # Ctrl-C reaches CMD too (same process group): we keep waiting for it, then stop the server.
         while True:
@@ -62,6 +70,7 @@ def _run(cmd: list[str]) -> int:
             except KeyboardInterrupt:
                 continue
     finally:
+        s3.stop(state)
         postgres.discard(state)
 
 
@@ -92,16 +101,21 @@ def main(argv: list[str] | None = None) -> int:
             return _run(cmd)
         if args.verb == "start":
             server = postgres.start(args.dir, args.port)
+            bucket = s3.start(args.dir)
             print(f"# PostgreSQL {server.url} (pid {server.pid}, data {server.data_dir}); stop: make services-stop")
-            print("\n".join(env_lines(server)))
+            print(f"# S3 (moto, in memory) {bucket.endpoint} (pid {bucket.pid}), bucket {s3.BUCKET}")
+            print("\n".join(env_lines(server) + s3.env_lines(bucket)))
             return 0
         if args.verb == "stop":
             print("stopped PostgreSQL" if postgres.stop(args.dir) else "no PostgreSQL was running")
+            print("stopped the S3 server" if s3.stop(args.dir) else "no S3 server was running")
             return 0
         server = postgres.running(args.dir.resolve())
+        bucket = s3.running(args.dir.resolve())
         print(f"PostgreSQL running at {server.url} (pid {server.pid})" if server else "PostgreSQL not running")
-        return 0 if server else 1
-    except (postgres.ServiceError, OSError) as exc:
+        print(f"S3 running at {bucket.endpoint} (pid {bucket.pid})" if bucket else "S3 server not running")
+        return 0 if server and bucket else 1
+    except (postgres.ServiceError, s3.S3ServiceError, OSError) as exc:
         print(f"services: {args.verb} failed: {exc}", file=sys.stderr)
         return 1
 

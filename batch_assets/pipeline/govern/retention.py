@@ -36,6 +36,7 @@ from batch_assets.ledger.retention import (
     record_remote_deletion_failure,
 )
 from batch_assets.ledger.shards import unpurged_shards
+from batch_assets.ledger.store_versions import collect_garbage
 from batch_assets.ledger.tasks import final_task_ids_before
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef
@@ -200,6 +201,7 @@ class RetentionRun:
     remote: RemoteDeletionSummary
     purged: dict[str, PurgeSummary]  # task name -> its purge
     pending_remote: int  # jobs still waiting for their provider files to be deleted
+    store_objects_deleted: int = 0  # partition store versions no pointer names (object storage)
 
     def metadata(self) -> dict[str, int]:
         return {
@@ -210,6 +212,7 @@ class RetentionRun:
             "shards_purged": sum(len(p.shards) for p in self.purged.values()),
             "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
             "bytes_freed": sum(p.bytes_freed for p in self.purged.values()),
+            "store_objects_deleted": self.store_objects_deleted,
         }
 
 
@@ -223,4 +226,13 @@ def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], Batch
         for name, t in sorted(tasks.items())
     }
     pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
-    return RetentionRun(remote, purged, pending)
+    return RetentionRun(remote, purged, pending, len(collect_store_garbage(wh)))
+
+
+def collect_store_garbage(wh: Warehouse) -> list[str]:
+    """With partition stores in object storage: the versions no partition's pointer names (superseded,
+    or uploaded by a run whose commit never came) deleted once older than the grace period."""
+    if wh.storage is None or not wh.partition_stores:
+        return []
+    with wh.control() as db:
+        return collect_garbage(wh.storage, db)
