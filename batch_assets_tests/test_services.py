@@ -164,3 +164,24 @@ def test_the_s3_server_binds_loopback_holds_the_bucket_and_stops_by_pid(tmp_path
     finally:
         assert s3.stop(tmp_path)
     assert not is_listening(server.port) and s3.running(tmp_path) is None
+
+
+def test_an_s3_start_cut_off_by_a_signal_leaves_no_server_running(tmp_path, monkeypatch):
+    """SIGTERM of `services run` while the S3 server is still coming up (its handler raises in the
+    wait) must not leave moto_server behind: nothing has recorded its PID yet."""
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    def interrupted(_port):
+        raise SystemExit(128 + signal.SIGTERM)
+
+    monkeypatch.setattr(s3.subprocess, "Popen", popen)
+    monkeypatch.setattr(s3, "_answers", interrupted)
+    with pytest.raises(SystemExit):
+        s3.start(tmp_path)
+    (proc,) = started
+    assert proc.poll() is not None and not (tmp_path / s3.STATE_FILE).exists()

@@ -41,10 +41,14 @@ def _run(cmd: list[str]) -> int:
     env = dict(os.environ)
     child: subprocess.Popen | None = None
 
+    pending: list[int] = []
+
     def forward(signum: int, _frame: object) -> None:
-        # SIGTERM / SIGHUP end CMD; we then stop the server. Before CMD runs, `finally` still stops it.
+        # SIGTERM / SIGHUP end CMD; we then stop the servers. One that comes while they start is
+        # kept until they have (raised mid-start, it could leave a server no state file names).
         if child is None:
-            raise SystemExit(128 + signum)
+            pending.append(signum)
+            return
         child.terminate()
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -62,7 +66,11 @@ def _run(cmd: list[str]) -> int:
             print(f"services: S3 for the tests at {bucket.endpoint} (pid {bucket.pid})", flush=True)
         except (s3.S3ServiceError, OSError, subprocess.SubprocessError) as exc:
             print(f"services: no S3 server for the tests: {exc}", file=sys.stderr, flush=True)
+        if pending:
+            return 128 + pending[0]
         child = subprocess.Popen(cmd, env=env)
+        if pending:  # came while CMD was being started
+            child.terminate()
         # Ctrl-C reaches CMD too (same process group): we keep waiting for it, then stop the server.
         while True:
             try:

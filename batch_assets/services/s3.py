@@ -97,15 +97,19 @@ def start(state_dir: Path, port: int | None = None) -> RunningS3:
         start_new_session=True,  # outlives `make services`, stopped by its PID
     )
     log.close()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not _answers(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise S3ServiceError(f"moto_server did not start on {LOOPBACK}:{port}; see {state_dir / 's3.log'}")
-        time.sleep(0.1)
-    state = RunningS3(pid=proc.pid, port=port)
-    _create_bucket(state.endpoint)
-    (state_dir / STATE_FILE).write_text(json.dumps(asdict(state)), encoding="utf-8")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _answers(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise S3ServiceError(f"moto_server did not start on {LOOPBACK}:{port}; see {state_dir / 's3.log'}")
+            time.sleep(0.1)
+        state = RunningS3(pid=proc.pid, port=port)
+        _create_bucket(state.endpoint)
+        (state_dir / STATE_FILE).write_text(json.dumps(asdict(state)), encoding="utf-8")
+    except BaseException:  # a failed start, or a signal meanwhile (SIGTERM of `services run`): none left running
+        proc.kill()
+        proc.wait()
+        raise
     return state
 
 
