@@ -143,6 +143,7 @@ def test_a_cancel_while_the_results_are_pending_writes_the_cancelled_ending(tmp_
         created = submit(client, [chat_line(i) for i in range(5)])
         poll(lambda: client.batches.retrieve(created.id).status, lambda s: s == "in_progress")
         emu.worker.pause()
+        assert emu.worker.wait_held(timeout=30)  # a job in hand would write the ending the cancel moves to
         assert client.batches.cancel(created.id).status == "cancelling"
         record = emu.app.state.store.get(OPENAI_BATCHES, created.id)
         sleep_past(record["cancel_requested_at"] + Timeline.from_dict(record["timeline"]).cancel_delay)

@@ -46,6 +46,7 @@ class Worker:
         self._gate = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
         self._busy = 0
+        self._running = 0  # jobs started and not finished (0 while the worker is held)
         self._thread: threading.Thread | None = None
         self._name = f"batch-results-worker-{next(_names)}"
         self._closed = False
@@ -76,6 +77,7 @@ class Worker:
                 if self._allowed is not None:
                     self._allowed -= 1
                 self._waiting.discard(key)
+                self._running += 1
             try:
                 job()
             except Exception:  # a failed job must not stop the worker; its batch stays unfinished
@@ -83,6 +85,7 @@ class Worker:
             finally:
                 with self._lock:
                     self._busy -= 1
+                    self._running -= 1
                     self._idle.notify_all()
 
     def pause(self, after: int = 0) -> None:
@@ -91,6 +94,12 @@ class Worker:
         with self._lock:
             self._allowed = after
             self._gate.notify_all()
+
+    def wait_held(self, timeout: float | None = None) -> bool:
+        """After pause(): wait until the job that was in hand has finished, so nothing runs until
+        resume() (a test's next step cannot race it); False on timeout."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._running == 0, timeout)
 
     def resume(self) -> None:
         with self._lock:
