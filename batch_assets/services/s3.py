@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from batch_assets.ports import LOOPBACK, free_port, port_in_use
+from batch_assets.services.postgres import _alive  # one pid check (a zombie counts as gone) for both servers
 
 STATE_FILE = "s3.json"
 BUCKET = "batch-assets"
@@ -46,17 +47,6 @@ def _moto_server() -> str:
     if found is None:
         raise S3ServiceError("moto_server is not installed: install the dev extras (pip install -e '.[dev]')")
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text(errors="replace").rsplit(")", 1)[-1].split()[:1] == ["Z"])
 
 
 def _answers(port: int) -> bool:
@@ -119,9 +109,22 @@ def _create_bucket(endpoint: str) -> None:
         pass
 
 
+def _recorded_moto(state_dir: Path) -> RunningS3 | None:
+    """The recorded server when its process still runs moto_server on its port but no longer
+    answers (hung): stopped too, never a PID the system gave to another program since."""
+    path = state_dir / STATE_FILE
+    try:
+        state = RunningS3(**json.loads(path.read_text(encoding="utf-8")))
+        cmdline = Path(f"/proc/{state.pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, TypeError):
+        return None
+    ours = any(part.endswith(b"moto_server") for part in cmdline) and str(state.port).encode() in cmdline
+    return state if _alive(state.pid) and ours else None
+
+
 def stop(state_dir: Path, timeout_s: float = 10.0) -> bool:
     """Stop the server `state_dir` recorded; False when none ran."""
-    found = running(state_dir.resolve())
+    found = running(state_dir.resolve()) or _recorded_moto(state_dir.resolve())
     (state_dir / STATE_FILE).unlink(missing_ok=True)
     if found is None:
         return False
