@@ -1,4 +1,5 @@
-"""Test helper: a seeded warehouse's source table moved into PostgreSQL."""
+"""Test helpers: a seeded warehouse's source table moved into PostgreSQL; the environment of runs
+whose tables, ledger and files are off the machine."""
 
 from __future__ import annotations
 
@@ -29,3 +30,12 @@ def demo_env_on_postgres(monkeypatch, postgres_url: str) -> None:
     monkeypatch.setenv("BATCH_ASSETS_TABLES_URL", postgres_url)
     monkeypatch.setenv("BATCH_ASSETS_TABLES_SCHEMA", "warehouse")
     monkeypatch.setenv("BATCH_ASSETS_DAGSTER_PG_URL", postgres_url.replace("postgresql://", "postgresql+psycopg2://"))
+
+
+def storage_env(monkeypatch, storage) -> None:
+    """The object storage settings `make services` prints, pointing at `storage` (an ObjectStorage)."""
+    monkeypatch.setenv("BATCH_ASSETS_STORAGE_URL", f"s3://{storage.bucket}/{storage.prefix}")
+    monkeypatch.setenv("BATCH_ASSETS_S3_ENDPOINT", storage.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", storage.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", storage.secret_key)
+    monkeypatch.setenv("AWS_REGION", storage.region)

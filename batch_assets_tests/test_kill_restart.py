@@ -13,12 +13,7 @@ tracked by exactly one ledger job.
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -40,9 +35,8 @@ from batch_assets_tests import ledger_rows
 
 from .conftest import DAY1, FAST_EMULATOR
 from .stage_process import LEASE_ENV
+from .stage_runs import MARKER_TIMEOUT_S, kill_at, run_stage
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-MARKER_TIMEOUT_S = 60.0  # how long the stage may take to reach its point (not a timing assumption)
 ROUNDS = 8
 CLAIM_LEASE_S = 3.0  # the killed submit run's claim lease, where submissions are claimed
 
@@ -74,37 +68,6 @@ def _task(ticket_task: ResolvedTask) -> ResolvedTask:
     )
 
 
-def _stage_cmd(stage: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHandle) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "batch_assets_tests.stage_process",
-        stage,
-        str(wh.database),
-        str(wh.data_dir),
-        str(task.yaml_path),
-        DAY1,
-        emulator.base_url,
-    ]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != FAULTPOINT_ENV}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONWARNINGS"] = "error"
-    return {**env, **extra}
-
-
-def run_stage(stage: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHandle, tmp_path: Path) -> None:
-    """The stage in a fresh process, to its end."""
-    log = tmp_path / f"{stage}.restart.log"
-    with open(log, "wb") as out:
-        rc = subprocess.run(
-            _stage_cmd(stage, wh, task, emulator), env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=120
-        ).returncode
-    assert rc == 0, log.read_text(errors="replace")
-
-
 def wait_for_claims_to_expire(wh: Warehouse) -> None:
     """Where submissions are claimed with a lease: wait until the killed run's claim has run out
     (it ran with a lease of CLAIM_LEASE_S), as a restart after a crash would find it."""
@@ -124,32 +87,6 @@ def wait_for_claims_to_expire(wh: Warehouse) -> None:
     while q(wh, "SELECT count(*) FROM ledger.provider_job WHERE claim_expires_at > now()::TIMESTAMP")[0][0]:
         assert time.monotonic() < deadline, "the killed run's claim never ran out"
         time.sleep(0.1)
-
-
-def kill_at(point: str, wh: Warehouse, task: ResolvedTask, emulator: EmulatorHandle, tmp_path: Path) -> None:
-    """Run the point's stage in a subprocess and SIGKILL it once it has reached the point."""
-    stage = point.split(".")[0]
-    marker, log = tmp_path / f"{point}.reached", tmp_path / f"{point}.log"
-    with open(log, "wb") as out:
-        env = _env(**{FAULTPOINT_ENV: f"{point}={marker}", LEASE_ENV: str(CLAIM_LEASE_S)})
-        proc = subprocess.Popen(_stage_cmd(stage, wh, task, emulator), env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + MARKER_TIMEOUT_S
-            while not marker.exists():
-                if proc.poll() is not None:
-                    pytest.fail(
-                        f"the {stage} process ended (rc {proc.returncode}) before reaching {point}:\n"
-                        + log.read_text(errors="replace")
-                    )
-                assert time.monotonic() < deadline, f"{point} not reached in {MARKER_TIMEOUT_S}s"
-                time.sleep(0.02)
-            assert int(marker.read_text()) == proc.pid
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
 
 
 def _after_crash(point: str, wh: Warehouse, task_id: str, emulator: EmulatorHandle, table: str) -> None:
@@ -251,13 +188,13 @@ def test_sigkill_at_a_point_then_restart_ends_every_item_exactly_once(
     stage = point.split(".")[0]
     run_stages_before(stage, wh, task, adapter, wait_for_jobs)
 
-    kill_at(point, wh, task, emulator, tmp_path)
+    kill_at(point, wh, task, DAY1, emulator, tmp_path, **{LEASE_ENV: str(CLAIM_LEASE_S)})
     _after_crash(point, wh, task_id, emulator, task.spec.apply.table)
     if stage == "submit":
         wait_for_claims_to_expire(wh)
 
     # Restart: the same stage in a fresh process, then the rest of the round and further rounds.
-    run_stage(stage, wh, task, emulator, tmp_path)
+    run_stage(stage, wh, task, DAY1, emulator, tmp_path)
     rec, verdict = drive_to_final(wh, task, adapter, wait_for_jobs)
     assert rec.applied > 0 and rec.max_attempt >= 2  # retries happened after the restart
     assert_exactly_once(wh, task, emulator, rec)
@@ -292,8 +229,8 @@ def test_sigkill_between_the_file_and_postgres_commits_then_restart_ends_every_i
     wh, task = seeded_copy, _task(ticket_task)
     run_stages_before(stage, wh, task, adapter, wait_for_jobs)
 
-    kill_at(f"{stage}.between_commits", wh, task, emulator, tmp_path)
-    run_stage(stage, wh, task, emulator, tmp_path)
+    kill_at(f"{stage}.between_commits", wh, task, DAY1, emulator, tmp_path)
+    run_stage(stage, wh, task, DAY1, emulator, tmp_path)
     rec, verdict = drive_to_final(wh, task, adapter, wait_for_jobs)
     assert rec.applied > 0
     assert_exactly_once(wh, task, emulator, rec)

@@ -37,6 +37,13 @@ def manifest_rows(wh, task_id: str = TASK_ID1, current_only: bool = True) -> dic
     return {r["business_id"]: r for r in rows} if current_only else rows
 
 
+def _frozen(wh, conn, task_id: str = TASK_ID1) -> str:
+    """The partition's frozen manifest as a local file, as apply hands it to its stale guard."""
+    from batch_assets.pipeline.freeze.frozen import frozen_manifest
+
+    return frozen_manifest(conn, wh.files, task_id)
+
+
 def parquet_rows(path: str) -> dict[str, dict]:
     with duckdb.connect() as conn:
         cur = conn.execute("SELECT * FROM read_parquet(?)", [path])
@@ -457,7 +464,7 @@ def test_apply_guard_from_fingerprints_equals_rehashing_every_row(seeded_copy, t
         )
         conn.execute("INSERT INTO support_tickets SELECT * FROM support_tickets WHERE ticket_id = 'TK-20261120-000003'")
         conn.execute(CANDIDATES, [TASK_ID1])
-        assert _stale_guard(conn, ticket_task, DAY1, candidates) == "by_id"
+        assert _stale_guard(conn, ticket_task, DAY1, candidates, _frozen(wh, conn)) == "by_id"
         fast = dict(conn.execute(FRESH_BY_ID).fetchall())
         load_source(conn, ticket_task, DAY1)
         full = dict(
@@ -496,7 +503,7 @@ def test_apply_guard_rehashes_every_candidate_of_a_manifest_frozen_before_finger
         os.replace(old, s.manifest_uri)
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute(CANDIDATES, [TASK_ID1])
-        assert _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY) == "rehashed"
+        assert _stale_guard(conn, ticket_task, DAY1, ITEMS_PER_DAY, _frozen(wh, conn)) == "rehashed"
         fresh = dict(conn.execute(FRESH_BY_ID).fetchall())
     assert len(fresh) == ITEMS_PER_DAY
     assert [b for b, ok in fresh.items() if not ok] == ["TK-20261120-000001"]
@@ -527,7 +534,7 @@ def test_apply_guard_rehashes_a_candidate_that_is_not_its_ids_frozen_row(seeded_
             "CREATE TEMP TABLE _cand AS SELECT item_no, 1 AS attempt, hash(business_id) AS id_hash, "
             "hash(input_hash) AS input_hash_hash FROM ledger.manifest_item WHERE custom_id LIKE '%:earlier%'"
         )
-        assert _stale_guard(conn, ticket_task, DAY1, candidates=candidates) == how
+        assert _stale_guard(conn, ticket_task, DAY1, candidates, _frozen(wh, conn)) == how
         fresh = dict(
             conn.execute(
                 "SELECT m.custom_id, l.fresh FROM _live l JOIN ledger.manifest_item m USING (item_no) "
@@ -592,7 +599,7 @@ def test_apply_guard_decides_from_the_frozen_rows_only_when_the_source_holds_exa
         elif change:
             conn.execute(SOURCE_CHANGES[change])
         conn.execute(CANDIDATES, [TASK_ID1])
-        how = _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY)
+        how = _stale_guard(conn, ticket_task, DAY1, ITEMS_PER_DAY, _frozen(wh, conn))
         verdicts = dict(conn.execute(FRESH_BY_ID).fetchall())
         expected = _rehashed_verdicts(conn, ticket_task)
     assert how == ("by_id" if change in SOURCE_CHANGES else "as_frozen")
@@ -617,7 +624,7 @@ def test_apply_guard_leaves_out_the_ids_the_freeze_rejected(seeded_copy, ticket_
             conn.execute("DELETE FROM support_tickets WHERE ticket_id = 'TK-20261120-000005'")
             conn.execute("INSERT INTO support_tickets SELECT * FROM _kept")
         conn.execute(CANDIDATES, [TASK_ID1])
-        assert _stale_guard(conn, ticket_task, DAY1, candidates=ITEMS_PER_DAY) == "as_frozen"
+        assert _stale_guard(conn, ticket_task, DAY1, ITEMS_PER_DAY, _frozen(wh, conn)) == "as_frozen"
         verdicts = dict(conn.execute(FRESH_BY_ID).fetchall())
     assert "TK-20261120-000005" not in verdicts and len(verdicts) == ITEMS_PER_DAY - 1 and all(verdicts.values())
 
@@ -635,7 +642,7 @@ def test_apply_guard_nests_a_source_query_with_a_trailing_semicolon_or_comment(s
     with wh.connect() as conn:
         conn.execute("UPDATE support_tickets SET body = body || ' (edited)' WHERE ticket_id = 'TK-20261120-000001'")
         conn.execute(CANDIDATES, [TASK_ID1])
-        _stale_guard(conn, task, DAY1, candidates=ITEMS_PER_DAY)
+        _stale_guard(conn, task, DAY1, ITEMS_PER_DAY, _frozen(wh, conn))
         changed = [
             r[0]
             for r in conn.execute(

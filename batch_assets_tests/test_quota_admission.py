@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets_tests import ledger_rows
 
 from .conftest import FAST_EMULATOR
+from .stage_runs import kill_once_reached
 
 # Shared by this module and its submitter processes: the tasks (one provider account and model), and
 # a ProvidersResource whose account has small limits.
@@ -224,18 +223,7 @@ def test_a_submitter_killed_after_admission_gives_its_place_back_when_its_claim_
     }
     args = [str(warehouse.database), str(warehouse.data_dir), emulator.base_url, "quota_a", DAYS[0], "1", "0", "0"]
     proc = subprocess.Popen([sys.executable, "-c", SUBMITTER, *args], env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():  # the submitter blocks at the point once admitted: then it is killed
-            assert proc.poll() is None, f"the submitter exited ({proc.returncode}) before its admission"
-            assert time.monotonic() < deadline, "submit.admitted not reached in 120 s"
-            time.sleep(0.02)
-        assert int(marker.read_text()) == proc.pid
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
+    kill_once_reached(proc, marker, "submit.admitted")  # blocked at the point once admitted: then killed
     ad = make_adapter(emulator.base_url, 1)
     assert _ledger(warehouse)["reserved"] == 1  # the killed submitter's claim still holds the place
     assert submit_pending(warehouse, make_task("quota_b"), DAYS[0], ad).waiting_for_capacity == 2  # both its shards

@@ -130,23 +130,24 @@ def test_an_upload_whose_commit_never_came_is_an_orphan_that_garbage_collection_
 
 @pytest.mark.slow
 def test_the_demo_with_its_stores_in_object_storage_runs_to_final(tmp_path, monkeypatch, postgres_url, s3_storage):
-    """`make services` + `make demo` with every printed line, for one task: each partition's store
-    version is in the bucket and named in the ledger, and a fresh machine reads the same answers."""
+    """`make services` + `make demo` with every printed line, for one task: its files and each
+    partition's store version are in the bucket and named in the ledger, nothing but caches is left
+    under data/, and a fresh machine reads the same answers."""
     from batch_assets.demo.runner import run_demo
-    from batch_assets_tests.pg_tables import demo_env_on_postgres
+    from batch_assets_tests.pg_tables import demo_env_on_postgres, storage_env
 
     demo_env_on_postgres(monkeypatch, postgres_url)
     monkeypatch.setenv("BATCH_ASSETS_LEDGER_URL", postgres_url)
-    monkeypatch.setenv("BATCH_ASSETS_STORAGE_URL", f"s3://{s3_storage.bucket}/{s3_storage.prefix}")
-    monkeypatch.setenv("BATCH_ASSETS_S3_ENDPOINT", s3_storage.endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_storage.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_storage.secret_key)
-    monkeypatch.setenv("AWS_REGION", s3_storage.region)
+    storage_env(monkeypatch, s3_storage)
     printed: list[tuple[list, list]] = []
     assert run_demo(tmp_path / "data", tasks=("ticket_triage",), print_table=lambda h, r: printed.append((h, r))) == 0
     headers, rows = printed[0]
     by_task = {r[0]: dict(zip(headers, r)) for r in rows}
     assert {v["status"] for v in by_task.values()} == {"COMPLETED_WITH_FAILURES"}
+    left = {p.name for p in (tmp_path / "data").iterdir()}  # besides the emulator's and Dagster's own
+    assert left - {"emulator", "dagster_home"} == {"cache"}, left  # every run file and store is in the bucket
+    kinds = {k.split("/")[0] for k, _ in s3_storage.objects("")}
+    assert kinds == {"manifests", "shards", "raw", "stores", "reports"}
     fresh = Warehouse.at(tmp_path / "fresh" / "warehouse.duckdb")  # another machine: an empty data directory
     assert fresh.storage == s3_storage.__class__.from_env() and fresh.partition_stores
     with fresh.control() as db:

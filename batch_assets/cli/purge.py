@@ -23,7 +23,8 @@ def cmd_purge(args) -> int:
     for path in summary.shards:
         print(f"{'would delete' if args.dry_run else 'deleted'} shard {path}")
     for path in summary.raw_files:
-        print(f"{'would compress' if args.dry_run else 'compressed'} raw file {path} -> {path}.gz")
+        archive = summary.archives.get(path) or ("a gzip object" if path.startswith("s3://") else f"{path}.gz")
+        print(f"{'would compress' if args.dry_run else 'compressed'} raw file {path} -> {archive}")
     print(summary.describe())
     pending = pending_remote_deletions(wh, task_names=[args.task] if args.task else None)
     if pending:

@@ -164,7 +164,7 @@ def cmd_report(args) -> int:
         times = {
             r.task_id: partition_durations(conn, r.task_id, r.verdict().final_status is not None, now) for r in recs
         }
-        pages = _write_pages(conn, wh.data_dir, task_ids, names, tolerance, now) if args.html else []
+        pages = _write_pages(conn, wh.files, task_ids, names, tolerance, now) if args.html else []
         gates = partition_gates(conn, list(task_ids))
         reparsed = reparse_figures(conn, list(task_ids))
         pauses = _account_pauses(conn, task_ids)
@@ -237,13 +237,13 @@ def _account_pauses(conn, task_ids) -> list[dict]:
     return [p for p in active_pauses(conn) if p["provider"] in providers]
 
 
-def _write_pages(conn, data_dir, task_ids, names, tolerance, now) -> list:
-    from batch_assets.pipeline.report.partition_report import build_report, write_report
+def _write_pages(conn, files, task_ids, names, tolerance, now) -> list:
+    from batch_assets.pipeline.report.partition_report import build_report, publish_report
     from batch_assets.pipeline.settle.reconcile import DEFAULT_MAX_FAILED_FRACTION
 
     pages = []
     for task_id in task_ids:
         fraction, empty = tolerance.get(names.get(task_id), (DEFAULT_MAX_FAILED_FRACTION, "warn"))
         rep = build_report(conn, task_id, fraction, now=now, empty_source=empty)
-        pages.append(write_report(rep, data_dir))
+        pages.append(publish_report(rep, files))
     return pages

@@ -7,10 +7,10 @@ from batch_assets.components.wiring import REPORT_STAGE, TaskWiring
 from batch_assets.ledger.tasks import task_ids
 from batch_assets.pipeline.report.partition_report import (
     build_report,
+    publish_report,
     report_markdown,
     report_numbers,
     summary_line,
-    write_report,
 )
 from batch_assets.pipeline.settle.reconcile import COLLECTING
 from batch_assets.resources import WarehouseResource
@@ -48,7 +48,7 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
                 if pk not in reports
             },
         )
-        paths = {pk: write_report(r, wh.data_dir) for pk, r in reports.items()}
+        paths = {pk: publish_report(r, wh.files) for pk, r in reports.items()}
         per_partition(
             context,
             {
@@ -59,7 +59,7 @@ def build_report_asset(w: TaskWiring) -> dg.AssetsDefinition:
                     "summary": summary_line(r),
                     **report_numbers(r),
                     "report": dg.MetadataValue.md(report_markdown(r)),
-                    "report_path": dg.MetadataValue.path(str(paths[pk])),
+                    "report_path": dg.MetadataValue.path(paths[pk]),
                 }
                 for pk, r in reports.items()
             },

@@ -38,6 +38,7 @@ from batch_assets.pipeline.report.partition_tables import gate_cells, reconcilia
 from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_tasks
+from batch_assets.storage.run_files import CACHE_DIR
 
 DEMO_PARTITIONS = ("2026-11-20", "2026-11-21")
 # Every task of the project, one per provider at least (ticket_triage also runs on Anthropic).
@@ -103,6 +104,7 @@ def _forget_earlier_demo(wh: Warehouse, tasks: tuple[str, ...], partitions: tupl
             "warehouse.duckdb",
             "warehouse.duckdb.wal",
             STORES_DIR,
+            CACHE_DIR,
             "manifests",
             "shards",
             "raw",
@@ -207,7 +209,7 @@ def run_demo(
         f"{sum(r.compliance_held for r in recs)} held for compliance"
     )
     if wh.partition_stores:
-        print(f"Per-item DuckDB stores, one per partition: {wh.data_dir / STORES_DIR}")
+        print(f"Per-item DuckDB stores, one per partition: {wh.stores_dir}")
     else:
         print(f"DuckDB warehouse: {wh.database}")
     if wh.ledger_url is not None:

@@ -29,18 +29,17 @@ _BLANK = "__blank"  # the empty table of the current schema each view of a read 
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def store_path(data_dir: Path, task_id: str) -> Path:
-    """The partition's store file (task ids are `<task_name>_<YYYYMMDD>`: safe file names)."""
+def store_path(folder: Path, task_id: str) -> Path:
+    """The partition's store file in the stores' `folder` (task ids are `<task_name>_<YYYYMMDD>`: safe file names)."""
     if not _TASK_ID_RE.match(task_id):
         raise ValueError(f"task id {task_id!r} cannot name a partition store file")
-    return data_dir / STORES_DIR / f"{task_id}.duckdb"
+    return folder / f"{task_id}.duckdb"
 
 
-def store_paths(data_dir: Path, task_ids: Sequence[str] | None = None) -> list[Path]:
-    """The stores that exist: of `task_ids`, or every one under data_dir."""
+def store_paths(folder: Path, task_ids: Sequence[str] | None = None) -> list[Path]:
+    """The stores that exist in `folder`: of `task_ids`, or every one."""
     if task_ids is not None:
-        return [p for p in (store_path(data_dir, t) for t in sorted(set(task_ids))) if p.exists()]
-    folder = data_dir / STORES_DIR
+        return [p for p in (store_path(folder, t) for t in sorted(set(task_ids))) if p.exists()]
     return sorted(folder.glob("*.duckdb")) if folder.is_dir() else []
 
 

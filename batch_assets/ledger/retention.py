@@ -74,3 +74,22 @@ def mark_raw_file_purged(conn: duckdb.DuckDBPyConnection, file_key: str, archive
                     WHERE file_key = ? AND purged_at IS NULL""",
         [archived_path, file_key],
     )
+
+
+def recorded_control_files(conn) -> list[str]:
+    """Every file location the control tables name and still need: each partition's current
+    manifest and every shard file not purged (what file garbage collection keeps)."""
+    db = as_control(conn)
+    manifests = db.execute("SELECT manifest_uri FROM ledger.batch_task WHERE manifest_uri IS NOT NULL").rows
+    shards = db.execute("SELECT path FROM ledger.shard WHERE purged_at IS NULL AND path IS NOT NULL").rows
+    return [r[0] for r in manifests + shards]
+
+
+def recorded_item_files(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every raw file location the per-item tables name and still need: the files not purged and
+    the compressed copies purges made."""
+    rows = conn.execute(
+        "SELECT path FROM ledger.raw_file WHERE purged_at IS NULL "
+        "UNION ALL SELECT archived_path FROM ledger.raw_file WHERE archived_path IS NOT NULL"
+    ).fetchall()
+    return [r[0] for r in rows if r[0]]

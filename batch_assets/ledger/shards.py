@@ -160,11 +160,12 @@ def next_shard_no(conn, task_id: str, attempt: int) -> int:
 
 
 def unpurged_shards(conn, task_ids) -> list[dict]:
-    """shard_id and path of the shards of these partitions whose file is not purged, by shard_id."""
+    """shard_id, path and byte_count of the shards of these partitions whose file is not purged, by shard_id."""
     return (
         as_control(conn)
         .execute(
-            "SELECT shard_id, path FROM ledger.shard WHERE purged_at IS NULL AND task_id = ANY(?) ORDER BY shard_id",
+            "SELECT shard_id, path, byte_count FROM ledger.shard WHERE purged_at IS NULL AND task_id = ANY(?) "
+            "ORDER BY shard_id",
             [list(task_ids)],
         )
         .dicts()

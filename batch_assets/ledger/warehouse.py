@@ -35,6 +35,7 @@ from batch_assets.ledger.schema import latest_version, migrate, refuse_newer, st
 from batch_assets.ledger.store_versions import SyncedStore, read_copies
 from batch_assets.ledger.transaction import transaction
 from batch_assets.storage.objects import ObjectStorage
+from batch_assets.storage.run_files import CACHE_DIR, RunFiles
 from batch_assets.task_tables.postgres import PgTables
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,18 @@ class Warehouse:
     def store(self) -> Path:
         """The DuckDB file connect() opens: the partition's store, or the warehouse file."""
         if self.partition_stores and self.partition is not None:
-            return store_path(self.data_dir, self.partition)
+            return store_path(self.stores_dir, self.partition)
         return self.database
+
+    @property
+    def stores_dir(self) -> Path:
+        """The partition stores' folder; with object storage this machine's copies, in the cache."""
+        return (self.data_dir / CACHE_DIR if self.storage is not None else self.data_dir) / STORES_DIR
+
+    @property
+    def files(self) -> RunFiles:
+        """Where manifests, shard and raw result files are kept and found (storage/run_files.py)."""
+        return RunFiles(self.data_dir, self.storage)
 
     def path(self, *parts: str) -> Path:
         """A run-time file path under data_dir; parent folders are created."""
@@ -218,9 +229,9 @@ class Warehouse:
             wanted = [self.partition] if self.partition else task_ids
             if self.storage is not None:
                 with control_connection(self.ledger_url, read_only=True) as db:
-                    stores = read_copies(self.storage, db, self.data_dir / STORES_DIR, wanted)
+                    stores = read_copies(self.storage, db, self.stores_dir, wanted)
             else:
-                stores = store_paths(self.data_dir, wanted)
+                stores = store_paths(self.stores_dir, wanted)
             attach_read_only(conn, stores, self.lock_timeout_s)
             with self._bound(conn, read_only=read_only):
                 yield conn

@@ -76,6 +76,20 @@ class ObjectStorage:
         at = f" at {self.endpoint}" if self.endpoint else ""
         return f"s3://{self.bucket}/{self.prefix}{at}"
 
+    def url(self, key: str) -> str:
+        """The object's s3:// URL, as the ledger records it (no endpoint, no credentials)."""
+        return f"s3://{self.bucket}/{self.prefix}/{key}" if self.prefix else f"s3://{self.bucket}/{key}"
+
+    def key_of(self, url: str) -> str:
+        """The key of an s3:// URL this storage made; SettingError when it names another bucket or prefix."""
+        base = self.url("")
+        if not url.startswith(base):
+            raise SettingError(
+                f"{url} is not under {STORAGE_URL_VAR}={base.rstrip('/')}; "
+                "set it to the storage the ledger's files were written to"
+            )
+        return url[len(base) :]
+
     @functools.cached_property
     def _store(self):
         from obstore.store import S3Store
@@ -112,15 +126,30 @@ class ObjectStorage:
             return False
         return True
 
+    def replace_file(self, path: Path, key: str) -> None:
+        """Upload `path` as `key`, replacing what is there (a page rewritten each time, not a run file)."""
+        import obstore
+
+        with open(path, "rb") as f:
+            obstore.put(self._store, key, f, mode="overwrite")
+
     def get_file(self, key: str, dest: Path) -> None:
         """Download `key` to `dest`: streamed into a temporary file beside it, then renamed."""
         import obstore
+        from obstore.exceptions import NotFoundError
 
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = dest.with_name(f".{dest.name}.partial")
-        with open(partial, "wb") as f:
-            for chunk in obstore.get(self._store, key).stream(min_chunk_size=_CHUNK):
-                f.write(chunk)
+        try:
+            with open(partial, "wb") as f:
+                for chunk in obstore.get(self._store, key).stream(min_chunk_size=_CHUNK):
+                    f.write(chunk)
+        except NotFoundError:
+            partial.unlink(missing_ok=True)
+            raise FileNotFoundError(f"no object {key} in {self.where}") from None
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, dest)
 
     def exists(self, key: str) -> bool:

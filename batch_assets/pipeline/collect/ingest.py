@@ -1,10 +1,11 @@
 """Stage 5 — download terminal jobs' result files and load every line by custom_id.
 
-Files are streamed to disk under data/raw/ and kept (audit, re-parsing). Each line is keyed by the
-provider request id it carries, mapped back to its custom_id through ledger.shard_line — never by
-line order. Lines that match no request of the job are orphans; a custom_id seen again is a
-duplicate; lines that are not JSON are malformed (copied verbatim into the ledger). All are
-recorded, none dropped. A file is ingested once: re-importing it adds nothing.
+Files are streamed to disk under data/raw/ (with object storage: uploaded, see storage/run_files.py)
+and kept (audit, re-parsing). Each line is keyed by the provider request id it carries, mapped back
+to its custom_id through ledger.shard_line — never by line order. Lines that match no request of the
+job are orphans; a custom_id seen again is a duplicate; lines that are not JSON are malformed (copied
+verbatim into the ledger). All are recorded, none dropped. A file is ingested once: re-importing it
+adds nothing.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict
     )
     try:
         results = call_with_retry(
-            lambda: adapter.stream_results(ref, wh.data_dir / "raw" / task_id, _safe_name(job["job_key"])),
+            lambda: adapter.stream_results(ref, wh.files.new_dir("raw", task_id), _safe_name(job["job_key"])),
             backoff=DOWNLOAD_BACKOFF,
             sleep=lambda s: DOWNLOAD_SLEEP(s),
             on_retry=lambda n, exc, delay: log.warning(
@@ -119,18 +120,13 @@ def _download_job(wh: Warehouse, task_id: str, adapter: BatchProvider, job: dict
         with wh.connect() as conn:
             set_collect_error(conn, job["job_key"], failed[job["job_key"]])
         return 0
-    files = [
-        (
-            f"{job['job_key']}:{r.kind}",
-            r.kind,
-            r.provider_file_id,
-            str(r.path),
-            file_sha256(r.path),
-            r.byte_count,
-            r.unmatched_lines,
+    files = []
+    for r in results:  # uploaded with object storage: a crash before the commit below leaves an orphan
+        sha = file_sha256(r.path)
+        location = wh.files.keep(r.path, "raw", task_id, sha)
+        files.append(
+            (f"{job['job_key']}:{r.kind}", r.kind, r.provider_file_id, location, sha, r.byte_count, r.unmatched_lines)
         )
-        for r in results
-    ]
     faultpoints.reached("download.file_written")
     with wh.connect() as conn, transaction(conn):
         for file_key, kind, file_id, path, sha, size, unmatched in files:
@@ -353,6 +349,8 @@ def ingest_files(wh: Warehouse, task_id: str, fmt: WireFormat | None = None) -> 
         """,
             [task_id],
         )
+        for f in files:  # read from this machine's disk: the file itself, or its cached copy
+            f["path"] = str(wh.files.local(f["path"]))
         bar = stack.enter_context(
             progress.task(f"{task_id}: ingest results", total=sum(f["byte_count"] for f in files), unit="bytes")
         )

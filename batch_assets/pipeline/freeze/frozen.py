@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import duckdb
 
+from batch_assets.ledger.tasks import manifest_uri
 from batch_assets.sqltext import sql_literal
+from batch_assets.storage.run_files import RunFiles
+
+
+def frozen_manifest(conn, files: RunFiles, task_id: str) -> str | None:
+    """The partition's current frozen manifest Parquet as a local file (its cached copy when it is
+    in object storage, downloaded if need be), or None before its first freeze."""
+    location = manifest_uri(conn, task_id)
+    return None if location is None else str(files.local(location))
 
 
 def frozen_columns(conn: duckdb.DuckDBPyConnection, uri: str) -> set[str]:

@@ -94,7 +94,7 @@ def _freeze(
     # The items go straight into the manifest Parquet, the only copy of the prompt texts; the
     # ledger statements below read their narrow columns back from it (materializing the items first
     # would write and read the texts twice, spilling a large partition out of the memory pool).
-    manifest_path = wh.path("manifests", task_id, f"v{version}.parquet")
+    manifest_path = wh.files.new_path("manifests", task_id, f"v{version}.parquet")
     # Each item's number (ledger.manifest_item.item_no, see frozen_item_no_sql): a first
     # freeze numbers its items by their row in the Parquet (0, 1, 2, …); a refreeze keeps the number
     # of an item frozen before and numbers the new ones after the partition's highest.
@@ -123,9 +123,10 @@ def _freeze(
                     {earlier_items})
         TO {sql_literal(str(manifest_path))} (FORMAT parquet, COMPRESSION zstd)
     """)
+    location = wh.files.keep(manifest_path, "manifests", task_id)  # uploaded, with object storage
     conn.execute(
         f"CREATE OR REPLACE TEMP VIEW _items AS SELECT *, {frozen_item_no_sql('p')} AS item_no "
-        f"FROM read_parquet({sql_literal(str(manifest_path))}, file_row_number = true) p"
+        f"FROM read_parquet({sql_literal(str(wh.files.local(location)))}, file_row_number = true) p"
     )
     # Items of an earlier freeze whose input changed (or that left the source) are superseded.
     superseded = ledger_manifest.supersede_items_not_in(conn, task_id, "SELECT custom_id FROM _items")
@@ -172,7 +173,7 @@ def _freeze(
         endpoint=spec.endpoint,
         prompt_version=spec.prompt.version,
         output_schema_version=spec.output.version,
-        manifest_uri=str(manifest_path),
+        manifest_uri=location,
         manifest_version=version,
         total_items=items,
         est_input_tokens=tokens,
@@ -187,7 +188,7 @@ def _freeze(
     drop_source(conn)
     return ManifestSummary(
         task_id,
-        str(manifest_path),
+        location,
         version,
         items,
         new_items,

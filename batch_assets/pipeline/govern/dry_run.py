@@ -77,7 +77,7 @@ def render_sample(wh: Warehouse, task: ResolvedTask, partition_date: str, n: int
                 f"{task_id} is not frozen: materialize {task.name}/manifest for {partition_date} "
                 "first (e.g. in `batch-assets dev`)"
             )
-        uri, prompt_version = row["manifest_uri"], row["prompt_version"]
+        uri, prompt_version = str(wh.files.local(row["manifest_uri"])), row["prompt_version"]
         conn.execute(f"""
             CREATE OR REPLACE TEMP TABLE _dry_todo AS
             SELECT custom_id, {FIRST_ATTEMPT} AS attempt FROM ledger.manifest_item

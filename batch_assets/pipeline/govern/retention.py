@@ -11,8 +11,10 @@ job try again. Never fatal.
 Local side: shard files and raw result files of partitions that are final (`batch_task.final_status`)
 and finished longer ago than the window are purged. The ledger rows and their sha256 stay. The
 ledger keeps each result line parsed (`raw_result.body`), not verbatim, so a raw file is the only
-verbatim copy of the provider's answer: it is gzip-compressed next to itself, never deleted.
-Running the purge again changes nothing; `dry_run` only lists.
+verbatim copy of the provider's answer: it is gzip-compressed next to itself, never deleted. With
+object storage the same holds for the objects (a compressed raw file is a new object, its original
+deleted once the ledger names the copy), and objects no ledger row names are collected after a
+grace period. Running the purge again changes nothing; `dry_run` only lists.
 """
 
 from __future__ import annotations
@@ -34,12 +36,15 @@ from batch_assets.ledger.retention import (
     mark_shard_purged,
     record_remote_deletion,
     record_remote_deletion_failure,
+    recorded_control_files,
+    recorded_item_files,
 )
 from batch_assets.ledger.shards import unpurged_shards
 from batch_assets.ledger.store_versions import collect_garbage
 from batch_assets.ledger.tasks import final_task_ids_before
 from batch_assets.ledger.warehouse import Warehouse, fetch_dicts
 from batch_assets.providers.contract import BatchProvider, JobRef
+from batch_assets.storage.run_files import ORPHAN_GRACE, RunFiles, is_object
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +133,11 @@ def delete_remote_files(
 @dataclass
 class PurgeSummary:
     dry_run: bool
-    # Absolute paths, as acted on (a ledger older than absolute paths may hold relative ones).
-    shards: list[str] = field(default_factory=list)  # shard paths deleted (or that would be)
+    # Locations as acted on: absolute paths (a ledger older than absolute paths may hold relative
+    # ones), or s3:// URLs of objects.
+    shards: list[str] = field(default_factory=list)  # shard files deleted (or that would be)
     raw_files: list[str] = field(default_factory=list)  # raw files compressed (or that would be)
+    archives: dict[str, str] = field(default_factory=dict)  # raw file -> its compressed copy (when made)
     bytes_freed: int = 0
 
     def describe(self) -> str:
@@ -141,47 +148,72 @@ class PurgeSummary:
         )
 
 
+def _located(location: str) -> str:
+    return location if is_object(location) else str(Path(location).absolute())
+
+
 def purge_local(
     wh: Warehouse, older_than: dt.timedelta, *, dry_run: bool = False, task_name: str | None = None
 ) -> PurgeSummary:
     """Purge the shard files and compress the raw files of final partitions finished more than
-    `older_than` ago (of one task, or all). Ledger rows and hashes stay; safe to run again."""
+    `older_than` ago (of one task, or all), on disk or in object storage. Ledger rows and hashes
+    stay; safe to run again."""
     summary = PurgeSummary(dry_run)
+    files = wh.files
     with wh.connect() as conn:
         cutoff = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0] - older_than
         old = final_task_ids_before(conn, cutoff, task_name)
         shards = unpurged_shards(conn, old)
         raws = fetch_dicts(
             conn,
-            """SELECT file_key, task_id, path FROM ledger.raw_file
+            """SELECT file_key, task_id, path, byte_count FROM ledger.raw_file
             WHERE purged_at IS NULL AND ingested_at IS NOT NULL AND task_id = ANY($old) ORDER BY file_key""",
             {"old": old},
         )
     for s in shards:
-        path = Path(s["path"]).absolute()
-        size = path.stat().st_size if path.is_file() else 0
-        summary.shards.append(str(path))
-        summary.bytes_freed += size
+        location = _located(s["path"])
+        summary.shards.append(location)
+        if files.exists(location):
+            summary.bytes_freed += s["byte_count"] if is_object(location) else Path(location).stat().st_size
         if dry_run:
             continue
-        path.unlink(missing_ok=True)
+        files.remove(location)
         with wh.control() as conn:
             mark_shard_purged(conn, s["shard_id"])
     for f in raws:
-        path = Path(f["path"]).absolute()
-        archived = Path(f"{path}.gz")
-        summary.raw_files.append(str(path))
-        if path.is_file():
-            summary.bytes_freed += path.stat().st_size
+        location = _located(f["path"])
+        summary.raw_files.append(location)
+        present = files.exists(location)
+        if present:
+            summary.bytes_freed += f["byte_count"] if is_object(location) else Path(location).stat().st_size
         if dry_run:
             continue
-        if path.is_file():
-            _gzip(path, archived)
-            summary.bytes_freed -= archived.stat().st_size
-            path.unlink()
+        archived = _compress(files, f["task_id"], location) if present else None
+        if archived is None and not is_object(location) and Path(f"{location}.gz").is_file():
+            archived = f"{location}.gz"  # compressed by a purge cut off before its ledger write
+        if archived is not None:
+            summary.archives[location] = archived
+            if present:
+                summary.bytes_freed -= files.local(archived).stat().st_size
         with wh.of(f["task_id"]).connect() as conn:  # a per-item row: in its partition's store
-            mark_raw_file_purged(conn, f["file_key"], str(archived) if archived.is_file() else None)
+            mark_raw_file_purged(conn, f["file_key"], archived)
+        if is_object(location) and present:
+            files.remove(location)  # after the ledger names the copy: a crash before leaves an orphan
     return summary
+
+
+def _compress(files: RunFiles, task_id: str, location: str) -> str:
+    """The raw file at `location` gzip-compressed: next to itself on disk (the original deleted),
+    or as a new object (its original is deleted once the ledger names the copy). Its location."""
+    source = files.local(location)
+    if not is_object(location):
+        archived = Path(f"{source}.gz")
+        _gzip(source, archived)
+        source.unlink()
+        return str(archived)
+    compressed = files.new_path("raw", task_id, f"{source.name}.gz")
+    _gzip(source, compressed)
+    return files.keep(compressed, "raw", task_id)
 
 
 def _gzip(path: Path, dest: Path) -> None:
@@ -202,6 +234,7 @@ class RetentionRun:
     purged: dict[str, PurgeSummary]  # task name -> its purge
     pending_remote: int  # jobs still waiting for their provider files to be deleted
     store_objects_deleted: int = 0  # partition store versions no pointer names (object storage)
+    file_objects_deleted: int = 0  # manifest, shard and raw file objects no ledger row names
 
     def metadata(self) -> dict[str, int]:
         return {
@@ -213,6 +246,7 @@ class RetentionRun:
             "raw_files_compressed": sum(len(p.raw_files) for p in self.purged.values()),
             "bytes_freed": sum(p.bytes_freed for p in self.purged.values()),
             "store_objects_deleted": self.store_objects_deleted,
+            "file_objects_deleted": self.file_objects_deleted,
         }
 
 
@@ -226,7 +260,20 @@ def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], Batch
         for name, t in sorted(tasks.items())
     }
     pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
-    return RetentionRun(remote, purged, pending, len(collect_store_garbage(wh)))
+    return RetentionRun(remote, purged, pending, len(collect_store_garbage(wh)), len(collect_file_garbage(wh)))
+
+
+def collect_file_garbage(wh: Warehouse, *, grace: dt.timedelta = ORPHAN_GRACE, dry_run: bool = False) -> list[str]:
+    """With object storage: the manifest, shard and raw file objects no ledger row names (uploads
+    whose commit never came, purged originals, superseded manifests) deleted once older than the
+    grace period (`dry_run`: only listed). Their keys."""
+    if wh.storage is None:
+        return []
+    with wh.control() as db:
+        kept = recorded_control_files(db)
+    with wh.across() as conn:
+        kept += recorded_item_files(conn)
+    return wh.files.collect_garbage(kept, grace=grace, dry_run=dry_run)
 
 
 def collect_store_garbage(wh: Warehouse) -> list[str]:

@@ -29,9 +29,9 @@ from batch_assets.ledger.accounts import active_pause
 from batch_assets.ledger.dry_runs import latest_dry_run
 from batch_assets.ledger.jobs import CreateMark
 from batch_assets.ledger.partition_control import partition_views
-from batch_assets.ledger.tasks import manifest_uri, task_row
+from batch_assets.ledger.tasks import task_row
 from batch_assets.ledger.warehouse import Warehouse
-from batch_assets.pipeline.freeze.frozen import frozen_columns
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_manifest
 from batch_assets.pipeline.govern.budget import BudgetVerdict, check_budget
 from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
 from batch_assets.providers.models import allowed_models, matches, models_file
@@ -249,7 +249,7 @@ def check_no_blocked_lines(wh: Warehouse, task: ResolvedTask, partition_date: st
     task_id = task.task_id(partition_date)
     wh = wh.of(task_id)  # its partition's store
     with wh.connect() as conn:
-        uri = manifest_uri(conn, task_id)
+        uri = frozen_manifest(conn, wh.files, task_id)
         frozen_blocked = (
             f"UNION ALL SELECT custom_id FROM read_parquet({sql_literal(uri)}) WHERE blocked_reason IS NOT NULL"
             if uri and "blocked_reason" in frozen_columns(conn, uri)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from batch_assets import progress
-from batch_assets.ledger.tasks import manifest_uri
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.freeze.frozen import frozen_manifest
 from batch_assets.sqltext import sql_literal
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -19,7 +19,7 @@ def export_results(wh: Warehouse, task_id: str, out: Path) -> int:
     body = out.with_suffix(out.suffix + ".part")
     with wh.connect(read_only=True) as conn, progress.task(f"{task_id}: export (query)", unit="rows", keep=True) as bar:
         tid = sql_literal(task_id)
-        uri = manifest_uri(conn, task_id)
+        uri = frozen_manifest(conn, wh.files, task_id)
         if uri is None:
             raise ValueError(f"no batch task {task_id!r}; list them with `batch-assets report`")
         n = conn.execute(f"""

@@ -4,7 +4,9 @@ while work is under way, how far it got and when it should end.
 Dagster-free. `build_report(conn, task_id)` reads the ledger once and returns a `PartitionReport`;
 `report_markdown`, `report_numbers` and `render_html` turn it into Markdown tables, plain numbers
 (for plots) and a standalone HTML page with two inline SVG charts (items by outcome; time each
-provider job spent in each state); `write_report` writes the page to `<data_dir>/reports/<task_id>.html`.
+provider job spent in each state); `write_report` writes the page to
+`<data_dir>/reports/<task_id>.html`, `publish_report` where the deployment keeps reports (with
+object storage: `reports/<task_id>.html` in the bucket).
 
 The item counts are the reconciliation's (`pipeline.settle.reconcile`), so the report and the
 reconciliation check never disagree. Times come from the providers' own timestamps of each batch
@@ -38,6 +40,7 @@ from batch_assets.pipeline.settle.reconcile import (
 )
 from batch_assets.providers.contract import TERMINAL_STATES, JobState
 from batch_assets.spec.failure_classes import FAILURE_CLASSES
+from batch_assets.storage.run_files import RunFiles
 
 # Final outcomes and the states of items that are not final yet, in display order.
 FINAL_OUTCOMES = ("applied", "revoked", "stale", "quarantined", "final_failed", "compliance_held", "operator_canceled")
@@ -899,6 +902,13 @@ td:not(:first-child) {{ text-align: right; }}
 
 def report_path(data_dir: Path, task_id: str) -> Path:
     return Path(data_dir) / "reports" / f"{task_id}.html"
+
+
+def publish_report(r: PartitionReport, files: RunFiles) -> str:
+    """Write the page where this deployment keeps reports and return where it can be read: under the
+    data directory (`local`), or in object storage as `reports/<task_id>.html` (replaced each time)."""
+    path = write_report(r, files.own_root)
+    return files.publish(path, f"reports/{path.name}")
 
 
 def write_report(r: PartitionReport, data_dir: Path) -> Path:

@@ -31,11 +31,11 @@ import pyarrow.parquet as pq
 
 from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.states import TaskStatus
-from batch_assets.ledger.tasks import manifest_uri, set_task_status
+from batch_assets.ledger.tasks import set_task_status
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse, scalar
 from batch_assets.pipeline.files import file_sha256
-from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql, frozen_manifest
 from batch_assets.pipeline.freeze.render import request_id_sql, request_line_sql
 from batch_assets.pipeline.govern.sensitive import BLOCKED_CODE
 from batch_assets.pipeline.settle.retry_ledger import due_retries_sql
@@ -234,7 +234,7 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
     wh = wh.of(task_id)  # its partition's store
     tid = sql_literal(task_id)
     with wh.connect() as conn:
-        uri = manifest_uri(conn, task_id)
+        uri = frozen_manifest(conn, wh.files, task_id)
         if uri is None:
             raise ValueError(
                 f"task {task_id}: no frozen manifest; materialize the manifest asset for {partition_date} first"
@@ -260,6 +260,8 @@ def cut_shards(wh: Warehouse, task: ResolvedTask, partition_date: str, retries: 
             for attempt in attempts:
                 shards += _write_attempt(conn, wh, task, task_id, uri, attempt, spool, key)
             spool.close()
+            for s in shards:  # uploaded with object storage: a crash before the commit below leaves an orphan
+                s["path"] = wh.files.keep(Path(s["path"]), "shards", task_id, s["sha256"])
             # Recorded once every file is written and hashed, in one transaction.
             with transaction(conn):
                 # Lines of a manifest frozen before item numbers take theirs from the manifest items.
@@ -370,8 +372,8 @@ class _Spool:
     }
 
     def __init__(self, wh: Warehouse):
-        _sweep_abandoned_spools(wh.data_dir / "tmp")
-        self.folder = wh.data_dir / "tmp" / f"cut-{os.getpid()}-{uuid.uuid4().hex}"
+        _sweep_abandoned_spools(wh.files.scratch)
+        self.folder = wh.files.scratch / f"cut-{os.getpid()}-{uuid.uuid4().hex}"
         self.folder.mkdir(parents=True)
         self.paths = {name: self.folder / f"{name}.parquet" for name in self.SCHEMAS}
         self._writers = {name: pq.ParquetWriter(self.paths[name], schema) for name, schema in self.SCHEMAS.items()}
@@ -423,7 +425,7 @@ class _ShardFiles:
     def open_next(self) -> None:
         shard_no = self.first_shard_no + len(self.shards)
         shard_id = f"{self.task_id}_a{self.attempt}_s{shard_no:04d}"
-        path = self.wh.path("shards", self.task_id, f"{shard_id}.jsonl")
+        path = self.wh.files.new_path("shards", self.task_id, f"{shard_id}.jsonl")
         shard = {
             "shard_no": shard_no,
             "shard_id": shard_id,
@@ -640,11 +642,15 @@ def verify_shards(wh: Warehouse, task: ResolvedTask, partition_date: str) -> tup
             {"t": task_id},
         )
     for s in shards:
-        path, sid = Path(s["path"]), s["shard_id"]
+        sid = s["shard_id"]
         if s.get("purged_at") is not None:
             continue  # purged by retention after the partition was final: its hash stays in the ledger
+        try:
+            path = wh.files.local(s["path"])
+        except FileNotFoundError:
+            path = Path(s["path"])
         if not path.is_file():
-            problems.append(f"{sid}: file {path} is missing; re-materialize shards after restoring it")
+            problems.append(f"{sid}: file {s['path']} is missing; re-materialize shards after restoring it")
             continue
         if file_sha256(path) != s["sha256"]:
             problems.append(f"{sid}: file {path} changed after it was cut (sha256 mismatch)")

@@ -34,7 +34,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from batch_assets.ledger.admission import (
     DEFAULT_AGEING_S,
@@ -167,7 +166,7 @@ class _Run:
             created_after_unix=intent_unix - CLOCK_SKEW_S,
             line_count=int(shard["line_count"]),
             known_batch_ids=known,
-            shard_path=Path(shard["path"]),
+            shard_path=self.wh.files.local(shard["path"]),
         )
 
     def candidate(self, shard: dict) -> Candidate:
@@ -291,13 +290,15 @@ class _Run:
 
     def prepare(self, shard: dict, job_key: str) -> PreparedInput:
         if shard["input_file_id"]:
-            return PreparedInput(InputKind.FILE, Path(shard["path"]), shard["input_file_id"])
+            return PreparedInput(InputKind.FILE, self.wh.files.local(shard["path"]), shard["input_file_id"])
         inline_max = self.task.limits.max_inline_bytes
         if inline_max:
             with self.wh.connect() as conn:  # per-item tables
                 if resends_unmatched(conn, shard["shard_id"]):
                     inline_max = 0  # its answers came back inline without their keys: send a file
-        prepared = self.adapter.prepare_input(Path(shard["path"]), job_key, self.task.spec.endpoint, inline_max)
+        prepared = self.adapter.prepare_input(
+            self.wh.files.local(shard["path"]), job_key, self.task.spec.endpoint, inline_max
+        )
         if prepared.file_id:
             with self.wh.control() as conn:
                 set_input_file(conn, job_key, prepared.file_id)

@@ -17,12 +17,11 @@ import duckdb
 
 from batch_assets.ledger.results import insert_applied_results
 from batch_assets.ledger.review import insert_applied_previous, insert_review_items
-from batch_assets.ledger.tasks import manifest_uri
 from batch_assets.ledger.transaction import transaction
 from batch_assets.ledger.warehouse import Warehouse
 from batch_assets.pipeline import faultpoints
 from batch_assets.pipeline.errors import SourceQueryError
-from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql
+from batch_assets.pipeline.freeze.frozen import frozen_columns, frozen_item_no_sql, frozen_manifest
 from batch_assets.pipeline.freeze.render import input_hash_sql
 from batch_assets.pipeline.freeze.source import drop_source, gate_loaded_source, query_source, source_relation
 from batch_assets.pipeline.govern.sensitive import restore_json_sql, source_fingerprint_sql
@@ -150,12 +149,14 @@ def _stale_guard(
     task: ResolvedTask,
     partition_date: str,
     candidates: int,
+    uri: str | None,
     tables: PgTables | None = None,
 ) -> str:
     """Temp table `_live` (item_no, attempt, fresh), one row per candidate of `_cand`: whether its
     input hash is the input hash of what the source holds now for its business id (false when the
     source no longer holds the id; NULL, which counts as not fresh everywhere, when it now holds it
-    twice). Only the flag is kept: each chunk's answers join it (_chunk_sql).
+    twice). Only the flag is kept: each chunk's answers join it (_chunk_sql). `uri`: the frozen
+    manifest Parquet as a local file (frozen_manifest).
 
     Re-rendering a row means re-running the sensitive-data gate and a sha256 of its prompt; a row
     whose fingerprint (raw columns + task, see gate.source_fingerprint_sql) equals the one frozen
@@ -176,7 +177,6 @@ def _stale_guard(
     spec = task.spec
     task_id = task.task_id(partition_date)
     bid = f"CAST({quote_ident(spec.source.business_id)} AS VARCHAR)"
-    uri = manifest_uri(conn, task_id)
     frozen = f"read_parquet({sql_literal(uri)}, file_row_number = true)"
     has_fp = uri is not None and {"source_fp", "item_no_base"} <= frozen_columns(conn, uri)
     # Every candidate undecided: each is gated and hashed again.
@@ -371,7 +371,7 @@ def apply_results(wh: Warehouse, task: ResolvedTask, partition_date: str) -> App
             conn.execute("DROP TABLE _cand")
             return ApplySummary(task_id, 0, 0, apply.table, refused)
         # The stale-input guard: hash what the source holds now for these business ids.
-        _stale_guard(conn, task, partition_date, n_cand, tables)
+        _stale_guard(conn, task, partition_date, n_cand, frozen_manifest(conn, wh.files, task_id), tables)
         fields = _answer_fields(task)
         applied = conn.execute("SELECT count(*) FILTER (fresh) FROM _live").fetchone()[0]
         stale = n_cand - applied
