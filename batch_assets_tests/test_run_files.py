@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 from pathlib import Path
 
 import psycopg
@@ -267,3 +268,60 @@ def test_two_applies_racing_on_one_partition_store_apply_every_item_once(
     rec = _settled(a, ticket_task, postgres_url)
     assert rec.applied == won[0].applied
     _recorded_once(a, task_id)
+
+
+def test_a_report_across_partitions_reads_a_final_partitions_summary_until_its_store_moves(
+    machine, ticket_task, adapter, wait_for_jobs, monkeypatch, capsys
+):
+    """A final partition's figures are recorded with the control rows; `batch-assets report` on a
+    machine with an empty data directory reads them without downloading the store, and reads the
+    store again once a write has moved its version."""
+    from batch_assets.ledger.transaction import transaction
+    from batch_assets.pipeline.report.summaries import computed_figures, record_final_figures
+    from batch_assets_tests.cli_calls import run
+
+    a = machine("a")
+    task_id = ticket_task.task_id(DAY1)
+    freeze_manifest(a, ticket_task, DAY1)
+    cut_shards(a, ticket_task, DAY1)
+    submit_pending(a, ticket_task, DAY1, adapter)
+    wait_for_jobs(a, adapter)
+    collect_raw_results(a, ticket_task, DAY1, adapter)
+    parse_results(a, ticket_task, DAY1)
+    apply_results(a, ticket_task, DAY1)
+    rec, verdict = settle(a, task_id, ticket_task.spec.retry.max_failed_fraction)
+    assert verdict.final_status is not None
+
+    def settings(_):
+        return (ticket_task.spec.retry.max_failed_fraction, ticket_task.spec.empty_source)
+
+    assert record_final_figures(a, [task_id], settings) == 1
+    with a.across([task_id]) as conn:
+        expected = computed_figures(conn, [task_id], settings, dt.datetime.now())[task_id].rec
+
+    def report(name: str) -> dict:
+        wh = machine(name)
+        monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(wh.database))
+        code, out, err = run(capsys, "report", "--format", "json")
+        assert code == 0, err
+        (row,) = [r for r in json.loads(out) if r["task_id"] == task_id]
+        return row, list(wh.stores_dir.rglob("*.duckdb")) if wh.stores_dir.exists() else []
+
+    row, downloaded = report("reader")
+    assert downloaded == []  # no store read: the figures came from the PostgreSQL ledger
+    assert (row["items"], row["applied"], row["status"]) == (
+        expected.manifest_items,
+        expected.applied,
+        rec.final_status,
+    )
+    assert row["balanced"] and row["check"] == verdict.status
+
+    with a.of(task_id).connect() as conn, transaction(conn):  # any write moves the store's version
+        conn.execute(
+            """INSERT INTO ledger.source_reject (task_id, business_id, row_count, reason_code, reason, recorded_at)
+               VALUES (?, 'late', 1, 'test', 'test', now()::TIMESTAMP)""",
+            [task_id],
+        )
+    row, downloaded = report("second_reader")
+    assert downloaded  # the summary no longer holds: the store was read
+    assert row["rejected"] == expected.source_rejects + 1

@@ -49,13 +49,26 @@ def warehouse(args, *, must_exist: bool = True) -> Warehouse:
     from batch_assets.ledger.warehouse import Warehouse
 
     db = database_path(args)
-    if must_exist and not db.is_file():
+    wh = Warehouse.at(db, os.environ.get("BATCH_ASSETS_DATA_DIR") or db.parent)
+    if must_exist and not wh.partition_stores and not db.is_file():  # with partition stores there is no file
         raise CliError(
             f"no warehouse at {db}: run `batch-assets demo` or set BATCH_ASSETS_DATABASE (or pass --database FILE)"
         )
-    wh = Warehouse.at(db, os.environ.get("BATCH_ASSETS_DATA_DIR") or db.parent)
     timeout = getattr(args, "lock_timeout", None)
     return dataclasses.replace(wh, lock_timeout_s=DEFAULT_LOCK_TIMEOUT_S if timeout is None else timeout)
+
+
+@contextlib.contextmanager
+def control(wh: Warehouse) -> Iterator:
+    """wh.control(read_only=True) (the PostgreSQL ledger), an unreachable server one CliError."""
+    from batch_assets.ledger.distributed import LedgerStoreError
+
+    with contextlib.ExitStack() as stack:
+        try:
+            db = stack.enter_context(wh.control(read_only=True))
+        except (LedgerStoreError, ConnectionError) as exc:
+            raise CliError(str(exc)) from None
+        yield db
 
 
 @contextlib.contextmanager

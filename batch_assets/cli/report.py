@@ -141,12 +141,10 @@ def _with_reparse(rec: dict, figures: dict | None) -> dict:
 
 def cmd_report(args) -> int:
     from batch_assets.cli.console import print_table
+    from batch_assets.ledger.control_db import as_control
     from batch_assets.ledger.tasks import task_names
-    from batch_assets.pipeline.collect.reparse import reparse_figures
-    from batch_assets.pipeline.govern.cost import partition_gates
-    from batch_assets.pipeline.report.partition_report import partition_durations
     from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells, time_cells
-    from batch_assets.pipeline.settle.reconcile import reconcile_conn
+    from batch_assets.pipeline.report.summaries import computed_figures, partition_figures
     from batch_assets.spec.resolve import load_tasks
 
     load = load_tasks()  # a broken task folder is named below; the others are reported
@@ -156,18 +154,30 @@ def cmd_report(args) -> int:
     # Each task's verdict settings: failure tolerance and what an empty day is (ok | warn | fail).
     tolerance = {name: (t.spec.retry.max_failed_fraction, t.spec.empty_source) for name, t in load.tasks.items()}
     wh = context.warehouse(args)
-    with context.connect(wh, read_only=True) as conn:
+    pages = []
+    # With object storage the control rows say which partitions to report and hold the final ones'
+    # figures: only the others' stores are read. Elsewhere one connection reads everything.
+    with context.control(wh) if wh.storage is not None else context.connect(wh, read_only=True) as conn:
         task_ids = context.match_task_ids(context.known_task_ids(conn), args.task)
         names = task_names(conn)
-        recs = [reconcile_conn(conn, t, *tolerance.get(names.get(t), ())) for t in task_ids]
-        now = conn.execute("SELECT now()::TIMESTAMP").fetchone()[0]  # one instant for every figure
-        times = {
-            r.task_id: partition_durations(conn, r.task_id, r.verdict().final_status is not None, now) for r in recs
-        }
-        pages = _write_pages(conn, wh.files, task_ids, names, tolerance, now) if args.html else []
-        gates = partition_gates(conn, list(task_ids))
-        reparsed = reparse_figures(conn, list(task_ids))
+        now = as_control(conn).execute("SELECT now()::TIMESTAMP").scalar()  # one instant for every figure
         pauses = _account_pauses(conn, task_ids)
+
+        def settings(task_id: str) -> tuple:
+            return tolerance.get(names.get(task_id), ())
+
+        if wh.storage is None:
+            figures = computed_figures(conn, task_ids, settings, now)
+            pages = _write_pages(conn, wh.files, task_ids, names, tolerance, now) if args.html else []
+    if wh.storage is not None:
+        figures = partition_figures(wh, task_ids, settings, now)
+        if args.html:
+            with wh.across(task_ids) as conn:
+                pages = _write_pages(conn, wh.files, task_ids, names, tolerance, now)
+    recs = [figures[t].rec for t in task_ids]
+    times = {t: f.times for t, f in figures.items()}
+    gates = {t: f.gate for t, f in figures.items() if f.gate is not None}
+    reparsed = {t: f.reparse for t, f in figures.items() if f.reparse}
     records = [
         _with_times(
             _with_reparse(_with_gate(record(r), gates.get(r.task_id)), reparsed.get(r.task_id)), times[r.task_id]

@@ -18,6 +18,7 @@ from batch_assets.components.summary_metadata import health, money
 from batch_assets.components.wiring import RECONCILIATION_CHECK, TaskWiring
 from batch_assets.formatting import parse_duration
 from batch_assets.pipeline.govern.cost import partition_gates
+from batch_assets.pipeline.report.summaries import record_final_figures
 from batch_assets.pipeline.report.table_stats import STAGE_TABLES, task_table_stats
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import settle
@@ -106,6 +107,10 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
         wh = warehouse.warehouse()
         out = [apply_results(wh, task, pk) for pk in context.partition_keys]
         settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction, spec.empty_source) for s in out]
+        # With object storage, the final ones' figures kept with the control rows for reports across partitions.
+        record_final_figures(
+            wh, [s.task_id for s in out], lambda _: (spec.retry.max_failed_fraction, spec.empty_source)
+        )
         w.record_table(context, wh, "applied")
         per_partition(context, {pk: health(r) for pk, (r, _) in zip(context.partition_keys, settled)})
         with wh.across([s.task_id for s in out]) as conn:  # the business table as the write left it

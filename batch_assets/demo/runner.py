@@ -35,6 +35,7 @@ from batch_assets.pipeline.collect.collect_runs import DEFAULT_MAX_COLLECT_TRIES
 from batch_assets.pipeline.collect.collect_runs import pending_jobs
 from batch_assets.pipeline.govern.cost import partition_gates
 from batch_assets.pipeline.report.partition_tables import gate_cells, reconciliation_cells
+from batch_assets.pipeline.report.summaries import record_final_figures
 from batch_assets.pipeline.settle.reconcile import settle
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.spec.resolve import load_tasks
@@ -192,6 +193,7 @@ def run_demo(
         for p in partitions
     ]
     recs = [r for r, _ in settled]
+    record_final_figures(wh, [r.task_id for r in recs], lambda t: _settings(specs, t))
     print()
     print_table(*reconciliation_cells(recs))
     print()
@@ -281,3 +283,9 @@ def _drive_sensor(definitions: dg.Definitions, instance: dg.DagsterInstance, res
                     f"{uncollected} uncollected, {retries} retries pending"
                 )
             time.sleep(SENSOR_TICK_S)
+
+
+def _settings(specs: dict, task_id: str) -> tuple[float, str]:
+    """The verdict settings of a demo partition's task (its task_id: `<task name>_YYYYMMDD`)."""
+    spec = specs[task_id.rsplit("_", 1)[0]].spec
+    return spec.retry.max_failed_fraction, spec.empty_source

@@ -42,6 +42,7 @@ CONTROL_TABLES = (
     "remote_file_deletion",
     "partition_lease",
     "partition_store",
+    "partition_summary",
 )
 
 _DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0019 (schema version 19).
+-- From batch_assets/ledger/migrations/0001..0020 (schema version 20).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -193,6 +193,15 @@ CREATE TABLE ledger.partition_store (
     version     BIGINT     NOT NULL,
     byte_count  BIGINT     NOT NULL,
     updated_at  TIMESTAMP  NOT NULL,
+    PRIMARY KEY (task_id)
+);
+
+CREATE TABLE ledger.partition_summary (
+    task_id       VARCHAR    NOT NULL,
+    store_sha256  VARCHAR,
+    final_status  VARCHAR    NOT NULL,
+    summary       VARCHAR    NOT NULL,
+    computed_at   TIMESTAMP  NOT NULL,
     PRIMARY KEY (task_id)
 );
 

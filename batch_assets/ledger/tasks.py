@@ -184,7 +184,7 @@ def set_task_currency(conn: Conn, task_id: str, currency: str | None) -> None:
 
 def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
     """Delete the partitions' control rows (tasks, shards, jobs and their events, operator actions,
-    dry runs, remote deletions, store leases and versions), in one transaction; returns the tasks
+    dry runs, remote deletions, store leases and versions, report summaries), in one transaction; returns the tasks
     deleted. For `demo --fresh` on a PostgreSQL ledger, whose per-item tables went with the deleted
     warehouse file or partition stores (a store version left named would be downloaded again)."""
     db = as_control(conn)
@@ -202,6 +202,7 @@ def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
             "remote_file_deletion",
             "partition_lease",
             "partition_store",
+            "partition_summary",
         ):
             db.execute(f"DELETE FROM ledger.{table} WHERE task_id = ANY(?)", [task_ids])
         return db.execute("DELETE FROM ledger.batch_task WHERE task_id = ANY(?)", [task_ids]).rowcount
