@@ -232,6 +232,16 @@ def _recorded_once(wh: Warehouse, task_id: str) -> None:
             assert ledger_rows.rows(conn, sql) == [(0,)], sql
 
 
+def _sent_and_parsed(wh: Warehouse, task, adapter, wait_for_jobs) -> None:
+    """The partition's stages up to apply, in this process."""
+    freeze_manifest(wh, task, DAY1)
+    cut_shards(wh, task, DAY1)
+    submit_pending(wh, task, DAY1, adapter)
+    wait_for_jobs(wh, adapter)
+    collect_raw_results(wh, task, DAY1, adapter)
+    parse_results(wh, task, DAY1)
+
+
 def test_two_applies_racing_on_one_partition_store_apply_every_item_once(
     machine, ticket_task, adapter, wait_for_jobs, postgres_url, monkeypatch
 ):
@@ -240,12 +250,7 @@ def test_two_applies_racing_on_one_partition_store_apply_every_item_once(
     b's version and finds nothing left to apply."""
     a, b = machine("a"), machine("b")
     task_id = ticket_task.task_id(DAY1)
-    freeze_manifest(a, ticket_task, DAY1)
-    cut_shards(a, ticket_task, DAY1)
-    submit_pending(a, ticket_task, DAY1, adapter)
-    wait_for_jobs(a, adapter)
-    collect_raw_results(a, ticket_task, DAY1, adapter)
-    parse_results(a, ticket_task, DAY1)
+    _sent_and_parsed(a, ticket_task, adapter, wait_for_jobs)
     with a.control() as db:
         started_from = store_versions.current(db, task_id).version
 
@@ -282,12 +287,7 @@ def test_a_report_across_partitions_reads_a_final_partitions_summary_until_its_s
 
     a = machine("a")
     task_id = ticket_task.task_id(DAY1)
-    freeze_manifest(a, ticket_task, DAY1)
-    cut_shards(a, ticket_task, DAY1)
-    submit_pending(a, ticket_task, DAY1, adapter)
-    wait_for_jobs(a, adapter)
-    collect_raw_results(a, ticket_task, DAY1, adapter)
-    parse_results(a, ticket_task, DAY1)
+    _sent_and_parsed(a, ticket_task, adapter, wait_for_jobs)
     apply_results(a, ticket_task, DAY1)
     rec, verdict = settle(a, task_id, ticket_task.spec.retry.max_failed_fraction)
     assert verdict.final_status is not None

@@ -108,9 +108,8 @@ def build_applied(w: TaskWiring) -> dg.AssetsDefinition:
         out = [apply_results(wh, task, pk) for pk in context.partition_keys]
         settled = [settle(wh, s.task_id, spec.retry.max_failed_fraction, spec.empty_source) for s in out]
         # With object storage, the final ones' figures kept with the control rows for reports across partitions.
-        record_final_figures(
-            wh, [s.task_id for s in out], lambda _: (spec.retry.max_failed_fraction, spec.empty_source)
-        )
+        final = [r.task_id for r, verdict in settled if verdict.final_status is not None]
+        record_final_figures(wh, final, lambda _: (spec.retry.max_failed_fraction, spec.empty_source))
         w.record_table(context, wh, "applied")
         per_partition(context, {pk: health(r) for pk, (r, _) in zip(context.partition_keys, settled)})
         with wh.across([s.task_id for s in out]) as conn:  # the business table as the write left it

@@ -193,7 +193,8 @@ def run_demo(
         for p in partitions
     ]
     recs = [r for r, _ in settled]
-    record_final_figures(wh, [r.task_id for r in recs], lambda t: _settings(specs, t))
+    final = [r.task_id for r, verdict in settled if verdict.final_status is not None]
+    record_final_figures(wh, final, lambda t: _settings(specs, t))
     print()
     print_table(*reconciliation_cells(recs))
     print()

@@ -77,8 +77,9 @@ def partition_figures(wh: Warehouse, task_ids: Sequence[str], tolerance: Toleran
 
 
 def record_final_figures(wh: Warehouse, task_ids: Sequence[str], tolerance: Tolerance) -> int:
-    """Record the figures of those of `task_ids` that are final (with object storage; elsewhere a
-    report reads one file or local stores, and nothing is recorded). Returns how many."""
+    """Record the figures of those of `task_ids` that are final — callers pass the partitions they
+    just settled final; one that is not is skipped — with object storage (elsewhere a report reads
+    one file or local stores, and nothing is recorded). Returns how many."""
     if wh.storage is None or not task_ids:
         return 0
     with wh.control() as db:
