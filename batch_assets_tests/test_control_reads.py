@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from batch_assets.ledger import job_reads, tasks
+from batch_assets.ledger import job_reads, poll_leases, tasks
 from batch_assets.ledger import shards as ledger_shards
 from batch_assets.ledger.control_db import DuckControl, connect_postgres, registered
 from batch_assets.ledger.control_schema import CONTROL_TABLES, ensure_control_schema
@@ -118,9 +118,11 @@ READS = {
     "intent_claim_owners": (job_reads.intent_claim_owners, ["run-live"]),
     "orphaned intents": (lambda db: [r[:3] for r in job_reads.partitions_with_orphaned_intents(db)],
                          [("ticket_triage", "2026-11-20", 1)]),
-    "jobs_to_poll": (lambda db: [j["job_key"] for j in job_reads.jobs_to_poll(db)], ["j-notready", "j-running"]),
-    "jobs_to_poll of one partition, at most one": (
-        lambda db: [j["job_key"] for j in job_reads.jobs_to_poll(db, T1, 1)], ["j-running"]),
+    "jobs to poll (leased)": (lambda db: [j["job_key"] for j in poll_leases.take_poll_leases(db, "t", 60).jobs],
+                              ["j-notready", "j-running"]),
+    "jobs to poll of one partition, at most one": (
+        lambda db: [j["job_key"] for j in poll_leases.take_poll_leases(db, "t", 60, task_id=T1, max_jobs=1).jobs],
+        ["j-running"]),
     "in_flight_jobs": (lambda db: [(j["job_key"], j["seconds_in_state"]) for j in job_reads.in_flight_jobs(db)],
                        [("j-running", 100.0)]),
     "results_not_ready": (lambda db: [(j["job_key"], j["seconds"]) for j in job_reads.results_not_ready(db)],

@@ -18,16 +18,18 @@ import openai
 import pytest
 
 from batch_assets.components.wiring import collect_asset_keys
+from batch_assets.defs.sensors import build_provider_status_sensors
 from batch_assets.emulator import clock as emulator_clock
 from batch_assets.pipeline.collect.collect_runs import plan_collection
 from batch_assets.pipeline.collect.ingest import collect_raw_results
 from batch_assets.pipeline.collect.parse import parse_results
+from batch_assets.pipeline.collect.poll_scopes import PollScope
 from batch_assets.pipeline.freeze.manifest import freeze_manifest
 from batch_assets.pipeline.send.shards import cut_shards
 from batch_assets.pipeline.send.submit import submit_pending
 from batch_assets.pipeline.settle.apply import apply_results
 from batch_assets.pipeline.settle.reconcile import reconcile
-from batch_assets.resources import EMULATOR_API_KEY
+from batch_assets.resources import EMULATOR_API_KEY, default_resources
 
 from .conftest import DAY1, DAY2
 from .sensor_ticks import limited, tick
@@ -134,6 +136,12 @@ def test_one_tick_requests_one_collect_run_per_newly_terminal_partition(
         assert sorted((r.partition_key, r.run_key) for r in again.run_requests) == [
             (r.partition_key, r.run_key) for r in requests
         ]
+    # A second status sensor whose scope overlaps (the openai jobs) plans the same runs: the first
+    # one asked for them (their keys are claimed in the ledger), so it asks for none.
+    task_jobs = [j for j in defs.jobs or [] if j.name.endswith(("__submit", "__collect"))]
+    (other,) = build_provider_status_sensors(task_jobs, [PollScope("status_openai", providers=("openai",))])
+    context = dg.build_sensor_context(instance=sensor_instance, definitions=defs, resources=default_resources())
+    assert other.evaluate_tick(context).run_requests == []
     # Once collected, a partition is asked for no more.
     collect_partition(wh, ticket_task, DAY1, adapter)
     assert [r.partition_key for r in tick(defs, sensor_instance, result.cursor).run_requests] == [DAY2]

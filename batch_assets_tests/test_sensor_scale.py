@@ -113,7 +113,9 @@ def test_poll_results_are_recorded_with_one_statement_whatever_their_number(flee
     adapters = ProvidersResource(emulator_url=emulator.base_url, max_retries=2)
     result = poll_jobs(wh, adapters.adapter, max_jobs=PER_TICK)
     assert result.polled == PER_TICK and not result.errors
-    assert writes(wh, "UPDATE ledger.provider_job") == 1
+    # The poll results in one UPDATE; the lease marks taken and cleared in one each.
+    assert writes(wh, "UPDATE ledger.provider_job AS j") == 1
+    assert writes(wh, "UPDATE ledger.provider_job") == 3
     assert writes(wh, "INSERT INTO ledger.status_event") == 1
     # The least recently polled first: the never polled went first, the next call polls the rest.
     never = {k for k, t in poll_times(wh).items() if t is None}
@@ -122,7 +124,7 @@ def test_poll_results_are_recorded_with_one_statement_whatever_their_number(flee
     again = poll_jobs(wh, adapters.adapter, max_jobs=len(never))
     assert again.polled == len(never)
     assert all(t is not None for t in poll_times(wh).values())
-    assert writes(wh, "UPDATE ledger.provider_job") == 1
+    assert writes(wh, "UPDATE ledger.provider_job") == 3
 
 
 @pytest.mark.slow

@@ -204,7 +204,6 @@ def register_jobs(
     through submit_pending)."""
     from batch_assets.ledger.jobs import insert_jobs, insert_status_events
     from batch_assets.ledger.transaction import transaction
-    from batch_assets.ledger.warehouse import fetch_dicts
     from batch_assets.pipeline.freeze.manifest import freeze_manifest
     from batch_assets.pipeline.send.shards import cut_shards
     from batch_assets.pipeline.send.submit import submit_pending
@@ -232,12 +231,10 @@ def register_jobs(
         adapter = providers.adapter(provider)
         freeze_manifest(wh, task, PARTITION)
         cut_shards(wh, task, PARTITION)
-        with wh.connect() as conn:
-            shards = fetch_dicts(
-                conn,
-                "SELECT shard_id, path, line_count FROM ledger.shard WHERE task_id = ? ORDER BY shard_no",
-                [task_id],
-            )
+        with wh.control() as db:  # the control ledger, wherever it is
+            shards = db.execute(
+                "SELECT shard_id, path, line_count FROM ledger.shard WHERE task_id = ? ORDER BY shard_no", [task_id]
+            ).dicts()
         # The real path when its shards fit this provider's share (else they stay unsubmitted).
         summary = submit_pending(wh, task, PARTITION, adapter) if len(shards) <= share else None
         real = len(summary.submitted) if summary else 0
@@ -297,8 +294,9 @@ def register_jobs(
                        raw_status, state, false AS cancel_requested, request_total, 0 AS request_completed,
                        0 AS request_failed, NULL AS provider_errors, now()::TIMESTAMP AS created_at,
                        now()::TIMESTAMP AS submitted_at, now()::TIMESTAMP AS state_changed_at,
-                       NULL AS terminal_at, NULL AS last_polled_at, NULL AS downloaded_at
-                FROM ({rows})""",
+                       CAST(NULL AS TIMESTAMP) AS terminal_at, CAST(NULL AS TIMESTAMP) AS last_polled_at,
+                       CAST(NULL AS TIMESTAMP) AS downloaded_at
+                FROM ({rows}) AS created""",
                 params,
             )
             insert_status_events(
@@ -307,9 +305,10 @@ def register_jobs(
                 SELECT job_key, from_state, to_state, raw_status, request_total, 0 AS request_completed,
                        0 AS request_failed, now()::TIMESTAMP AS observed_at
                 FROM (SELECT job_key, NULL AS from_state, {_lit(created)} AS to_state, NULL AS raw_status,
-                             NULL::BIGINT AS request_total FROM ({rows})
+                             NULL::BIGINT AS request_total FROM ({rows}) AS intents
                       UNION ALL
-                      SELECT job_key, {_lit(created)}, state, raw_status, request_total FROM ({rows}))""",
+                      SELECT job_key, {_lit(created)}, state, raw_status, request_total FROM ({rows}) AS answers)
+                      AS events""",
                 params * 2,
             )
         log(

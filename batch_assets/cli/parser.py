@@ -16,6 +16,7 @@ from batch_assets.cli import (
     export,
     jobs,
     passthrough,
+    poll,
     purge,
     quotas,
     reparse,
@@ -387,6 +388,18 @@ def build_parser() -> CliParser:
     )
     c.add_argument("provider", choices=PROVIDERS, help="the provider whose account to resume")
     c.add_argument("--reason", help="what was fixed (kept with the action)")
+
+    c = command(
+        "poll",
+        poll.cmd_poll,
+        "poll provider batches now and record what changed, as a status sensor tick does",
+        "Poll the provider batches that are running (or whose results are not fetchable yet) and record "
+        "every transition in the ledger. A batch a status sensor is polling at that moment is left to it: "
+        "the same poll leases keep every poller from polling one job twice at once. An error on one job "
+        "does not stop the others (exit 1 if any failed).",
+    )
+    c.add_argument("--provider", action="append", choices=PROVIDERS, help="only this provider's batches (repeatable)")
+    c.add_argument("--task", help="only this task's batches: a task name or a task_id")
 
     c = command(
         "cancel",

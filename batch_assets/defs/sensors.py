@@ -1,9 +1,11 @@
-"""The provider status sensor: one for all tasks.
+"""The provider status sensor: one for all tasks, or one per provider or bucket of tasks
+($BATCH_ASSETS_POLL_SENSORS, pipeline/collect/poll_scopes.py).
 
 Each tick
-- polls the in-flight provider jobs (bounded time) and records every transition in the ledger,
-  including whether a terminal job's results can be fetched yet;
-- marks jobs over their state's SLA as stuck and, under the `cancel_and_retry` policy, cancels
+- polls the in-flight provider jobs of its scope (bounded time; through poll leases, so sensors
+  whose scopes overlap and `batch-assets poll` never poll one job twice at once) and records every
+  transition in the ledger, including whether a terminal job's results can be fetched yet;
+- marks jobs of its scope over their state's SLA as stuck and, under the `cancel_and_retry` policy, cancels
   those stuck long enough (see pipeline.collect.stuck);
 - requests a `<task>__collect` run for every task partition whose terminal jobs are not fully
   collected, read from the ledger's state (see pipeline.collect.collect_runs): a failed collect run is asked for
@@ -19,12 +21,15 @@ Each tick
   orphaned intents, retry due, revoked);
 - tries again to delete provider-side files whose deletion after download failed (retention).
 
+Every sensor plans the runs of every task; before asking Dagster for them it claims their run keys
+in the ledger (ledger/run_requests.py), so a run two sensors plan is asked for once.
+
 Runs carry the tags `batch_assets/task`, `batch_assets/partition` and `batch_assets/attempt` (the
 highest shard attempt of the partition), so they can be found per task and partition.
 
 The sensor declares every task's jobs as its targets. Dagster copies each component's definitions
-(metadata), and one job may not be defined twice, so the sensor is built from the jobs the loaded
-definitions hold (`build_provider_status_sensor`, called by batch_assets.definitions) rather than
+(metadata), and one job may not be defined twice, so the sensors are built from the jobs the loaded
+definitions hold (`build_provider_status_sensors`, called by batch_assets.definitions) rather than
 at import time.
 """
 
@@ -39,12 +44,14 @@ from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED
 from batch_assets.formatting import format_duration
 from batch_assets.ledger.accounts import active_pauses
 from batch_assets.ledger.job_reads import max_terminal_seq, partitions_with_orphaned_intents, shard_attempts
+from batch_assets.ledger.run_requests import claim_run_keys
 from batch_assets.pipeline.collect.collect_runs import (
     DEFAULT_MAX_COLLECT_TRIES,
     DEFAULT_RESULTS_WAIT_S,
     plan_collection,
 )
 from batch_assets.pipeline.collect.poll import partitions_waiting_to_submit, poll_jobs
+from batch_assets.pipeline.collect.poll_scopes import BASE_SENSOR_NAME, EVERY_JOB, PollScope, poll_scopes
 from batch_assets.pipeline.collect.stuck import StuckPolicy, handle_stuck_jobs, resolve_policy
 from batch_assets.pipeline.govern.retention import delete_remote_files
 from batch_assets.pipeline.send.submit import account_limits, release_claims_of_ended_runs
@@ -69,7 +76,7 @@ ACTIVE_RUN_STATUSES = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-SENSOR_NAME = "provider_status_sensor"
+SENSOR_NAME = BASE_SENSOR_NAME  # the default (unsharded) sensor
 
 
 def _load_tasks() -> dict:
@@ -148,16 +155,34 @@ def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:
     return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **extra}
 
 
-def build_provider_status_sensor(jobs: list) -> dg.SensorDefinition:
-    """The sensor, targeting `jobs` (every task's `<task>__submit` and `<task>__collect`)."""
+def build_provider_status_sensors(jobs: list, scopes: list[PollScope] | None = None) -> list[dg.SensorDefinition]:
+    """The status sensors (`scopes`, default: as $BATCH_ASSETS_POLL_SENSORS says), each targeting
+    `jobs` (every task's `<task>__submit` and `<task>__collect`)."""
+    return [_status_sensor(jobs, scope) for scope in scopes or poll_scopes()]
+
+
+def _status_sensor(jobs: list, scope: PollScope) -> dg.SensorDefinition:
+    def tick(
+        context: dg.SensorEvaluationContext, warehouse: WarehouseResource, providers: ProvidersResource
+    ) -> dg.SensorResult:
+        return provider_status_tick(context, warehouse, providers, scope)
+
+    polls = "every provider batch" if scope == EVERY_JOB else f"the provider batches of {_scope_text(scope)}"
     return dg.sensor(
-        name=SENSOR_NAME,
+        name=scope.name,
         jobs=jobs,
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Polls provider batches, records state transitions, flags and cancels stuck jobs, requests "
+        description=f"Polls {polls}, records state transitions, flags and cancels stuck jobs, requests "
         "collect runs for partitions with uncollected results and submit runs for waiting shards.",
-    )(provider_status_tick)
+    )(tick)
+
+
+def _scope_text(scope: PollScope) -> str:
+    parts = [f"provider {', '.join(scope.providers)}"] if scope.providers else []
+    if scope.buckets > 1:
+        parts.append(f"task bucket {scope.bucket + 1} of {scope.buckets}")
+    return " and ".join(parts)
 
 
 def _log_polls(log, polled) -> None:
@@ -171,10 +196,15 @@ def _log_polls(log, polled) -> None:
         log.warning(f"{provider}: listing its batches failed, its jobs were retrieved one by one: {err}")
 
 
-def _retry_remote_deletions(wh, providers: ProvidersResource, tasks: dict, log) -> None:
+def _retry_remote_deletions(wh, providers: ProvidersResource, tasks: dict, log, scope: PollScope) -> None:
     """Provider-side files whose deletion failed after download are tried again (collect runs delete
-    the others right after ingesting; jobs never tried are theirs, so no race with a running collect)."""
-    deleting = sorted(name for name, task in tasks.items() if task.spec.retention.delete_remote_files)
+    the others right after ingesting; jobs never tried are theirs, so no race with a running collect),
+    each by the sensor whose scope holds its task."""
+    deleting = sorted(
+        name
+        for name, task in tasks.items()
+        if task.spec.retention.delete_remote_files and scope.holds(name, task.spec.provider)
+    )
     if not deleting:
         return
     retried = delete_remote_files(
@@ -219,11 +249,17 @@ def _account_limits(providers: ProvidersResource):
 
 
 def _read_ledger(
-    wh, tasks: dict, providers: ProvidersResource, instance: dg.DagsterInstance, revoked_since: datetime | None
+    wh,
+    tasks: dict,
+    providers: ProvidersResource,
+    instance: dg.DagsterInstance,
+    revoked_since: datetime | None,
+    scope: PollScope,
 ) -> _LedgerState:
     # One connection for the tick's ledger work (opening one is not free).
     with wh.connect() as conn:
-        stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn)
+        # Stuck jobs are acted on by the sensor whose scope polls them.
+        stuck = handle_stuck_jobs(wh, _policies(tasks), providers.adapter, conn, in_scope=scope.holds)
         plan = plan_collection(wh, COLLECT_MAX_TRIES, RESULTS_WAIT_S, conn)
         attempts = shard_attempts(conn)
         high_water = max_terminal_seq(conn)
@@ -452,17 +488,41 @@ def _without_paused_accounts(wh, tasks: dict, submit: list[dg.RunRequest], log) 
     return [r for r in submit if provider_of(r) not in paused] if paused else submit
 
 
+def _claimed(wh, tasks: dict, sensor: str, requests: list[dg.RunRequest], log) -> list[dg.RunRequest]:
+    """The requests whose run key this sensor may ask for (ledger/run_requests.py): a run another
+    status sensor already asked for is dropped, so sensors with overlapping scopes ask once."""
+    if not requests:
+        return requests
+
+    def task_id(r: dg.RunRequest) -> str:
+        name, day = r.tags[TAG_TASK], r.tags[TAG_PARTITION]
+        task = tasks.get(name)
+        return task.task_id(day) if task is not None else f"{name}_{day.replace('-', '')}"
+
+    with wh.control() as conn:
+        won = claim_run_keys(conn, sensor, [(r.run_key, task_id(r), r.job_name) for r in requests if r.run_key])
+    dropped = [r for r in requests if r.run_key and r.run_key not in won]
+    for r in dropped:
+        log.info(f"{r.job_name} {r.partition_key}: already asked for by another status sensor ({r.run_key})")
+    return [r for r in requests if not r.run_key or r.run_key in won]
+
+
 def provider_status_tick(
-    context: dg.SensorEvaluationContext, warehouse: WarehouseResource, providers: ProvidersResource
+    context: dg.SensorEvaluationContext,
+    warehouse: WarehouseResource,
+    providers: ProvidersResource,
+    scope: PollScope = EVERY_JOB,
 ) -> dg.SensorResult:
     wh, log = warehouse.warehouse(), context.log
     tasks = _load_tasks()
-    polled = poll_jobs(wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS)
+    polled = poll_jobs(
+        wh, providers.adapter, budget_s=POLL_BUDGET_S, max_jobs=POLL_MAX_JOBS, scope=scope, poller=scope.name
+    )
     _log_polls(log, polled)
-    _retry_remote_deletions(wh, providers, tasks, log)
+    _retry_remote_deletions(wh, providers, tasks, log, scope)
     cursor = json.loads(context.cursor) if context.cursor else {}
     since = datetime.fromisoformat(cursor["revoked_at"]) if cursor.get("revoked_at") else None
-    state = _read_ledger(wh, tasks, providers, context.instance, since)
+    state = _read_ledger(wh, tasks, providers, context.instance, since, scope)
     _log_stuck_and_uncollected(log, state.stuck, state.plan)
     active = _ActiveRuns.of(context.instance)
     collect = [
@@ -476,10 +536,12 @@ def provider_status_tick(
         *_retry_requests(wh, tasks),
     ]
     submit = _without_paused_accounts(wh, tasks, submit, log)
+    collect, submit = _claimed(wh, tasks, scope.name, collect, log), _claimed(wh, tasks, scope.name, submit, log)
     stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
+    held = f" (another poller was polling {polled.held_elsewhere})" if polled.held_elsewhere else ""
     log.info(
-        f"polled {polled.polled}, transitions {len(polled.transitions)}, collect requests {len(collect)}, "
+        f"polled {polled.polled}{held}, transitions {len(polled.transitions)}, collect requests {len(collect)}, "
         f"submit requests {len(submit)}, stuck {n_stuck} "
         f"(newly {len(stuck.newly_stuck)}, cancelled {len(stuck.cancelled)}), "
         f"collect given up {len(state.plan.given_up)}, results not ready {len(state.plan.results_not_ready)}"

@@ -43,6 +43,7 @@ CONTROL_TABLES = (
     "partition_lease",
     "partition_store",
     "partition_summary",
+    "run_request",
 )
 
 _DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from batch_assets.ledger.control_db import ControlDB, as_control, day_sql, epoch_sql
 from batch_assets.ledger.jobs import CreateMark
-from batch_assets.ledger.states import IN_FLIGHT_SQL, JobState, in_flight_sql, terminal_sql
+from batch_assets.ledger.states import JobState, in_flight_sql, terminal_sql
 
 Conn = duckdb.DuckDBPyConnection | ControlDB
 
@@ -101,25 +101,6 @@ def partitions_with_orphaned_intents(conn: Conn) -> list[tuple[str, str, int, st
 
 
 # --- Polling and stuck jobs ----------------------------------------------------------------------
-
-
-def jobs_to_poll(conn: Conn, task_id: str | None = None, max_jobs: int | None = None) -> list[dict]:
-    """Non-terminal jobs, and completed ones whose results are not fetchable yet, least recently polled first."""
-    return (
-        as_control(conn)
-        .execute(
-            f"""
-        SELECT job_key, provider, provider_batch_id, state, {epoch_sql("created_at")} AS created_unix
-        FROM ledger.provider_job
-        WHERE ({IN_FLIGHT_SQL} OR (state = '{JobState.COMPLETED.value}' AND downloaded_at IS NULL
-                                   AND results_ready = false))
-          AND (CAST(? AS VARCHAR) IS NULL OR task_id = ?)
-        ORDER BY last_polled_at NULLS FIRST, job_key
-        LIMIT ?""",
-            [task_id, task_id, max_jobs],
-        )
-        .dicts()
-    )
 
 
 def in_flight_jobs(conn: Conn, task_name: str | None = None) -> list[dict]:

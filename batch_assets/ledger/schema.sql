@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the ledger schema after every migration, read from DuckDB's catalog.
--- From batch_assets/ledger/migrations/0001..0020 (schema version 20).
+-- From batch_assets/ledger/migrations/0001..0021 (schema version 21).
 -- Regenerate: python -m batch_assets.ledger.schema   (a test fails when this file and the migrations differ)
 -- Change the schema by adding a migration, never by editing this file.
 
@@ -260,6 +260,8 @@ CREATE TABLE ledger.provider_job (
     provider_started_at     TIMESTAMP,
     provider_finalizing_at  TIMESTAMP,
     provider_ended_at       TIMESTAMP,
+    poll_owner              VARCHAR,
+    poll_lease_until        TIMESTAMP,
     PRIMARY KEY (job_key)
 );
 
@@ -366,6 +368,15 @@ CREATE TABLE ledger.revocation (
     reason              VARCHAR,
     revoked_at          TIMESTAMP  NOT NULL,
     PRIMARY KEY (custom_id)
+);
+
+CREATE TABLE ledger.run_request (
+    run_key       VARCHAR    NOT NULL,
+    task_id       VARCHAR    NOT NULL,
+    job_name      VARCHAR    NOT NULL,
+    sensor        VARCHAR    NOT NULL,
+    requested_at  TIMESTAMP  NOT NULL,
+    PRIMARY KEY (run_key)
 );
 
 CREATE TABLE ledger.schema_version (

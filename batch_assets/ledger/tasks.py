@@ -184,9 +184,10 @@ def set_task_currency(conn: Conn, task_id: str, currency: str | None) -> None:
 
 def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
     """Delete the partitions' control rows (tasks, shards, jobs and their events, operator actions,
-    dry runs, remote deletions, store leases and versions, report summaries), in one transaction; returns the tasks
-    deleted. For `demo --fresh` on a PostgreSQL ledger, whose per-item tables went with the deleted
-    warehouse file or partition stores (a store version left named would be downloaded again)."""
+    dry runs, remote deletions, store leases and versions, report summaries, sensors' run requests),
+    in one transaction; returns the tasks deleted. For `demo --fresh` on a PostgreSQL ledger, whose
+    per-item tables went with the deleted warehouse file or partition stores (a store version left
+    named would be downloaded again)."""
     db = as_control(conn)
     with db.transaction():
         db.execute(
@@ -203,6 +204,7 @@ def forget_tasks(conn: Conn, task_ids: list[str]) -> int:
             "partition_lease",
             "partition_store",
             "partition_summary",
+            "run_request",
         ):
             db.execute(f"DELETE FROM ledger.{table} WHERE task_id = ANY(?)", [task_ids])
         return db.execute("DELETE FROM ledger.batch_task WHERE task_id = ANY(?)", [task_ids]).rowcount

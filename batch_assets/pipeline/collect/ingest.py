@@ -456,7 +456,7 @@ def collect_raw_results(
     task_id = task.task_id(partition_date)
     wh = wh.of(task_id)  # its partition's store
     # Refresh this partition's jobs first, so a manual run picks up whatever has finished.
-    poll_jobs(wh, lambda _provider: adapter, task_id=task_id)
+    poll_jobs(wh, lambda _provider: adapter, task_id=task_id, poller="collect")
     start_collect_run(wh, task_id)
     errors: dict[str, str] = {}
     downloaded = download_results(wh, task_id, adapter, errors)

@@ -1,6 +1,8 @@
 """Stage 4 — poll provider jobs and hand newly terminal partitions to collection.
 
-Used by the provider status sensor. Polls non-terminal jobs concurrently, least recently polled
+Used by the provider status sensors, `batch-assets poll` and collect runs. Each poll first takes
+lease marks on the jobs it polls (ledger/poll_leases.py) and polls only those: pollers whose scopes
+overlap (poll_scopes.py) never poll one job twice at once. Polls non-terminal jobs concurrently, least recently polled
 first, within a time budget per tick that includes recording them: the tick's poll results are
 collected in memory and recorded in one set-based write (ledger.jobs.record_snapshots), every
 transition with them. Terminal jobs whose provider has not made the results of a COMPLETED job
@@ -23,10 +25,12 @@ from dataclasses import dataclass, field
 import duckdb
 
 from batch_assets.ledger.admission import QuotaLimits
-from batch_assets.ledger.job_reads import jobs_to_poll
 from batch_assets.ledger.jobs import record_snapshots, snapshot_columns
+from batch_assets.ledger.poll_leases import LEASE_MARGIN_S, new_owner, release_poll_leases, take_poll_leases
 from batch_assets.ledger.states import FAILED_TERMINAL_STATES
+from batch_assets.ledger.tasks import task_names
 from batch_assets.ledger.warehouse import Warehouse
+from batch_assets.pipeline.collect.poll_scopes import EVERY_JOB, PollScope
 from batch_assets.providers.contract import BatchProvider, JobRef, JobSnapshot, JobState, poll_listed
 
 # Seconds of the poll budget kept for recording the tick's poll results (at most a quarter of it).
@@ -49,6 +53,7 @@ class PollResult:
     batch_failures: dict[str, str] = field(default_factory=dict)
     # provider -> why its listing failed (its jobs were then retrieved one by one)
     listing_errors: dict[str, str] = field(default_factory=dict)
+    held_elsewhere: int = 0  # jobs due in the scope that another poller was polling (left to it)
 
 
 def poll_jobs(
@@ -58,19 +63,41 @@ def poll_jobs(
     max_workers: int = 8,
     task_id: str | None = None,
     max_jobs: int | None = None,
+    scope: PollScope = EVERY_JOB,
+    poller: str = "poll",
+    task_name: str | None = None,
 ) -> PollResult:
-    """Poll non-terminal jobs (all of them, or one task partition's; at most `max_jobs`, the least
-    recently polled, when given) and record what changed."""
+    """Poll the jobs due in `scope` (or of one task, or one task partition; at most `max_jobs`, the
+    least recently polled, when given) that no other poller is polling, and record what changed.
+    `poller` names who polls in the jobs' lease marks (a sensor's name, `cli`, `collect`)."""
+    owner = new_owner(poller)
     with wh.control() as conn:  # control rows only: on PostgreSQL the warehouse file stays closed
-        jobs = jobs_to_poll(conn, task_id, max_jobs)
-    result = PollResult()
-    # Polls stop early enough that recording them (one set-based write) still fits the budget.
-    deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
-    adapters = {provider: adapter_for(provider) for provider in {j["provider"] for j in jobs}}
-    bulk = _listed_jobs(jobs, adapters)
-    snapshots = _poll_all(jobs, bulk, adapters, deadline, max_workers, result)
-    if snapshots:
-        _record(wh, snapshots, result)
+        names = scope.task_names(task_names(conn).values()) if scope.buckets > 1 else None
+        if task_name is not None:
+            names = [task_name] if names is None or task_name in names else []
+        leased = take_poll_leases(
+            conn,
+            owner,
+            budget_s + LEASE_MARGIN_S,
+            providers=scope.providers,
+            task_names=names,
+            task_id=task_id,
+            max_jobs=max_jobs,
+        )
+    result = PollResult(held_elsewhere=leased.held_elsewhere)
+    try:
+        jobs = leased.jobs
+        # Polls stop early enough that recording them (one set-based write) still fits the budget.
+        deadline = time.monotonic() + budget_s - min(RECORD_RESERVE_S, budget_s / 4)
+        adapters = {provider: adapter_for(provider) for provider in {j["provider"] for j in jobs}}
+        bulk = _listed_jobs(jobs, adapters)
+        snapshots = _poll_all(jobs, bulk, adapters, deadline, max_workers, result)
+        if snapshots:
+            _record(wh, snapshots, result)
+    finally:
+        if leased.jobs:  # recorded or given up: the next poller may take them
+            with wh.control() as conn:
+                release_poll_leases(conn, owner)
     return result
 
 

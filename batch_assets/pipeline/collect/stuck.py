@@ -94,16 +94,20 @@ def handle_stuck_jobs(
     policy_for: Callable[[str, str], StuckPolicy],
     adapter_for: Callable[[str], BatchProvider],
     conn: duckdb.DuckDBPyConnection | None = None,
+    in_scope: Callable[[str, str], bool] | None = None,
 ) -> StuckOutcome:
     """Mark the in-flight jobs over their state's SLA; act on those marked on an earlier pass.
 
-    `policy_for(task_name, provider)` gives the policy. A job is cancelled at most once by this
+    `policy_for(task_name, provider)` gives the policy; `in_scope(task_name, provider)`, when
+    given, which jobs this pass looks at (a status sensor's scope). A job is cancelled at most once by this
     system (its `stuck_action` records it); a failed cancel is tried again on the next pass."""
     if conn is None:
         with wh.connect() as own:
-            return handle_stuck_jobs(wh, policy_for, adapter_for, own)
+            return handle_stuck_jobs(wh, policy_for, adapter_for, own, in_scope)
     out = StuckOutcome()
     for job in in_flight_jobs(wh, conn=conn):
+        if in_scope is not None and not in_scope(job["task_name"], job["provider"]):
+            continue
         policy = policy_for(job["task_name"], job["provider"])
         state = job["state"]
         if job["stuck_at"] is None:

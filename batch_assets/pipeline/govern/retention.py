@@ -39,6 +39,7 @@ from batch_assets.ledger.retention import (
     recorded_control_files,
     recorded_item_files,
 )
+from batch_assets.ledger.run_requests import forget_old_run_requests
 from batch_assets.ledger.shards import unpurged_shards
 from batch_assets.ledger.store_versions import collect_garbage
 from batch_assets.ledger.tasks import final_task_ids_before
@@ -235,6 +236,7 @@ class RetentionRun:
     pending_remote: int  # jobs still waiting for their provider files to be deleted
     store_objects_deleted: int = 0  # partition store versions no pointer names (object storage)
     file_objects_deleted: int = 0  # manifest, shard and raw file objects no ledger row names
+    run_requests_forgotten: int = 0  # status sensors' run-key claims older than a week
 
     def metadata(self) -> dict[str, int]:
         return {
@@ -247,6 +249,7 @@ class RetentionRun:
             "bytes_freed": sum(p.bytes_freed for p in self.purged.values()),
             "store_objects_deleted": self.store_objects_deleted,
             "file_objects_deleted": self.file_objects_deleted,
+            "run_requests_forgotten": self.run_requests_forgotten,
         }
 
 
@@ -260,7 +263,11 @@ def run_retention(wh: Warehouse, tasks: dict, adapter_for: Callable[[str], Batch
         for name, t in sorted(tasks.items())
     }
     pending = len(pending_remote_deletions(wh, task_names=deleting)) if deleting else 0
-    return RetentionRun(remote, purged, pending, len(collect_store_garbage(wh)), len(collect_file_garbage(wh)))
+    with wh.control() as conn:
+        forgotten = forget_old_run_requests(conn)
+    return RetentionRun(
+        remote, purged, pending, len(collect_store_garbage(wh)), len(collect_file_garbage(wh)), forgotten
+    )
 
 
 def collect_file_garbage(wh: Warehouse, *, grace: dt.timedelta = ORPHAN_GRACE, dry_run: bool = False) -> list[str]:
