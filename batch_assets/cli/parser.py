@@ -10,6 +10,7 @@ import argparse
 
 from batch_assets.cli import (
     cancel,
+    check_deploy,
     demo,
     dev,
     dry_run,
@@ -388,6 +389,17 @@ def build_parser() -> CliParser:
     )
     c.add_argument("provider", choices=PROVIDERS, help="the provider whose account to resume")
     c.add_argument("--reason", help="what was fixed (kept with the action)")
+
+    c = command(
+        "check-deploy",
+        check_deploy.cmd_check_deploy,
+        "check Dagster instance files (deploy/dagster*.yaml) with Dagster's own config system",
+        "Check each Dagster instance file as the webserver, the daemon and the run pods will read it: the "
+        "instance schema, then the config of its run launcher, run coordinator, compute log manager and "
+        "PostgreSQL storage. A problem is one line naming the file and the field (exit 1). Default: every "
+        "dagster*.yaml in the project's deploy/ folder.",
+    )
+    c.add_argument("files", nargs="*", metavar="FILE", help="instance files to check (default: deploy/dagster*.yaml)")
 
     c = command(
         "poll",

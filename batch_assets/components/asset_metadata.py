@@ -21,6 +21,10 @@ from batch_assets.pipeline.report.table_stats import (
 from batch_assets.spec.resolve import ResolvedTask
 
 TAG_TASK, TAG_PARTITION = "batch_assets/task", "batch_assets/partition"
+TAG_PROVIDER = "batch_assets/provider"  # on every run of a task's jobs: the run queue's cap per provider
+# `<task>:<day>`, set at launch by the status sensors and the schedules: the run queue's limit of one
+# run per task partition (deploy/dagster.yaml); the partition lease in the ledger guards any launch.
+TAG_TASK_PARTITION = "batch_assets/task_partition"
 TAG_PRIORITY = "batch_assets/priority"  # low | normal | high | urgent: overrides the task's priority for one run
 TABLES_GROUP = "warehouse"
 
@@ -34,7 +38,11 @@ def task_owners(task: ResolvedTask) -> list[str]:
 
 def task_tags(task: ResolvedTask) -> dict[str, str]:
     """The spec's `tags:` plus the task and its provider (the spec cannot rename those two)."""
-    return {**task.spec.tags, TAG_TASK: task.name, "batch_assets/provider": task.spec.provider}
+    return {**task.spec.tags, TAG_TASK: task.name, TAG_PROVIDER: task.spec.provider}
+
+
+def task_partition_tag(task_name: str, day: str) -> dict[str, str]:
+    return {TAG_TASK_PARTITION: f"{task_name}:{day}"}
 
 
 # --- run tags ----------------------------------------------------------------------------------

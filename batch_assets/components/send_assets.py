@@ -192,6 +192,7 @@ def build_submissions(w: TaskWiring) -> dg.AssetsDefinition:
         key=w.key("submissions"),
         deps=[w.key("shards")],
         kinds={spec.provider},
+        pool=f"{spec.provider}_create",  # the run queue's cap on concurrent create steps per provider
         description=f"One {spec.provider} batch per shard. The intent is recorded in the ledger before every "
         "create call, so a crash or a lost answer is found again instead of creating a second "
         "batch; shards beyond the provider's concurrent-job cap wait for room; due retries are cut "

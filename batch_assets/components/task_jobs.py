@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import dagster as dg
 
-from batch_assets.components.asset_metadata import TAG_PARTITION, TAG_TASK
+from batch_assets.components.asset_metadata import TAG_PARTITION, TAG_PROVIDER, TAG_TASK, task_partition_tag
 from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE, SUBMIT_STAGES, TaskWiring
 
 
 def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.UnresolvedAssetJobDefinition]:
-    job_tags = {TAG_TASK: w.name}
+    job_tags = {TAG_TASK: w.name, TAG_PROVIDER: w.task.spec.provider}
     submit_job = dg.define_asset_job(
         f"{w.name}__submit",
         selection=dg.AssetSelection.assets(*[w.key(s) for s in SUBMIT_STAGES]),
@@ -46,6 +46,8 @@ def build_daily_schedule(w: TaskWiring, submit_job) -> dg.ScheduleDefinition:
     )
     def schedule(context: dg.ScheduleEvaluationContext):
         day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
-        return dg.RunRequest(run_key=f"{name}:{day}", partition_key=day, tags={TAG_PARTITION: day})
+        return dg.RunRequest(
+            run_key=f"{name}:{day}", partition_key=day, tags={TAG_PARTITION: day, **task_partition_tag(name, day)}
+        )
 
     return schedule

@@ -40,6 +40,7 @@ from datetime import datetime
 
 import dagster as dg
 
+from batch_assets.components.asset_metadata import task_partition_tag
 from batch_assets.components.wiring import COLLECT_STAGES, REPORT_STAGE, SETTLED_STAGE, SUBMIT_STAGES
 from batch_assets.formatting import format_duration
 from batch_assets.ledger.accounts import active_pauses
@@ -152,7 +153,7 @@ def _ended(instance: dg.DagsterInstance, owner: str) -> bool:
 
 
 def _tags(task: str, day: str, attempt: int, **extra: str) -> dict[str, str]:
-    return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **extra}
+    return {TAG_TASK: task, TAG_PARTITION: day, TAG_ATTEMPT: str(attempt), **task_partition_tag(task, day), **extra}
 
 
 def build_provider_status_sensors(jobs: list, scopes: list[PollScope] | None = None) -> list[dg.SensorDefinition]:

@@ -1,0 +1,1 @@
+"""What a platform team deploys: checks of the deploy/ folder's Dagster instance files."""
