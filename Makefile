@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 UI_PORT ?= 3000
 EMULATOR_PORT ?= 8765
 
-.PHONY: demo test test-fast lint dev bench emulator emulator-bench e2e soak clean services services-stop
+.PHONY: demo test test-fast lint dev dev-distributed bench emulator emulator-bench e2e soak clean services services-stop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ services-stop: $(STAMP)
 
 dev: $(STAMP)
 	$(BIN)/batch-assets dev --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)
+
+# `make dev` on the distributed backend: throwaway PostgreSQL + S3, Dagster with deploy/dagster.local.yaml
+# (queued runs, tag limits, pools), the demo tasks submitted through the run queue and carried to final.
+dev-distributed: $(STAMP)
+	$(BIN)/batch-assets dev --distributed --ui-port $(UI_PORT) --emulator-port $(EMULATOR_PORT)
 
 # The UI end to end in a headless Chromium (Debian's package; Playwright drives it, downloads no browser):
 # emulator + `dg dev` on free ports over a seeded temporary data dir, stopped also on failure.

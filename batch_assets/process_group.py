@@ -27,9 +27,9 @@ class Stopped(Exception):
         super().__init__(signal.Signals(signum).name)
 
 
-def start_group(cmd: Sequence[str], env: dict | None = None) -> subprocess.Popen:
-    """Start `cmd` as the leader of a new process group."""
-    return subprocess.Popen(list(cmd), env=env, start_new_session=True)
+def start_group(cmd: Sequence[str], env: dict | None = None, **popen) -> subprocess.Popen:
+    """Start `cmd` as the leader of a new process group (`popen`: more Popen arguments, e.g. stdout)."""
+    return subprocess.Popen(list(cmd), env=env, start_new_session=True, **popen)
 
 
 class _SignalState:

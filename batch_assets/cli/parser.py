@@ -201,6 +201,12 @@ def build_parser() -> CliParser:
         default="data",
         help="warehouse (DATA_DIR/warehouse.duckdb), run files, emulator state, Dagster home (default: data)",
     )
+    c.add_argument(
+        "--distributed",
+        action="store_true",
+        help="also start throwaway PostgreSQL and S3 servers, run Dagster with deploy/dagster.local.yaml "
+        "(queued runs, tag limits, pools), and carry the demo tasks to final (under DATA_DIR/distributed)",
+    )
 
     for name, run, help in (
         (
