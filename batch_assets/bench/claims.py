@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _claim_all(backend: str, target: str, owner: str, n: int, run: str, start, out) -> None:
     from batch_assets.ledger.control_db import connect_postgres
+    from batch_assets.ledger.file_locks import lock_waits
     from batch_assets.ledger.jobs import claim_new_intent
     from batch_assets.ledger.warehouse import Warehouse
 
@@ -50,12 +51,13 @@ def _claim_all(backend: str, target: str, owner: str, n: int, run: str, start, o
             with wh.connect() as conn:
                 if claim(conn, i):
                     won.append(i)
-    out.put(won)
+    out.put((won, lock_waits()))
 
 
-def race(backend: str, target: str, n: int, processes: int) -> tuple[float, list[int]]:
-    """(seconds from the common start to the last process's end, every intent won). The job keys are
-    this run's own, so a PostgreSQL ledger in use is only added to, never cleaned."""
+def race(backend: str, target: str, n: int, processes: int) -> tuple[float, list[int], int]:
+    """(seconds from the common start to the last process's end, every intent won, the times a
+    process waited for the DuckDB file's lock). The job keys are this run's own, so a PostgreSQL
+    ledger in use is only added to, never cleaned."""
     run = f"bench-claims-{os.getpid()}-{time.time_ns()}"
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(processes + 1), ctx.Queue()
@@ -66,11 +68,11 @@ def race(backend: str, target: str, n: int, processes: int) -> tuple[float, list
         p.start()
     start.wait()
     began = time.perf_counter()
-    won = [i for _ in procs for i in out.get(timeout=3600)]
+    answers = [out.get(timeout=3600) for _ in procs]
     elapsed = time.perf_counter() - began
     for p in procs:
         p.join()
-    return elapsed, won
+    return elapsed, [i for won, _waits in answers for i in won], sum(waits for _won, waits in answers)
 
 
 def main(args) -> int:
@@ -92,12 +94,15 @@ def main(args) -> int:
             ensure_control_schema(connect_postgres(args.postgres_url))
             backends.append(("postgres", args.postgres_url))
         for backend, target in backends:
-            elapsed, won = race(backend, target, n, processes)
+            elapsed, won, waits = race(backend, target, n, processes)
             if sorted(won) != list(range(n)):
                 print(f"FAILED: {backend}: {len(won)} wins for {n} intents ({len(set(won))} distinct)")
                 return 1
             results[backend] = n * processes / elapsed
-            print(f"{backend:9} {processes} processes x {n} intents: {results[backend]:,.0f} attempts/s, each won once")
+            print(
+                f"{backend:9} {processes} processes x {n} intents: {results[backend]:,.0f} attempts/s, each won once"
+                + (f" ({waits:,} lock waits)" if backend == "duckdb" else "")
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if "postgres" in results:

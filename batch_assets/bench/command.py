@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from batch_assets.bench import claims, growth, history, sensor
+from batch_assets.bench import claims, distributed, growth, history, sensor
 from batch_assets.bench.proc import ChildFailed
 from batch_assets.bench.runner import DEFAULT_ITEMS, DEFAULT_WORKDIR, BenchmarkError, NotEnoughDisk, run_benchmark
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="also list each stage's slowest SQL statements")
     sensor.add_arguments(p)
     claims.add_arguments(p)
+    distributed.add_arguments(p)
     p.add_argument(
         "--history",
         type=int,
@@ -67,10 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             "--growth-from runs the pipeline benchmark once per size (not with --repeat, --sensor-jobs or --history)"
         )
-    if args.claims is not None:
-        return claims.main(args)
-    if args.sensor_jobs is not None:
-        return sensor.main(args)
+    # The benchmarks other than the pipeline's, by the option that asks for each.
+    for asked, benchmark in (
+        (args.distributed, distributed),
+        (args.claims is not None, claims),
+        (args.sensor_jobs is not None, sensor),
+    ):
+        if asked:
+            return benchmark.main(args)
     if args.growth_from is not None:
         if not 1 <= args.growth_from < args.items:
             parser.error(

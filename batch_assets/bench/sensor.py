@@ -244,7 +244,10 @@ def register_jobs(
             continue
         first = shards[0]
         prepared = adapter.prepare_input(
-            Path(first["path"]), f"{first['shard_id']}:bench", task.spec.endpoint, task.limits.max_inline_bytes
+            wh.files.local(first["path"]),
+            f"{first['shard_id']}:bench",
+            task.spec.endpoint,
+            task.limits.max_inline_bytes,
         )
         keys = [f"{first['shard_id']}:bench{i}" for i in range(rest)]
 

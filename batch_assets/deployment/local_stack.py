@@ -134,9 +134,7 @@ def wait_for_location(ui_port: int, timeout_s: float, alive=lambda: True, host: 
 
 def final_partitions(wh, task_ids: list[str]) -> dict[str, str]:
     """task_id -> final status, for the partitions of `task_ids` the ledger records as final."""
+    from batch_assets.ledger.tasks import final_statuses
+
     with wh.control(read_only=True) as db:
-        rows = db.execute(
-            "SELECT task_id, final_status FROM ledger.batch_task WHERE task_id = ANY(?) AND final_status IS NOT NULL",
-            [task_ids],
-        ).rows
-    return dict(rows)
+        return {task_id: status for task_id, status in final_statuses(db, task_ids).items() if status is not None}

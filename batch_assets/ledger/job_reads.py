@@ -123,6 +123,25 @@ def in_flight_jobs(conn: Conn, task_name: str | None = None) -> list[dict]:
     )
 
 
+def unfinished_jobs(conn: Conn, task_id: str) -> int:
+    """The partition's provider jobs not terminal yet (intents included)."""
+    sql = "SELECT count(*) FROM ledger.provider_job WHERE task_id = ? AND terminal_at IS NULL"
+    return int(as_control(conn).execute(sql, [task_id]).scalar())
+
+
+def shards_sent_twice(conn: Conn, ids: Sequence[str]) -> list[str]:
+    """Shards of the partitions `ids` with more than one provider job (exactly once says: none)."""
+    sql = """SELECT shard_id FROM ledger.provider_job WHERE task_id = ANY(?)
+             GROUP BY shard_id HAVING count(*) > 1 ORDER BY shard_id"""
+    return [r[0] for r in as_control(conn).execute(sql, [list(ids)]).rows]
+
+
+def jobs_polled_since(conn: Conn, since) -> int:
+    """Jobs whose last poll was recorded at or after `since` (a UTC timestamp)."""
+    sql = "SELECT count(*) FROM ledger.provider_job WHERE last_polled_at >= ?"
+    return int(as_control(conn).execute(sql, [since]).scalar())
+
+
 def running_jobs(conn: Conn, target: str) -> list[dict] | None:
     """The provider batches still running of one job or one partition (`target`: a job key or a
     task_id); None when `target` names no job at all."""

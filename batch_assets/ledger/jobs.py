@@ -463,6 +463,23 @@ def insert_jobs(conn: duckdb.DuckDBPyConnection, task_id: str, query: str, param
     )
 
 
+def insert_in_flight_jobs(conn: Conn, task_id: str, provider: str, count: int, prefix: str) -> int:
+    """`count` in-flight job rows `<prefix><n>` of one partition with no provider batch behind them,
+    for benchmarks of the control protocols (poll leases); returns the number inserted."""
+    return (
+        as_control(conn)
+        .execute(
+            """INSERT INTO ledger.provider_job (job_key, task_id, shard_id, provider, endpoint, state,
+                   provider_batch_id, created_at, state_changed_at)
+               SELECT ? || CAST(g.i AS VARCHAR), ?, 's', ?, '/v1/chat/completions', 'in_progress',
+                      'batch_' || ? || CAST(g.i AS VARCHAR), now()::TIMESTAMP, now()::TIMESTAMP
+               FROM generate_series(1, ?) AS g(i)""",
+            [prefix, task_id, provider, prefix, count],
+        )
+        .rowcount
+    )
+
+
 def insert_status_events(conn: duckdb.DuckDBPyConnection, query: str, params: Params = None) -> int:
     """Insert status events as `query` gives them (every column of STATUS_EVENT_COLUMNS, by name).
     Returns the number inserted."""

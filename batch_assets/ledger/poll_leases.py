@@ -119,3 +119,8 @@ def release_poll_leases(conn: Conn, owner: str) -> int:
         )
         .rowcount
     )
+
+
+def held_poll_leases(conn: Conn) -> int:
+    """Jobs some poller holds a mark on now (lapsed marks included)."""
+    return int(as_control(conn).execute("SELECT count(poll_owner) FROM ledger.provider_job").scalar())

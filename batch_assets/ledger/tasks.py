@@ -85,6 +85,12 @@ def task_names(conn: Conn) -> dict[str, str]:
     return dict(as_control(conn).execute("SELECT task_id, task_name FROM ledger.batch_task").rows)
 
 
+def final_statuses(conn: Conn, ids: Sequence[str]) -> dict[str, str | None]:
+    """task_id -> its final status (None: not final yet), for the partitions of `ids` the ledger has."""
+    sql = "SELECT task_id, final_status FROM ledger.batch_task WHERE task_id = ANY(?)"
+    return dict(as_control(conn).execute(sql, [list(ids)]).rows)
+
+
 def providers_of(conn: Conn, ids: Sequence[str]) -> set[str]:
     """The providers of these partitions."""
     sql = "SELECT DISTINCT provider FROM ledger.batch_task WHERE task_id = ANY(?)"

@@ -1,0 +1,360 @@
+"""`batch-assets bench --distributed`: the `distributed` backend as workers are added, beside `local`.
+
+Starts throwaway PostgreSQL and S3 servers (batch_assets.services) and the emulator in its own
+process, then for each worker count W (`--workers 1,2,4`):
+
+- a fresh PostgreSQL database and S3 prefix hold the control ledger, the source and business tables,
+  the run files and the partition stores; `--partitions` days of ticket_triage's source share
+  `--items` items;
+- W worker processes, each with its own empty data directory (as on separate machines), take
+  partitions from one queue and run every stage of each — freeze, cut, submit, poll, download and
+  ingest, parse, apply, settle — with the product's own stage functions;
+- items per second (all items over the wall time from the common start to the last worker's end)
+  and the workers' CPU seconds are reported; then the invariants are checked in the ledger and the
+  stores: every partition final, every shard sent once (one provider job each), every answer
+  applied once.
+
+Then the control plane, on PostgreSQL and on the local DuckDB file: P processes race for N intent
+claims (bench/claims.py), and P processes take and clear poll leases over in-flight jobs
+(ledger/poll_leases.py); operations per second each, and the local file's lock waits.
+
+Last, the status sensor at `--sensor-in-flight` jobs held in flight by the emulator (registered by
+bench/sensor.py's `register_jobs`): one real tick of the one default sensor, then one tick of each of
+the four per-provider sensors at once, each in its own process; the wall time and the jobs polled.
+
+Targets (`--strict` exits 1 when one is missed): every invariant holds; each control-plane protocol
+runs at ≥ CONTROL_TARGET operations per second on PostgreSQL; the most workers give at least
+SCALE_TARGET × the throughput of one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import queue
+import resource
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+TASK = "ticket_triage"
+FIRST_DAY = "2026-11-20"
+CONTROL_TARGET = 1000.0  # operations per second
+SCALE_TARGET = 0.8  # throughput of the most workers / of one
+EMULATOR_KNOBS = ("--speed", "200", "--queue-delay-s", "0.05", "--finalize-delay-s", "0.05")
+WORKER_TIMEOUT_S = 3600.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="the distributed backend (PostgreSQL + S3, started for the run) as workers are added; "
+        "--items is then the total over --partitions",
+    )
+    p.add_argument(
+        "--workers", default="1,2,4", metavar="W,W,…", help="worker counts for --distributed (default 1,2,4)"
+    )
+    p.add_argument("--partitions", type=int, default=16, help="partitions for --distributed (default 16)")
+    p.add_argument(
+        "--control-ops", type=int, default=500, metavar="N", help="operations per process in the control race"
+    )
+    p.add_argument("--control-processes", type=int, default=8, metavar="P", help="processes in the control race")
+    p.add_argument(
+        "--sensor-in-flight",
+        type=int,
+        default=30_000,
+        metavar="N",
+        help="for --distributed: the status sensor's tick at N in-flight jobs, with 1 sensor and one per "
+        "provider (default 30,000; 0: skip)",
+    )
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    workers: int
+    items: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def items_per_s(self) -> float:
+        return self.items / self.wall_s
+
+
+def _days(n: int) -> list[str]:
+    from datetime import date, timedelta
+
+    start = date.fromisoformat(FIRST_DAY)
+    return [(start + timedelta(days=i)).isoformat() for i in range(n)]
+
+
+def _task_file() -> Path:
+    from batch_assets.spec.resolve import tasks_dir
+
+    return tasks_dir() / TASK / "defs.yaml"
+
+
+def _adapter(emulator_url: str):
+    from batch_assets.providers.contract import ClientSettings
+    from batch_assets.providers.registry import build_adapter, provider_definition
+
+    path = provider_definition("openai").emulator_path
+    return build_adapter("openai", ClientSettings("emulator-no-key", emulator_url.rstrip("/") + path, max_retries=3))
+
+
+def _in_flight(wh, task_id: str) -> int:
+    from batch_assets.ledger.job_reads import unfinished_jobs
+
+    with wh.control() as db:
+        return unfinished_jobs(db, task_id)
+
+
+def _run_partition(wh, task, day: str, adapter) -> int:
+    """Every stage of one partition, as the submit and collect runs do; returns its items."""
+    from batch_assets.pipeline.collect.ingest import collect_raw_results
+    from batch_assets.pipeline.collect.parse import parse_results
+    from batch_assets.pipeline.collect.poll import poll_jobs
+    from batch_assets.pipeline.freeze.manifest import freeze_manifest
+    from batch_assets.pipeline.send.shards import cut_shards
+    from batch_assets.pipeline.send.submit import submit_pending
+    from batch_assets.pipeline.settle.apply import apply_results
+    from batch_assets.pipeline.settle.reconcile import settle
+
+    task_id = task.task_id(day)
+    items = freeze_manifest(wh, task, day).items
+    cut_shards(wh, task, day)
+    submit_pending(wh, task, day, adapter)
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    while _in_flight(wh, task_id):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{task_id}: provider jobs not terminal after {WORKER_TIMEOUT_S:.0f} s")
+        time.sleep(0.2)
+        poll_jobs(wh, lambda _p: adapter, task_id=task_id, poller="bench")
+    collect_raw_results(wh, task, day, adapter)
+    parse_results(wh, task, day)
+    apply_results(wh, task, day)
+    settle(wh, task_id, task.spec.retry.max_failed_fraction, task.spec.empty_source)  # as the applied asset
+    return items
+
+
+def _worker(k: int, env: dict, workdir: str, emulator_url: str, days, start, out) -> None:
+    os.environ.update(env)
+    from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.spec.resolve import load_task_file
+
+    root = Path(workdir) / f"worker{k}"  # its own, empty data directory: another machine
+    wh = Warehouse.at(root / "warehouse.duckdb", root)
+    task = load_task_file(_task_file())
+    adapter = _adapter(emulator_url)
+    start.wait()
+    items, error = 0, None
+    try:
+        while True:
+            try:
+                day = days.get_nowait()
+            except queue.Empty:
+                break
+            items += _run_partition(wh, task, day, adapter)
+    except Exception as exc:  # reported by the parent, with the worker's number
+        error = f"worker {k}: {type(exc).__name__}: {exc}"
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out.put((k, items, usage.ru_utime + usage.ru_stime, error))
+
+
+def _seed(env: dict, days: list[str], items: int) -> None:
+    """ticket_triage's source for `days` (items spread evenly) into the PostgreSQL tables."""
+    import duckdb
+
+    from batch_assets.demo.seed import MIN_PER_DAY, seed_support_tickets
+    from batch_assets.task_tables.postgres import PgTables
+
+    tables = PgTables.from_env(env)
+    with duckdb.connect() as conn:
+        seed_support_tickets(conn, days=len(days), per_day=max(MIN_PER_DAY, items // len(days)))
+        tables.publish(conn, "support_tickets", "SELECT * FROM support_tickets")
+
+
+def _database(admin_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _settings(server_url: str, bucket, name: str) -> dict[str, str]:
+    from batch_assets.deployment.local_stack import exported
+    from batch_assets.services import s3
+
+    url = _database(server_url, name)
+    env = exported(s3.env_lines(bucket))
+    env.update(
+        {
+            "BATCH_ASSETS_LEDGER_URL": url,
+            "BATCH_ASSETS_TABLES_URL": url,
+            "BATCH_ASSETS_TABLES_SCHEMA": "warehouse",
+            "BATCH_ASSETS_STORAGE_URL": f"s3://{s3.BUCKET}/{name}",
+            "BATCH_ASSETS_PROGRESS": "0",
+        }
+    )
+    return env
+
+
+def run_workers(workers: int, env: dict, workdir: Path, emulator_url: str, days: list[str]) -> WorkerRun:
+    ctx = multiprocessing.get_context("spawn")
+    start, out, todo = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Queue()
+    for day in days:
+        todo.put(day)
+    procs = [
+        ctx.Process(target=_worker, args=(k, env, str(workdir), emulator_url, todo, start, out)) for k in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    start.wait()
+    began = time.perf_counter()
+    results = [out.get(timeout=WORKER_TIMEOUT_S) for _ in procs]
+    wall = time.perf_counter() - began
+    for p in procs:
+        p.join()
+    errors = [r[3] for r in results if r[3]]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return WorkerRun(workers, sum(r[1] for r in results), wall, sum(r[2] for r in results))
+
+
+def check_invariants(env: dict, workdir: Path, days: list[str]) -> list[str]:
+    """What the run must have left: every partition final, one provider job per shard, every answer
+    applied once (read from the ledger and each partition's store)."""
+    os.environ.update(env)
+    from batch_assets.ledger.job_reads import shards_sent_twice
+    from batch_assets.ledger.tasks import final_statuses
+    from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.spec.resolve import load_task_file
+
+    task = load_task_file(_task_file())
+    wh = Warehouse.at(workdir / "check" / "warehouse.duckdb", workdir / "check")
+    ids = [task.task_id(d) for d in days]
+    problems = []
+    with wh.control(read_only=True) as db:
+        statuses = final_statuses(db, ids)
+        twice = shards_sent_twice(db, ids)
+    not_final = sorted(t for t, status in statuses.items() if status is None)
+    if len(statuses) != len(ids):
+        problems.append(f"{len(ids) - len(statuses)} partition(s) never frozen")
+    if not_final:
+        problems.append(f"{len(not_final)} partition(s) not final: {', '.join(not_final[:5])}")
+    if twice:
+        problems.append(f"{len(twice)} shard(s) sent more than once")
+    with wh.across(ids) as conn:
+        applied, distinct = conn.execute(
+            "SELECT count(*), count(DISTINCT (task_id, custom_id)) FROM ledger.applied_result"
+        ).fetchone()
+    if applied != distinct or applied == 0:
+        problems.append(f"{applied} applied rows for {distinct} items")
+    return problems
+
+
+def main(args) -> int:
+    saved = dict(os.environ)  # the checks point this process at each run's servers: put back after
+    try:
+        return _main(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _main(args) -> int:
+    from batch_assets.bench import claims, control_plane, sensor_shards
+    from batch_assets.emulator.bench import emulator_process
+    from batch_assets.services import postgres, s3
+
+    try:
+        counts = sorted({int(w) for w in args.workers.split(",")})
+    except ValueError:
+        print(f"--workers {args.workers!r}: expected worker counts like 1,2,4", file=sys.stderr)
+        return 2
+    if not counts or counts[0] < 1 or args.partitions < 1 or args.items < args.partitions:
+        print("--workers, --partitions must be at least 1 and --items at least --partitions", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="bench_distributed_"))
+    days = _days(args.partitions)
+    server = bucket = None
+    stack = contextlib.ExitStack()
+    runs: list[WorkerRun] = []
+    problems: list[str] = []
+    try:
+        server = postgres.start(workdir / "services")
+        bucket = s3.start(workdir / "services")
+        _proc, emulator_url = stack.enter_context(emulator_process(workdir / "emulator", *EMULATOR_KNOBS))
+        print(f"distributed: {args.items:,} items over {args.partitions} partitions of {TASK}, workers {counts}")
+        for w in counts:
+            name = f"bench_w{w}_{uuid.uuid4().hex[:6]}"
+            env = _settings(server.url, bucket, name)
+            _seed(env, days, args.items)
+            run = run_workers(w, env, workdir / name, emulator_url, days)
+            runs.append(run)
+            found = check_invariants(env, workdir / name, days)
+            problems += [f"{w} worker(s): {p}" for p in found]
+            print(
+                f"  {w} worker(s): {run.items:,} items in {run.wall_s:6.1f} s = {run.items_per_s:8,.0f} items/s, "
+                f"CPU {run.cpu_s:6.1f} s ({run.cpu_s / run.wall_s:.2f} cores); invariants "
+                + ("hold" if not found else "BROKEN: " + "; ".join(found))
+            )
+        ratio = runs[-1].items_per_s / runs[0].items_per_s
+        print(f"  {counts[-1]} workers / 1: {ratio:.2f}x the throughput (target >= {SCALE_TARGET})")
+
+        control_url = _database(server.url, f"bench_control_{uuid.uuid4().hex[:6]}")
+        from batch_assets.ledger.control_db import connect_postgres
+        from batch_assets.ledger.control_schema import ensure_control_schema
+        from batch_assets.ledger.warehouse import Warehouse
+
+        ensure_control_schema(connect_postgres(control_url))
+        n, p = args.control_ops, args.control_processes
+        print(f"control plane: {p} processes x {n} operations")
+        elapsed, won, _waits = claims.race("postgres", control_url, n, p)
+        claim_rate = n * p / elapsed
+        if sorted(won) != list(range(n)):
+            problems.append(f"claims: {len(won)} wins for {n} intents")
+        lease_rate = control_plane.lease_race(control_url, p, n)
+        local = workdir / "local"
+        with Warehouse.at(local / "warehouse.duckdb", local).connect():
+            pass
+        local_n = max(1, n // 10)  # one writing process at a time: a tenth of the work
+        local_elapsed, local_won, local_waits = claims.race("duckdb", str(local), local_n, p)
+        local_rate = local_n * p / local_elapsed
+        if sorted(local_won) != list(range(local_n)):
+            problems.append("local claims: an intent won twice or never")
+        print(f"  postgres intent claims: {claim_rate:8,.0f} ops/s, each intent won once")
+        print(f"  postgres poll leases:   {lease_rate:8,.0f} ops/s, no lease left held")
+        print(
+            f"  local (DuckDB file) intent claims: {local_rate:8,.0f} ops/s with {local_waits:,} lock waits; "
+            f"postgres / local {claim_rate / local_rate:.0f}x"
+        )
+        if args.sensor_in_flight:
+            print(f"status sensor tick at {args.sensor_in_flight:,} in-flight jobs (PostgreSQL ledger):")
+            for line in sensor_shards.measure_sensors(_settings, server.url, bucket, workdir, args.sensor_in_flight):
+                print(line)
+        missed = [f"{name} {rate:,.0f} ops/s" for name, rate in (("claims", claim_rate), ("leases", lease_rate))]
+        missed = [m for m, rate in zip(missed, (claim_rate, lease_rate), strict=True) if rate < CONTROL_TARGET]
+        if ratio < SCALE_TARGET:
+            missed.append(f"{counts[-1]} workers gave {ratio:.2f}x of 1")
+    finally:
+        stack.close()
+        s3.stop(workdir / "services")
+        postgres.discard(workdir / "services")
+        shutil.rmtree(workdir, ignore_errors=True)
+    if problems:
+        print("FAILED: " + "; ".join(problems))
+        return 1
+    if missed:
+        print("targets missed: " + "; ".join(missed))
+        return 1 if args.strict else 0
+    print("every invariant holds; every target met")
+    return 0
