@@ -306,3 +306,38 @@ def _no_source_in_duckdb(data_dir) -> bool:
                 for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
             }
     return not names & {"support_tickets", "ticket_labels"}
+
+
+def test_two_first_applies_creating_the_business_table_at_once_both_go_on(postgres_url, ticket_task):
+    """Two partitions' first applies create the business table at the same moment (found by
+    `bench --distributed` with 2 workers): the second waits on PostgreSQL's catalog, then finds the
+    table made instead of failing. The first's creation is held open until the second is seen waiting."""
+    import threading
+    import time
+
+    from batch_assets.pipeline.settle.business_table_pg import ensure_business_table
+
+    tables = PgTables(postgres_url, schema="race")
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with tables.session(read_only=False) as pg:
+                ensure_business_table(pg, tables, ticket_task)
+        except BaseException as exc:  # surfaced in the test's thread
+            errors.append(exc)
+
+    with psycopg.connect(postgres_url, autocommit=True) as watcher:
+        with tables.session(read_only=False) as first:
+            target = ensure_business_table(first, tables, ticket_task)  # created, not committed
+            thread = threading.Thread(target=second)
+            thread.start()
+            deadline = dt.datetime.now() + dt.timedelta(seconds=60)
+            while not watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                assert dt.datetime.now() < deadline, "the second creation never waited for the first"
+                assert thread.is_alive(), errors
+                time.sleep(0.05)
+        thread.join(timeout=60)
+    assert not errors, errors
+    with tables.session(read_only=True) as pg:
+        assert pg.execute(f"SELECT count(*) FROM {target}").fetchone()[0] == 0

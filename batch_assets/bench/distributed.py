@@ -11,7 +11,8 @@ process, then for each worker count W (`--workers 1,2,4`):
   ingest, parse, apply, settle — with the product's own stage functions;
 - items per second (all items over the wall time from the common start to the last worker's end)
   and the workers' CPU seconds are reported; then the invariants are checked in the ledger and the
-  stores: every partition final, every shard sent once (one provider job each), every answer
+  stores: every partition final, every shard sent once (one provider job each), never more batches
+  in flight at once than the provider account allows (the workers share one account), every answer
   applied once.
 
 Then the control plane, on PostgreSQL and on the local DuckDB file: P processes race for N intent
@@ -49,6 +50,7 @@ CONTROL_TARGET = 1000.0  # operations per second
 SCALE_TARGET = 0.8  # throughput of the most workers / of one
 EMULATOR_KNOBS = ("--speed", "200", "--queue-delay-s", "0.05", "--finalize-delay-s", "0.05")
 WORKER_TIMEOUT_S = 3600.0
+DEFAULT_ITEMS_DISTRIBUTED = 50_000  # without --items: over all partitions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--distributed",
         action="store_true",
         help="the distributed backend (PostgreSQL + S3, started for the run) as workers are added; "
-        "--items is then the total over --partitions",
+        f"--items is then the total over --partitions (default {DEFAULT_ITEMS_DISTRIBUTED:,})",
     )
     p.add_argument(
         "--workers", default="1,2,4", metavar="W,W,…", help="worker counts for --distributed (default 1,2,4)"
@@ -117,7 +119,9 @@ def _in_flight(wh, task_id: str) -> int:
 
 
 def _run_partition(wh, task, day: str, adapter) -> int:
-    """Every stage of one partition, as the submit and collect runs do; returns its items."""
+    """Every stage of one partition until it is final, as its submit runs and the status sensor's
+    collect runs would take it: shards that waited for the account's quota, and due retries, go out
+    on the next round. Returns its items."""
     from batch_assets.pipeline.collect.ingest import collect_raw_results
     from batch_assets.pipeline.collect.parse import parse_results
     from batch_assets.pipeline.collect.poll import poll_jobs
@@ -129,19 +133,24 @@ def _run_partition(wh, task, day: str, adapter) -> int:
 
     task_id = task.task_id(day)
     items = freeze_manifest(wh, task, day).items
-    cut_shards(wh, task, day)
-    submit_pending(wh, task, day, adapter)
     deadline = time.monotonic() + WORKER_TIMEOUT_S
-    while _in_flight(wh, task_id):
+    while True:
+        cut_shards(wh, task, day)  # first attempts, then the retries that are due
+        submit_pending(wh, task, day, adapter)
+        while _in_flight(wh, task_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{task_id}: provider jobs not terminal after {WORKER_TIMEOUT_S:.0f} s")
+            time.sleep(0.2)
+            poll_jobs(wh, lambda _p: adapter, task_id=task_id, poller="bench")
+        collect_raw_results(wh, task, day, adapter)
+        parse_results(wh, task, day)
+        apply_results(wh, task, day)
+        _, verdict = settle(wh, task_id, task.spec.retry.max_failed_fraction, task.spec.empty_source)
+        if verdict.final_status is not None:
+            return items
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{task_id}: provider jobs not terminal after {WORKER_TIMEOUT_S:.0f} s")
-        time.sleep(0.2)
-        poll_jobs(wh, lambda _p: adapter, task_id=task_id, poller="bench")
-    collect_raw_results(wh, task, day, adapter)
-    parse_results(wh, task, day)
-    apply_results(wh, task, day)
-    settle(wh, task_id, task.spec.retry.max_failed_fraction, task.spec.empty_source)  # as the applied asset
-    return items
+            raise TimeoutError(f"{task_id}: not final after {WORKER_TIMEOUT_S:.0f} s")
+        time.sleep(0.5)  # shards wait for quota another partition holds, or retries for their backoff
 
 
 def _worker(k: int, env: dict, workdir: str, emulator_url: str, days, start, out) -> None:
@@ -229,13 +238,23 @@ def run_workers(workers: int, env: dict, workdir: Path, emulator_url: str, days:
     return WorkerRun(workers, sum(r[1] for r in results), wall, sum(r[2] for r in results))
 
 
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def check_invariants(env: dict, workdir: Path, days: list[str]) -> list[str]:
     """What the run must have left: every partition final, one provider job per shard, every answer
     applied once (read from the ledger and each partition's store)."""
     os.environ.update(env)
-    from batch_assets.ledger.job_reads import shards_sent_twice
+    from batch_assets.ledger.job_reads import job_spans, shards_sent_twice
     from batch_assets.ledger.tasks import final_statuses
     from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.pipeline.send.submit import account_limits
     from batch_assets.spec.resolve import load_task_file
 
     task = load_task_file(_task_file())
@@ -245,6 +264,10 @@ def check_invariants(env: dict, workdir: Path, days: list[str]) -> list[str]:
     with wh.control(read_only=True) as db:
         statuses = final_statuses(db, ids)
         twice = shards_sent_twice(db, ids)
+        at_once = _most_at_once(job_spans(db, ids, task.spec.provider))
+    cap = account_limits(task.spec.provider).max_jobs
+    if at_once > cap:
+        problems.append(f"{at_once} {task.spec.provider} batches in flight at once, the account allows {cap}")
     not_final = sorted(t for t, status in statuses.items() if status is None)
     if len(statuses) != len(ids):
         problems.append(f"{len(ids) - len(statuses)} partition(s) never frozen")
@@ -272,15 +295,17 @@ def main(args) -> int:
 
 def _main(args) -> int:
     from batch_assets.bench import claims, control_plane, sensor_shards
+    from batch_assets.bench.runner import DEFAULT_ITEMS
     from batch_assets.emulator.bench import emulator_process
     from batch_assets.services import postgres, s3
 
+    items = DEFAULT_ITEMS_DISTRIBUTED if args.items == DEFAULT_ITEMS else args.items  # the pipeline's 1M: too many
     try:
         counts = sorted({int(w) for w in args.workers.split(",")})
     except ValueError:
         print(f"--workers {args.workers!r}: expected worker counts like 1,2,4", file=sys.stderr)
         return 2
-    if not counts or counts[0] < 1 or args.partitions < 1 or args.items < args.partitions:
+    if not counts or counts[0] < 1 or args.partitions < 1 or items < args.partitions:
         print("--workers, --partitions must be at least 1 and --items at least --partitions", file=sys.stderr)
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="bench_distributed_"))
@@ -293,11 +318,11 @@ def _main(args) -> int:
         server = postgres.start(workdir / "services")
         bucket = s3.start(workdir / "services")
         _proc, emulator_url = stack.enter_context(emulator_process(workdir / "emulator", *EMULATOR_KNOBS))
-        print(f"distributed: {args.items:,} items over {args.partitions} partitions of {TASK}, workers {counts}")
+        print(f"distributed: {items:,} items over {args.partitions} partitions of {TASK}, workers {counts}")
         for w in counts:
             name = f"bench_w{w}_{uuid.uuid4().hex[:6]}"
             env = _settings(server.url, bucket, name)
-            _seed(env, days, args.items)
+            _seed(env, days, items)
             run = run_workers(w, env, workdir / name, emulator_url, days)
             runs.append(run)
             found = check_invariants(env, workdir / name, days)

@@ -136,6 +136,16 @@ def shards_sent_twice(conn: Conn, ids: Sequence[str]) -> list[str]:
     return [r[0] for r in as_control(conn).execute(sql, [list(ids)]).rows]
 
 
+def job_spans(conn: Conn, ids: Sequence[str], provider: str) -> list[tuple[float, float]]:
+    """(created, ended) in epoch seconds of every provider batch of the partitions `ids` on one
+    provider (ended: now for one still running), for the most that were in flight at once."""
+    now = epoch_sql("now()::TIMESTAMP")
+    sql = f"""SELECT {epoch_sql("submitted_at")}, coalesce({epoch_sql("terminal_at")}, {now})
+              FROM ledger.provider_job
+              WHERE task_id = ANY(?) AND provider = ? AND provider_batch_id IS NOT NULL AND submitted_at IS NOT NULL"""
+    return [(float(a), float(b)) for a, b in as_control(conn).execute(sql, [list(ids), provider]).rows]
+
+
 def jobs_polled_since(conn: Conn, since) -> int:
     """Jobs whose last poll was recorded at or after `since` (a UTC timestamp)."""
     sql = "SELECT count(*) FROM ledger.provider_job WHERE last_polled_at >= ?"

@@ -35,19 +35,27 @@ def ensure_business_table(pg, tables: PgTables, task: ResolvedTask) -> str:
     apply = task.spec.apply
     target = tables.table(apply.table)
     cols = ", ".join(f"{quote_ident(c)} {pg_type(column_type(task, f))}" for c, f in apply.columns.items())
-    pg.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(tables.schema)}")
-    pg.execute(f"""
-        CREATE TABLE IF NOT EXISTS {target} (
-            {quote_ident(apply.key)} text NOT NULL,
-            {cols},
-            output_version text NOT NULL,
-            custom_id text NOT NULL,
-            input_hash text NOT NULL,
-            task_id text NOT NULL,
-            applied_at timestamp NOT NULL,
-            PRIMARY KEY ({quote_ident(apply.key)}, output_version)
-        )
-    """)
+    import psycopg
+
+    try:
+        # A savepoint: two partitions' first applies create the table at the same moment, and the
+        # one that loses PostgreSQL's race (IF NOT EXISTS does not cover it) finds it made.
+        with pg.transaction():
+            pg.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(tables.schema)}")
+            pg.execute(f"""
+                CREATE TABLE IF NOT EXISTS {target} (
+                    {quote_ident(apply.key)} text NOT NULL,
+                    {cols},
+                    output_version text NOT NULL,
+                    custom_id text NOT NULL,
+                    input_hash text NOT NULL,
+                    task_id text NOT NULL,
+                    applied_at timestamp NOT NULL,
+                    PRIMARY KEY ({quote_ident(apply.key)}, output_version)
+                )
+            """)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema):
+        pass  # created by the other apply, committed before this one could see it
     return target
 
 
