@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from batch_assets.bench.at_once import most_at_once
 from batch_assets.components.asset_metadata import TAG_PROVIDER, TAG_TASK_PARTITION
 from batch_assets.demo.runner import seed_demo_tables
 from batch_assets.deployment.local_stack import (
@@ -37,16 +38,6 @@ DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
 RUNS_PER_DAY = 3
 PROVIDER_CAP = 2  # deploy/dagster.local.yaml's limit on batch_assets/provider
 RUNS_TIMEOUT_S = 420.0
-
-
-def _overlapping(spans: list[tuple[float, float]]) -> int:
-    """The most spans open at one moment."""
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def test_the_daemon_never_runs_two_runs_of_a_partition_nor_more_than_the_provider_cap(
@@ -117,8 +108,8 @@ def test_the_daemon_never_runs_two_runs_of_a_partition_nor_more_than_the_provide
         by_partition.setdefault(r.dagster_run.tags[TAG_TASK_PARTITION], []).append(span)
         by_provider.setdefault(r.dagster_run.tags[TAG_PROVIDER], []).append(span)
     assert sorted(by_partition) == [f"ticket_triage:{day}" for day in DAYS]
-    assert all(_overlapping(spans) == 1 for spans in by_partition.values()), by_partition
-    assert _overlapping(by_provider["openai"]) <= PROVIDER_CAP, by_provider
+    assert all(most_at_once(spans) == 1 for spans in by_partition.values()), by_partition
+    assert most_at_once(by_provider["openai"]) <= PROVIDER_CAP, by_provider
     # The runs did the work: every partition's shards went out once (a repeat submits nothing new).
     with wh.control(read_only=True) as db:
         shards = db.execute("SELECT task_id, count(*), count(DISTINCT shard_id) FROM ledger.shard GROUP BY 1").rows

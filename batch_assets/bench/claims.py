@@ -9,12 +9,13 @@ attempts per second per backend and their ratio, and fails when any intent was w
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from batch_assets.bench.at_once import at_once
 
 TASK_ID = "bench_claims_20261120"
 
@@ -59,19 +60,7 @@ def race(backend: str, target: str, n: int, processes: int) -> tuple[float, list
     process waited for the DuckDB file's lock). The job keys are this run's own, so a PostgreSQL
     ledger in use is only added to, never cleaned."""
     run = f"bench-claims-{os.getpid()}-{time.time_ns()}"
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Barrier(processes + 1), ctx.Queue()
-    procs = [
-        ctx.Process(target=_claim_all, args=(backend, target, f"p{k}", n, run, start, out)) for k in range(processes)
-    ]
-    for p in procs:
-        p.start()
-    start.wait()
-    began = time.perf_counter()
-    answers = [out.get(timeout=3600) for _ in procs]
-    elapsed = time.perf_counter() - began
-    for p in procs:
-        p.join()
+    elapsed, answers = at_once(_claim_all, [(backend, target, f"p{k}", n, run) for k in range(processes)])
     return elapsed, [i for won, _waits in answers for i in won], sum(waits for _won, waits in answers)
 
 

@@ -4,12 +4,10 @@ second, and no lease left held (the intent-claim race is bench/claims.py)."""
 
 from __future__ import annotations
 
-import multiprocessing
-import time
+from batch_assets.bench.at_once import at_once
 
 LEASE_JOBS = 2000  # in-flight jobs the poll-lease race takes leases over
 LEASES_PER_TAKE = 20
-TIMEOUT_S = 3600.0
 
 
 def _lease_race(url: str, owner: str, ops: int, start, out) -> None:
@@ -33,18 +31,7 @@ def lease_race(url: str, processes: int, ops: int) -> float:
 
     db = connect_postgres(url)
     insert_in_flight_jobs(db, "bench_leases_20261120", "openai", LEASE_JOBS, "lease-")
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Barrier(processes + 1), ctx.Queue()
-    procs = [ctx.Process(target=_lease_race, args=(url, f"p{k}", ops, start, out)) for k in range(processes)]
-    for p in procs:
-        p.start()
-    start.wait()
-    began = time.perf_counter()
-    for _ in procs:
-        out.get(timeout=TIMEOUT_S)
-    elapsed = time.perf_counter() - began
-    for p in procs:
-        p.join()
+    elapsed, _taken = at_once(_lease_race, [(url, f"p{k}", ops) for k in range(processes)])
     held = held_poll_leases(db)
     if held:
         raise RuntimeError(f"{held} poll lease(s) left held after every racer cleared its own")

@@ -44,6 +44,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from batch_assets.bench.at_once import at_once, most_at_once
+
 TASK = "ticket_triage"
 FIRST_DAY = "2026-11-20"
 CONTROL_TARGET = 1000.0  # operations per second
@@ -217,34 +219,16 @@ def _settings(server_url: str, bucket, name: str) -> dict[str, str]:
 
 
 def run_workers(workers: int, env: dict, workdir: Path, emulator_url: str, days: list[str]) -> WorkerRun:
-    ctx = multiprocessing.get_context("spawn")
-    start, out, todo = ctx.Barrier(workers + 1), ctx.Queue(), ctx.Queue()
+    todo = multiprocessing.get_context("spawn").Queue()
     for day in days:
         todo.put(day)
-    procs = [
-        ctx.Process(target=_worker, args=(k, env, str(workdir), emulator_url, todo, start, out)) for k in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    start.wait()
-    began = time.perf_counter()
-    results = [out.get(timeout=WORKER_TIMEOUT_S) for _ in procs]
-    wall = time.perf_counter() - began
-    for p in procs:
-        p.join()
+    wall, results = at_once(
+        _worker, [(k, env, str(workdir), emulator_url, todo) for k in range(workers)], WORKER_TIMEOUT_S
+    )
     errors = [r[3] for r in results if r[3]]
     if errors:
         raise RuntimeError("; ".join(errors))
     return WorkerRun(workers, sum(r[1] for r in results), wall, sum(r[2] for r in results))
-
-
-def _most_at_once(spans: list[tuple[float, float]]) -> int:
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def check_invariants(env: dict, workdir: Path, days: list[str]) -> list[str]:
@@ -264,7 +248,7 @@ def check_invariants(env: dict, workdir: Path, days: list[str]) -> list[str]:
     with wh.control(read_only=True) as db:
         statuses = final_statuses(db, ids)
         twice = shards_sent_twice(db, ids)
-        at_once = _most_at_once(job_spans(db, ids, task.spec.provider))
+        at_once = most_at_once(job_spans(db, ids, task.spec.provider))
     cap = account_limits(task.spec.provider).max_jobs
     if at_once > cap:
         problems.append(f"{at_once} {task.spec.provider} batches in flight at once, the account allows {cap}")

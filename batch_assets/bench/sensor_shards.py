@@ -5,13 +5,12 @@ once, each in its own process: the wall time, and how many jobs were polled."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 import uuid
 from pathlib import Path
 
-TIMEOUT_S = 3600.0
+from batch_assets.bench.at_once import at_once
 
 
 def _tick_child(env: dict, sensor_name: str, start, out) -> None:
@@ -48,19 +47,8 @@ def sensor_ticks(env: dict, sensors: list[str]) -> tuple[float, int]:
     of `sensors`, evaluated at once in processes of their own."""
     from datetime import UTC, datetime
 
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Barrier(len(sensors) + 1), ctx.Queue()
-    procs = [ctx.Process(target=_tick_child, args=(env, name, start, out)) for name in sensors]
-    for p in procs:
-        p.start()
-    start.wait()
-    since = datetime.now(UTC).replace(tzinfo=None)
-    began = time.perf_counter()
-    for _ in procs:
-        out.get(timeout=TIMEOUT_S)
-    wall = time.perf_counter() - began
-    for p in procs:
-        p.join()
+    since = datetime.now(UTC).replace(tzinfo=None)  # before the children start: none polls earlier
+    wall, _answers = at_once(_tick_child, [(env, name) for name in sensors])
     return wall, _polled_since(env, since)
 
 
