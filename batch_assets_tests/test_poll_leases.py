@@ -258,3 +258,11 @@ def test_the_definitions_hold_one_status_sensor_per_provider_when_asked(monkeypa
     monkeypatch.setenv(POLL_SENSORS_VAR, "providers")
     names = sorted(s.name for s in load().sensors or [] if s.name.startswith("provider_status_sensor"))
     assert names == sorted(f"provider_status_sensor__{p}" for p in ("openai", "dashscope", "anthropic", "gemini"))
+
+
+def test_a_cli_poll_of_an_unknown_task_is_one_line_naming_it(ledger, monkeypatch, capsys):
+    monkeypatch.setenv("BATCH_ASSETS_DATABASE", str(ledger.database))
+    monkeypatch.setenv("BATCH_ASSETS_DATA_DIR", str(ledger.data_dir))
+    assert cli_main(["poll", "--task", "no_such_task"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no task or task_id 'no_such_task'" in err and "batch-assets jobs" in err

@@ -21,12 +21,14 @@ def cmd_poll(args) -> int:
     from batch_assets.pipeline.collect.poll import poll_jobs
     from batch_assets.pipeline.collect.poll_scopes import PollScope
 
-    wh = context.warehouse(args)
+    wh = context.warehouse(args, must_exist=False)
+    if wh.ledger_url is None:  # the jobs are in the warehouse file: it must be there
+        wh = context.warehouse(args)
     providers = context.providers(wh)
     task_id = task_name = None
     if args.task:
-        with wh.control(read_only=True) as conn:
-            names = task_names(conn)
+        with context.control(wh) as db:
+            names = task_names(db)
         if args.task in names:
             task_id = args.task
         elif args.task in names.values():
