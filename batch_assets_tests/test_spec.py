@@ -548,3 +548,46 @@ def test_source_tables_are_found_in_the_query_unless_declared(tmp_path):
     assert source_tables(found) == ["customers", "support_tickets"]  # the CTE is not a table
     declared = load_task_file(write_task(tmp_path / "b", setter("source.tables", ["tickets_view"]))).spec
     assert source_tables(declared) == ["tickets_view"]
+
+
+def test_a_task_schedule_fires_at_its_time_zones_hour_and_submits_that_zones_yesterday(tmp_path):
+    """`schedule: {cron, timezone}`: 07:30 in Shanghai is 23:30 UTC the day before; partitions are UTC
+    days, so that tick submits the last one complete then."""
+    import datetime as dt
+
+    from dagster._utils.schedules import cron_string_iterator
+
+    from batch_assets.components.task_defs import build_task_defs
+    from batch_assets.resources import default_resources
+
+    task = load_task_file(
+        write_task(tmp_path / "t", setter("schedule", {"cron": "30 7 * * *", "timezone": "Asia/Shanghai"}))
+    )
+    definitions = dg.Definitions.merge(build_task_defs(task), dg.Definitions(resources=default_resources()))
+    schedule = definitions.resolve_schedule_def(f"{task.name}__daily")
+    assert (schedule.cron_schedule, schedule.execution_timezone) == ("30 7 * * *", "Asia/Shanghai")
+    after = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC).timestamp()
+    fires = next(cron_string_iterator(after, schedule.cron_schedule, schedule.execution_timezone))  # Dagster's ticks
+    assert fires.astimezone(dt.UTC) == dt.datetime(2026, 11, 20, 23, 30, tzinfo=dt.UTC)  # 07:30 on the 21st there
+    context = dg.build_schedule_context(scheduled_execution_time=fires, repository_def=definitions.get_repository_def())
+    request = schedule.evaluate_tick(context).run_requests[0]
+    assert request.partition_key == "2026-11-19" and request.tags["batch_assets/task_partition"].endswith(":2026-11-19")
+    # Without `schedule:` the task keeps today's 01:00 UTC.
+    default = load_task_file(write_task(tmp_path / "d", lambda _a: None)).spec.schedule
+    assert (default.cron, default.timezone) == ("0 1 * * *", "UTC")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("cron", "61 7 * * *", "'61 7 * * *' is not a cron expression. Fix: use five fields"),
+        ("timezone", "Mars/Olympus", "'Mars/Olympus' is not a time zone. Fix: use an IANA name"),
+    ],
+)
+def test_a_bad_schedule_names_the_file_the_field_and_the_fix(tmp_path, field, value, said):
+    yaml_path = write_task(tmp_path / "t", setter("schedule", {field: value}))
+    with pytest.raises(TaskSpecError) as info:
+        load_task_file(yaml_path)
+    message = str(info.value)
+    assert str(yaml_path) in message and f"schedule.{field}" in message and said in message, message
+    assert "\n" not in message

@@ -3,7 +3,8 @@ its daily schedule."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 
@@ -30,22 +31,26 @@ def build_jobs(w: TaskWiring) -> tuple[dg.UnresolvedAssetJobDefinition, dg.Unres
 
 
 def build_daily_schedule(w: TaskWiring, submit_job) -> dg.ScheduleDefinition:
-    """Yesterday's partition (the last complete day) at 01:00 UTC, stopped until someone starts it.
-    Not dg.build_schedule_from_partitioned_job: in Dagster 1.13 its ticks call the deprecated
+    """The last complete partition (a UTC day) at each tick, ticking at the task's `schedule:` (its
+    cron in its time zone, default 01:00 UTC), stopped until someone starts it. Not
+    dg.build_schedule_from_partitioned_job: in Dagster 1.13 its ticks call the deprecated
     JobDefinition.run_request_for_partition (a DeprecationWarning on every tick)."""
-    name = w.name
+    name, when = w.name, w.task.spec.schedule
 
     @dg.schedule(
         name=f"{name}__daily",
-        cron_schedule="0 1 * * *",
+        cron_schedule=when.cron,
         target=submit_job,
-        execution_timezone="UTC",
+        execution_timezone=when.timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description=f"Freezes and submits yesterday's partition of {name} every day at 01:00 UTC. Stopped "
-        "by default: start it to run the task daily.",
+        description=f"Freezes and submits the last complete day's partition of {name} at `{when.cron}` "
+        f"({when.timezone}). Stopped by default: start it to run the task daily.",
     )
     def schedule(context: dg.ScheduleEvaluationContext):
-        day = (context.scheduled_execution_time - timedelta(days=1)).strftime("%Y-%m-%d")
+        # Partitions are UTC days: the last one complete at the tick (a naive time is the zone's own).
+        at = context.scheduled_execution_time
+        at = at.replace(tzinfo=ZoneInfo(when.timezone)) if at.tzinfo is None else at
+        day = (at.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
         return dg.RunRequest(
             run_key=f"{name}:{day}", partition_key=day, tags={TAG_PARTITION: day, **task_partition_tag(name, day)}
         )

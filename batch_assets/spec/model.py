@@ -256,6 +256,37 @@ class RetentionSpec(_Strict):
     )
 
 
+class ScheduleSpec(_Strict):
+    """A task's `schedule:` section: when its daily schedule submits the last complete day."""
+
+    cron: str = Field(
+        default="0 1 * * *",
+        description="When the `<task>__daily` schedule fires, a cron expression read in `timezone`; each tick "
+        "submits the last complete partition (partitions are UTC days).",
+    )
+    timezone: str = Field(default="UTC", description="An IANA time zone name for `cron`, e.g. Asia/Shanghai.")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(v):
+            raise ValueError(f"{v!r} is not a cron expression; use five fields, e.g. 30 2 * * * for 02:30")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v!r} is not a time zone; use an IANA name such as UTC or Asia/Shanghai") from None
+        return v
+
+
 class ReviewSpec(_Strict):
     """A task's `review:` section: applied answers picked for a person to approve or reject."""
 
@@ -366,6 +397,7 @@ class TaskSpec(_Strict):
 
     retention: RetentionSpec = RetentionSpec()
     review: ReviewSpec = ReviewSpec()
+    schedule: ScheduleSpec = ScheduleSpec()
 
     @field_validator("name")
     @classmethod
