@@ -591,3 +591,21 @@ def test_a_bad_schedule_names_the_file_the_field_and_the_fix(tmp_path, field, va
     message = str(info.value)
     assert str(yaml_path) in message and f"schedule.{field}" in message and said in message, message
     assert "\n" not in message
+
+
+CRON_CASES = [
+    "0 1 * * *", "30 7 * * *", "*/15 * * * *", "0 9-17 * * mon-fri", "0 0 1,15 * *", "0 0 * jan,jul *",
+    "0 0 * * 7", "0 0 * * SUN", "1-5/2 * * * *", "@daily", "@hourly", "61 7 * * *", "0 24 * * *", "* * * *",
+    "0 0 0 * *", "0 0 * 13 *", "0 0 * * 8", "0 */0 * * *", "a b c d e", "0 0 * * * *", "",
+]  # fmt: skip
+
+
+def test_the_specs_cron_check_never_accepts_what_dagster_refuses():
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from batch_assets.spec.cron import is_cron
+
+    accepted = [c for c in CRON_CASES if is_cron(c)]
+    assert accepted == CRON_CASES[:11]
+    assert all(is_valid_cron_string(c) for c in accepted)
+    assert not any(is_valid_cron_string(c) for c in CRON_CASES[11:])  # what it refuses, Dagster refuses too

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 from batch_assets.formatting import parse_duration
 from batch_assets.policy.model import PolicySpec
 from batch_assets.providers.registry import known_providers, provider_limits
+from batch_assets.spec.cron import is_cron
 from batch_assets.spec.failure_classes import unknown_classes_error
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -269,9 +270,7 @@ class ScheduleSpec(_Strict):
     @field_validator("cron")
     @classmethod
     def _cron(cls, v: str) -> str:
-        from dagster._utils.schedules import is_valid_cron_string
-
-        if not is_valid_cron_string(v):
+        if not is_cron(v):
             raise ValueError(f"{v!r} is not a cron expression; use five fields, e.g. 30 2 * * * for 02:30")
         return v
 
