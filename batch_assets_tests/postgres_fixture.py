@@ -11,7 +11,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from typing import NoReturn
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -33,15 +32,15 @@ def postgres_url() -> Iterator[str]:
 
     # A unique name per test, so xdist workers sharing the server never meet.
     name = f"test_{uuid.uuid4().hex[:12]}"
+    from batch_assets.services.postgres import create_database
+
     try:
-        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
+        url = create_database(admin, name)
     except psycopg.OperationalError as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _unavailable(f"no PostgreSQL for this test: {TEST_URL_VARIABLE}={admin} does not answer ({reason})")
-    parts = urlsplit(admin)
     try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
+        yield url
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -106,11 +106,10 @@ def _task_file() -> Path:
 
 
 def _adapter(emulator_url: str):
-    from batch_assets.providers.contract import ClientSettings
-    from batch_assets.providers.registry import build_adapter, provider_definition
+    """The openai adapter on the emulator, as the project's runs build it (creates never retried)."""
+    from batch_assets.resources import ProvidersResource
 
-    path = provider_definition("openai").emulator_path
-    return build_adapter("openai", ClientSettings("emulator-no-key", emulator_url.rstrip("/") + path, max_retries=3))
+    return ProvidersResource(emulator_url=emulator_url, max_retries=3).adapter("openai")
 
 
 def _in_flight(wh, task_id: str) -> int:
@@ -192,19 +191,12 @@ def _seed(env: dict, days: list[str], items: int) -> None:
         tables.publish(conn, "support_tickets", "SELECT * FROM support_tickets")
 
 
-def _database(admin_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return admin_url.rsplit("/", 1)[0] + f"/{name}"
-
-
 def _settings(server_url: str, bucket, name: str) -> dict[str, str]:
     from batch_assets.deployment.local_stack import exported
     from batch_assets.services import s3
+    from batch_assets.services.postgres import create_database
 
-    url = _database(server_url, name)
+    url = create_database(server_url, name)
     env = exported(s3.env_lines(bucket))
     env.update(
         {
@@ -319,7 +311,7 @@ def _main(args) -> int:
         ratio = runs[-1].items_per_s / runs[0].items_per_s
         print(f"  {counts[-1]} workers / 1: {ratio:.2f}x the throughput (target >= {SCALE_TARGET})")
 
-        control_url = _database(server.url, f"bench_control_{uuid.uuid4().hex[:6]}")
+        control_url = postgres.create_database(server.url, f"bench_control_{uuid.uuid4().hex[:6]}")
         from batch_assets.ledger.control_db import connect_postgres
         from batch_assets.ledger.control_schema import ensure_control_schema
         from batch_assets.ledger.warehouse import Warehouse

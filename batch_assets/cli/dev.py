@@ -101,34 +101,30 @@ def cmd_dev(args) -> int:
         return _run_stack(args, dg, env, data_dir, emulator_url)
 
 
-def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> int:
+def _run_stack(args, dg: Path, env: dict, data_dir: Path, emulator_url: str, then=None, shells=None) -> int:
+    """The emulator, then `dg dev`; `then(ui)` once the UI runs (the distributed stack's launches);
+    `shells`: the settings another shell needs (default: the warehouse and the emulator)."""
     emulator = ui = None
     try:
         with signals_held():  # a signal now is raised once `emulator` holds the child, so it is stopped
             emulator = start_group(
-                [
-                    sys.executable,
-                    "-m",
-                    "batch_assets.cli",
-                    "emulator",
-                    "--port",
-                    str(args.emulator_port),
-                    "--state-dir",
-                    str(data_dir / "emulator"),
-                ],
+                [sys.executable, "-m", "batch_assets.cli", "emulator", "--port", str(args.emulator_port),
+                 "--state-dir", str(data_dir / "emulator")],
                 env=env,
-            )
+            )  # fmt: skip
         _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
         ui_url = f"http://{HOST}:{args.ui_port}"
         dev_stack.record(data_dir, emulator_url=emulator_url, ui_url=ui_url)
         print(f"emulator: {emulator_url}   Dagster UI: {ui_url}", flush=True)
-        print(
-            f"other shells: export BATCH_ASSETS_DATABASE={data_dir / 'warehouse.duckdb'} "
-            f"BATCH_ASSETS_EMULATOR_URL={emulator_url}",
-            flush=True,
-        )
+        shells = shells or {
+            "BATCH_ASSETS_DATABASE": data_dir / "warehouse.duckdb",
+            "BATCH_ASSETS_EMULATOR_URL": emulator_url,
+        }
+        print("other shells: export " + " ".join(f"{k}={v}" for k, v in shells.items()), flush=True)
         with signals_held():
             ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
+        if then is not None:
+            then(ui)
         return ui.wait()
     except Stopped as stopped:
         print(f"{stopped}: stopping the Dagster UI, the daemon and the emulator", file=sys.stderr, flush=True)
@@ -175,12 +171,27 @@ def _stop_servers(data_dir: Path) -> None:
     postgres.discard(data_dir / "services")
 
 
+# What another shell needs to reach the distributed stack (the servers' own development settings).
+SHELL_SETTINGS = (
+    "BATCH_ASSETS_DATABASE",
+    "BATCH_ASSETS_EMULATOR_URL",
+    "BATCH_ASSETS_LEDGER_URL",
+    "BATCH_ASSETS_TABLES_URL",
+    "BATCH_ASSETS_TABLES_SCHEMA",
+    "BATCH_ASSETS_STORAGE_URL",
+    "BATCH_ASSETS_S3_ENDPOINT",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+)
+
+
 def _run_distributed(args, dg: Path, env: dict, data_dir: Path, emulator_url: str) -> int:
     from batch_assets.demo.runner import DEMO_PARTITIONS, DEMO_TASKS, seed_demo_tables
     from batch_assets.deployment.local_stack import Launch, submit_runs, wait_for_location
     from batch_assets.ledger.warehouse import Warehouse
+    from batch_assets.spec.resolve import task_id_for
 
-    emulator = ui = None
     _fresh_distributed_dir(data_dir)
     try:
         with signals_held():  # a signal now is raised once the servers are recorded, so they are stopped
@@ -188,43 +199,27 @@ def _run_distributed(args, dg: Path, env: dict, data_dir: Path, emulator_url: st
         wh = Warehouse.at(data_dir / "warehouse.duckdb", data_dir)
         counts = seed_demo_tables(wh)
         print("seeded " + ", ".join(f"{n} rows in {t}" for t, n in counts.items()) + " (PostgreSQL)", flush=True)
-        with signals_held():
-            emulator = start_group(
-                [sys.executable, "-m", "batch_assets.cli", "emulator", "--port", str(args.emulator_port),
-                 "--state-dir", str(data_dir / "emulator")],
-                env=env,
-            )  # fmt: skip
-        _wait_until_listening(emulator, args.emulator_port, EMULATOR_START_TIMEOUT_S)
-        ui_url = f"http://{HOST}:{args.ui_port}"
-        dev_stack.record(data_dir, emulator_url=emulator_url, ui_url=ui_url)
-        with signals_held():
-            ui = start_group([str(dg), "dev", "--host", HOST, "--port", str(args.ui_port)], env=env)
-        wait_for_location(args.ui_port, UI_LOAD_TIMEOUT_S, alive=lambda: ui.poll() is None)
-        launches = [Launch(f"{t}__submit", t, d) for t in DEMO_TASKS for d in DEMO_PARTITIONS]
-        submit_runs(args.ui_port, launches)
-        print(
-            f"emulator: {emulator_url}   Dagster UI: {ui_url}\n"
-            f"submitted {len(launches)} submit runs to the run queue (deploy/dagster.local.yaml); the status "
-            "sensor asks for the collect runs. Ctrl-C stops everything.",
-            flush=True,
-        )
-        _watch(ui, wh, [f"{t}_{d.replace('-', '')}" for t in DEMO_TASKS for d in DEMO_PARTITIONS])
-        return ui.wait()
-    except Stopped as stopped:
-        print(
-            f"{stopped}: stopping the Dagster UI, the daemon, the emulator, PostgreSQL and S3",
-            file=sys.stderr,
-            flush=True,
-        )
+
+        def launch_and_watch(ui: subprocess.Popen) -> None:
+            try:
+                wait_for_location(args.ui_port, UI_LOAD_TIMEOUT_S, alive=lambda: ui.poll() is None)
+                launches = [Launch(f"{t}__submit", t, d) for t in DEMO_TASKS for d in DEMO_PARTITIONS]
+                submit_runs(args.ui_port, launches)
+            except RuntimeError as exc:  # the webserver did not come up, or refused a launch
+                raise CliError(str(exc)) from None
+            print(
+                f"submitted {len(launches)} submit runs to the run queue (deploy/dagster.local.yaml); the status "
+                "sensor asks for the collect runs. Ctrl-C stops everything.",
+                flush=True,
+            )
+            _watch(ui, wh, [task_id_for(t, d) for t in DEMO_TASKS for d in DEMO_PARTITIONS])
+
+        shells = {name: env[name] for name in SHELL_SETTINGS if name in env}
+        return _run_stack(args, dg, env, data_dir, emulator_url, then=launch_and_watch, shells=shells)
+    except Stopped as stopped:  # while the servers started or the tables were seeded
+        print(f"{stopped}: stopping PostgreSQL and S3", file=sys.stderr, flush=True)
         return 128 + stopped.signum
-    except RuntimeError as exc:  # the webserver did not come up
-        raise CliError(str(exc)) from None
     finally:
-        dev_stack.clear(data_dir)
-        if ui is not None:
-            stop_group(ui)
-        if emulator is not None:
-            stop_group(emulator)
         _stop_servers(data_dir)
 
 

@@ -60,7 +60,7 @@ from batch_assets.pipeline.settle.partition_status import partitions_revoked_sin
 from batch_assets.pipeline.settle.retry_ledger import pending_retries
 from batch_assets.providers.registry import provider_limits
 from batch_assets.resources import ProviderConfigurationError, ProvidersResource, WarehouseResource
-from batch_assets.spec.resolve import load_tasks
+from batch_assets.spec.resolve import load_tasks, task_id_for
 
 POLL_BUDGET_S = 20.0
 POLL_MAX_JOBS: int | None = None  # no cap on polls per tick: the time budget bounds them
@@ -489,23 +489,20 @@ def _without_paused_accounts(wh, tasks: dict, submit: list[dg.RunRequest], log) 
     return [r for r in submit if provider_of(r) not in paused] if paused else submit
 
 
-def _claimed(wh, tasks: dict, sensor: str, requests: list[dg.RunRequest], log) -> list[dg.RunRequest]:
-    """The requests whose run key this sensor may ask for (ledger/run_requests.py): a run another
-    status sensor already asked for is dropped, so sensors with overlapping scopes ask once."""
-    if not requests:
-        return requests
-
-    def task_id(r: dg.RunRequest) -> str:
-        name, day = r.tags[TAG_TASK], r.tags[TAG_PARTITION]
-        task = tasks.get(name)
-        return task.task_id(day) if task is not None else f"{name}_{day.replace('-', '')}"
-
+def _claimed(wh, sensor: str, *groups: list[dg.RunRequest], log) -> list[list[dg.RunRequest]]:
+    """Each group of requests, less those whose run key another status sensor already asked for
+    (ledger/run_requests.py; one statement for all), so sensors with overlapping scopes ask once."""
+    keyed = [r for group in groups for r in group if r.run_key]
+    if not keyed:
+        return list(groups)
     with wh.control() as conn:
-        won = claim_run_keys(conn, sensor, [(r.run_key, task_id(r), r.job_name) for r in requests if r.run_key])
-    dropped = [r for r in requests if r.run_key and r.run_key not in won]
-    for r in dropped:
-        log.info(f"{r.job_name} {r.partition_key}: already asked for by another status sensor ({r.run_key})")
-    return [r for r in requests if not r.run_key or r.run_key in won]
+        won = claim_run_keys(
+            conn, sensor, [(r.run_key, task_id_for(r.tags[TAG_TASK], r.tags[TAG_PARTITION]), r.job_name) for r in keyed]
+        )
+    for r in keyed:
+        if r.run_key not in won:
+            log.info(f"{r.job_name} {r.partition_key}: already asked for by another status sensor ({r.run_key})")
+    return [[r for r in group if not r.run_key or r.run_key in won] for group in groups]
 
 
 def provider_status_tick(
@@ -537,7 +534,7 @@ def provider_status_tick(
         *_retry_requests(wh, tasks),
     ]
     submit = _without_paused_accounts(wh, tasks, submit, log)
-    collect, submit = _claimed(wh, tasks, scope.name, collect, log), _claimed(wh, tasks, scope.name, submit, log)
+    collect, submit = _claimed(wh, scope.name, collect, submit, log=log)
     stuck = state.stuck
     n_stuck = len(stuck.newly_stuck) + len(stuck.still_stuck) + len(stuck.cancelled)
     held = f" (another poller was polling {polled.held_elsewhere})" if polled.held_elsewhere else ""

@@ -125,6 +125,20 @@ def running(state_dir: Path) -> Running | None:
     return state if _serves(state) else None
 
 
+def create_database(admin_url: str, name: str) -> str:
+    """A new, empty database `name` (letters, digits and _ only) on the server of `admin_url`; its URL."""
+    import re
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        raise ServiceError(f"{name!r} is not a database name this project makes: use a-z, 0-9 and _")
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
+
+
 def start(state_dir: Path, port: int | None = None) -> Running:
     """Start (or find running) the server whose data lives in `state_dir/postgres`."""
     state_dir = state_dir.resolve()

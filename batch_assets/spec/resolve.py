@@ -39,6 +39,11 @@ __all__ = [
 ]
 
 
+def task_id_for(task_name: str, partition_date: str) -> str:
+    """A partition's task_id, {task_name}_{YYYYMMDD}, also for a task whose file does not load now."""
+    return f"{task_name}_{partition_date.replace('-', '')}"
+
+
 @dataclass(frozen=True)
 class ResolvedTask:
     spec: TaskSpec
@@ -54,7 +59,7 @@ class ResolvedTask:
 
     def task_id(self, partition_date: str) -> str:
         """task_id = {task_name}_{YYYYMMDD} (the partition's date)."""
-        return f"{self.spec.name}_{partition_date.replace('-', '')}"
+        return task_id_for(self.spec.name, partition_date)
 
     @property
     def params_json(self) -> str:

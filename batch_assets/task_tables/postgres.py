@@ -165,7 +165,7 @@ class PgTables:
         """The rows of DuckDB query `select_sql` as table `name` of the schema (replacing it): how the
         demo puts its source tables where a deployment keeps them."""
         with self.session(read_only=False) as pg:
-            pg.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
+            create_if_missing(pg, f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
             copy_rows_into(pg, duck, select_sql, name, table=self.table(name))
 
     def read_query(
@@ -246,6 +246,20 @@ def _as_text_sql(name: str, duck_type_: str) -> str:
     if duck_type_.endswith("]"):
         return f"CASE WHEN {col} IS NULL THEN NULL ELSE '{{' || array_to_string({col}, ',') || '}}' END"
     return f"CAST({col} AS VARCHAR)"
+
+
+def create_if_missing(pg, *statements: str) -> None:
+    """Run `CREATE … IF NOT EXISTS` statements in a savepoint of `pg`'s transaction. Two sessions
+    creating one object at the same moment both pass IF NOT EXISTS, and the later commit fails on
+    PostgreSQL's catalog; that one finds the object made instead of failing."""
+    import psycopg
+
+    try:
+        with pg.transaction():
+            for statement in statements:
+                pg.execute(statement)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema):
+        pass  # made by the other session, committed before this one could see it
 
 
 def copy_rows_into(

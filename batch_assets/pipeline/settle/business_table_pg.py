@@ -16,7 +16,7 @@ import duckdb
 from batch_assets.pipeline.settle.business_table import column_type, value_sql
 from batch_assets.spec.resolve import ResolvedTask
 from batch_assets.sqltext import quote_ident
-from batch_assets.task_tables.postgres import PgTables, copy_query_into, copy_rows_into, pg_type, run
+from batch_assets.task_tables.postgres import PgTables, copy_query_into, copy_rows_into, create_if_missing, pg_type, run
 
 _LEDGER_COLUMNS = ("output_version", "custom_id", "input_hash", "task_id", "applied_at")
 
@@ -35,27 +35,20 @@ def ensure_business_table(pg, tables: PgTables, task: ResolvedTask) -> str:
     apply = task.spec.apply
     target = tables.table(apply.table)
     cols = ", ".join(f"{quote_ident(c)} {pg_type(column_type(task, f))}" for c, f in apply.columns.items())
-    import psycopg
-
-    try:
-        # A savepoint: two partitions' first applies create the table at the same moment, and the
-        # one that loses PostgreSQL's race (IF NOT EXISTS does not cover it) finds it made.
-        with pg.transaction():
-            pg.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(tables.schema)}")
-            pg.execute(f"""
-                CREATE TABLE IF NOT EXISTS {target} (
-                    {quote_ident(apply.key)} text NOT NULL,
-                    {cols},
-                    output_version text NOT NULL,
-                    custom_id text NOT NULL,
-                    input_hash text NOT NULL,
-                    task_id text NOT NULL,
-                    applied_at timestamp NOT NULL,
-                    PRIMARY KEY ({quote_ident(apply.key)}, output_version)
-                )
-            """)
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema):
-        pass  # created by the other apply, committed before this one could see it
+    create_if_missing(  # two partitions' first applies may create it at the same moment
+        pg,
+        f"CREATE SCHEMA IF NOT EXISTS {quote_ident(tables.schema)}",
+        f"""CREATE TABLE IF NOT EXISTS {target} (
+            {quote_ident(apply.key)} text NOT NULL,
+            {cols},
+            output_version text NOT NULL,
+            custom_id text NOT NULL,
+            input_hash text NOT NULL,
+            task_id text NOT NULL,
+            applied_at timestamp NOT NULL,
+            PRIMARY KEY ({quote_ident(apply.key)}, output_version)
+        )""",
+    )
     return target
 
 
